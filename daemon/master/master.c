@@ -1,0 +1,1595 @@
+/*
+ * The master service: directory, versions, leases, pins, eviction, placement, liveness.
+ *
+ * Record layout (the memory budget of DESIGN.md §3 is <= 64 B + key per record): a record
+ * holds the key inline and one version inline (the "head": the readable version, or the only
+ * one). Anything else a key has at the same moment -- an upsert being written, an old version
+ * still leased, a displaced put whose writes may still land -- lives in a short chain of
+ * separately allocated versions, which is empty for almost every key. Times are 32-bit counts
+ * of 10 ms ticks compared with serial arithmetic; the sweep renews anything that could age
+ * past half the wrap (about 248 days). Recency is one clock bit per record; the eviction
+ * hand of a segment walks that segment's allocated blocks in address order (the allocator
+ * keeps, per block, a pointer back to the version that owns it), so no list links objects.
+ *
+ * Freeing space: a version's blocks are returned only when no reader can still be reading
+ * them (its last lease ended or expired) and no writer can still be writing them (the writer
+ * said its transfers are final, the owner fenced the block, or the release timeout passed).
+ */
+#include "daemon/master/master.h"
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <mc/mc_status.h>
+
+#include "daemon/master/alloc.h"
+#include "daemon/master/directory.h"
+
+#define KEY_MAX 512
+#define CT_MS 10u                   /* one coarse tick */
+#define TTL_MAX_CT (200u * 86400u * (1000u / CT_MS)) /* TTLs are capped at 200 days */
+#define SIZE_MAX_OBJ ((UINT64_C(1) << 40) - 1)
+#define SLOT_MAX 0xFFFEu            /* node and segment slots */
+
+enum ver_state {
+    VS_EMPTY = 0,      /* no version here */
+    VS_PROCESSING = 1, /* being written, invisible */
+    VS_COMPLETE = 2,   /* readable (when it is the head) */
+    VS_RETIRED = 3,    /* unpublished; freed when its last lease ends */
+    VS_STALE = 4,      /* displaced, superseded or revoked put; freed when writes are over */
+};
+
+/* object flags */
+#define OF_CLOCK 0x01u    /* used since the hand last passed */
+#define OF_PIN_SOFT 0x02u
+#define OF_PIN_HARD 0x04u
+#define OF_NO_CSUM 0x08u
+#define OF_TTL 0x10u
+
+struct rep {
+    uint16_t seg; /* segment slot */
+    uint16_t gen; /* the slot's generation when the block was allocated */
+    uint32_t alloc;
+};
+
+struct ver {
+    uint64_t id;
+    uint64_t size : 40, nrep : 4, state : 3, ext : 1, epoch : 16;
+    uint32_t t_start;   /* tick of put_start */
+    uint32_t lease_exp; /* tick; meaningful while lease_cnt > 0 */
+    uint32_t lease_cnt; /* leases of the current epoch not released yet */
+    uint32_t writer;    /* node id */
+    union {
+        struct rep one;   /* nrep <= 1 */
+        struct rep *many; /* nrep >= 2 */
+    } r;
+};
+
+struct obj {
+    struct ver_ext *more; /* chain of further versions, usually NULL */
+    struct ver v;         /* the head */
+    uint32_t ttl_exp;     /* tick (OF_TTL); while the head is PROCESSING: the TTL length */
+    uint32_t pin_exp;     /* tick the soft pin lapses */
+    uint16_t key_len;
+    uint8_t flags;
+    uint8_t pad;
+    char key[];
+};
+
+struct ver_ext {
+    struct ver v; /* first: a struct ver * with ext set points here */
+    struct ver_ext *next;
+    struct obj *obj;
+    uint64_t ttl_ms;
+    uint8_t flags; /* OF_PIN_* / OF_NO_CSUM of this version */
+};
+
+_Static_assert(sizeof(struct rep) == 8, "replica ref is 8 bytes");
+_Static_assert(sizeof(struct ver) == 40, "version is 40 bytes");
+_Static_assert(offsetof(struct obj, key) <= 64, "record header within the 64-byte budget");
+
+enum { NODE_FREE = 0, NODE_ALIVE, NODE_DEAD };
+enum { SEG_FREE = 0, SEG_MOUNTED };
+
+struct node {
+    uint32_t id; /* gen << 16 | slot */
+    uint8_t state;
+    uint32_t domain_id;
+    uint64_t last_hb_ms;
+    char name[MC_MASTER_NAME_MAX + 1];
+    char domain[MC_MASTER_NAME_MAX + 1];
+};
+
+struct seg {
+    uint16_t gen;
+    uint8_t state;
+    uint32_t kind;
+    uint32_t node;
+    uint64_t base;
+    struct mc_alloc *alloc;
+    uint64_t hard_pinned;
+    uint64_t evictions;
+};
+
+struct mc_master {
+    struct mc_master_config cfg;
+    mc_master_clock_fn clock;
+    void *clock_ctx;
+    uint64_t t0_ms;
+    struct mc_dir *dir;
+    struct mc_dir_cursor sweep;
+    uint64_t next_version;
+    uint64_t rng;
+    uint32_t next_domain_id;
+    struct node *nodes;
+    uint32_t nnodes; /* slots in use (high-water) */
+    uint32_t cap_nodes;
+    struct seg *segs;
+    uint32_t nsegs;
+    uint32_t cap_segs;
+    uint32_t lease_ct, discard_ct, release_ct, soft_pin_ct;
+    struct mc_master_stats st;
+};
+
+/* ---------------------------------------------------------------------------------------- */
+/* time */
+
+static uint64_t clock_monotonic_ms(void *ctx)
+{
+    struct timespec ts;
+
+    (void)ctx;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t now_ms(const struct mc_master *m)
+{
+    return m->clock(m->clock_ctx);
+}
+
+static uint32_t now_ct(const struct mc_master *m)
+{
+    return (uint32_t)((now_ms(m) - m->t0_ms) / CT_MS);
+}
+
+static uint32_t ms_to_ct(uint64_t ms)
+{
+    uint64_t ct = (ms + CT_MS - 1) / CT_MS; /* round up: a lease never ends early */
+
+    return ct > TTL_MAX_CT ? TTL_MAX_CT : (uint32_t)ct;
+}
+
+static uint64_t ct_to_ms(const struct mc_master *m, uint32_t ct)
+{
+    return m->t0_ms + (uint64_t)ct * CT_MS;
+}
+
+/* a at or after b, in serial arithmetic */
+static bool ct_reached(uint32_t now, uint32_t t)
+{
+    return (int32_t)(now - t) >= 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* nodes and segments */
+
+static struct node *node_get(const struct mc_master *m, uint32_t id)
+{
+    uint32_t slot = id & 0xFFFFu;
+
+    if (slot >= m->nnodes || m->nodes[slot].id != id)
+        return NULL;
+    return &m->nodes[slot];
+}
+
+bool mc_master_node_is_alive(const struct mc_master *m, uint32_t id)
+{
+    const struct node *n = node_get(m, id);
+
+    return n != NULL && n->state == NODE_ALIVE;
+}
+
+static struct seg *seg_of_rep(const struct mc_master *m, const struct rep *r)
+{
+    struct seg *s;
+
+    if (r->seg >= m->nsegs)
+        return NULL;
+    s = &m->segs[r->seg];
+    return s->state == SEG_MOUNTED && s->gen == r->gen ? s : NULL;
+}
+
+static struct seg *seg_get(const struct mc_master *m, uint32_t id)
+{
+    struct rep r = {.seg = (uint16_t)(id & 0xFFFFu), .gen = (uint16_t)(id >> 16)};
+
+    if ((id & 0xFFFFu) > SLOT_MAX)
+        return NULL;
+    return seg_of_rep(m, &r);
+}
+
+static uint32_t seg_id(const struct mc_master *m, const struct seg *s)
+{
+    return (uint32_t)s->gen << 16 | (uint32_t)(s - m->segs);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* versions */
+
+static struct rep *ver_reps(struct ver *v)
+{
+    return v->nrep <= 1 ? &v->r.one : v->r.many;
+}
+
+static struct obj *ver_obj(struct ver *v)
+{
+    if (v->ext)
+        return ((struct ver_ext *)v)->obj;
+    return (struct obj *)((char *)v - offsetof(struct obj, v));
+}
+
+static uint8_t ver_flags(struct ver *v)
+{
+    return v->ext ? ((struct ver_ext *)v)->flags : ver_obj(v)->flags;
+}
+
+static void ver_repoint(struct mc_master *m, struct ver *v)
+{
+    struct rep *reps = ver_reps(v);
+    uint32_t i;
+
+    for (i = 0; i < v->nrep; i++) {
+        struct seg *s = seg_of_rep(m, &reps[i]);
+
+        if (s != NULL)
+            mc_alloc_set_owner(s->alloc, reps[i].alloc, v);
+    }
+}
+
+/* Return one replica's block to its segment (if the segment is still there). */
+static void rep_release(struct mc_master *m, const struct rep *r, bool hard)
+{
+    struct seg *s = seg_of_rep(m, r);
+
+    if (s == NULL)
+        return;
+    if (hard)
+        s->hard_pinned -= mc_alloc_len(s->alloc, r->alloc);
+    mc_alloc_free(s->alloc, r->alloc);
+}
+
+/* Remove replica i from v (without freeing its block). */
+static void ver_drop_rep(struct ver *v, uint32_t i)
+{
+    struct rep *reps = ver_reps(v);
+
+    reps[i] = reps[v->nrep - 1];
+    if (v->nrep == 2) {
+        struct rep keep = reps[0];
+
+        free(v->r.many);
+        v->r.one = keep;
+    }
+    v->nrep--;
+}
+
+/* Drop the replicas whose segment is gone. */
+static void ver_drop_dead_reps(struct mc_master *m, struct ver *v)
+{
+    uint32_t i = 0;
+
+    while (i < v->nrep) {
+        if (seg_of_rep(m, &ver_reps(v)[i]) == NULL)
+            ver_drop_rep(v, i);
+        else
+            i++;
+    }
+}
+
+static bool ver_has_live_rep(const struct mc_master *m, struct ver *v)
+{
+    struct rep *reps = ver_reps(v);
+    uint32_t i;
+
+    for (i = 0; i < v->nrep; i++) {
+        if (seg_of_rep(m, &reps[i]) != NULL)
+            return true;
+    }
+    return false;
+}
+
+/* Free every block of v now: the caller knows nothing reads or writes them any more. */
+static void ver_free_space(struct mc_master *m, struct ver *v)
+{
+    bool hard = (ver_flags(v) & OF_PIN_HARD) != 0;
+    struct rep *reps = ver_reps(v);
+    uint32_t i;
+
+    for (i = 0; i < v->nrep; i++)
+        rep_release(m, &reps[i], hard);
+    if (v->nrep >= 2)
+        free(v->r.many);
+    v->nrep = 0;
+    v->state = VS_EMPTY;
+    v->lease_cnt = 0;
+}
+
+/* Leased now? Ends the epoch when its leases have all expired. */
+static bool ver_is_leased(struct mc_master *m, struct ver *v, uint32_t now)
+{
+    if (v->lease_cnt == 0)
+        return false;
+    if (!ct_reached(now, v->lease_exp))
+        return true;
+    m->st.lease_expiries += v->lease_cnt;
+    v->lease_cnt = 0;
+    v->epoch++; /* releases of the expired leases must not touch later ones */
+    return false;
+}
+
+/* Unpublish v: freed now when unleased, else when its last lease ends. */
+static void ver_retire(struct mc_master *m, struct ver *v, uint32_t now)
+{
+    if (ver_is_leased(m, v, now))
+        v->state = VS_RETIRED;
+    else
+        ver_free_space(m, v);
+}
+
+/* A put whose writes may still land: keep its blocks until the writer reports its
+ * transfers final, the owners fence the blocks, or the release timeout passes. */
+static void ver_make_stale(struct mc_master *m, struct ver *v)
+{
+    ver_drop_dead_reps(m, v);
+    if (v->nrep == 0) {
+        v->state = VS_EMPTY;
+        return;
+    }
+    v->state = VS_STALE;
+}
+
+static struct ver *obj_find_ver(struct obj *o, uint64_t id)
+{
+    struct ver_ext *e;
+
+    if (o->v.state != VS_EMPTY && o->v.id == id)
+        return &o->v;
+    for (e = o->more; e != NULL; e = e->next) {
+        if (e->v.state != VS_EMPTY && e->v.id == id)
+            return &e->v;
+    }
+    return NULL;
+}
+
+static struct ver *obj_pending(struct obj *o)
+{
+    struct ver_ext *e;
+
+    if (o->v.state == VS_PROCESSING)
+        return &o->v;
+    for (e = o->more; e != NULL; e = e->next) {
+        if (e->v.state == VS_PROCESSING)
+            return &e->v;
+    }
+    return NULL;
+}
+
+static const char *obj_key(const void *rec, size_t *len_p)
+{
+    const struct obj *o = rec;
+
+    *len_p = o->key_len;
+    return o->key;
+}
+
+/* Readable: a COMPLETE head, TTL not passed, at least one replica on a mounted segment. */
+static bool obj_is_visible(const struct mc_master *m, struct obj *o, uint32_t now)
+{
+    if (o->v.state != VS_COMPLETE)
+        return false;
+    if ((o->flags & OF_TTL) && ct_reached(now, o->ttl_exp))
+        return false;
+    return ver_has_live_rep(m, &o->v);
+}
+
+/* Unlink empty chain entries; true when the record holds nothing and must go. */
+static bool obj_is_empty(struct obj *o)
+{
+    struct ver_ext **pp = &o->more;
+
+    while (*pp != NULL) {
+        struct ver_ext *e = *pp;
+
+        if (e->v.state == VS_EMPTY) {
+            *pp = e->next;
+            free(e);
+        } else {
+            pp = &e->next;
+        }
+    }
+    return o->v.state == VS_EMPTY && o->more == NULL;
+}
+
+static void obj_free(struct obj *o)
+{
+    struct ver_ext *e, *next;
+
+    for (e = o->more; e != NULL; e = next) {
+        next = e->next;
+        if (e->v.nrep >= 2)
+            free(e->v.r.many);
+        free(e);
+    }
+    if (o->v.nrep >= 2)
+        free(o->v.r.many);
+    free(o);
+}
+
+/* Delete the record when nothing is left in it. */
+static void obj_gc(struct mc_master *m, struct obj *o)
+{
+    if (!obj_is_empty(o))
+        return;
+    mc_dir_remove(m->dir, mc_dir_hash(o->key, o->key_len), o);
+    obj_free(o);
+}
+
+/* Swap the head with chain entry e (publishing e); fixes owners and flags of both. */
+static void obj_swap_head(struct mc_master *m, struct obj *o, struct ver_ext *e)
+{
+    struct ver tmp = o->v;
+    uint8_t head_flags = o->flags & (OF_PIN_SOFT | OF_PIN_HARD | OF_NO_CSUM);
+
+    o->v = e->v;
+    o->v.ext = 0;
+    e->v = tmp;
+    e->v.ext = 1;
+    o->flags = (uint8_t)((o->flags & ~(OF_PIN_SOFT | OF_PIN_HARD | OF_NO_CSUM)) | e->flags);
+    e->flags = head_flags;
+    ver_repoint(m, &o->v);
+    ver_repoint(m, &e->v);
+}
+
+static int check_key(const char *key, size_t len)
+{
+    if (key == NULL || len == 0 || len > KEY_MAX)
+        return MC_ERR_INVALID;
+    return 0;
+}
+
+static struct obj *lookup(const struct mc_master *m, const char *key, size_t len)
+{
+    return mc_dir_find(m->dir, mc_dir_hash(key, len), key, len);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* eviction */
+
+/*
+ * Examine the block under segment s's clock hand; evict its replica when it may go.
+ * Returns the bytes freed (0 when the block was skipped or nothing is allocated).
+ */
+static uint64_t seg_evict_step(struct mc_master *m, struct seg *s, bool allow_soft, uint32_t now)
+{
+    uint32_t id = mc_alloc_clock_next(s->alloc);
+    struct ver *v;
+    struct obj *o;
+    struct rep *reps;
+    uint64_t len;
+    uint32_t i;
+
+    if (id == MC_ALLOC_NONE)
+        return 0;
+    v = mc_alloc_owner(s->alloc, id);
+    if (v == NULL || v->ext || v->state != VS_COMPLETE)
+        return 0; /* being written, lingering or stale: never an eviction candidate */
+    o = ver_obj(v);
+    if ((o->flags & OF_TTL) && ct_reached(now, o->ttl_exp)) {
+        /* expired: reclaim the whole version (leases still protect it) */
+        len = mc_alloc_len(s->alloc, id);
+        m->st.ttl_expiries++;
+        ver_retire(m, v, now);
+        obj_gc(m, o);
+        return len;
+    }
+    if (ver_is_leased(m, v, now) || (o->flags & OF_PIN_HARD))
+        return 0;
+    if ((o->flags & OF_PIN_SOFT) && ct_reached(now, o->pin_exp))
+        o->flags &= (uint8_t)~OF_PIN_SOFT;
+    if ((o->flags & OF_PIN_SOFT) && !allow_soft)
+        return 0;
+    if (o->flags & OF_CLOCK) {
+        o->flags &= (uint8_t)~OF_CLOCK; /* second chance */
+        return 0;
+    }
+    reps = ver_reps(v);
+    for (i = 0; i < v->nrep; i++) {
+        if (reps[i].seg == (uint16_t)(s - m->segs) && reps[i].alloc == id)
+            break;
+    }
+    assert(i < v->nrep);
+    len = mc_alloc_len(s->alloc, id);
+    rep_release(m, &reps[i], false);
+    ver_drop_rep(v, i);
+    s->evictions++;
+    m->st.evictions++;
+    m->st.evicted_bytes += len;
+    if (!ver_has_live_rep(m, v)) {
+        ver_free_space(m, v);
+        obj_gc(m, o);
+    }
+    return len;
+}
+
+/*
+ * Evict from s until `done` says so or the scan budget is spent: first unpinned objects
+ * only (two turns of the hand, so clock bits get their second chance), then soft-pinned
+ * ones too. Returns true when `done` was reached.
+ */
+typedef bool (*evict_done_fn)(struct mc_master *m, struct seg *s, uint64_t arg);
+
+static bool seg_evict(struct mc_master *m, struct seg *s, evict_done_fn done, uint64_t arg,
+                      uint32_t now)
+{
+    uint64_t budget = m->cfg.evict_max_scan;
+    uint64_t phase1 = 2 * (uint64_t)mc_alloc_used_blocks(s->alloc) + 1;
+    uint64_t n;
+
+    for (n = 0; n < budget; n++) {
+        if (done(m, s, arg))
+            return true;
+        if (mc_alloc_used_blocks(s->alloc) == 0)
+            break;
+        seg_evict_step(m, s, n >= phase1, now);
+    }
+    return done(m, s, arg);
+}
+
+static bool done_fits(struct mc_master *m, struct seg *s, uint64_t size)
+{
+    (void)m;
+    return mc_alloc_largest_free(s->alloc) >= size;
+}
+
+static bool done_low_watermark(struct mc_master *m, struct seg *s, uint64_t unused)
+{
+    (void)unused;
+    return (double)mc_alloc_used_bytes(s->alloc) <=
+           m->cfg.low_watermark * (double)mc_alloc_capacity(s->alloc);
+}
+
+/* Allocate size bytes in s, evicting inline until the largest free block fits. */
+static int seg_alloc_evicting(struct mc_master *m, struct seg *s, uint64_t size, uint32_t now,
+                              uint32_t *alloc_p)
+{
+    int err = mc_alloc_alloc(s->alloc, size, alloc_p);
+
+    if (err != MC_ERR_NO_SPACE)
+        return err;
+    if (!seg_evict(m, s, done_fits, size, now))
+        return MC_ERR_NO_SPACE;
+    return mc_alloc_alloc(s->alloc, size, alloc_p);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* placement */
+
+static uint64_t rng_next(struct mc_master *m)
+{
+    uint64_t x = m->rng;
+
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    m->rng = x;
+    return x;
+}
+
+struct cand {
+    struct seg *s;
+    uint32_t domain;
+    bool tried;
+};
+
+static bool domain_taken(const uint32_t *doms, uint32_t n, uint32_t d)
+{
+    uint32_t i;
+
+    for (i = 0; i < n; i++) {
+        if (doms[i] == d)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * Choose and allocate req->replicas blocks on distinct failure domains (or distinct
+ * segments with SAME_DOMAIN_OK): the preferred node first when it has room, then segments
+ * with room weighted by free bytes, then the emptiest segment with inline eviction.
+ */
+static int place(struct mc_master *m, const struct mc_master_put_req *req, uint32_t nrep,
+                 uint32_t now, struct rep *reps)
+{
+    bool hard = (req->flags & MC_MASTER_PUT_PIN_HARD) != 0;
+    bool same_ok = (req->flags & MC_MASTER_PUT_SAME_DOMAIN_OK) != 0;
+    uint32_t pref = req->preferred != MC_MASTER_NODE_NONE ? req->preferred : req->writer;
+    struct cand *cand;
+    uint32_t ncand = 0, i, k, ndom = 0, got = 0;
+    uint32_t doms[MC_MASTER_MAX_REPLICAS];
+    uint32_t alldoms[MC_MASTER_MAX_REPLICAS];
+    bool fits_any = false, capped = false;
+    int err = MC_ERR_NO_SPACE;
+
+    cand = calloc(m->nsegs + 1, sizeof(*cand));
+    if (cand == NULL)
+        return MC_ERR_NOMEM;
+    for (i = 0; i < m->nsegs; i++) {
+        struct seg *s = &m->segs[i];
+        uint64_t cap;
+
+        if (s->state != SEG_MOUNTED || s->kind != MC_SEG_DRAM)
+            continue;
+        cap = mc_alloc_capacity(s->alloc);
+        if (cap < req->size)
+            continue;
+        fits_any = true;
+        if (hard && (double)(s->hard_pinned + req->size) > m->cfg.hard_pin_max_ratio * (double)cap) {
+            capped = true;
+            continue;
+        }
+        cand[ncand].s = s;
+        cand[ncand].domain = node_get(m, s->node)->domain_id;
+        if (!domain_taken(alldoms, ndom, cand[ncand].domain) && ndom < nrep)
+            alldoms[ndom++] = cand[ncand].domain;
+        ncand++;
+    }
+    if (!fits_any) {
+        err = m->nsegs == 0 ? MC_ERR_NO_SPACE : MC_ERR_TOO_LARGE;
+        goto out;
+    }
+    if (ncand < nrep || (!same_ok && ndom < nrep)) {
+        (void)capped; /* too few domains, or the hard-pin cap: both are "no room" */
+        goto out;
+    }
+
+    for (k = 0; k < nrep; k++) {
+        for (;;) {
+            struct cand *best = NULL;
+            uint64_t total = 0, pick;
+            bool pref_room = false;
+
+            /* pass 1: preferred node with room (first replica only) */
+            for (i = 0; k == 0 && i < ncand; i++) {
+                struct cand *c = &cand[i];
+
+                if (c->tried || c->s->node != pref ||
+                    mc_alloc_largest_free(c->s->alloc) < req->size)
+                    continue;
+                if (best == NULL || mc_alloc_free_bytes(c->s->alloc) >
+                                        mc_alloc_free_bytes(best->s->alloc))
+                    best = c;
+                pref_room = true;
+            }
+            /* pass 2: with room, weighted by free bytes */
+            if (!pref_room) {
+                for (i = 0; i < ncand; i++) {
+                    struct cand *c = &cand[i];
+
+                    if (c->tried || (!same_ok && domain_taken(doms, got, c->domain)) ||
+                        mc_alloc_largest_free(c->s->alloc) < req->size)
+                        continue;
+                    total += mc_alloc_free_bytes(c->s->alloc);
+                }
+                if (total > 0) {
+                    pick = rng_next(m) % total;
+                    for (i = 0; i < ncand; i++) {
+                        struct cand *c = &cand[i];
+                        uint64_t f;
+
+                        if (c->tried || (!same_ok && domain_taken(doms, got, c->domain)) ||
+                            mc_alloc_largest_free(c->s->alloc) < req->size)
+                            continue;
+                        f = mc_alloc_free_bytes(c->s->alloc);
+                        if (pick < f) {
+                            best = c;
+                            break;
+                        }
+                        pick -= f;
+                    }
+                }
+            }
+            /* pass 3: no room anywhere; evict in the emptiest */
+            if (best == NULL) {
+                for (i = 0; i < ncand; i++) {
+                    struct cand *c = &cand[i];
+
+                    if (c->tried || (!same_ok && domain_taken(doms, got, c->domain)))
+                        continue;
+                    if (best == NULL || mc_alloc_free_bytes(c->s->alloc) >
+                                            mc_alloc_free_bytes(best->s->alloc))
+                        best = c;
+                }
+            }
+            if (best == NULL) {
+                err = MC_ERR_NO_SPACE;
+                goto err_undo;
+            }
+            best->tried = true;
+            err = seg_alloc_evicting(m, best->s, req->size, now, &reps[got].alloc);
+            if (err == MC_ERR_NOMEM)
+                goto err_undo;
+            if (err != 0)
+                continue;
+            reps[got].seg = (uint16_t)(best->s - m->segs);
+            reps[got].gen = best->s->gen;
+            if (hard)
+                best->s->hard_pinned += mc_alloc_len(best->s->alloc, reps[got].alloc);
+            doms[got] = best->domain;
+            got++;
+            break;
+        }
+    }
+    free(cand);
+    return 0;
+
+err_undo:
+    for (i = 0; i < got; i++)
+        rep_release(m, &reps[i], hard);
+out:
+    free(cand);
+    return err;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* puts */
+
+static void fill_replica(const struct mc_master *m, const struct rep *r,
+                         struct mc_master_replica *out)
+{
+    const struct seg *s = seg_of_rep(m, r);
+
+    out->seg = seg_id(m, s);
+    out->node = s->node;
+    out->alloc = r->alloc;
+    out->kind = s->kind;
+    out->offset = mc_alloc_offset(s->alloc, r->alloc);
+    out->addr = s->base + out->offset;
+    out->len = mc_alloc_len(s->alloc, r->alloc);
+}
+
+static uint8_t put_flags_to_of(uint32_t flags)
+{
+    uint8_t of = 0;
+
+    if (flags & MC_MASTER_PUT_PIN_SOFT)
+        of |= OF_PIN_SOFT;
+    if (flags & MC_MASTER_PUT_PIN_HARD)
+        of |= OF_PIN_HARD;
+    if (flags & MC_MASTER_PUT_NO_CHECKSUM)
+        of |= OF_NO_CSUM;
+    return of;
+}
+
+static uint32_t of_to_put_flags(uint8_t of)
+{
+    uint32_t f = 0;
+
+    if (of & OF_PIN_SOFT)
+        f |= MC_MASTER_PUT_PIN_SOFT;
+    if (of & OF_PIN_HARD)
+        f |= MC_MASTER_PUT_PIN_HARD;
+    if (of & OF_NO_CSUM)
+        f |= MC_MASTER_PUT_NO_CHECKSUM;
+    return f;
+}
+
+/* Checks that may refuse the put, before anything is allocated or changed. */
+static int put_admit(struct mc_master *m, const struct mc_master_put_req *req, uint32_t now)
+{
+    struct obj *o = lookup(m, req->key, req->key_len);
+    struct ver *p;
+
+    if (o == NULL || (req->flags & MC_MASTER_PUT_UPSERT))
+        return 0;
+    if (obj_is_visible(m, o, now))
+        return MC_ERR_EXISTS;
+    p = obj_pending(o);
+    if (p != NULL && !ct_reached(now, p->t_start + m->discard_ct) &&
+        mc_master_node_is_alive(m, p->writer))
+        return MC_ERR_BUSY;
+    return 0;
+}
+
+static void ver_init(struct ver *v, uint64_t id, const struct mc_master_put_req *req,
+                     uint32_t nrep, const struct rep *reps, uint32_t now)
+{
+    memset(v, 0, sizeof(*v));
+    v->id = id;
+    v->size = req->size;
+    v->state = VS_PROCESSING;
+    v->t_start = now;
+    v->writer = req->writer;
+    v->nrep = nrep;
+    if (nrep == 1)
+        v->r.one = reps[0];
+}
+
+int mc_master_put_start(struct mc_master *m, const struct mc_master_put_req *req,
+                        struct mc_master_put_grant *grant_p)
+{
+    struct rep reps[MC_MASTER_MAX_REPLICAS];
+    struct rep *many = NULL;
+    uint32_t nrep, now, i;
+    uint64_t hash;
+    struct obj *o;
+    struct ver *v, *p;
+    int err;
+
+    if (req == NULL || grant_p == NULL || check_key(req->key, req->key_len) != 0 ||
+        req->size == 0 || (req->flags & ~MC_MASTER_PUT_FLAGS_ALL) != 0 ||
+        ((req->flags & MC_MASTER_PUT_PIN_SOFT) && (req->flags & MC_MASTER_PUT_PIN_HARD)) ||
+        req->replicas > MC_MASTER_MAX_REPLICAS)
+        return MC_ERR_INVALID;
+    if (req->size > SIZE_MAX_OBJ)
+        return MC_ERR_TOO_LARGE;
+    if (!mc_master_node_is_alive(m, req->writer))
+        return MC_ERR_NOT_FOUND;
+    nrep = req->replicas == 0 ? 1 : req->replicas;
+    now = now_ct(m);
+
+    err = put_admit(m, req, now);
+    if (err != 0)
+        return err;
+    if (nrep >= 2) {
+        many = malloc(nrep * sizeof(*many));
+        if (many == NULL)
+            return MC_ERR_NOMEM;
+    }
+    /* allocation may evict, and eviction may delete records: look the key up after it */
+    err = place(m, req, nrep, now, reps);
+    if (err != 0)
+        goto err_free_many;
+
+    hash = mc_dir_hash(req->key, req->key_len);
+    o = mc_dir_find(m->dir, hash, req->key, req->key_len);
+    if (o != NULL) {
+        /* an in-flight put of this key gives way: displaced (plain put, old or orphaned)
+         * or superseded (upsert); its blocks wait until no write can land in them */
+        p = obj_pending(o);
+        if (p != NULL) {
+            ver_make_stale(m, p);
+            m->st.puts_displaced++;
+        }
+        if (o->v.state == VS_COMPLETE && !obj_is_visible(m, o, now))
+            ver_retire(m, &o->v, now); /* expired or lost: make room for the new head */
+    }
+    if (o == NULL) {
+        o = malloc(sizeof(*o) + req->key_len);
+        if (o == NULL) {
+            err = MC_ERR_NOMEM;
+            goto err_release;
+        }
+        memset(o, 0, sizeof(*o));
+        o->key_len = (uint16_t)req->key_len;
+        memcpy(o->key, req->key, req->key_len);
+        err = mc_dir_insert(m->dir, hash, o);
+        if (err != 0) {
+            free(o);
+            goto err_release;
+        }
+    }
+    if (o->v.state == VS_EMPTY && o->more == NULL) {
+        v = &o->v;
+        o->flags = put_flags_to_of(req->flags);
+        o->ttl_exp = req->ttl_ms != 0 ? ms_to_ct(req->ttl_ms) : 0;
+    } else {
+        struct ver_ext *e = calloc(1, sizeof(*e));
+
+        if (e == NULL) {
+            err = MC_ERR_NOMEM;
+            obj_gc(m, o);
+            goto err_release;
+        }
+        e->obj = o;
+        e->flags = put_flags_to_of(req->flags);
+        e->ttl_ms = req->ttl_ms;
+        e->next = o->more;
+        o->more = e;
+        v = &e->v;
+    }
+    ver_init(v, ++m->next_version, req, nrep, reps, now);
+    v->ext = v != &o->v;
+    if (nrep >= 2) {
+        memcpy(many, reps, nrep * sizeof(*many));
+        v->r.many = many;
+    }
+    ver_repoint(m, v);
+
+    grant_p->version = v->id;
+    grant_p->nrep = nrep;
+    for (i = 0; i < nrep; i++)
+        fill_replica(m, &reps[i], &grant_p->rep[i]);
+    m->st.puts_started++;
+    return 0;
+
+err_release:
+    for (i = 0; i < nrep; i++)
+        rep_release(m, &reps[i], (req->flags & MC_MASTER_PUT_PIN_HARD) != 0);
+err_free_many:
+    free(many);
+    return err;
+}
+
+static int ref_find(struct mc_master *m, const struct mc_master_ref *ref, struct obj **o_p,
+                    struct ver **v_p)
+{
+    struct obj *o;
+    struct ver *v;
+
+    if (ref == NULL || check_key(ref->key, ref->key_len) != 0)
+        return MC_ERR_INVALID;
+    o = lookup(m, ref->key, ref->key_len);
+    if (o == NULL)
+        return MC_ERR_NOT_FOUND;
+    v = obj_find_ver(o, ref->version);
+    if (v == NULL)
+        return MC_ERR_NOT_FOUND;
+    *o_p = o;
+    *v_p = v;
+    return 0;
+}
+
+/* Make v (PROCESSING, all replicas live) the readable head of o. */
+static void publish(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now)
+{
+    uint64_t ttl_ms;
+
+    if (v->ext) {
+        struct ver_ext *e = (struct ver_ext *)v;
+
+        ttl_ms = e->ttl_ms;
+        obj_swap_head(m, o, e);
+        if (e->v.state == VS_COMPLETE)
+            ver_retire(m, &e->v, now); /* the version it replaces: readers keep it till done */
+        /* RETIRED/STALE stay as they are; EMPTY is unlinked by the caller's gc */
+    } else {
+        ttl_ms = o->ttl_exp != 0 ? (uint64_t)o->ttl_exp * CT_MS : 0;
+    }
+    o->v.state = VS_COMPLETE;
+    o->v.lease_cnt = 0;
+    if (ttl_ms != 0) {
+        o->ttl_exp = now + ms_to_ct(ttl_ms);
+        o->flags |= OF_TTL;
+    } else {
+        o->ttl_exp = 0;
+        o->flags &= (uint8_t)~OF_TTL;
+    }
+    if (o->flags & OF_PIN_SOFT)
+        o->pin_exp = now + m->soft_pin_ct;
+    o->flags |= OF_CLOCK; /* a new object gets one turn of the hand before it may go */
+}
+
+int mc_master_put_end(struct mc_master *m, const struct mc_master_ref *ref)
+{
+    struct obj *o;
+    struct ver *v;
+    uint32_t now = now_ct(m);
+    int err = ref_find(m, ref, &o, &v);
+
+    if (err != 0)
+        return err;
+    if (v->writer != ref->node)
+        return MC_ERR_DENIED;
+    switch (v->state) {
+    case VS_COMPLETE:
+        return v == &o->v ? 0 : MC_ERR_CANCELED; /* a repeated put_end is answered again */
+    case VS_STALE:
+        /* displaced or superseded: the writer's transfers are final, so free now */
+        ver_free_space(m, v);
+        m->st.stale_freed_by_writer++;
+        m->st.puts_canceled++;
+        obj_gc(m, o);
+        return MC_ERR_CANCELED;
+    case VS_PROCESSING:
+        break;
+    default:
+        return MC_ERR_CANCELED;
+    }
+    ver_drop_dead_reps(m, v);
+    if (v->nrep == 0) {
+        /* every target segment went away while it was written */
+        ver_free_space(m, v);
+        m->st.puts_canceled++;
+        obj_gc(m, o);
+        return MC_ERR_CANCELED;
+    }
+    publish(m, o, v, now);
+    m->st.puts_completed++;
+    obj_gc(m, o);
+    return 0;
+}
+
+int mc_master_put_revoke(struct mc_master *m, const struct mc_master_ref *ref)
+{
+    struct obj *o;
+    struct ver *v;
+    int err = ref_find(m, ref, &o, &v);
+
+    if (err != 0)
+        return err;
+    if (v->writer != ref->node)
+        return MC_ERR_DENIED;
+    if (v->state != VS_PROCESSING && v->state != VS_STALE)
+        return MC_ERR_NOT_FOUND; /* no put in progress under this version */
+    if (v->state == VS_STALE)
+        m->st.stale_freed_by_writer++;
+    ver_free_space(m, v);
+    m->st.puts_revoked++;
+    obj_gc(m, o);
+    return 0;
+}
+
+size_t mc_master_put_start_batch(struct mc_master *m, size_t n,
+                                 const struct mc_master_put_req reqs[],
+                                 struct mc_master_put_grant grants[], int results[])
+{
+    size_t i, ok = 0;
+
+    for (i = 0; i < n; i++) {
+        results[i] = mc_master_put_start(m, &reqs[i], &grants[i]);
+        ok += results[i] == 0;
+    }
+    return ok;
+}
+
+size_t mc_master_put_end_batch(struct mc_master *m, size_t n, const struct mc_master_ref refs[],
+                               int results[])
+{
+    size_t i, ok = 0;
+
+    for (i = 0; i < n; i++) {
+        results[i] = mc_master_put_end(m, &refs[i]);
+        ok += results[i] == 0;
+    }
+    return ok;
+}
+
+size_t mc_master_put_revoke_batch(struct mc_master *m, size_t n,
+                                  const struct mc_master_ref refs[], int results[])
+{
+    size_t i, ok = 0;
+
+    for (i = 0; i < n; i++) {
+        results[i] = mc_master_put_revoke(m, &refs[i]);
+        ok += results[i] == 0;
+    }
+    return ok;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* reads */
+
+int mc_master_get_replicas(struct mc_master *m, const char *key, size_t key_len,
+                           struct mc_master_get_result *res_p)
+{
+    uint32_t now = now_ct(m);
+    struct obj *o;
+    struct ver *v;
+    struct rep *reps;
+    uint32_t i, n = 0;
+
+    if (check_key(key, key_len) != 0 || res_p == NULL)
+        return MC_ERR_INVALID;
+    m->st.gets++;
+    o = lookup(m, key, key_len);
+    if (o == NULL || !obj_is_visible(m, o, now)) {
+        m->st.get_misses++;
+        return MC_ERR_NOT_FOUND;
+    }
+    v = &o->v;
+    (void)ver_is_leased(m, v, now); /* ends an expired epoch before granting in a new one */
+    if (v->lease_cnt == UINT32_MAX)
+        return MC_ERR_BUSY;
+    v->lease_cnt++;
+    v->lease_exp = now + m->lease_ct; /* the lease_ct is fixed, so this is the latest */
+    o->flags |= OF_CLOCK;
+    m->st.lease_grants++;
+
+    reps = ver_reps(v);
+    for (i = 0; i < v->nrep; i++) {
+        if (seg_of_rep(m, &reps[i]) != NULL)
+            fill_replica(m, &reps[i], &res_p->rep[n++]);
+    }
+    res_p->nrep = n;
+    res_p->version = v->id;
+    res_p->size = v->size;
+    res_p->flags = of_to_put_flags(o->flags);
+    res_p->lease.version = v->id;
+    res_p->lease.epoch = v->epoch;
+    res_p->lease.expires_ms = ct_to_ms(m, v->lease_exp);
+    return 0;
+}
+
+size_t mc_master_lease_release(struct mc_master *m, size_t n, const struct mc_master_ref refs[])
+{
+    uint32_t now = now_ct(m);
+    size_t i, ended = 0;
+
+    for (i = 0; i < n; i++) {
+        struct obj *o;
+        struct ver *v;
+
+        if (ref_find(m, &refs[i], &o, &v) != 0)
+            continue;
+        if (!ver_is_leased(m, v, now) || v->epoch != (uint16_t)refs[i].epoch)
+            continue; /* expired (already ended) or from an older epoch */
+        v->lease_cnt--;
+        ended++;
+        m->st.lease_releases++;
+        if (v->lease_cnt == 0 && v->state == VS_RETIRED) {
+            ver_free_space(m, v);
+            obj_gc(m, o);
+        }
+    }
+    return ended;
+}
+
+int mc_master_exist(struct mc_master *m, const char *key, size_t key_len)
+{
+    struct obj *o;
+
+    if (check_key(key, key_len) != 0)
+        return MC_ERR_INVALID;
+    o = lookup(m, key, key_len);
+    return o != NULL && obj_is_visible(m, o, now_ct(m));
+}
+
+int mc_master_stat(struct mc_master *m, const char *key, size_t key_len,
+                   struct mc_master_stat *st_p)
+{
+    uint32_t now = now_ct(m), i, live = 0;
+    struct obj *o;
+    struct rep *reps;
+
+    if (check_key(key, key_len) != 0 || st_p == NULL)
+        return MC_ERR_INVALID;
+    o = lookup(m, key, key_len);
+    if (o == NULL || !obj_is_visible(m, o, now))
+        return MC_ERR_NOT_FOUND;
+    reps = ver_reps(&o->v);
+    for (i = 0; i < o->v.nrep; i++)
+        live += seg_of_rep(m, &reps[i]) != NULL;
+    st_p->size = o->v.size;
+    st_p->version = o->v.id;
+    st_p->replicas = live;
+    st_p->flags = of_to_put_flags(o->flags);
+    if ((o->flags & OF_PIN_SOFT) && ct_reached(now, o->pin_exp))
+        st_p->flags &= ~MC_MASTER_PUT_PIN_SOFT;
+    st_p->ttl_remaining_ms = (o->flags & OF_TTL) ? (uint64_t)(o->ttl_exp - now) * CT_MS : 0;
+    return 0;
+}
+
+size_t mc_master_prefix_match(struct mc_master *m, size_t n, const char *const keys[],
+                              const size_t lens[])
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (mc_master_exist(m, keys[i], lens[i]) != 1)
+            break;
+    }
+    return i;
+}
+
+int mc_master_remove(struct mc_master *m, const char *key, size_t key_len)
+{
+    uint32_t now = now_ct(m);
+    struct obj *o;
+
+    if (check_key(key, key_len) != 0)
+        return MC_ERR_INVALID;
+    o = lookup(m, key, key_len);
+    if (o == NULL || !obj_is_visible(m, o, now))
+        return MC_ERR_NOT_FOUND;
+    ver_retire(m, &o->v, now);
+    m->st.removes++;
+    obj_gc(m, o);
+    return 0;
+}
+
+int mc_master_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc)
+{
+    struct seg *s = seg_get(m, seg);
+    struct ver *v;
+    struct obj *o;
+    struct rep *reps;
+    uint32_t i;
+
+    if (s == NULL || !mc_alloc_is_used(s->alloc, alloc))
+        return MC_ERR_NOT_FOUND;
+    v = mc_alloc_owner(s->alloc, alloc);
+    if (v == NULL)
+        return MC_ERR_NOT_FOUND;
+    if (v->state != VS_STALE)
+        return MC_ERR_BUSY;
+    reps = ver_reps(v);
+    for (i = 0; i < v->nrep; i++) {
+        if (reps[i].seg == (uint16_t)(s - m->segs) && reps[i].alloc == alloc)
+            break;
+    }
+    assert(i < v->nrep);
+    rep_release(m, &reps[i], (ver_flags(v) & OF_PIN_HARD) != 0);
+    ver_drop_rep(v, i);
+    if (v->nrep == 0) {
+        v->state = VS_EMPTY;
+        m->st.stale_freed_by_fence++;
+        o = ver_obj(v);
+        obj_gc(m, o);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* nodes, segments */
+
+static uint32_t domain_intern(struct mc_master *m, const char *domain)
+{
+    uint32_t i;
+
+    for (i = 0; i < m->nnodes; i++) {
+        if (m->nodes[i].state == NODE_ALIVE && strcmp(m->nodes[i].domain, domain) == 0)
+            return m->nodes[i].domain_id;
+    }
+    return ++m->next_domain_id;
+}
+
+static bool name_ok(const char *s, size_t max)
+{
+    size_t n = s == NULL ? 0 : strnlen(s, max + 1);
+
+    return n >= 1 && n <= max;
+}
+
+int mc_master_node_register(struct mc_master *m, const char *name, const char *domain,
+                            uint32_t *node_p)
+{
+    struct node *n = NULL;
+    uint32_t i, slot = UINT32_MAX;
+
+    if (!name_ok(name, MC_MASTER_NAME_MAX) || node_p == NULL)
+        return MC_ERR_INVALID;
+    if (domain == NULL || domain[0] == '\0')
+        domain = name;
+    if (!name_ok(domain, MC_MASTER_NAME_MAX))
+        return MC_ERR_INVALID;
+    for (i = 0; i < m->nnodes; i++) {
+        if (m->nodes[i].state == NODE_ALIVE && strcmp(m->nodes[i].name, name) == 0) {
+            m->nodes[i].last_hb_ms = now_ms(m);
+            *node_p = m->nodes[i].id;
+            return 0;
+        }
+        if (m->nodes[i].state != NODE_ALIVE && slot == UINT32_MAX)
+            slot = i;
+    }
+    if (slot == UINT32_MAX) {
+        if (m->nnodes > SLOT_MAX)
+            return MC_ERR_NO_SPACE;
+        if (m->nnodes == m->cap_nodes) {
+            uint32_t cap = m->cap_nodes ? m->cap_nodes * 2 : 16;
+            struct node *nn = realloc(m->nodes, cap * sizeof(*nn));
+
+            if (nn == NULL)
+                return MC_ERR_NOMEM;
+            memset(nn + m->cap_nodes, 0, (cap - m->cap_nodes) * sizeof(*nn));
+            m->nodes = nn;
+            m->cap_nodes = cap;
+        }
+        slot = m->nnodes++;
+    }
+    n = &m->nodes[slot];
+    n->domain_id = domain_intern(m, domain);
+    /* a new incarnation: the generation in the id's top half makes old ids stale */
+    n->id = (((n->id >> 16) + 1) & 0xFFFFu) << 16 | slot;
+    n->state = NODE_ALIVE;
+    n->last_hb_ms = now_ms(m);
+    strcpy(n->name, name);
+    strcpy(n->domain, domain);
+    *node_p = n->id;
+    m->st.nodes_alive++;
+    return 0;
+}
+
+int mc_master_node_heartbeat(struct mc_master *m, uint32_t node)
+{
+    struct node *n = node_get(m, node);
+
+    if (n == NULL || n->state != NODE_ALIVE)
+        return MC_ERR_NOT_FOUND;
+    n->last_hb_ms = now_ms(m);
+    return 0;
+}
+
+static void seg_unmount(struct mc_master *m, struct seg *s)
+{
+    /* replicas there become invalid through the generation; the sweep drops them */
+    mc_alloc_destroy(s->alloc);
+    s->alloc = NULL;
+    s->state = SEG_FREE;
+    s->gen++;
+    m->st.segments--;
+}
+
+static void node_down(struct mc_master *m, struct node *n)
+{
+    uint32_t i;
+
+    for (i = 0; i < m->nsegs; i++) {
+        if (m->segs[i].state == SEG_MOUNTED && m->segs[i].node == n->id)
+            seg_unmount(m, &m->segs[i]);
+    }
+    /* its PROCESSING puts are revoked lazily: invisible already, displaced by the next put
+     * of the key at once (the writer is dead) and turned stale by the sweep */
+    n->state = NODE_DEAD;
+    m->st.nodes_alive--;
+}
+
+int mc_master_node_unregister(struct mc_master *m, uint32_t node)
+{
+    struct node *n = node_get(m, node);
+
+    if (n == NULL || n->state != NODE_ALIVE)
+        return MC_ERR_NOT_FOUND;
+    node_down(m, n);
+    return 0;
+}
+
+int mc_master_segment_mount(struct mc_master *m, const struct mc_master_seg_desc *d,
+                            uint32_t *seg_p)
+{
+    uint64_t granule = m->cfg.alloc_granule;
+    uint32_t slot;
+    struct seg *s;
+    int err;
+
+    if (d == NULL || seg_p == NULL || !mc_master_node_is_alive(m, d->node) ||
+        d->kind > MC_SEG_DISK)
+        return MC_ERR_INVALID;
+    /* a bigger granule for huge segments: the allocator counts granules in 32 bits */
+    while (d->size / granule > MC_ALLOC_MAX_UNITS)
+        granule *= 2;
+    for (slot = 0; slot < m->nsegs; slot++) {
+        if (m->segs[slot].state == SEG_FREE)
+            break;
+    }
+    if (slot == m->nsegs) {
+        if (m->nsegs > SLOT_MAX)
+            return MC_ERR_NO_SPACE;
+        if (m->nsegs == m->cap_segs) {
+            uint32_t cap = m->cap_segs ? m->cap_segs * 2 : 16;
+            struct seg *ns = realloc(m->segs, cap * sizeof(*ns));
+
+            if (ns == NULL)
+                return MC_ERR_NOMEM;
+            memset(ns + m->cap_segs, 0, (cap - m->cap_segs) * sizeof(*ns));
+            m->segs = ns;
+            m->cap_segs = cap;
+        }
+        m->nsegs++;
+    }
+    s = &m->segs[slot];
+    err = mc_alloc_create(d->size, granule, &s->alloc);
+    if (err != 0)
+        return err;
+    s->state = SEG_MOUNTED;
+    s->kind = d->kind;
+    s->node = d->node;
+    s->base = d->base;
+    s->hard_pinned = 0;
+    s->evictions = 0;
+    m->st.segments++;
+    *seg_p = seg_id(m, s);
+    return 0;
+}
+
+int mc_master_segment_unmount(struct mc_master *m, uint32_t seg)
+{
+    struct seg *s = seg_get(m, seg);
+
+    if (s == NULL)
+        return MC_ERR_NOT_FOUND;
+    seg_unmount(m, s);
+    return 0;
+}
+
+int mc_master_segment_info(const struct mc_master *m, uint32_t seg,
+                           struct mc_master_seg_info *info_p)
+{
+    const struct seg *s = seg_get(m, seg);
+
+    if (s == NULL || info_p == NULL)
+        return MC_ERR_NOT_FOUND;
+    info_p->node = s->node;
+    info_p->kind = s->kind;
+    info_p->base = s->base;
+    info_p->size = mc_alloc_capacity(s->alloc);
+    info_p->free_bytes = mc_alloc_free_bytes(s->alloc);
+    info_p->largest_free = mc_alloc_largest_free(s->alloc);
+    info_p->hard_pinned_bytes = s->hard_pinned;
+    info_p->blocks = mc_alloc_used_blocks(s->alloc);
+    info_p->evictions = s->evictions;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* the tick */
+
+/* Timers of one version: lost replicas, lease end, stale release, orphaned puts. */
+static void ver_sweep(struct mc_master *m, struct ver *v, uint32_t now)
+{
+    if (v->state == VS_EMPTY)
+        return;
+    ver_drop_dead_reps(m, v);
+    if (v->nrep == 0) {
+        v->state = VS_EMPTY;
+        return;
+    }
+    (void)ver_is_leased(m, v, now); /* also renews an old lease_exp before it could wrap */
+    switch (v->state) {
+    case VS_RETIRED:
+        if (v->lease_cnt == 0)
+            ver_free_space(m, v);
+        break;
+    case VS_PROCESSING:
+        if (!mc_master_node_is_alive(m, v->writer)) {
+            ver_make_stale(m, v); /* the writer died: revoke; owners fence */
+            m->st.puts_revoked++;
+        } else if (ct_reached(now, v->t_start + m->release_ct)) {
+            /* a live writer that never ended nor revoked it: abandoned; no write of it can
+             * still be in flight, so it must not pin the space (or the key) for ever */
+            v->state = VS_STALE;
+            m->st.puts_revoked++;
+        }
+        break;
+    default:
+        break;
+    }
+    if (v->state == VS_STALE && ct_reached(now, v->t_start + m->release_ct)) {
+        ver_free_space(m, v); /* no write can be in flight this long after it began */
+        m->st.stale_freed_by_timeout++;
+    }
+}
+
+static bool obj_sweep(struct mc_master *m, struct obj *o, uint32_t now)
+{
+    struct ver_ext *e;
+
+    if (o->v.state == VS_COMPLETE && (o->flags & OF_TTL) && ct_reached(now, o->ttl_exp)) {
+        ver_retire(m, &o->v, now);
+        o->flags &= (uint8_t)~OF_TTL;
+        m->st.ttl_expiries++;
+    }
+    if ((o->flags & OF_PIN_SOFT) && ct_reached(now, o->pin_exp))
+        o->flags &= (uint8_t)~OF_PIN_SOFT;
+    ver_sweep(m, &o->v, now);
+    for (e = o->more; e != NULL; e = e->next)
+        ver_sweep(m, &e->v, now);
+    return obj_is_empty(o);
+}
+
+void mc_master_tick(struct mc_master *m)
+{
+    uint64_t ms = now_ms(m);
+    uint32_t now = now_ct(m), i;
+    uint64_t n;
+
+    for (i = 0; i < m->nnodes; i++) {
+        struct node *nd = &m->nodes[i];
+
+        if (nd->state == NODE_ALIVE && ms - nd->last_hb_ms > m->cfg.node_ttl_ms) {
+            node_down(m, nd);
+            m->st.nodes_declared_dead++;
+        }
+    }
+    for (n = 0; n < m->cfg.sweep_max_scan; n++) {
+        struct obj *o = mc_dir_cursor_next(m->dir, &m->sweep);
+
+        if (o == NULL)
+            break; /* a pass is done; the next tick starts the next one */
+        if (obj_sweep(m, o, now)) {
+            mc_dir_cursor_remove(m->dir, &m->sweep);
+            obj_free(o);
+        }
+    }
+    for (i = 0; i < m->nsegs; i++) {
+        struct seg *s = &m->segs[i];
+
+        if (s->state == SEG_MOUNTED &&
+            (double)mc_alloc_used_bytes(s->alloc) >
+                m->cfg.high_watermark * (double)mc_alloc_capacity(s->alloc))
+            seg_evict(m, s, done_low_watermark, 0, now);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+int mc_master_create(const struct mc_master_config *cfg, mc_master_clock_fn clock,
+                     void *clock_ctx, struct mc_master **m_p)
+{
+    struct mc_master *m;
+    int err;
+
+    if (cfg == NULL || m_p == NULL || cfg->low_watermark > cfg->high_watermark ||
+        cfg->alloc_granule < 8 || (cfg->alloc_granule & (cfg->alloc_granule - 1)) != 0)
+        return MC_ERR_INVALID;
+    m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return MC_ERR_NOMEM;
+    m->cfg = *cfg;
+    m->clock = clock != NULL ? clock : clock_monotonic_ms;
+    m->clock_ctx = clock_ctx;
+    m->t0_ms = now_ms(m);
+    m->rng = 0x9E3779B97F4A7C15ull;
+    m->lease_ct = ms_to_ct(cfg->lease_ttl_ms);
+    m->discard_ct = ms_to_ct(cfg->put_discard_ms);
+    m->release_ct = ms_to_ct(cfg->put_release_ms);
+    m->soft_pin_ct = ms_to_ct(cfg->soft_pin_ttl_ms);
+    err = mc_dir_create((uint32_t)cfg->directory_shards, obj_key, &m->dir);
+    if (err != 0) {
+        free(m);
+        return err;
+    }
+    mc_dir_cursor_init(&m->sweep);
+    *m_p = m;
+    return 0;
+}
+
+void mc_master_destroy(struct mc_master *m)
+{
+    struct obj *o;
+    struct mc_dir_cursor c;
+    uint32_t i;
+
+    if (m == NULL)
+        return;
+    /* free records without touching allocators one block at a time */
+    mc_dir_cursor_init(&c);
+    while ((o = mc_dir_cursor_next(m->dir, &c)) != NULL) {
+        mc_dir_cursor_remove(m->dir, &c);
+        obj_free(o);
+    }
+    mc_dir_destroy(m->dir);
+    for (i = 0; i < m->nsegs; i++)
+        mc_alloc_destroy(m->segs[i].alloc);
+    free(m->segs);
+    free(m->nodes);
+    free(m);
+}
+
+void mc_master_get_stats(const struct mc_master *m, struct mc_master_stats *st_p)
+{
+    uint32_t i;
+
+    *st_p = m->st;
+    st_p->objects = mc_dir_count(m->dir);
+    st_p->capacity_bytes = 0;
+    st_p->used_bytes = 0;
+    st_p->meta_bytes = mc_dir_meta_bytes(m->dir);
+    for (i = 0; i < m->nsegs; i++) {
+        const struct seg *s = &m->segs[i];
+
+        if (s->state != SEG_MOUNTED)
+            continue;
+        st_p->capacity_bytes += mc_alloc_capacity(s->alloc);
+        st_p->used_bytes += mc_alloc_used_bytes(s->alloc);
+        st_p->meta_bytes += mc_alloc_meta_bytes(s->alloc);
+    }
+}
+
+const struct mc_master_config *mc_master_config(const struct mc_master *m)
+{
+    return &m->cfg;
+}

@@ -1,0 +1,224 @@
+/*
+ * mc_master: the Store master service (DESIGN.md §3) as a library.
+ *
+ * It keeps the directory (objects, versions, replicas, leases, pins, TTLs), one offset
+ * allocator per mounted segment, and node liveness. It does no I/O and reads time only
+ * through the injected clock, so the same code runs inside a standalone agent, behind
+ * mc-master's RPC server, and under unit tests with a fake clock. Callers serialise calls
+ * (one thread, or a lock); the directory is sharded so that per-shard locks can come later.
+ *
+ * Keys are byte strings of 1..MC_KEY_MAX bytes passed with their length; every entry point
+ * validates what it is given (it is fed from RPC frames and shared-memory rings).
+ */
+#ifndef MC_MASTER_H
+#define MC_MASTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/master/master_config.h"
+
+struct mc_master;
+
+/* Monotonic milliseconds. Must never go backwards. */
+typedef uint64_t (*mc_master_clock_fn)(void *ctx);
+
+#define MC_MASTER_MAX_REPLICAS 8
+#define MC_MASTER_NAME_MAX 63 /* node and failure-domain names, bytes */
+#define MC_MASTER_NODE_NONE UINT32_MAX
+
+enum mc_seg_kind {
+    MC_SEG_DRAM = 0,
+    MC_SEG_GPU = 1,
+    MC_SEG_DISK = 2,
+};
+
+/* Put flags, the same bits as mc_put_opts_t.flags (include/mc/mc.h). */
+#define MC_MASTER_PUT_UPSERT 0x1u
+#define MC_MASTER_PUT_PIN_SOFT 0x2u
+#define MC_MASTER_PUT_PIN_HARD 0x4u
+#define MC_MASTER_PUT_NO_CHECKSUM 0x8u
+#define MC_MASTER_PUT_SAME_DOMAIN_OK 0x10u
+#define MC_MASTER_PUT_FLAGS_ALL 0x1Fu
+
+struct mc_master_replica {
+    uint32_t seg;     /* segment id (mount handle) */
+    uint32_t node;    /* node id of the segment's owner */
+    uint32_t alloc;   /* allocation id inside the segment: writes name it */
+    uint32_t kind;    /* enum mc_seg_kind */
+    uint64_t offset;  /* bytes from the segment's start */
+    uint64_t addr;    /* base + offset, in the owner's address space */
+    uint64_t len;     /* allocated length (>= object size, granule-rounded) */
+};
+
+struct mc_master_put_req {
+    const char *key;
+    size_t key_len;
+    uint64_t size;        /* bytes the writer will store (> 0) */
+    uint32_t replicas;    /* 0 = 1 */
+    uint32_t flags;       /* MC_MASTER_PUT_* */
+    uint64_t ttl_ms;      /* 0 = none */
+    uint32_t writer;      /* node id of the writing agent */
+    uint32_t preferred;   /* node id to place the first replica on, or MC_MASTER_NODE_NONE */
+};
+
+struct mc_master_put_grant {
+    uint64_t version;
+    uint32_t nrep;
+    struct mc_master_replica rep[MC_MASTER_MAX_REPLICAS];
+};
+
+/* Names one version of one key: put_end, put_revoke and lease_release take it. */
+struct mc_master_ref {
+    const char *key;
+    size_t key_len;
+    uint64_t version;
+    uint32_t node;   /* put_end/put_revoke: the writer; lease_release: unused */
+    uint32_t epoch;  /* lease_release: the epoch of the lease granted */
+};
+
+struct mc_master_lease {
+    uint64_t version;
+    uint32_t epoch;
+    uint64_t expires_ms; /* master clock; the reader's agent keeps its own, shorter, TTL */
+};
+
+struct mc_master_get_result {
+    uint64_t version;
+    uint64_t size;
+    uint32_t flags; /* MC_MASTER_PUT_PIN_* and NO_CHECKSUM as stored */
+    uint32_t nrep;
+    struct mc_master_replica rep[MC_MASTER_MAX_REPLICAS];
+    struct mc_master_lease lease;
+};
+
+struct mc_master_stat {
+    uint64_t size;
+    uint64_t version;
+    uint32_t replicas;
+    uint32_t flags;
+    uint64_t ttl_remaining_ms; /* 0 = no TTL */
+};
+
+struct mc_master_seg_desc {
+    uint32_t node;  /* owner, from mc_master_node_register */
+    uint32_t kind;  /* enum mc_seg_kind */
+    uint64_t base;  /* address of the segment in the owner */
+    uint64_t size;  /* bytes */
+};
+
+struct mc_master_seg_info {
+    uint32_t node;
+    uint32_t kind;
+    uint64_t base;
+    uint64_t size;           /* usable bytes */
+    uint64_t free_bytes;
+    uint64_t largest_free;
+    uint64_t hard_pinned_bytes;
+    uint64_t blocks;         /* allocated blocks */
+    uint64_t evictions;      /* replicas evicted from this segment */
+};
+
+struct mc_master_stats {
+    uint64_t objects;           /* directory records (visible or lingering) */
+    uint64_t nodes_alive;
+    uint64_t segments;
+    uint64_t capacity_bytes;
+    uint64_t used_bytes;
+    uint64_t puts_started, puts_completed, puts_revoked, puts_canceled, puts_displaced;
+    uint64_t gets, get_misses, lease_grants, lease_releases, lease_expiries;
+    uint64_t evictions, evicted_bytes, ttl_expiries, removes;
+    uint64_t stale_freed_by_writer, stale_freed_by_fence, stale_freed_by_timeout;
+    uint64_t nodes_declared_dead;
+    uint64_t meta_bytes;        /* directory + allocator metadata, excluding records */
+};
+
+/* cfg is copied. clock NULL: CLOCK_MONOTONIC. Errors: MC_ERR_INVALID, MC_ERR_NOMEM. */
+int mc_master_create(const struct mc_master_config *cfg, mc_master_clock_fn clock,
+                     void *clock_ctx, struct mc_master **m_p);
+/* Frees every record and allocator; accepts NULL. */
+void mc_master_destroy(struct mc_master *m);
+
+/* --- nodes ----------------------------------------------------------------------------- */
+
+/* Register a node by name (1..MC_MASTER_NAME_MAX bytes) in a failure domain (NULL or ""
+ * = a domain of its own, named after the node). A live node registering again under the
+ * same name keeps its id and everything it had (a reconnect before the TTL loses nothing);
+ * a dead one gets a new id. Errors: MC_ERR_INVALID, MC_ERR_NO_SPACE (node table full). */
+int mc_master_node_register(struct mc_master *m, const char *name, const char *domain,
+                            uint32_t *node_p);
+/* Errors: MC_ERR_NOT_FOUND when the node is unknown or was declared dead. */
+int mc_master_node_heartbeat(struct mc_master *m, uint32_t node);
+/* A graceful exit: unmounts the node's segments and revokes its puts now. */
+int mc_master_node_unregister(struct mc_master *m, uint32_t node);
+bool mc_master_node_is_alive(const struct mc_master *m, uint32_t node);
+
+/* --- segments -------------------------------------------------------------------------- */
+
+/* Errors: MC_ERR_INVALID (unknown node, bad kind, size below one granule or above what the
+ * allocator can address), MC_ERR_NO_SPACE (segment table full), MC_ERR_NOMEM. */
+int mc_master_segment_mount(struct mc_master *m, const struct mc_master_seg_desc *d,
+                            uint32_t *seg_p);
+/* Drops every replica held there (objects left with none disappear) and revokes puts
+ * writing there. Errors: MC_ERR_NOT_FOUND. */
+int mc_master_segment_unmount(struct mc_master *m, uint32_t seg);
+int mc_master_segment_info(const struct mc_master *m, uint32_t seg,
+                           struct mc_master_seg_info *info_p);
+
+/* --- objects --------------------------------------------------------------------------- */
+
+/* Allocate the replicas of a new version. Errors: MC_ERR_INVALID, MC_ERR_EXISTS (a plain
+ * put on a COMPLETE key), MC_ERR_BUSY (a plain put on a young PROCESSING key),
+ * MC_ERR_TOO_LARGE (no segment could ever hold it), MC_ERR_NO_SPACE (room could not be made,
+ * too few failure domains, hard-pin cap), MC_ERR_NOT_FOUND (writer node unknown/dead),
+ * MC_ERR_NOMEM. */
+int mc_master_put_start(struct mc_master *m, const struct mc_master_put_req *req,
+                        struct mc_master_put_grant *grant_p);
+/* Publish. Errors: MC_ERR_NOT_FOUND (no such put), MC_ERR_DENIED (another writer),
+ * MC_ERR_CANCELED (superseded, displaced or revoked meanwhile; its space is freed now,
+ * since the writer says its transfers are final). */
+int mc_master_put_end(struct mc_master *m, const struct mc_master_ref *ref);
+/* Abandon; the writer's transfers are final, so the space is freed now. */
+int mc_master_put_revoke(struct mc_master *m, const struct mc_master_ref *ref);
+
+/* Batch forms: one result per item; the return is how many items succeeded. */
+size_t mc_master_put_start_batch(struct mc_master *m, size_t n,
+                                 const struct mc_master_put_req reqs[],
+                                 struct mc_master_put_grant grants[], int results[]);
+size_t mc_master_put_end_batch(struct mc_master *m, size_t n, const struct mc_master_ref refs[],
+                               int results[]);
+size_t mc_master_put_revoke_batch(struct mc_master *m, size_t n,
+                                  const struct mc_master_ref refs[], int results[]);
+
+/* The readable version's replicas with a read lease (marks the object recently used).
+ * Errors: MC_ERR_INVALID, MC_ERR_NOT_FOUND, MC_ERR_BUSY (lease counter saturated). */
+int mc_master_get_replicas(struct mc_master *m, const char *key, size_t key_len,
+                           struct mc_master_get_result *res_p);
+/* End leases (the reader's transfers are final). Unknown or outdated leases are ignored.
+ * Returns how many leases were ended. */
+size_t mc_master_lease_release(struct mc_master *m, size_t n, const struct mc_master_ref refs[]);
+
+/* 1 present, 0 absent, <0 error. No lease, no change to eviction order. */
+int mc_master_exist(struct mc_master *m, const char *key, size_t key_len);
+int mc_master_stat(struct mc_master *m, const char *key, size_t key_len,
+                   struct mc_master_stat *st_p);
+/* How many of the leading keys are present (stops at the first absent one). */
+size_t mc_master_prefix_match(struct mc_master *m, size_t n, const char *const keys[],
+                              const size_t lens[]);
+/* Unpublish now; the space is freed once the last lease ends. Errors: MC_ERR_NOT_FOUND. */
+int mc_master_remove(struct mc_master *m, const char *key, size_t key_len);
+
+/* The owner of a segment says no write can land in `alloc` any more (DESIGN.md §5). Frees
+ * it when it belongs to a revoked or displaced put. Errors: MC_ERR_NOT_FOUND (not such an
+ * allocation), MC_ERR_BUSY (the put is still live: nothing to fence). */
+int mc_master_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc);
+
+/* Timers: node liveness, lease and pin expiry, TTL reclaim, stale-put release, watermark
+ * eviction. Bounded work per call; call it every cfg->tick_ms. */
+void mc_master_tick(struct mc_master *m);
+
+void mc_master_get_stats(const struct mc_master *m, struct mc_master_stats *st_p);
+const struct mc_master_config *mc_master_config(const struct mc_master *m);
+
+#endif /* MC_MASTER_H */

@@ -1,0 +1,566 @@
+/*
+ * mcstore client API (libmc): put, get and look up KV-cache objects in the node's store.
+ *
+ * This header is the whole public contract of libmc. It is not the transfer layer, the
+ * master's directory or the agent: libmc talks only to the local mc-agent, through a
+ * shared-memory ring, and the agent does everything that leaves the node.
+ *
+ * Objects
+ *   An object is an immutable byte string stored under a key. A key that has a readable
+ *   version is not overwritten by a plain put (keys are content addresses); MC_PUT_UPSERT
+ *   writes a new version, which readers see only once it is complete. Objects may be
+ *   evicted when the pool is full unless pinned; a missing object is the normal case for a
+ *   cache: the caller recomputes.
+ *
+ * Keys
+ *   A key is a NUL-terminated string of 1 to MC_KEY_MAX bytes, the NUL not counted. Any
+ *   byte other than NUL may appear; keys are compared byte by byte. A NULL key, an empty
+ *   key or a key longer than MC_KEY_MAX is MC_ERR_INVALID, detected before anything is
+ *   sent. libmc reads a key only during the call that takes it (async calls copy it), so
+ *   the caller may free or reuse the string as soon as the call returns.
+ *
+ * Return values
+ *   Every function that returns int returns 0 (or a count, or a boolean, where said) on
+ *   success and a negative MC_ERR_* code (<mc/mc_status.h>) on failure. mc_strerror()
+ *   describes any code. Output parameters are written only on success, except where a
+ *   function says otherwise (mc_get's len_out on MC_ERR_TOO_LARGE). Codes that any call
+ *   that talks to the agent may return, in addition to those listed per function:
+ *     MC_ERR_NOMEM        out of memory in this process or in the agent;
+ *     MC_ERR_UNAVAILABLE  the agent is gone, or the master cannot be reached right now
+ *                         (master-bound calls fail fast, they do not hang);
+ *     MC_ERR_PROTO        the agent broke the protocol;
+ *     MC_ERR_INTERNAL     a bug in mcstore.
+ *
+ * Poisoned clients
+ *   A client whose agent connection was lost (MC_ERR_UNAVAILABLE) or broke the protocol
+ *   (MC_ERR_PROTO) stays unusable: every later call on it fails with the same code, and so
+ *   do its ops that were not final yet. Call mc_close() and mc_connect() again. An
+ *   unreachable master does not poison the client: the agent reconnects to it and later
+ *   calls may succeed.
+ *
+ * Deadlines
+ *   Every operation has a deadline: the client's op_timeout_ms (MC_OP_TIMEOUT_MS_DEFAULT,
+ *   5000 ms, by default) after it was submitted, on the monotonic clock. An operation
+ *   whose deadline passes ends with MC_ERR_TIMEOUT. Cancellation is cooperative: an
+ *   operation that has not started is dropped at once; a transfer already under way runs
+ *   to completion (the transport cannot stop it) and the operation becomes final only
+ *   then. So a call, or an op's final status, may come later than its deadline by the time
+ *   that transfer takes, but the caller's buffer is never touched after the operation has
+ *   returned (synchronous call) or has been reported final (mc_wait).
+ *
+ * Buffer ownership
+ *   The caller owns every buffer it passes. A synchronous call uses the buffer only until
+ *   it returns. An asynchronous call (mc_get_async, mc_put_async) owns the buffer from
+ *   submission until mc_wait() has returned the op's final status; meanwhile the caller
+ *   must not write into it (put) or read or write it (get), and mc_buf_free() of that
+ *   buffer fails with MC_ERR_BUSY. An op freed before it was final keeps its buffer until
+ *   it becomes final inside libmc. Any buffer works; buffers from mc_buf_alloc() avoid
+ *   every extra copy on the node (zero-copy).
+ *
+ * Threads
+ *   An mc_client_t may be shared by any number of threads: every function taking a client
+ *   is thread-safe, except mc_close(), which must be the last call on the client.
+ *   Submissions are serialised under a lock; completions are reaped by one thread at a
+ *   time, for all threads (a thread in mc_wait() may complete other threads' ops). An
+ *   mc_op_t is used by one thread at a time, except that mc_cancel() may be called from
+ *   any thread while another waits on the op. No function is async-signal-safe. libmc
+ *   never prints, never aborts and never raises signals in the caller's process.
+ *
+ * fork()
+ *   A child may use libmc only through a new mc_connect(). It must not call any function
+ *   on a client, op or buffer inherited from its parent, mc_close() and mc_op_free()
+ *   included: it abandons them. Arena buffers inherited by the child are shared with the
+ *   parent's mappings; the child must not write into them.
+ */
+#ifndef MC_H
+#define MC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mc/mc_status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version of this header; mc_version() gives the version of the library in use. */
+#define MC_VERSION_MAJOR 0
+#define MC_VERSION_MINOR 1
+#define MC_VERSION_PATCH 0
+
+/* The longest key, in bytes, not counting the terminating NUL. */
+#define MC_KEY_MAX 512
+
+/* The default deadline of every operation, in milliseconds (op_timeout_ms). */
+#define MC_OP_TIMEOUT_MS_DEFAULT 5000
+
+/*
+ * A connection to the local agent. Opaque; created by mc_connect(), destroyed by
+ * mc_close(). Thread-safe (see "Threads" above).
+ */
+typedef struct mc_client mc_client_t;
+
+/*
+ * One asynchronous operation. Opaque; created by mc_get_async() or mc_put_async(),
+ * destroyed by mc_op_free(). Used by one thread at a time.
+ */
+typedef struct mc_op mc_op_t;
+
+/*
+ * Put flags (mc_put_opts_t.flags). Any bit not defined here is MC_ERR_INVALID.
+ */
+/* Write a new version even if the key has one. Readers keep the old version until the new
+ * one is complete; a newer upsert of the same key supersedes an older one still in flight,
+ * which then ends with MC_ERR_CANCELED. Without this flag, a put on a key that has a
+ * readable version is MC_ERR_EXISTS and changes nothing. */
+#define MC_PUT_UPSERT (1u << 0)
+/* Soft pin: evicted only when nothing unpinned is left to evict. The pin lapses after its
+ * own TTL (30 min by default, agent configuration); the object then stays, unpinned. */
+#define MC_PUT_PIN_SOFT (1u << 1)
+/* Hard pin: never evicted, only removed or expired (ttl_ms). Hard-pinned bytes are capped
+ * per segment (hard_pin_max_ratio, 0.5 by default); a put over the cap is
+ * MC_ERR_NO_SPACE. Pins are not persistence: a node's loss still loses its replicas.
+ * MC_PUT_PIN_SOFT and MC_PUT_PIN_HARD together are MC_ERR_INVALID. */
+#define MC_PUT_PIN_HARD (1u << 2)
+/* Store no checksum: reads of this object are not verified (and never MC_ERR_CORRUPT). */
+#define MC_PUT_NO_CHECKSUM (1u << 3)
+/* Allow replicas in one failure domain when there are fewer domains than replicas;
+ * without it such a put fails with MC_ERR_NO_SPACE. */
+#define MC_PUT_SAME_DOMAIN_OK (1u << 4)
+/* Every flag this version of the header defines. */
+#define MC_PUT_FLAGS_ALL                                                                       \
+    (MC_PUT_UPSERT | MC_PUT_PIN_SOFT | MC_PUT_PIN_HARD | MC_PUT_NO_CHECKSUM |                  \
+     MC_PUT_SAME_DOMAIN_OK)
+
+/*
+ * Options of a put. A NULL mc_put_opts_t pointer means the defaults, which are what
+ * MC_PUT_OPTS_INIT sets (all zero). libmc reads the struct, and preferred_node, only during
+ * the call that takes it (async calls copy them).
+ */
+typedef struct mc_put_opts {
+    uint32_t replicas;          /* copies to store, each in its own failure domain; 0 = 1.
+                                   More than can be placed is MC_ERR_NO_SPACE (see
+                                   MC_PUT_SAME_DOMAIN_OK). */
+    uint32_t flags;             /* MC_PUT_* bits; unknown bits are MC_ERR_INVALID */
+    uint64_t ttl_ms;            /* the object is absent for every lookup this many ms
+                                   after it became readable, pinned or not; 0 = no TTL */
+    const char *preferred_node; /* node id to place the first replica on when it has room;
+                                   NULL = any (the writer's node when it has room). A hint:
+                                   an unknown or full node is not an error. */
+    uint64_t reserved[4];       /* must be zero, else MC_ERR_INVALID */
+} mc_put_opts_t;
+
+/* Initialiser for mc_put_opts_t with every default: mc_put_opts_t o = MC_PUT_OPTS_INIT; */
+/* clang-format off */
+#define MC_PUT_OPTS_INIT {0, 0, 0, NULL, {0, 0, 0, 0}}
+/* clang-format on */
+
+/*
+ * What mc_stat() reports about the readable version of a key: a snapshot, which may be
+ * stale as soon as it is returned.
+ */
+typedef struct mc_obj_info {
+    uint64_t size;             /* the object's length in bytes */
+    uint32_t replicas;         /* complete replicas on live nodes (>= 1) */
+    uint32_t flags;            /* MC_PUT_* state of this version now: MC_PUT_PIN_SOFT (until
+                                  the soft pin lapses), MC_PUT_PIN_HARD,
+                                  MC_PUT_NO_CHECKSUM; other bits are 0 */
+    uint64_t version;          /* the version number; grows with each upsert, from 1 */
+    uint64_t ttl_remaining_ms; /* ms until the object expires, rounded up; 0 = no TTL */
+    uint64_t reserved[4];      /* set to zero */
+} mc_obj_info_t;
+
+/*
+ * Connect to the local agent.
+ *
+ * The agent checks this process's credentials, maps a shared region for its rings and
+ * both sides check each other's magic and ABI version.
+ *
+ * @param socket_path  The agent's unix socket; NULL for the default: $MC_AGENT_SOCKET if
+ *                     set, else the agent's socket under $XDG_RUNTIME_DIR, else under
+ *                     /run/mc/ (docs/operations.md). Read only during the call.
+ * @param out          On success, the new client, to be destroyed with mc_close().
+ *
+ * @return 0 on success;
+ *         MC_ERR_INVALID      out is NULL, or socket_path is empty or too long for a unix
+ *                             socket address;
+ *         MC_ERR_UNAVAILABLE  no agent listens at the socket (missing, refused), or it
+ *                             closed the connection during the handshake;
+ *         MC_ERR_DENIED       the agent refused this process's uid/gid, or the socket's
+ *                             permissions did;
+ *         MC_ERR_PROTO        the agent's magic or ABI version does not match this libmc;
+ *         MC_ERR_TIMEOUT      the handshake did not finish within the default deadline;
+ *         MC_ERR_IO           the shared region could not be mapped;
+ *         MC_ERR_NOMEM.
+ */
+int mc_connect(const char *socket_path, mc_client_t **out);
+
+/*
+ * Close a client and free everything it holds.
+ *
+ * Returns after every operation of c is final (so no transfer can still touch any caller
+ * buffer): operations not started are dropped, transfers under way are waited for. Ops
+ * not yet freed with mc_op_free() are freed here and their handles become invalid; buffers
+ * from mc_buf_alloc() are unmapped and their pointers become invalid. No other thread may
+ * be using c, or any of its ops, when mc_close() is called, and no call may follow it.
+ *
+ * @param c  The client; NULL does nothing.
+ */
+void mc_close(mc_client_t *c);
+
+/*
+ * Store an object.
+ *
+ * Allocates the replicas, copies buf into them and publishes the object; readers never
+ * see a partial object. On return, whatever the result, libmc no longer uses buf.
+ *
+ * @param c    The client.
+ * @param key  The object's key (see "Keys").
+ * @param buf  The bytes to store, len of them. Read only during the call.
+ * @param len  The object's length in bytes; at least 1.
+ * @param o    Options; NULL for the defaults.
+ *
+ * @return 0 when the object is stored and readable;
+ *         MC_ERR_INVALID    c or buf is NULL, len is 0, the key is invalid, or o has
+ *                           unknown flag bits, both pin flags or non-zero reserved words;
+ *         MC_ERR_EXISTS     (without MC_PUT_UPSERT) the key has a readable version; nothing
+ *                           changed;
+ *         MC_ERR_BUSY       (without MC_PUT_UPSERT) the key's only version is another put
+ *                           still in flight, which may yet succeed or be revoked;
+ *         MC_ERR_TOO_LARGE  len is larger than any segment can hold;
+ *         MC_ERR_NO_SPACE   room could not be made (everything leased or pinned), the hard
+ *                           pin cap is reached, or replicas cannot go to distinct failure
+ *                           domains (see MC_PUT_SAME_DOMAIN_OK);
+ *         MC_ERR_CANCELED   (MC_PUT_UPSERT) a newer upsert of the key superseded this one;
+ *         MC_ERR_TIMEOUT    the deadline passed; the put was revoked, unless the object had
+ *                           already been published when the deadline passed, so a retry
+ *                           may see MC_ERR_EXISTS;
+ *         MC_ERR_IO, MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+int mc_put(mc_client_t *c, const char *key, const void *buf, size_t len,
+           const mc_put_opts_t *o);
+
+/*
+ * Read an object into the caller's buffer.
+ *
+ * Reads the key's readable version (an upsert in flight is not seen until it completes),
+ * verifies its checksum, and marks it recently used for eviction. If a replica turns out
+ * to be unusable during the read (node lost, lease ended, checksum mismatch), another is
+ * tried before the call fails.
+ *
+ * @param c        The client.
+ * @param key      The object's key (see "Keys").
+ * @param buf      Where to write the object; cap bytes. NULL only with cap == 0, which
+ *                 asks for the size (the call then returns MC_ERR_TOO_LARGE with
+ *                 *len_out set). Written only during the call, never after it returns.
+ * @param cap      The size of buf in bytes.
+ * @param len_out  If not NULL, receives the object's size on success (the bytes written)
+ *                 and on MC_ERR_TOO_LARGE (the size buf would need). Untouched otherwise.
+ *
+ * @return 0 on success;
+ *         MC_ERR_INVALID        c is NULL, the key is invalid, or buf is NULL and cap > 0;
+ *         MC_ERR_NOT_FOUND      no readable version: never stored, removed, evicted,
+ *                               expired, or every replica is on an unreachable node;
+ *         MC_ERR_TOO_LARGE      the object is larger than cap; buf is not written;
+ *         MC_ERR_LEASE_EXPIRED  the only usable replica's read finished after its lease
+ *                               ended, so its space may have been reused;
+ *         MC_ERR_CORRUPT        every replica tried failed its checksum;
+ *         MC_ERR_TIMEOUT        the deadline passed;
+ *         MC_ERR_IO, MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ *         On every failure but MC_ERR_TOO_LARGE, the contents of buf are unspecified
+ *         (discarded bytes may have landed there): never use them.
+ */
+int mc_get(mc_client_t *c, const char *key, void *buf, size_t cap, size_t *len_out);
+
+/*
+ * Ask whether a key has a readable version.
+ *
+ * Grants no lease and does not change the eviction order (monitoring must not change
+ * eviction). The answer may be stale as soon as it is returned: a later mc_get() may
+ * still return MC_ERR_NOT_FOUND.
+ *
+ * @param c    The client.
+ * @param key  The key (see "Keys").
+ *
+ * @return 1 if present, 0 if absent (never stored, removed, evicted, expired or with no
+ *         reachable replica);
+ *         MC_ERR_INVALID  c is NULL or the key is invalid;
+ *         MC_ERR_TIMEOUT  the deadline passed;
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+int mc_exist(mc_client_t *c, const char *key);
+
+/*
+ * Remove an object.
+ *
+ * Unpublishes the key's readable version at once, pinned or not: later lookups do not
+ * find it. Its space is freed once the last reader's lease has ended; reads already under
+ * way complete.
+ *
+ * @param c    The client.
+ * @param key  The key (see "Keys").
+ *
+ * @return 0 when the object was removed;
+ *         MC_ERR_INVALID    c is NULL or the key is invalid;
+ *         MC_ERR_NOT_FOUND  the key has no readable version;
+ *         MC_ERR_TIMEOUT    the deadline passed; the object may or may not be removed;
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+int mc_remove(mc_client_t *c, const char *key);
+
+/*
+ * Describe the readable version of a key.
+ *
+ * Like mc_exist(), grants no lease and does not change the eviction order.
+ *
+ * @param c     The client.
+ * @param key   The key (see "Keys").
+ * @param info  Receives the description on success; untouched otherwise.
+ *
+ * @return 0 on success;
+ *         MC_ERR_INVALID    c or info is NULL, or the key is invalid;
+ *         MC_ERR_NOT_FOUND  the key has no readable version;
+ *         MC_ERR_TIMEOUT    the deadline passed;
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+int mc_stat(mc_client_t *c, const char *key, mc_obj_info_t *info);
+
+/*
+ * Batches
+ *
+ * A batch does what n single calls would do, with far fewer round trips. Items are
+ * independent and may complete in any order; each gets its own status in results[i],
+ * exactly as the single call would return it (an invalid key fails its item with
+ * MC_ERR_INVALID, not the batch). The whole batch has one deadline, counted from the
+ * call; items not final by then end with MC_ERR_TIMEOUT. n == 0 returns 0 and touches
+ * nothing. Arrays are read, and buffers used, only during the call.
+ *
+ * The return is the number of items whose status is not negative, or a negative code when
+ * the whole call failed, in which case results[] is unspecified:
+ *   MC_ERR_INVALID  c or a required array is NULL, or n > INT_MAX;
+ *   MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+
+/*
+ * Store n objects: item i is mc_put(c, keys[i], bufs[i], lens[i], o). The same options
+ * apply to every item. Two items with the same key race as two puts would: with a plain
+ * put at most one succeeds.
+ *
+ * @param results  n statuses, written by the call.
+ * @return the number of items stored, or a negative code (see "Batches").
+ */
+int mc_batch_put(mc_client_t *c, size_t n, const char *const keys[], const void *const bufs[],
+                 const size_t lens[], const mc_put_opts_t *o, int results[]);
+
+/*
+ * Read n objects: item i is mc_get(c, keys[i], bufs[i], caps[i], &lens[i]).
+ *
+ * @param lens     n sizes, written as mc_get() writes len_out (on success and on
+ *                 MC_ERR_TOO_LARGE); NULL if not wanted.
+ * @param results  n statuses, written by the call.
+ * @return the number of items read, or a negative code (see "Batches").
+ */
+int mc_batch_get(mc_client_t *c, size_t n, const char *const keys[], void *const bufs[],
+                 const size_t caps[], size_t lens[], int results[]);
+
+/*
+ * Ask whether n keys are present: results[i] is mc_exist(c, keys[i]), that is 1, 0 or a
+ * negative code. Grants no lease and does not change the eviction order.
+ *
+ * @param results  n answers, written by the call.
+ * @return the number of items answered (results[i] >= 0; count the 1s for the number
+ *         present), or a negative code (see "Batches").
+ */
+int mc_batch_exist(mc_client_t *c, size_t n, const char *const keys[], int results[]);
+
+/*
+ * Count the leading keys that are present: the largest k such that keys[0] .. keys[k-1]
+ * all have a readable version (an engine looks up a prompt's pages in order). Lookups
+ * stop at the first absent key. Grants no lease and does not change the eviction order,
+ * so a later mc_get() of a counted key may still return MC_ERR_NOT_FOUND.
+ *
+ * @param c     The client.
+ * @param n     The number of keys; 0 returns 0.
+ * @param keys  n keys (see "Keys"); read only during the call.
+ *
+ * @return k, 0 <= k <= n, on success;
+ *         MC_ERR_INVALID  c or keys is NULL, any of the n keys is invalid, or n > INT_MAX;
+ *         MC_ERR_TIMEOUT  the deadline passed;
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+int mc_prefix_match(mc_client_t *c, size_t n, const char *const keys[]);
+
+/*
+ * Allocate zero-copy memory from the client's arenas.
+ *
+ * Arenas are shared-memory regions mapped by this process and the agent and registered
+ * with the transport once, so puts from and gets into any address inside them move the
+ * bytes with no intermediate copy. An engine may allocate its whole host KV pool here.
+ *
+ * @param c    The client.
+ * @param len  Bytes wanted; at least 1.
+ * @param ptr  On success, the buffer: len bytes, aligned to at least 64 bytes, contents
+ *             unspecified. It belongs to the caller until mc_buf_free() or mc_close().
+ *
+ * @return 0 on success;
+ *         MC_ERR_INVALID  c or ptr is NULL, or len is 0;
+ *         MC_ERR_NOMEM    no arena has room and no new one can be made (process or agent
+ *                         limits);
+ *         MC_ERR_IO, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+int mc_buf_alloc(mc_client_t *c, size_t len, void **ptr);
+
+/*
+ * Free a buffer from mc_buf_alloc().
+ *
+ * Fails, leaving the buffer allocated, while an operation owns any part of it: a
+ * synchronous call in progress in another thread, an async op not yet reported final by
+ * mc_wait(), or an op freed unfinished that is not final yet. Free it again once that op is
+ * final.
+ *
+ * @param c    The client that allocated ptr.
+ * @param ptr  The pointer mc_buf_alloc() returned (not one inside the buffer); NULL does
+ *             nothing and returns 0.
+ *
+ * @return 0 when the buffer is freed (ptr is then invalid);
+ *         MC_ERR_INVALID  c is NULL, or ptr was not returned by mc_buf_alloc() on c or was
+ *                         already freed;
+ *         MC_ERR_BUSY     an operation still owns the buffer.
+ */
+int mc_buf_free(mc_client_t *c, void *ptr);
+
+/*
+ * Asynchronous operations
+ *
+ * mc_get_async() and mc_put_async() validate their arguments and submit the operation;
+ * every other outcome is the op's final status, reported by mc_wait(). The buffer belongs
+ * to the store from submission until mc_wait() has returned the op's final status (see
+ * "Buffer ownership"); the key and options are copied at submission. Whatever the final
+ * status, the op must be freed with mc_op_free().
+ */
+
+/*
+ * Submit an asynchronous mc_get().
+ *
+ * @param c    The client.
+ * @param key  The key (see "Keys"); copied.
+ * @param buf  Where to write the object, cap bytes; owned by the op until it is final.
+ *             NULL only with cap == 0 (then the op asks for the size, as in mc_get()).
+ * @param cap  The size of buf in bytes.
+ * @param op   On success, the new op.
+ *
+ * @return 0 when submitted; the final status, as mc_get() would return it, comes from
+ *         mc_wait(), with len_out as mc_get() sets it;
+ *         MC_ERR_INVALID  c or op is NULL, the key is invalid, or buf is NULL and cap > 0;
+ *         MC_ERR_NOMEM    no op could be allocated (too many in flight);
+ *         MC_ERR_UNAVAILABLE, MC_ERR_PROTO (poisoned client).
+ */
+int mc_get_async(mc_client_t *c, const char *key, void *buf, size_t cap, mc_op_t **op);
+
+/*
+ * Submit an asynchronous mc_put().
+ *
+ * @param c    The client.
+ * @param key  The key (see "Keys"); copied.
+ * @param buf  The bytes to store, len of them; owned by the op until it is final: do not
+ *             change them meanwhile.
+ * @param len  The object's length in bytes; at least 1.
+ * @param o    Options, NULL for the defaults; copied, preferred_node included.
+ * @param op   On success, the new op.
+ *
+ * @return 0 when submitted; the final status, as mc_put() would return it, comes from
+ *         mc_wait();
+ *         MC_ERR_INVALID  c, buf or op is NULL, len is 0, the key is invalid, or o is
+ *                         invalid (as for mc_put());
+ *         MC_ERR_NOMEM    no op could be allocated (too many in flight);
+ *         MC_ERR_UNAVAILABLE, MC_ERR_PROTO (poisoned client).
+ */
+int mc_put_async(mc_client_t *c, const char *key, const void *buf, size_t len,
+                 const mc_put_opts_t *o, mc_op_t **op);
+
+/*
+ * Wait for an op to become final.
+ *
+ * Final means that the op has its outcome and that no transfer can touch its buffer any
+ * more: the buffer is the caller's again. Once final, every later mc_wait() on the op
+ * returns the same status at once (and sets len_out again). While waiting, the calling
+ * thread may reap completions of other ops of the same client, for all threads.
+ *
+ * @param op          The op.
+ * @param timeout_ms  How long to wait: 0 only checks, < 0 waits until the op is final
+ *                    (bounded by the op's own deadline and the time to finish a transfer
+ *                    under way). This is not the op's deadline: returning MC_INPROGRESS
+ *                    leaves the op running.
+ * @param len_out     If not NULL, written when the op is final: for a get as by mc_get()
+ *                    (the object's size on success and on MC_ERR_TOO_LARGE), for a put
+ *                    the stored length on success. Untouched otherwise.
+ *
+ * @return MC_INPROGRESS (1)  the op is not final yet; the store still owns its buffer;
+ *                            call again (or mc_cancel(), or mc_op_free());
+ *         otherwise the op's final status: 0 or a negative code as the synchronous call
+ *         would return it, MC_ERR_CANCELED after a successful mc_cancel(), MC_ERR_TIMEOUT
+ *         when its deadline passed;
+ *         MC_ERR_INVALID  op is NULL.
+ */
+int mc_wait(mc_op_t *op, int timeout_ms, size_t *len_out);
+
+/*
+ * Ask an op to stop. Does not wait.
+ *
+ * Cancellation is cooperative: an op not yet started is dropped; one whose transfer is
+ * under way runs to completion, and is discarded (get: the bytes in buf are unspecified;
+ * put: the object is revoked, unless already published). The op's final status, from
+ * mc_wait(), is MC_ERR_CANCELED unless it finished first, in which case it keeps its own
+ * status. Canceling a final or already canceled op changes nothing. May be called from
+ * any thread, also while another thread waits on the op.
+ *
+ * @param op  The op.
+ *
+ * @return 0 (the request was taken, or the op was already final);
+ *         MC_ERR_INVALID  op is NULL.
+ */
+int mc_cancel(mc_op_t *op);
+
+/*
+ * Free an op. The handle is invalid afterwards.
+ *
+ * An op that is not final yet is canceled (as by mc_cancel()) and detached: libmc frees it
+ * once final, and its buffer stays busy until then (mc_buf_free() returns MC_ERR_BUSY).
+ * No other thread may be using the op.
+ *
+ * @param op  The op; NULL does nothing.
+ */
+void mc_op_free(mc_op_t *op);
+
+/*
+ * A file descriptor that is readable when async completions are waiting to be reaped,
+ * for poll()/epoll (level-triggered) in the caller's event loop.
+ *
+ * When it is readable, call mc_wait(op, 0, ...) on the pending ops; libmc drains the
+ * descriptor itself as it reaps, so the caller must not read, write or close it.
+ * Wake-ups may be spurious. The descriptor belongs to c, is close-on-exec and stays the
+ * same until mc_close().
+ *
+ * @param c  The client.
+ *
+ * @return the descriptor (>= 0);
+ *         MC_ERR_INVALID  c is NULL;
+ *         MC_ERR_IO       the descriptor could not be created;
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO (poisoned client).
+ */
+int mc_client_eventfd(mc_client_t *c);
+
+/* mc_strerror(int err), the description of any status code, is in <mc/mc_status.h>. */
+
+/*
+ * The version of the libmc in use, "MAJOR.MINOR.PATCH" (e.g. "0.1.0"). Never NULL; the
+ * string is static: do not free it. Thread-safe; needs no client.
+ */
+const char *mc_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MC_H */
