@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The test command: setup, build (warnings are errors), every meson test suite, then the
+# unit suites again in an AddressSanitizer + UBSan build.
+#
+# usage: scripts/test.sh
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+scripts/setup.sh build -Dwerror=true
+ninja -C build
+meson test -C build --print-errorlogs --num-processes 2
+
+scripts/setup.sh build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dbuildtype=debug
+ninja -C build-asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C build-asan --suite unit --print-errorlogs --num-processes 2
+echo "test: all suites passed"
