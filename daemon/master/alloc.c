@@ -9,7 +9,7 @@
  * power-of-two range into MC_ALLOC_SL_COUNT equal classes; sizes below MC_ALLOC_SL_COUNT
  * units get exact classes. One bitmap word per level finds a non-empty class in O(1).
  *
- * The used/free flag is the top bit of next_phys. Nodes ids are therefore capped below
+ * The used/free flag is the top bit of next_phys. Node ids are therefore capped below
  * 2^31 - 1 (2^31 nodes would be 48 GiB of metadata, far past anything the master holds;
  * hitting the cap reports MC_ERR_NOMEM). The option rejected was the top bit of len: it
  * would cap a block at 2^31 - 1 units, so a segment of more units would have to start as
@@ -19,9 +19,7 @@
 #include "daemon/master/alloc.h"
 
 #include <assert.h>
-#include <stddef.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include <mc/mc_status.h>
 
@@ -33,8 +31,8 @@
 #define MC_ALLOC_CHUNK_LOG2  12
 #define MC_ALLOC_CHUNK_NODES (1u << MC_ALLOC_CHUNK_LOG2)
 
-#define MC_ALLOC_USED_BIT 0x80000000u
-#define MC_ALLOC_ID_MASK  0x7FFFFFFFu /* next_phys without the flag; all ones means none */
+#define MC_ALLOC_USED_BIT  0x80000000u
+#define MC_ALLOC_ID_MASK   0x7FFFFFFFu /* next_phys without the flag; all ones means none */
 #define MC_ALLOC_MAX_NODES MC_ALLOC_ID_MASK /* ids 0 .. 2^31 - 2 */
 #define MC_ALLOC_NIL       MC_ALLOC_NONE
 

@@ -4,6 +4,7 @@
  * random run checked against a plain model of live intervals.
  */
 #include <check.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,29 @@
 #define T_KIB (1ull << 10)
 #define T_MIB (1ull << 20)
 #define T_GIB (1ull << 30)
+
+/*
+ * ck_assert records a checkpoint (a write to the runner's channel) on every call, which
+ * dominates a loop of millions of checks; the hot loops below check quietly and report
+ * only a failure.
+ */
+#define T_CHECK(expr)                                                                          \
+    do {                                                                                       \
+        if (!(expr))                                                                           \
+            ck_abort_msg("'%s' failed", #expr);                                                \
+    } while (0)
+#define T_CHECK_U(x, op, y)                                                                    \
+    do {                                                                                       \
+        uintmax_t t_x_ = (x), t_y_ = (y);                                                      \
+        if (!(t_x_ op t_y_))                                                                   \
+            ck_abort_msg("'%s %s %s' failed: %ju vs %ju", #x, #op, #y, t_x_, t_y_);            \
+    } while (0)
+#define T_CHECK_I(x, op, y)                                                                    \
+    do {                                                                                       \
+        intmax_t t_x_ = (x), t_y_ = (y);                                                       \
+        if (!(t_x_ op t_y_))                                                                   \
+            ck_abort_msg("'%s %s %s' failed: %jd vs %jd", #x, #op, #y, t_x_, t_y_);            \
+    } while (0)
 
 static struct mc_alloc *t_create(uint64_t size, uint64_t granule)
 {
@@ -225,7 +249,8 @@ START_TEST(test_alloc_no_space_when_full)
 END_TEST
 
 /* Fill the segment with blocks of assorted sizes, free them in `order`, expect one block. */
-static void t_fill_and_free(struct mc_alloc *a, uint32_t *ids, uint32_t n, const uint32_t *order)
+static void t_fill_and_free(struct mc_alloc *a, uint32_t *ids, uint32_t n,
+                            const uint32_t *order)
 {
     uint32_t i;
 
@@ -417,23 +442,30 @@ START_TEST(test_alloc_clock_survives_freeing_under_hand)
     static uint32_t ids[N];
     struct mc_alloc *a = t_create(64 * T_MIB, 64);
     uint64_t s = 99, last;
-    uint32_t i, id, freed, steps;
+    uint32_t i, id = MC_ALLOC_NONE, freed, steps, wraps;
 
     /* evict while walking: free every block the hand returns; it must end */
     for (i = 0; i < N; i++)
         ids[i] = t_alloc(a, t_rand_range(&s, 1, 4 * T_KIB));
     for (i = 0; i < N; i += 3)
         mc_alloc_free(a, ids[i]); /* free gaps so frees merge on both sides */
-    freed = 0;
-    last = 0;
+    /* start mid-segment: the loop must go round once, wrapping exactly one time */
+    for (i = 0; i < N / 3; i++)
+        id = mc_alloc_clock_next(a);
+    last = mc_alloc_offset(a, id);
+    mc_alloc_free(a, id);
+    freed = 1;
+    wraps = 0;
     while ((id = mc_alloc_clock_next(a)) != MC_ALLOC_NONE) {
-        ck_assert(freed == 0 || mc_alloc_offset(a, id) > last);
+        if (mc_alloc_offset(a, id) <= last)
+            ck_assert_uint_le(++wraps, 1);
         last = mc_alloc_offset(a, id);
         mc_alloc_free(a, id);
         ck_assert_uint_le(++freed, N);
         if (freed % 101 == 0)
             ck_assert(mc_alloc_check(a));
     }
+    ck_assert_uint_eq(wraps, 1);
     ck_assert_uint_eq(freed, N - (N + 2) / 3);
     t_assert_empty(a);
 
@@ -455,6 +487,48 @@ START_TEST(test_alloc_clock_survives_freeing_under_hand)
     }
     ck_assert_uint_eq(freed, N);
     ck_assert_uint_eq(steps, N + N / 2);
+    t_assert_empty(a);
+    mc_alloc_destroy(a);
+}
+END_TEST
+
+START_TEST(test_alloc_clock_hand_follows_merges)
+{
+    struct mc_alloc *a = t_create(T_MIB, 64);
+    uint32_t b[6], i;
+
+    for (i = 0; i < 6; i++)
+        b[i] = t_alloc(a, 64 * (i + 1));
+
+    /* the hand's block is freed and merges into its free predecessor */
+    for (i = 0; i <= 2; i++)
+        ck_assert_uint_eq(mc_alloc_clock_next(a), b[i]);
+    mc_alloc_free(a, b[1]);
+    mc_alloc_free(a, b[2]);
+    ck_assert(mc_alloc_check(a));
+    ck_assert_uint_eq(mc_alloc_clock_next(a), b[3]);
+
+    /* the hand's block is freed alone (used on both sides), later a neighbour's free
+     * merges the free run before it, the neighbour and the hand's block into one */
+    ck_assert_uint_eq(mc_alloc_clock_next(a), b[4]);
+    mc_alloc_free(a, b[4]);
+    ck_assert(mc_alloc_check(a));
+    mc_alloc_free(a, b[3]);
+    ck_assert(mc_alloc_check(a));
+    ck_assert_uint_eq(mc_alloc_clock_next(a), b[5]);
+
+    /* the hand's block merges into one free block with the tail; an allocation then takes
+     * the front of that block, right after b0 */
+    mc_alloc_free(a, b[5]);
+    ck_assert(mc_alloc_check(a));
+    b[1] = t_alloc(a, 64);
+    ck_assert_uint_eq(mc_alloc_offset(a, b[1]), 64);
+    ck_assert_uint_eq(mc_alloc_clock_next(a), b[0]);
+    ck_assert_uint_eq(mc_alloc_clock_next(a), b[1]);
+    ck_assert_uint_eq(mc_alloc_clock_next(a), b[0]);
+    mc_alloc_free(a, b[0]);
+    mc_alloc_free(a, b[1]);
+    ck_assert_uint_eq(mc_alloc_clock_next(a), MC_ALLOC_NONE);
     t_assert_empty(a);
     mc_alloc_destroy(a);
 }
@@ -626,16 +700,17 @@ static uint32_t t_model_clock_next(struct t_model *m)
     return past->id;
 }
 
-static void t_model_free(struct t_model *m, struct mc_alloc *a, uint32_t i)
+/* Frees live block i in both; true when the hand sat on the block or on its successor. */
+static bool t_model_free(struct t_model *m, struct mc_alloc *a, uint32_t i)
 {
     struct t_blk b = m->live[i];
     uint64_t u0 = b.off / m->granule, n = b.len / m->granule, u;
 
-    ck_assert_uint_eq(mc_alloc_offset(a, b.id), b.off);
-    ck_assert_uint_eq(mc_alloc_len(a, b.id), b.len);
-    ck_assert_ptr_eq(mc_alloc_owner(a, b.id), (void *)b.tag);
+    T_CHECK_U(mc_alloc_offset(a, b.id), ==, b.off);
+    T_CHECK_U(mc_alloc_len(a, b.id), ==, b.len);
+    T_CHECK(mc_alloc_owner(a, b.id) == (void *)b.tag);
     mc_alloc_free(a, b.id);
-    ck_assert(!mc_alloc_is_used(a, b.id));
+    T_CHECK(!mc_alloc_is_used(a, b.id));
     for (u = u0; u < u0 + n; u++)
         m->map[u] = 0;
     m->live_bytes -= b.len;
@@ -645,13 +720,15 @@ static void t_model_free(struct t_model *m, struct mc_alloc *a, uint32_t i)
      * A hand on this block, or on the free block just after it, ends on the node that
      * survives the merge: the start of the free run that now covers it.
      */
-    if (m->hand >= (int64_t)u0 && m->hand <= (int64_t)(u0 + n) && (uint64_t)m->hand < m->units &&
-        m->map[m->hand] == 0) {
+    if (m->hand >= (int64_t)u0 && m->hand <= (int64_t)(u0 + n) &&
+        (uint64_t)m->hand < m->units && m->map[m->hand] == 0) {
         u = u0;
         while (u > 0 && m->map[u - 1] == 0)
             u--;
         m->hand = (int64_t)u;
+        return true;
     }
+    return false;
 }
 
 static uint64_t t_random_len(uint64_t *s, uint64_t granule, uint64_t cap)
@@ -669,7 +746,7 @@ static uint64_t t_random_len(uint64_t *s, uint64_t granule, uint64_t cap)
     if (r < 995)
         return t_rand_range(s, 256 * T_KIB, cap / 2); /* large */
     if (r < 998)
-        return t_rand_range(s, cap - 4 * granule, cap); /* near the whole segment */
+        return t_rand_range(s, cap - 4 * granule, cap);  /* near the whole segment */
     return t_rand_range(s, cap + 1, cap + 10 * granule); /* too large */
 }
 
@@ -681,21 +758,23 @@ static void t_randomized(uint64_t size, uint64_t granule, uint32_t ops, uint64_t
     struct t_model m = {0};
     uintptr_t next_tag = 1;
     uint32_t op, id;
+    bool hand_moved;
     int err;
 
-    ck_assert_uint_eq(cap, size / granule * granule);
+    T_CHECK_U(cap, ==, size / granule * granule);
     m.units = cap / granule;
     m.granule = granule;
     m.hand = -1;
     m.map = calloc(m.units, 1);
     m.live = calloc(m.units, sizeof(*m.live)); /* at most one block per granule */
-    ck_assert_ptr_nonnull(m.map);
-    ck_assert_ptr_nonnull(m.live);
+    T_CHECK(m.map != NULL);
+    T_CHECK(m.live != NULL);
 
     for (op = 1; op <= ops; op++) {
         uint64_t fill = m.live_bytes * 100 / cap;
         uint64_t p_alloc = fill < 50 ? 65 : fill < 85 ? 50 : 35;
 
+        hand_moved = false;
         if (t_rand(&s) % 20000 == 0) {
             /* now and then drop everything: the segment must come back whole */
             while (m.n > 0)
@@ -707,35 +786,35 @@ static void t_randomized(uint64_t size, uint64_t granule, uint32_t ops, uint64_t
             id = MC_ALLOC_NONE;
             err = mc_alloc_alloc(a, len, &id);
             if (rounded > cap) {
-                ck_assert_int_eq(err, MC_ERR_TOO_LARGE);
-                ck_assert_uint_eq(id, MC_ALLOC_NONE);
+                T_CHECK_I(err, ==, MC_ERR_TOO_LARGE);
+                T_CHECK_U(id, ==, MC_ALLOC_NONE);
             } else if (err == MC_ERR_NO_SPACE) {
                 uint64_t gap = t_model_largest_gap(&m);
 
                 /* fails only when no gap fits, and both views of the largest gap agree */
-                ck_assert_uint_eq(id, MC_ALLOC_NONE);
-                ck_assert_uint_lt(gap, rounded);
-                ck_assert_uint_eq(mc_alloc_largest_free(a), gap);
-                ck_assert(mc_alloc_free_bytes(a) < rounded || gap < rounded);
+                T_CHECK_U(id, ==, MC_ALLOC_NONE);
+                T_CHECK_U(gap, <, rounded);
+                T_CHECK_U(mc_alloc_largest_free(a), ==, gap);
+                T_CHECK(mc_alloc_free_bytes(a) < rounded || gap < rounded);
                 no_space++;
             } else {
                 struct t_blk *b = &m.live[m.n];
 
-                ck_assert_int_eq(err, 0);
+                T_CHECK_I(err, ==, 0);
                 b->id = id;
                 b->off = mc_alloc_offset(a, id);
                 b->len = mc_alloc_len(a, id);
                 b->req = len;
                 b->tag = next_tag++;
-                ck_assert_uint_eq(b->off % granule, 0);
-                ck_assert_uint_eq(b->len, rounded);
-                ck_assert_uint_ge(b->len, b->req);
-                ck_assert_uint_le(b->off + b->len, cap);
-                ck_assert_ptr_null(mc_alloc_owner(a, id));
+                T_CHECK_U(b->off % granule, ==, 0);
+                T_CHECK_U(b->len, ==, rounded);
+                T_CHECK_U(b->len, >=, b->req);
+                T_CHECK_U(b->off + b->len, <=, cap);
+                T_CHECK(mc_alloc_owner(a, id) == NULL);
                 mc_alloc_set_owner(a, id, (void *)b->tag);
                 u0 = b->off / granule;
                 for (u = u0; u < u0 + b->len / granule; u++) {
-                    ck_assert_msg(m.map[u] == 0, "op %u: block overlaps a live one", op);
+                    T_CHECK(m.map[u] == 0); /* no overlap with a live block */
                     m.map[u] = 1;
                 }
                 m.live_bytes += b->len;
@@ -743,24 +822,25 @@ static void t_randomized(uint64_t size, uint64_t granule, uint32_t ops, uint64_t
                 allocs++;
             }
         } else {
-            t_model_free(&m, a, (uint32_t)(t_rand(&s) % m.n));
+            hand_moved = t_model_free(&m, a, (uint32_t)(t_rand(&s) % m.n));
             frees++;
         }
 
-        ck_assert_uint_eq(mc_alloc_free_bytes(a), cap - m.live_bytes);
-        ck_assert_uint_eq(mc_alloc_used_bytes(a), m.live_bytes);
-        ck_assert_uint_eq(mc_alloc_used_blocks(a), m.n);
-        if (op % 41 == 0)
-            ck_assert_uint_eq(mc_alloc_clock_next(a), t_model_clock_next(&m));
+        T_CHECK_U(mc_alloc_free_bytes(a), ==, cap - m.live_bytes);
+        T_CHECK_U(mc_alloc_used_bytes(a), ==, m.live_bytes);
+        T_CHECK_U(mc_alloc_used_blocks(a), ==, m.n);
+        /* right after a merge moved the hand, before its lost node is handed out again */
+        if (op % 41 == 0 || hand_moved)
+            T_CHECK_U(mc_alloc_clock_next(a), ==, t_model_clock_next(&m));
         if (op % 1000 == 0) {
             ck_assert_msg(mc_alloc_check(a), "op %u: mc_alloc_check failed", op);
-            ck_assert_uint_eq(mc_alloc_largest_free(a), t_model_largest_gap(&m));
+            T_CHECK_U(mc_alloc_largest_free(a), ==, t_model_largest_gap(&m));
         }
     }
     /* the run must have exercised both success and failure paths */
-    ck_assert_uint_gt(allocs, ops / 4);
-    ck_assert_uint_gt(frees, ops / 4);
-    ck_assert_uint_gt(no_space, 100);
+    T_CHECK_U(allocs, >, ops / 4);
+    T_CHECK_U(frees, >, ops / 4);
+    T_CHECK_U(no_space, >, 100);
 
     while (m.n > 0)
         t_model_free(&m, a, (uint32_t)(t_rand(&s) % m.n));
@@ -799,6 +879,7 @@ static Suite *t_suite(void)
     tcase_add_test(tc, test_alloc_fallback_scans_own_class);
     tcase_add_test(tc, test_alloc_clock_walks_in_address_order);
     tcase_add_test(tc, test_alloc_clock_survives_freeing_under_hand);
+    tcase_add_test(tc, test_alloc_clock_hand_follows_merges);
     tcase_add_test(tc, test_alloc_owner_roundtrip);
     tcase_add_test(tc, test_alloc_is_used_rejects_bad_ids);
     tcase_add_test(tc, test_alloc_huge_segment);
