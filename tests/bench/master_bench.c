@@ -9,6 +9,7 @@
  * usage: master_bench [--objects N[,N...]] [--key-bytes B] [--size BYTES] [--config FILE]
  *                     [--set k=v]... [--dump-config]
  * The last line is one JSON object with the figures of the largest scale.
+ * MC_BENCH_NO_HUGEPAGES=1 keeps the heap on 4 KiB pages (see docs/decisions.md).
  */
 #include <getopt.h>
 #include <search.h>
@@ -234,6 +235,14 @@ int main(int argc, char **argv)
     char err[512];
     int c, rc;
 
+    /* Records are small mallocs spread over gigabytes: with 4 KiB pages nearly every lookup
+     * at 10 M objects also misses the TLB. glibc backs its heap with transparent huge pages
+     * when told so by a tunable read at start-up, hence the re-exec (docs/decisions.md). */
+    if (getenv("MC_BENCH_NO_HUGEPAGES") == NULL && getenv("GLIBC_TUNABLES") == NULL) {
+        setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1);
+        execv("/proc/self/exe", argv);
+        unsetenv("GLIBC_TUNABLES"); /* exec failed: run with 4 KiB pages */
+    }
     rc = mc_config_parse_args(mc_master_config_table, &cfg, MC_CONFIG_ENV_PREFIX, validate,
                               &argc, argv, stdout, err, sizeof(err));
     if (rc == MC_CONFIG_EXIT)
@@ -296,8 +305,10 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    printf("master_bench: one core, in-process; keys of %zu bytes, objects of %llu bytes\n",
-           key_bytes, (unsigned long long)obj_size);
+    printf("master_bench: one core, in-process; keys of %zu bytes, objects of %llu bytes; "
+           "heap %s\n",
+           key_bytes, (unsigned long long)obj_size,
+           getenv("GLIBC_TUNABLES") != NULL ? "on transparent huge pages" : "on 4 KiB pages");
     printf("%10s %12s %12s %12s %12s %14s %14s %10s %10s\n", "objects", "put/s", "get/s",
            "exist/s", "remove/s", "ref insert/s", "ref find/s", "B/object", "meta B/obj");
     for (s = 0; s < nscales; s++) {
