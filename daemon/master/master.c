@@ -621,7 +621,7 @@ static int place(struct mc_master *m, const struct mc_master_put_req *req, uint3
     uint32_t ncand = 0, i, k, ndom = 0, got = 0;
     uint32_t doms[MC_MASTER_MAX_REPLICAS];
     uint32_t alldoms[MC_MASTER_MAX_REPLICAS];
-    bool fits_any = false, capped = false;
+    bool fits_any = false;
     int err = MC_ERR_NO_SPACE;
 
     cand = calloc(m->nsegs + 1, sizeof(*cand));
@@ -637,10 +637,8 @@ static int place(struct mc_master *m, const struct mc_master_put_req *req, uint3
         if (cap < req->size)
             continue;
         fits_any = true;
-        if (hard && (double)(s->hard_pinned + req->size) > m->cfg.hard_pin_max_ratio * (double)cap) {
-            capped = true;
-            continue;
-        }
+        if (hard && (double)(s->hard_pinned + req->size) > m->cfg.hard_pin_max_ratio * (double)cap)
+            continue; /* the hard-pin cap: "no room" for this put */
         cand[ncand].s = s;
         cand[ncand].domain = node_get(m, s->node)->domain_id;
         if (!domain_taken(alldoms, ndom, cand[ncand].domain) && ndom < nrep)
@@ -651,10 +649,8 @@ static int place(struct mc_master *m, const struct mc_master_put_req *req, uint3
         err = m->nsegs == 0 ? MC_ERR_NO_SPACE : MC_ERR_TOO_LARGE;
         goto out;
     }
-    if (ncand < nrep || (!same_ok && ndom < nrep)) {
-        (void)capped; /* too few domains, or the hard-pin cap: both are "no room" */
-        goto out;
-    }
+    if (ncand < nrep || (!same_ok && ndom < nrep))
+        goto out; /* too few segments or failure domains */
 
     for (k = 0; k < nrep; k++) {
         for (;;) {

@@ -230,8 +230,7 @@ START_TEST(test_lease_blocks_space_reuse)
     ck_assert_int_eq(t_end(t.m, "k", g.version, t.node), 0);
     ck_assert_uint_ne(g.rep[0].offset, r.rep[0].offset);
     ck_assert_uint_eq(t_used(t.m), MiB);
-    /* nothing can be placed in the leased block, and the new version can't be evicted
-     * for it either while... it is unleased, so it goes; the old one stays */
+    /* a put that needs room evicts the unleased new version, never the leased old block */
     ck_assert_int_eq(t_start(t.m, "x", 512 * KiB, 0, t.node, &g), 0);
     ck_assert_uint_ne(g.rep[0].offset, r.rep[0].offset);
     ck_assert_int_eq(t_exist(t.m, "k"), 0);
