@@ -163,11 +163,6 @@ static uint32_t ms_to_ct(uint64_t ms)
     return ct > TTL_MAX_CT ? TTL_MAX_CT : (uint32_t)ct;
 }
 
-static uint64_t ct_to_ms(const struct mc_master *m, uint32_t ct)
-{
-    return m->t0_ms + (uint64_t)ct * CT_MS;
-}
-
 /* a at or after b, in serial arithmetic */
 static bool ct_reached(uint32_t now, uint32_t t)
 {
@@ -498,14 +493,16 @@ static uint64_t seg_evict_step(struct mc_master *m, struct seg *s, bool allow_so
     }
     if (ver_is_leased(m, v, now) || (o->flags & OF_PIN_HARD))
         return 0;
-    if ((o->flags & OF_PIN_SOFT) && ct_reached(now, o->pin_exp))
-        o->flags &= (uint8_t)~OF_PIN_SOFT;
-    if ((o->flags & OF_PIN_SOFT) && !allow_soft)
-        return 0;
+    /* the hand ages soft-pinned objects too, so that once they may go, the least
+     * recently used of them goes first */
     if (o->flags & OF_CLOCK) {
         o->flags &= (uint8_t)~OF_CLOCK; /* second chance */
         return 0;
     }
+    if ((o->flags & OF_PIN_SOFT) && ct_reached(now, o->pin_exp))
+        o->flags &= (uint8_t)~OF_PIN_SOFT;
+    if ((o->flags & OF_PIN_SOFT) && !allow_soft)
+        return 0;
     reps = ver_reps(v);
     for (i = 0; i < v->nrep; i++) {
         if (reps[i].seg == (uint16_t)(s - m->segs) && reps[i].alloc == id)
@@ -539,6 +536,10 @@ static bool seg_evict(struct mc_master *m, struct seg *s, evict_done_fn done, ui
     uint64_t phase1 = 2 * (uint64_t)mc_alloc_used_blocks(s->alloc) + 1;
     uint64_t n;
 
+    /* on a segment with more blocks than the budget covers, half of it still goes to
+     * soft-pinned candidates: a soft pin must never act as an uncapped hard one */
+    if (phase1 > budget / 2)
+        phase1 = budget / 2;
     for (n = 0; n < budget; n++) {
         if (done(m, s, arg))
             return true;
@@ -621,7 +622,7 @@ static int place(struct mc_master *m, const struct mc_master_put_req *req, uint3
     uint32_t ncand = 0, i, k, ndom = 0, got = 0;
     uint32_t doms[MC_MASTER_MAX_REPLICAS];
     uint32_t alldoms[MC_MASTER_MAX_REPLICAS];
-    bool fits_any = false;
+    bool fits_any = false, any_seg = false;
     int err = MC_ERR_NO_SPACE;
 
     cand = calloc(m->nsegs + 1, sizeof(*cand));
@@ -633,6 +634,7 @@ static int place(struct mc_master *m, const struct mc_master_put_req *req, uint3
 
         if (s->state != SEG_MOUNTED || s->kind != MC_SEG_DRAM)
             continue;
+        any_seg = true;
         cap = mc_alloc_capacity(s->alloc);
         if (cap < req->size)
             continue;
@@ -646,7 +648,7 @@ static int place(struct mc_master *m, const struct mc_master_put_req *req, uint3
         ncand++;
     }
     if (!fits_any) {
-        err = m->nsegs == 0 ? MC_ERR_NO_SPACE : MC_ERR_TOO_LARGE;
+        err = any_seg ? MC_ERR_TOO_LARGE : MC_ERR_NO_SPACE;
         goto out;
     }
     if (ncand < nrep || (!same_ok && ndom < nrep))
@@ -980,6 +982,8 @@ int mc_master_put_end(struct mc_master *m, const struct mc_master_ref *ref)
         return err;
     if (v->writer != ref->node)
         return MC_ERR_DENIED;
+    if (v->state == VS_PROCESSING && !mc_master_node_is_alive(m, v->writer))
+        v->state = VS_STALE; /* its writer was declared dead or left: the put is revoked */
     switch (v->state) {
     case VS_COMPLETE:
         return v == &o->v ? 0 : MC_ERR_CANCELED; /* a repeated put_end is answered again */
@@ -1106,7 +1110,8 @@ int mc_master_get_replicas(struct mc_master *m, const char *key, size_t key_len,
     res_p->flags = of_to_put_flags(o->flags);
     res_p->lease.version = v->id;
     res_p->lease.epoch = v->epoch;
-    res_p->lease.expires_ms = ct_to_ms(m, v->lease_exp);
+    /* from the 64-bit clock: the 32-bit tick count may have wrapped since t0 */
+    res_p->lease.expires_ms = now_ms(m) + (uint64_t)(uint32_t)(v->lease_exp - now) * CT_MS;
     return 0;
 }
 
@@ -1197,7 +1202,7 @@ int mc_master_remove(struct mc_master *m, const char *key, size_t key_len)
     return 0;
 }
 
-int mc_master_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc)
+int mc_master_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version)
 {
     struct seg *s = seg_get(m, seg);
     struct ver *v;
@@ -1208,8 +1213,8 @@ int mc_master_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc)
     if (s == NULL || !mc_alloc_is_used(s->alloc, alloc))
         return MC_ERR_NOT_FOUND;
     v = mc_alloc_owner(s->alloc, alloc);
-    if (v == NULL)
-        return MC_ERR_NOT_FOUND;
+    if (v == NULL || v->id != version)
+        return MC_ERR_NOT_FOUND; /* block ids are reused: a late ack names an older put */
     if (v->state != VS_STALE)
         return MC_ERR_BUSY;
     reps = ver_reps(v);
@@ -1468,7 +1473,8 @@ static bool obj_sweep(struct mc_master *m, struct obj *o, uint32_t now)
         o->flags &= (uint8_t)~OF_TTL;
         m->st.ttl_expiries++;
     }
-    if ((o->flags & OF_PIN_SOFT) && ct_reached(now, o->pin_exp))
+    /* pin_exp is armed at publish: a head still being written keeps its pin request */
+    if (o->v.state == VS_COMPLETE && (o->flags & OF_PIN_SOFT) && ct_reached(now, o->pin_exp))
         o->flags &= (uint8_t)~OF_PIN_SOFT;
     ver_sweep(m, &o->v, now);
     for (e = o->more; e != NULL; e = e->next)

@@ -150,7 +150,9 @@ int mc_master_node_register(struct mc_master *m, const char *name, const char *d
                             uint32_t *node_p);
 /* Errors: MC_ERR_NOT_FOUND when the node is unknown or was declared dead. */
 int mc_master_node_heartbeat(struct mc_master *m, uint32_t node);
-/* A graceful exit: unmounts the node's segments and revokes its puts now. */
+/* A graceful exit: unmounts the node's segments now; its puts are revoked (a put_end of
+ * one is MC_ERR_CANCELED, a new put of the key displaces it at once, the sweep marks the
+ * rest for fencing). */
 int mc_master_node_unregister(struct mc_master *m, uint32_t node);
 bool mc_master_node_is_alive(const struct mc_master *m, uint32_t node);
 
@@ -176,8 +178,9 @@ int mc_master_segment_info(const struct mc_master *m, uint32_t seg,
 int mc_master_put_start(struct mc_master *m, const struct mc_master_put_req *req,
                         struct mc_master_put_grant *grant_p);
 /* Publish. Errors: MC_ERR_NOT_FOUND (no such put), MC_ERR_DENIED (another writer),
- * MC_ERR_CANCELED (superseded, displaced or revoked meanwhile; its space is freed now,
- * since the writer says its transfers are final). */
+ * MC_ERR_CANCELED (superseded, displaced or revoked meanwhile -- also when the writer was
+ * declared dead or unregistered; its space is freed now, since the writer says its
+ * transfers are final). */
 int mc_master_put_end(struct mc_master *m, const struct mc_master_ref *ref);
 /* Abandon; the writer's transfers are final, so the space is freed now. */
 int mc_master_put_revoke(struct mc_master *m, const struct mc_master_ref *ref);
@@ -209,10 +212,12 @@ size_t mc_master_prefix_match(struct mc_master *m, size_t n, const char *const k
 /* Unpublish now; the space is freed once the last lease ends. Errors: MC_ERR_NOT_FOUND. */
 int mc_master_remove(struct mc_master *m, const char *key, size_t key_len);
 
-/* The owner of a segment says no write can land in `alloc` any more (DESIGN.md §5). Frees
- * it when it belongs to a revoked or displaced put. Errors: MC_ERR_NOT_FOUND (not such an
- * allocation), MC_ERR_BUSY (the put is still live: nothing to fence). */
-int mc_master_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc);
+/* The owner of a segment says no write of put `version` can land in `alloc` any more
+ * (DESIGN.md §5). Frees it when it belongs to that revoked or displaced put. Block ids are
+ * reused, so the version is checked: a late ack never frees a newer put's block.
+ * Errors: MC_ERR_NOT_FOUND (no such allocation of that version), MC_ERR_BUSY (the put is
+ * still live: nothing to fence). */
+int mc_master_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version);
 
 /* Timers: node liveness, lease and pin expiry, TTL reclaim, stale-put release, watermark
  * eviction. Bounded work per call; call it every cfg->tick_ms. */

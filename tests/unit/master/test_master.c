@@ -464,13 +464,13 @@ START_TEST(test_stale_put_space_freed_by_fence)
     struct mc_master_put_grant g1, g2;
 
     ck_assert_int_eq(t_start(t.m, "k", 100 * KiB, 0, t.node, &g1), 0);
-    ck_assert_int_eq(mc_master_fence_ack(t.m, g1.rep[0].seg, g1.rep[0].alloc), MC_ERR_BUSY);
+    ck_assert_int_eq(mc_master_fence_ack(t.m, g1.rep[0].seg, g1.rep[0].alloc, g1.version), MC_ERR_BUSY);
     t_advance(30000);
     ck_assert_int_eq(t_start(t.m, "k", 100 * KiB, 0, t.node, &g2), 0);
     ck_assert_uint_eq(t_used(t.m), 200 * KiB);
-    ck_assert_int_eq(mc_master_fence_ack(t.m, g1.rep[0].seg, g1.rep[0].alloc), 0);
+    ck_assert_int_eq(mc_master_fence_ack(t.m, g1.rep[0].seg, g1.rep[0].alloc, g1.version), 0);
     ck_assert_uint_eq(t_used(t.m), 100 * KiB);
-    ck_assert_int_eq(mc_master_fence_ack(t.m, g1.rep[0].seg, g1.rep[0].alloc),
+    ck_assert_int_eq(mc_master_fence_ack(t.m, g1.rep[0].seg, g1.rep[0].alloc, g1.version),
                      MC_ERR_NOT_FOUND);
     ck_assert_int_eq(t_end(t.m, "k", g1.version, t.node), MC_ERR_NOT_FOUND);
     ck_assert_int_eq(t_end(t.m, "k", g2.version, t.node), 0);
@@ -534,7 +534,7 @@ START_TEST(test_dead_node_replicas_dropped_and_puts_revoked)
     ck_assert_uint_eq(t_used(m), 2 * 4096); /* n2's segment left with n2; z waits */
     ck_assert_int_eq(t_end(m, "z", g.version, n3), MC_ERR_CANCELED);
     ck_assert_uint_eq(t_used(m), 4096);
-    ck_assert_int_eq(mc_master_fence_ack(m, g.rep[0].seg, g.rep[0].alloc), MC_ERR_NOT_FOUND);
+    ck_assert_int_eq(mc_master_fence_ack(m, g.rep[0].seg, g.rep[0].alloc, g.version), MC_ERR_NOT_FOUND);
     mc_master_destroy(m);
 }
 END_TEST
@@ -554,7 +554,7 @@ START_TEST(test_dead_writer_put_displaced_at_once_then_fenced)
     ck_assert_int_eq(t_start(m, "z", 4096, 0, n1, &g2), 0);
     ck_assert_int_eq(t_end(m, "z", g2.version, n1), 0);
     ck_assert_uint_eq(t_used(m), 8192);
-    ck_assert_int_eq(mc_master_fence_ack(m, g.rep[0].seg, g.rep[0].alloc), 0);
+    ck_assert_int_eq(mc_master_fence_ack(m, g.rep[0].seg, g.rep[0].alloc, g.version), 0);
     ck_assert_uint_eq(t_used(m), 4096);
     ck_assert_uint_eq(t_stats(m).stale_freed_by_fence, 1);
     mc_master_destroy(m);
@@ -700,8 +700,8 @@ START_TEST(test_invalid_input_rejected)
     req.size = 100;
     req.writer = 12345;
     ck_assert_int_eq(mc_master_put_start(t.m, &req, &g), MC_ERR_NOT_FOUND);
-    ck_assert_int_eq(mc_master_fence_ack(t.m, 999, 3), MC_ERR_NOT_FOUND);
-    ck_assert_int_eq(mc_master_fence_ack(t.m, t.seg, 12345), MC_ERR_NOT_FOUND);
+    ck_assert_int_eq(mc_master_fence_ack(t.m, 999, 3, 1), MC_ERR_NOT_FOUND);
+    ck_assert_int_eq(mc_master_fence_ack(t.m, t.seg, 12345, 1), MC_ERR_NOT_FOUND);
     ck_assert_uint_eq(t_used(t.m), 0);
     mc_master_destroy(t.m);
 }
@@ -896,6 +896,106 @@ START_TEST(test_master_randomized_invariants)
 }
 END_TEST
 
+
+/* review findings: each fails without its fix */
+
+START_TEST(test_soft_pin_survives_tick_during_put)
+{
+    struct t_one t = t_one_seg(MiB);
+    struct mc_master_put_grant g;
+    struct mc_master_stat st;
+
+    ck_assert_int_eq(t_start(t.m, "k", 100, MC_MASTER_PUT_PIN_SOFT, t.node, &g), 0);
+    t_advance(100);
+    mc_master_tick(t.m);
+    ck_assert_int_eq(t_end(t.m, "k", g.version, t.node), 0);
+    ck_assert_int_eq(mc_master_stat(t.m, "k", 1, &st), 0);
+    ck_assert_uint_eq(st.flags & MC_MASTER_PUT_PIN_SOFT, MC_MASTER_PUT_PIN_SOFT);
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+START_TEST(test_lease_expiry_right_after_tick_counter_wraps)
+{
+    struct t_one t = t_one_seg(MiB);
+    struct mc_master_get_result r;
+
+    t_put(t.m, "k", 100, 0, t.node);
+    t_advance((UINT64_C(1) << 32) * 10 + 5000); /* the 10 ms tick counter wrapped */
+    ck_assert_int_eq(t_get(t.m, "k", &r), 0);
+    ck_assert_uint_ge(r.lease.expires_ms, t_now_ms + 10000);
+    ck_assert_uint_le(r.lease.expires_ms, t_now_ms + 10010);
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+START_TEST(test_put_with_no_mounted_segment_is_no_space)
+{
+    struct t_one t = t_one_seg(MiB);
+    struct mc_master_put_grant g;
+
+    ck_assert_int_eq(mc_master_segment_unmount(t.m, t.seg), 0);
+    ck_assert_int_eq(t_start(t.m, "k", 100, 0, t.node, &g), MC_ERR_NO_SPACE);
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+START_TEST(test_soft_pinned_evicted_on_segment_larger_than_scan_budget)
+{
+    struct t_one t = t_one_seg(2100 * 64);
+    struct mc_master_put_grant g;
+    char key[16];
+    int i;
+
+    for (i = 0; i < 2100; i++) {
+        snprintf(key, sizeof(key), "s%d", i);
+        t_put(t.m, key, 64, MC_MASTER_PUT_PIN_SOFT, t.node);
+    }
+    /* nothing unpinned is left: soft pins yield even beyond the per-step scan budget */
+    ck_assert_int_eq(t_start(t.m, "plain", 64, 0, t.node, &g), 0);
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+START_TEST(test_late_fence_ack_does_not_free_newer_put)
+{
+    struct t_one t = t_one_seg(MiB);
+    struct mc_master_put_grant a1, a2, b1, b2;
+    struct mc_master_ref ref = {.key = "b", .key_len = 1, .node = t.node};
+
+    ck_assert_int_eq(t_start(t.m, "a", 4096, MC_MASTER_PUT_UPSERT, t.node, &a1), 0);
+    ck_assert_int_eq(t_start(t.m, "a", 4096, MC_MASTER_PUT_UPSERT, t.node, &a2), 0);
+    ck_assert_int_eq(t_end(t.m, "a", a1.version, t.node), MC_ERR_CANCELED); /* a1's block freed */
+    ck_assert_int_eq(t_start(t.m, "b", 4096, MC_MASTER_PUT_UPSERT, t.node, &b1), 0);
+    ck_assert_uint_eq(b1.rep[0].alloc, a1.rep[0].alloc); /* the block id is reused */
+    ck_assert_int_eq(t_start(t.m, "b", 4096, MC_MASTER_PUT_UPSERT, t.node, &b2), 0);
+    /* the owner's ack for a1 arrives late: b1's block must stay */
+    ck_assert_int_eq(mc_master_fence_ack(t.m, a1.rep[0].seg, a1.rep[0].alloc, a1.version),
+                     MC_ERR_NOT_FOUND);
+    ref.version = b1.version;
+    ck_assert_int_eq(mc_master_put_revoke(t.m, &ref), 0);
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+START_TEST(test_put_end_after_writer_unregistered_is_canceled)
+{
+    struct mc_master *m = t_master();
+    uint32_t o = t_node(m, "owner", NULL), w = t_node(m, "writer", NULL);
+    struct mc_master_put_req req = {.key = "k", .key_len = 1, .size = 100, .replicas = 1,
+                                    .writer = w, .preferred = o};
+    struct mc_master_put_grant g;
+
+    t_seg(m, o, MiB);
+    ck_assert_int_eq(mc_master_put_start(m, &req, &g), 0);
+    ck_assert_int_eq(mc_master_node_unregister(m, w), 0);
+    ck_assert_int_eq(t_end(m, "k", g.version, w), MC_ERR_CANCELED);
+    ck_assert_int_eq(t_exist(m, "k"), 0);
+    ck_assert_uint_eq(t_used(m), 0);
+    mc_master_destroy(m);
+}
+END_TEST
+
 static Suite *master_suite(void)
 {
     Suite *s = suite_create("master");
@@ -933,6 +1033,12 @@ static Suite *master_suite(void)
     tcase_add_test(tc, test_lease_survives_other_reader_late_release);
     tcase_add_test(tc, test_unmount_drops_replicas);
     tcase_add_test(tc, test_master_randomized_invariants);
+    tcase_add_test(tc, test_soft_pin_survives_tick_during_put);
+    tcase_add_test(tc, test_lease_expiry_right_after_tick_counter_wraps);
+    tcase_add_test(tc, test_put_with_no_mounted_segment_is_no_space);
+    tcase_add_test(tc, test_soft_pinned_evicted_on_segment_larger_than_scan_budget);
+    tcase_add_test(tc, test_late_fence_ack_does_not_free_newer_put);
+    tcase_add_test(tc, test_put_end_after_writer_unregistered_is_canceled);
     suite_add_tcase(s, tc);
     return s;
 }
