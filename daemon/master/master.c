@@ -615,6 +615,7 @@ static bool domain_taken(const uint32_t *doms, uint32_t n, uint32_t d)
 static int place(struct mc_master *m, const struct mc_master_put_req *req, uint32_t nrep,
                  uint32_t now, struct rep *reps)
 {
+    uint64_t need = req->alloc_len != 0 ? req->alloc_len : req->size;
     bool hard = (req->flags & MC_MASTER_PUT_PIN_HARD) != 0;
     bool same_ok = (req->flags & MC_MASTER_PUT_SAME_DOMAIN_OK) != 0;
     uint32_t pref = req->preferred != MC_MASTER_NODE_NONE ? req->preferred : req->writer;
@@ -636,10 +637,10 @@ static int place(struct mc_master *m, const struct mc_master_put_req *req, uint3
             continue;
         any_seg = true;
         cap = mc_alloc_capacity(s->alloc);
-        if (cap < req->size)
+        if (cap < need)
             continue;
         fits_any = true;
-        if (hard && (double)(s->hard_pinned + req->size) > m->cfg.hard_pin_max_ratio * (double)cap)
+        if (hard && (double)(s->hard_pinned + need) > m->cfg.hard_pin_max_ratio * (double)cap)
             continue; /* the hard-pin cap: "no room" for this put */
         cand[ncand].s = s;
         cand[ncand].domain = node_get(m, s->node)->domain_id;
@@ -665,7 +666,7 @@ static int place(struct mc_master *m, const struct mc_master_put_req *req, uint3
                 struct cand *c = &cand[i];
 
                 if (c->tried || c->s->node != pref ||
-                    mc_alloc_largest_free(c->s->alloc) < req->size)
+                    mc_alloc_largest_free(c->s->alloc) < need)
                     continue;
                 if (best == NULL || mc_alloc_free_bytes(c->s->alloc) >
                                         mc_alloc_free_bytes(best->s->alloc))
@@ -678,7 +679,7 @@ static int place(struct mc_master *m, const struct mc_master_put_req *req, uint3
                     struct cand *c = &cand[i];
 
                     if (c->tried || (!same_ok && domain_taken(doms, got, c->domain)) ||
-                        mc_alloc_largest_free(c->s->alloc) < req->size)
+                        mc_alloc_largest_free(c->s->alloc) < need)
                         continue;
                     total += mc_alloc_free_bytes(c->s->alloc);
                 }
@@ -689,7 +690,7 @@ static int place(struct mc_master *m, const struct mc_master_put_req *req, uint3
                         uint64_t f;
 
                         if (c->tried || (!same_ok && domain_taken(doms, got, c->domain)) ||
-                            mc_alloc_largest_free(c->s->alloc) < req->size)
+                            mc_alloc_largest_free(c->s->alloc) < need)
                             continue;
                         f = mc_alloc_free_bytes(c->s->alloc);
                         if (pick < f) {
@@ -717,7 +718,7 @@ static int place(struct mc_master *m, const struct mc_master_put_req *req, uint3
                 goto err_undo;
             }
             best->tried = true;
-            err = seg_alloc_evicting(m, best->s, req->size, now, &reps[got].alloc);
+            err = seg_alloc_evicting(m, best->s, need, now, &reps[got].alloc);
             if (err == MC_ERR_NOMEM)
                 goto err_undo;
             if (err != 0)
@@ -832,7 +833,9 @@ int mc_master_put_start(struct mc_master *m, const struct mc_master_put_req *req
         ((req->flags & MC_MASTER_PUT_PIN_SOFT) && (req->flags & MC_MASTER_PUT_PIN_HARD)) ||
         req->replicas > MC_MASTER_MAX_REPLICAS)
         return MC_ERR_INVALID;
-    if (req->size > SIZE_MAX_OBJ)
+    if (req->alloc_len != 0 && req->alloc_len < req->size)
+        return MC_ERR_INVALID;
+    if (req->size > SIZE_MAX_OBJ || req->alloc_len > SIZE_MAX_OBJ)
         return MC_ERR_TOO_LARGE;
     if (!mc_master_node_is_alive(m, req->writer))
         return MC_ERR_NOT_FOUND;

@@ -55,7 +55,9 @@ struct mc_master_replica {
 struct mc_master_put_req {
     const char *key;
     size_t key_len;
-    uint64_t size;        /* bytes the writer will store (> 0) */
+    uint64_t size;        /* the object's size, what readers are told (> 0) */
+    uint64_t alloc_len;   /* bytes to allocate per replica (0 = size; else >= size): the
+                             agent adds room for its checksum trailer */
     uint32_t replicas;    /* 0 = 1 */
     uint32_t flags;       /* MC_MASTER_PUT_* */
     uint64_t ttl_ms;      /* 0 = none */

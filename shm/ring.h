@@ -1,0 +1,207 @@
+/*
+ * The client <-> agent shared-memory ABI (DESIGN.md §4): one region per client, a memfd
+ * created and sealed by the agent, mapped read-write by both. It holds a header, a
+ * submission ring (client -> agent), one key slot per SQ entry, a completion ring (agent ->
+ * client) and a staging area for put data. Everything is fixed-width and addressed by
+ * offsets; every size and offset is checked by static_assert. This header is the ABI: change
+ * it only together with MC_SHM_ABI.
+ *
+ * Rings are single-producer single-consumer, laid out like io_uring's: head and tail on
+ * separate cache lines, power-of-two entry counts, free-running 32-bit indices. The producer
+ * writes an entry, then publishes the tail with a release store; the consumer reads the tail
+ * with an acquire load, reads the entry, then publishes the head with a release store.
+ *
+ * Doorbells: each ring has a futex word and a need_wakeup flag on the consumer's side. A
+ * consumer about to sleep sets need_wakeup, re-checks the ring (full barrier between the two),
+ * then waits on the futex word. A producer that published entries checks need_wakeup (after a
+ * full barrier) and, if set, bumps the futex word and wakes it. So neither side makes a
+ * syscall while the other is awake.
+ *
+ * The region is hostile input for the agent: it copies each SQE and its key once, then
+ * validates the copy (mc_shm_sqe_check) before using any field.
+ */
+#ifndef MC_SHM_RING_H
+#define MC_SHM_RING_H
+
+#include <assert.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MC_SHM_MAGIC UINT64_C(0x3165726f74736d63) /* "mcstore1", little endian */
+#define MC_SHM_ABI 1u
+#define MC_SHM_KEY_SLOT 512u          /* = MC_KEY_MAX: one key slot per SQ entry */
+#define MC_SHM_CHUNK (1u << 20)       /* checksum chunk: xxh3-64 per 1 MiB */
+#define MC_SHM_HDR_SIZE 4096u
+
+/* --- the socket handshake (SOCK_SEQPACKET, one message each way) ----------------------- */
+
+struct mc_shm_hello { /* client -> agent */
+    uint64_t magic;
+    uint32_t abi;
+    uint32_t flags; /* none defined: 0 */
+};
+
+#define MC_SHM_MAX_SEGS 16
+
+struct mc_shm_welcome { /* agent -> client; fds: [region, seg 0, seg 1, ...] on success */
+    uint64_t magic;
+    uint32_t abi;
+    int32_t status;       /* 0, or MC_ERR_DENIED / MC_ERR_PROTO / MC_ERR_NOMEM ... */
+    uint32_t client_id;
+    uint32_t nsegs;       /* read-only segment fds that follow the region fd */
+    uint64_t region_size;
+    uint64_t seg_size[MC_SHM_MAX_SEGS];
+};
+
+static_assert(sizeof(struct mc_shm_hello) == 16, "hello ABI");
+static_assert(sizeof(struct mc_shm_welcome) == 32 + 8 * MC_SHM_MAX_SEGS, "welcome ABI");
+
+/* --- the region ------------------------------------------------------------------------- */
+
+struct mc_shm_ring_ctrl {
+    _Alignas(64) _Atomic uint32_t head;   /* consumer writes */
+    _Alignas(64) _Atomic uint32_t tail;   /* producer writes */
+    _Alignas(64) _Atomic uint32_t futex;  /* doorbell word: producer bumps, consumer waits */
+    _Atomic uint32_t need_wakeup;         /* consumer sets before sleeping */
+    _Atomic uint32_t consumer_spinning;   /* informational: consumer is polling */
+};
+
+static_assert(sizeof(struct mc_shm_ring_ctrl) == 192, "ring ctrl ABI");
+static_assert(offsetof(struct mc_shm_ring_ctrl, tail) == 64, "ring ctrl ABI");
+static_assert(offsetof(struct mc_shm_ring_ctrl, futex) == 128, "ring ctrl ABI");
+
+/* Written by the agent before the region is passed; the client checks it, never writes it. */
+struct mc_shm_hdr {
+    uint64_t magic;
+    uint32_t abi;
+    uint32_t hdr_size;       /* MC_SHM_HDR_SIZE */
+    uint64_t region_size;
+    uint32_t sq_entries;     /* power of two */
+    uint32_t cq_entries;     /* power of two, >= sq_entries */
+    uint64_t sq_ctrl_off;
+    uint64_t sqes_off;
+    uint64_t keys_off;       /* sq_entries * MC_SHM_KEY_SLOT bytes */
+    uint64_t cq_ctrl_off;
+    uint64_t cqes_off;
+    uint64_t staging_off;
+    uint64_t staging_size;   /* staging_slots * staging_slot_size */
+    uint32_t staging_slot_size; /* a multiple of MC_SHM_CHUNK */
+    uint32_t staging_slots;
+    uint32_t client_id;
+    uint32_t max_inflight;   /* ops a client may have submitted and not reaped */
+    uint64_t chunk_size;     /* MC_SHM_CHUNK */
+    _Atomic uint32_t agent_state; /* 0 running, 1 closing: the client should fail new ops */
+    uint32_t pad;
+};
+
+static_assert(sizeof(struct mc_shm_hdr) == 120, "hdr ABI");
+static_assert(sizeof(struct mc_shm_hdr) <= MC_SHM_HDR_SIZE, "hdr fits its page");
+
+enum mc_shm_op {
+    MC_OP_NOP = 0,
+    MC_OP_PUT = 1,       /* key, data in staging [data_off, +data_len): start + copy + end */
+    MC_OP_PUT_START = 2, /* key, arg0 = total size: answers cqe.lease_id = put handle */
+    MC_OP_PUT_DATA = 3,  /* arg0 = put handle, arg1 = object offset, staging data */
+    MC_OP_PUT_END = 4,   /* arg0 = put handle */
+    MC_OP_PUT_ABORT = 5, /* arg0 = put handle */
+    MC_OP_GET = 6,       /* key: answers location + lease */
+    MC_OP_RELEASE = 7,   /* arg0 = lease id from a GET */
+    MC_OP_EXIST = 8,     /* key: res 1 / 0 */
+    MC_OP_REMOVE = 9,    /* key */
+    MC_OP_STAT = 10,     /* key */
+    MC_OP_STATS = 11,    /* JSON of the agent's stats written into staging [data_off, +data_len);
+                            res = bytes written */
+    MC_OP__COUNT = 12,
+};
+
+#define MC_SQE_F_NO_CQE 0x1u /* RELEASE only: no completion wanted */
+
+struct mc_sqe {
+    uint8_t opcode;
+    uint8_t flags;      /* MC_SQE_F_* */
+    uint16_t key_len;   /* the key is in the key slot of this SQE's ring index */
+    uint32_t put_flags; /* MC_PUT_* of include/mc/mc.h */
+    uint64_t user_data; /* returned in the CQE */
+    uint64_t arg0;
+    uint64_t arg1;
+    uint64_t data_off;  /* staging-relative */
+    uint64_t data_len;
+    uint32_t replicas;
+    uint32_t timeout_ms; /* 0: the agent's op_timeout_ms */
+    uint64_t ttl_ms;
+};
+
+static_assert(sizeof(struct mc_sqe) == 64, "SQE ABI");
+
+struct mc_cqe {
+    uint64_t user_data;
+    int32_t res;        /* 0 / count / 1-0 for EXIST, or a negative MC_ERR_* */
+    uint32_t obj_flags; /* GET/STAT: MC_PUT_* flags stored with the object */
+    uint64_t size;      /* GET/STAT: object size */
+    uint64_t version;   /* GET/STAT */
+    uint64_t loc_off;   /* GET: offset of the object in segment loc_seg */
+    uint32_t loc_seg;   /* GET: index into the welcome's segment list */
+    uint32_t lease_id;  /* GET: lease to RELEASE; PUT_START: put handle */
+    uint64_t deadline_ms; /* GET: CLOCK_MONOTONIC ms after which the copy must be discarded;
+                             STAT: ttl_remaining_ms (0 = none) */
+    uint32_t replicas;  /* STAT */
+    uint32_t pad;
+};
+
+static_assert(sizeof(struct mc_cqe) == 64, "CQE ABI");
+
+/* The checksum trailer of an object stored with checksums: right after the data, at
+ * mc_shm_trailer_off(size), one xxh3-64 per MC_SHM_CHUNK chunk, then the object checksum
+ * (xxh3-64 over the chunk values). The allocation is mc_shm_alloc_len(size) bytes. */
+static inline uint64_t mc_shm_nchunks(uint64_t size)
+{
+    return (size + MC_SHM_CHUNK - 1) / MC_SHM_CHUNK;
+}
+
+static inline uint64_t mc_shm_trailer_off(uint64_t size)
+{
+    return (size + 7) & ~UINT64_C(7);
+}
+
+static inline uint64_t mc_shm_alloc_len(uint64_t size, bool checksum)
+{
+    return checksum ? mc_shm_trailer_off(size) + 8 * (mc_shm_nchunks(size) + 1) : size;
+}
+
+/* --- ring access -------------------------------------------------------------------------- */
+
+/* Entries the producer may still write. */
+static inline uint32_t mc_ring_space(struct mc_shm_ring_ctrl *c, uint32_t entries)
+{
+    /* acquire pairs with the consumer's release of head: the slots are free to reuse */
+    uint32_t head = atomic_load_explicit(&c->head, memory_order_acquire);
+    uint32_t tail = atomic_load_explicit(&c->tail, memory_order_relaxed);
+
+    return entries - (tail - head);
+}
+
+/* Entries the consumer may read. */
+static inline uint32_t mc_ring_ready(struct mc_shm_ring_ctrl *c)
+{
+    /* acquire pairs with the producer's release of tail: the entries are written */
+    uint32_t tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+    uint32_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
+
+    return tail - head;
+}
+
+static inline void mc_ring_publish_tail(struct mc_shm_ring_ctrl *c, uint32_t tail)
+{
+    /* release pairs with mc_ring_ready's acquire: entries before tail are visible */
+    atomic_store_explicit(&c->tail, tail, memory_order_release);
+}
+
+static inline void mc_ring_publish_head(struct mc_shm_ring_ctrl *c, uint32_t head)
+{
+    /* release pairs with mc_ring_space's acquire: we are done reading those slots */
+    atomic_store_explicit(&c->head, head, memory_order_release);
+}
+
+#endif /* MC_SHM_RING_H */
