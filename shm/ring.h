@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MC_SHM_MAGIC UINT64_C(0x3165726f74736d63) /* "mcstore1", little endian */
+#define MC_SHM_MAGIC UINT64_C(0x3165726f7473636d) /* "mcstore1" as little-endian bytes */
 #define MC_SHM_ABI 1u
 #define MC_SHM_KEY_SLOT 512u          /* = MC_KEY_MAX: one key slot per SQ entry */
 #define MC_SHM_CHUNK (1u << 20)       /* checksum chunk: xxh3-64 per 1 MiB */
@@ -98,6 +98,12 @@ struct mc_shm_hdr {
 
 static_assert(sizeof(struct mc_shm_hdr) == 120, "hdr ABI");
 static_assert(sizeof(struct mc_shm_hdr) <= MC_SHM_HDR_SIZE, "hdr fits its page");
+static_assert(offsetof(struct mc_shm_hdr, region_size) == 16, "hdr ABI");
+static_assert(offsetof(struct mc_shm_hdr, sq_ctrl_off) == 32, "hdr ABI");
+static_assert(offsetof(struct mc_shm_hdr, staging_size) == 80, "hdr ABI");
+static_assert(offsetof(struct mc_shm_hdr, staging_slot_size) == 88, "hdr ABI");
+static_assert(offsetof(struct mc_shm_hdr, chunk_size) == 104, "hdr ABI");
+static_assert(offsetof(struct mc_shm_hdr, agent_state) == 112, "hdr ABI");
 
 enum mc_shm_op {
     MC_OP_NOP = 0,
@@ -134,6 +140,10 @@ struct mc_sqe {
 };
 
 static_assert(sizeof(struct mc_sqe) == 64, "SQE ABI");
+static_assert(offsetof(struct mc_sqe, user_data) == 8, "SQE ABI");
+static_assert(offsetof(struct mc_sqe, data_off) == 32, "SQE ABI");
+static_assert(offsetof(struct mc_sqe, replicas) == 48, "SQE ABI");
+static_assert(offsetof(struct mc_sqe, ttl_ms) == 56, "SQE ABI");
 
 struct mc_cqe {
     uint64_t user_data;
@@ -151,6 +161,9 @@ struct mc_cqe {
 };
 
 static_assert(sizeof(struct mc_cqe) == 64, "CQE ABI");
+static_assert(offsetof(struct mc_cqe, res) == 8, "CQE ABI");
+static_assert(offsetof(struct mc_cqe, loc_seg) == 40, "CQE ABI");
+static_assert(offsetof(struct mc_cqe, deadline_ms) == 48, "CQE ABI");
 
 /* The checksum trailer of an object stored with checksums: right after the data, at
  * mc_shm_trailer_off(size), one xxh3-64 per MC_SHM_CHUNK chunk, then the object checksum

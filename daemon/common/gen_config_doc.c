@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "daemon/common/config.h"
+#include "daemon/agent/agent_config.h"
 #include "daemon/master/master_config.h"
 
 static const char mc_config_doc_intro[] =
@@ -70,6 +71,18 @@ int main(void)
                                "the standalone agent, the benchmark). Besides the\nbounds, "
                                "`low_watermark` must not exceed `high_watermark`, and "
                                "`alloc_granule` and\n`directory_shards` must be powers of two.",
+                               MC_CONFIG_ENV_PREFIX, stdout) != 0)
+        return EXIT_FAILURE;
+
+    if (fputs("\n", stdout) == EOF ||
+        mc_config_doc_markdown(mc_agent_own_config_table,
+                               "## Node agent (mc-agent)\n\n"
+                               "The agent's own knobs; an agent also reads the master service's "
+                               "table above (its\nembedded master with `--standalone`) and "
+                               "`log_level`. `--socket PATH` and `--dram SIZE`\nare "
+                               "`--set socket=PATH` and `--set dram=SIZE`. `sq_entries` must be "
+                               "a power of two,\n`staging_slot_size` a multiple of 1 MiB, and "
+                               "`max_inflight` at most `sq_entries`.",
                                MC_CONFIG_ENV_PREFIX, stdout) != 0)
         return EXIT_FAILURE;
 

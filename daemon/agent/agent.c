@@ -1,0 +1,1363 @@
+/*
+ * The agent: segment, embedded master, clients and the io_uring loop.
+ *
+ * The loop turn: drain every client's SQ (copying each SQE and key out of the region once,
+ * then validating the copy), run what can run at once (master calls), advance the copy work
+ * of puts by at most copy_slice bytes in total (so one large object never stalls the other
+ * clients, the timer or the socket), post CQEs and queue wake-ups for sleeping clients, then
+ * either poll again (a client was active within agent_spin_us) or sleep in io_uring on
+ * every client's SQ doorbell (IORING_OP_FUTEX_WAIT), the listening socket, the clients'
+ * sockets (closed = gone), a timerfd (master tick) and a signalfd (SIGTERM).
+ *
+ * What a client can touch is its own region: the agent reads SQEs, keys and staging data
+ * from it and writes CQEs into it, and checks every index, offset and length against its
+ * own copy of the layout. Segment memory is written only here; clients map it read-only.
+ */
+#include "daemon/agent/agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <liburing.h>
+#include <xxhash.h>
+
+#include <mc/mc.h>
+#include <mc/mc_status.h>
+
+#include "daemon/common/log.h"
+#include "daemon/master/master.h"
+#include "shm/memfd.h"
+#include "shm/region.h"
+#include "shm/ring.h"
+#include "shm/sqe_check.h"
+
+#define UR_ENTRIES 1024
+#define OP_FUTEX_WAIT 51 /* IORING_OP_FUTEX_WAIT: liburing 2.3 has neither name nor helper */
+#define OP_FUTEX_WAKE 52
+#define FUTEX2_U32 0x02 /* FUTEX2_SIZE_U32; not FUTEX2_PRIVATE: the word is shared */
+#define HANDSHAKE_MS 5000
+#define SQES_PER_TURN 64 /* per client, for fairness */
+#define VIOLATIONS_MAX 64
+
+enum ud_tag {
+    UD_ACCEPT = 1,
+    UD_SOCK = 2,
+    UD_FUTEX = 3,
+    UD_WAKE = 4,
+    UD_TIMER = 5,
+    UD_SIGNAL = 6,
+    UD_CANCEL = 7,
+};
+
+struct put {
+    bool used;
+    bool failed;
+    bool csum;
+    uint16_t key_len;
+    uint32_t busy;       /* copies in progress into it */
+    uint64_t version;
+    uint64_t size;
+    uint64_t received;   /* bytes of distinct chunks copied */
+    uint8_t *dst;        /* the allocation in our segment */
+    uint8_t *seen;       /* one byte per chunk: copied */
+    char key[MC_SHM_KEY_SLOT];
+};
+
+struct lease {
+    bool used;
+    uint16_t key_len;
+    uint32_t epoch;
+    uint64_t version;
+    uint64_t deadline_ms;
+    char key[MC_SHM_KEY_SLOT];
+};
+
+/* A put's bytes moving from staging into the segment, a slice per loop turn. */
+struct copy {
+    uint64_t user_data;
+    uint64_t deadline_ms;
+    uint32_t put;         /* handle */
+    uint8_t opcode;       /* MC_OP_PUT (ends the put when done) or MC_OP_PUT_DATA */
+    uint64_t src_off;     /* staging */
+    uint64_t obj_off;
+    uint64_t len;
+    uint64_t done;
+    XXH3_state_t *xs;     /* the chunk being summed */
+};
+
+enum client_state { CL_HANDSHAKE, CL_ACTIVE, CL_CLOSING };
+
+struct client {
+    struct mc_agent *a;
+    struct client *next;
+    enum client_state state;
+    int sock;
+    uint32_t id;
+    uid_t uid;
+    pid_t pid;
+    uint64_t accepted_ms;
+    struct mc_shm_region *r;
+    struct mc_shm_layout lay; /* our copy: the region's header is the client's to scribble */
+    uint32_t sq_head;
+    uint32_t cq_tail;
+    uint32_t inflight;        /* SQEs taken whose CQE is not posted */
+    bool cq_dirty;            /* CQEs posted this turn: maybe wake */
+    bool futex_armed;
+    uint32_t refs;            /* io_uring requests naming this client */
+    struct put *puts;         /* lay.max_inflight */
+    struct lease *leases;     /* lay.max_inflight */
+    struct copy *copies;      /* FIFO ring of lay.max_inflight */
+    uint32_t copy_head, copy_count;
+    uint32_t violations;
+    uint64_t idle_wakes, idle_window_ms;
+};
+
+struct mc_agent {
+    struct mc_agent_config cfg;
+    char *socket_path;
+    struct mc_master *master;
+    uint32_t node;
+    uint32_t seg_id;
+    int seg_fd, seg_ro_fd;
+    uint8_t *seg;
+    uint64_t seg_size;
+    bool seg_huge;
+    int listen_fd, timer_fd, signal_fd;
+    struct io_uring ring;
+    bool futex_ops;
+    bool stopping;
+    struct client *clients;
+    uint32_t nclients;
+    uint32_t next_client_id;
+    uint64_t last_active_ns;
+    uint64_t timer_buf, signal_buf[16];
+    struct stats {
+        uint64_t ops, puts, gets, hits, bytes_in, disconnects, refused, violations;
+    } st;
+};
+
+/* ---------------------------------------------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ms(void)
+{
+    return now_ns() / 1000000u;
+}
+
+static inline uint64_t ud_make(void *p, enum ud_tag tag)
+{
+    return (uint64_t)(uintptr_t)p | (uint64_t)tag;
+}
+
+static struct io_uring_sqe *get_sqe(struct mc_agent *a)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&a->ring);
+
+    if (sqe == NULL) {
+        io_uring_submit(&a->ring); /* make room: the ring is full of unsubmitted entries */
+        sqe = io_uring_get_sqe(&a->ring);
+    }
+    return sqe;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* completions to clients */
+
+static void cqe_post(struct client *c, const struct mc_cqe *src)
+{
+    struct mc_shm_ring_ctrl *cq = c->r->cq;
+
+    c->inflight--;
+    if (mc_ring_space(cq, c->lay.cq_entries) == 0) {
+        /* it cannot happen while the client keeps to max_inflight <= cq_entries */
+        c->violations = VIOLATIONS_MAX;
+        return;
+    }
+    *mc_shm_cqe_at(c->r, c->cq_tail) = *src;
+    c->cq_tail++;
+    mc_ring_publish_tail(cq, c->cq_tail);
+    c->cq_dirty = true;
+}
+
+static void cqe_res(struct client *c, uint64_t user_data, int res)
+{
+    struct mc_cqe e;
+
+    memset(&e, 0, sizeof(e));
+    e.user_data = user_data;
+    e.res = res;
+    cqe_post(c, &e);
+}
+
+/* Wake a client sleeping on its CQ: through io_uring (batched with everything else this
+ * turn) when the kernel has the futex opcodes, else one syscall. */
+static void client_wake(struct mc_agent *a, struct client *c)
+{
+    struct mc_shm_ring_ctrl *cq = c->r->cq;
+    struct io_uring_sqe *sqe;
+
+    c->cq_dirty = false;
+    atomic_thread_fence(memory_order_seq_cst); /* pairs with the client's fence after it
+                                                  set need_wakeup and before it re-checks */
+    if (atomic_load_explicit(&cq->need_wakeup, memory_order_relaxed) == 0)
+        return;
+    atomic_fetch_add_explicit(&cq->futex, 1, memory_order_seq_cst);
+    if (!a->futex_ops || (sqe = get_sqe(a)) == NULL) {
+        syscall(SYS_futex, &cq->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        return;
+    }
+    io_uring_prep_rw(OP_FUTEX_WAKE, sqe, FUTEX2_U32, &cq->futex, 0, INT_MAX);
+    sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
+    io_uring_sqe_set_data64(sqe, ud_make(c, UD_WAKE));
+    c->refs++;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* puts and copies */
+
+static int put_alloc(struct client *c, uint32_t *h_p)
+{
+    uint32_t i;
+
+    for (i = 0; i < c->lay.max_inflight; i++) {
+        if (!c->puts[i].used) {
+            *h_p = i;
+            return 0;
+        }
+    }
+    return MC_ERR_BUSY;
+}
+
+static void put_forget(struct put *p)
+{
+    free(p->seen);
+    p->seen = NULL;
+    p->used = false;
+}
+
+static struct put *put_get(struct client *c, uint64_t h)
+{
+    if (h >= c->lay.max_inflight || !c->puts[h].used)
+        return NULL;
+    return &c->puts[h];
+}
+
+static struct mc_master_ref put_ref(const struct mc_agent *a, const struct put *p)
+{
+    struct mc_master_ref ref = {.key = p->key, .key_len = p->key_len, .version = p->version,
+                                .node = a->node};
+
+    return ref;
+}
+
+static void put_revoke(struct mc_agent *a, struct put *p)
+{
+    struct mc_master_ref ref = put_ref(a, p);
+
+    (void)mc_master_put_revoke(a->master, &ref);
+    put_forget(p);
+}
+
+static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
+                     const char *key, uint64_t size, uint32_t *h_p)
+{
+    bool csum = (s->put_flags & MC_PUT_NO_CHECKSUM) == 0;
+    struct mc_master_put_req req = {
+        .key = key, .key_len = s->key_len, .size = size,
+        .alloc_len = mc_shm_alloc_len(size, csum), .replicas = s->replicas,
+        .flags = s->put_flags, .ttl_ms = s->ttl_ms, .writer = a->node,
+        .preferred = MC_MASTER_NODE_NONE,
+    };
+    struct mc_master_put_grant g;
+    struct put *p;
+    uint32_t h;
+    int err;
+
+    if (size == 0)
+        return MC_ERR_INVALID;
+    if (req.alloc_len > a->seg_size)
+        return MC_ERR_TOO_LARGE;
+    err = put_alloc(c, &h);
+    if (err != 0)
+        return err;
+    p = &c->puts[h];
+    p->seen = calloc(mc_shm_nchunks(size), 1);
+    if (p->seen == NULL)
+        return MC_ERR_NOMEM;
+    err = mc_master_put_start(a->master, &req, &g);
+    if (err != 0) {
+        free(p->seen);
+        p->seen = NULL;
+        return err;
+    }
+    p->used = true;
+    p->failed = false;
+    p->csum = csum;
+    p->key_len = s->key_len;
+    memcpy(p->key, key, s->key_len);
+    p->busy = 0;
+    p->version = g.version;
+    p->size = size;
+    p->received = 0;
+    p->dst = a->seg + g.rep[0].offset; /* one node: every replica is ours */
+    *h_p = h;
+    return 0;
+}
+
+/* Publish: the object checksum over the chunk values, then put_end. */
+static int put_finish(struct mc_agent *a, struct put *p)
+{
+    struct mc_master_ref ref = put_ref(a, p);
+    int err;
+
+    if (p->failed || p->received != p->size) {
+        put_revoke(a, p);
+        return p->failed ? MC_ERR_TIMEOUT : MC_ERR_INVALID;
+    }
+    if (p->csum) {
+        uint64_t n = mc_shm_nchunks(p->size);
+        uint64_t *tr = (uint64_t *)(p->dst + mc_shm_trailer_off(p->size));
+
+        tr[n] = XXH3_64bits(tr, n * sizeof(uint64_t));
+    }
+    err = mc_master_put_end(a->master, &ref);
+    put_forget(p);
+    if (err == 0)
+        a->st.puts++;
+    return err;
+}
+
+static int copy_queue(struct client *c, const struct mc_sqe *s, uint32_t h, uint64_t obj_off,
+                      uint64_t deadline_ms)
+{
+    struct copy *cp;
+
+    if (c->copy_count == c->lay.max_inflight)
+        return MC_ERR_BUSY;
+    cp = &c->copies[(c->copy_head + c->copy_count) % c->lay.max_inflight];
+    memset(cp, 0, sizeof(*cp));
+    cp->xs = XXH3_createState();
+    if (cp->xs == NULL)
+        return MC_ERR_NOMEM;
+    XXH3_64bits_reset(cp->xs);
+    cp->user_data = s->user_data;
+    cp->deadline_ms = deadline_ms;
+    cp->put = h;
+    cp->opcode = s->opcode;
+    cp->src_off = s->data_off;
+    cp->obj_off = obj_off;
+    cp->len = s->data_len;
+    c->puts[h].busy++;
+    c->copy_count++;
+    return 0;
+}
+
+/* The copy at the head of c's FIFO is over: answer it. */
+static void copy_done(struct mc_agent *a, struct client *c, int res)
+{
+    struct copy *cp = &c->copies[c->copy_head];
+    struct put *p = &c->puts[cp->put];
+
+    XXH3_freeState(cp->xs);
+    c->copy_head = (c->copy_head + 1) % c->lay.max_inflight;
+    c->copy_count--;
+    p->busy--;
+    if (res != 0)
+        p->failed = true;
+    if (cp->opcode == MC_OP_PUT) {
+        if (res == 0)
+            res = put_finish(a, p);
+        else
+            put_revoke(a, p);
+    }
+    cqe_res(c, cp->user_data, res);
+}
+
+/* Copy up to `budget` bytes of c's head copy; returns the bytes copied. */
+static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget, uint64_t now)
+{
+    struct copy *cp = &c->copies[c->copy_head];
+    struct put *p = &c->puts[cp->put];
+    uint64_t n, pos, chunk_end;
+
+    if (now > cp->deadline_ms) {
+        copy_done(a, c, MC_ERR_TIMEOUT); /* nothing is in flight: memcpy is synchronous */
+        return 0;
+    }
+    pos = cp->obj_off + cp->done;
+    n = cp->len - cp->done;
+    if (n > budget)
+        n = budget;
+    /* never cross a checksum chunk inside one step */
+    chunk_end = (pos / MC_SHM_CHUNK + 1) * MC_SHM_CHUNK;
+    if (pos + n > chunk_end)
+        n = chunk_end - pos;
+    memcpy(p->dst + pos, c->r->staging + cp->src_off + cp->done, n);
+    if (p->csum)
+        XXH3_64bits_update(cp->xs, p->dst + pos, n);
+    cp->done += n;
+    pos += n;
+    if (pos == chunk_end || pos == p->size) {
+        uint64_t idx = (pos - 1) / MC_SHM_CHUNK;
+
+        if (p->csum) {
+            uint64_t *tr = (uint64_t *)(p->dst + mc_shm_trailer_off(p->size));
+
+            tr[idx] = XXH3_64bits_digest(cp->xs);
+            XXH3_64bits_reset(cp->xs);
+        }
+        if (!p->seen[idx]) {
+            p->seen[idx] = 1;
+            p->received += pos - idx * MC_SHM_CHUNK;
+        }
+    }
+    a->st.bytes_in += n;
+    if (cp->done == cp->len)
+        copy_done(a, c, 0);
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* ops */
+
+static void op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key)
+{
+    struct mc_master_get_result g;
+    struct mc_master_ref ref;
+    struct mc_cqe e;
+    uint32_t i;
+    int err;
+
+    a->st.gets++;
+    for (i = 0; i < c->lay.max_inflight; i++) {
+        if (!c->leases[i].used)
+            break;
+    }
+    if (i == c->lay.max_inflight) {
+        cqe_res(c, s->user_data, MC_ERR_BUSY);
+        return;
+    }
+    err = mc_master_get_replicas(a->master, key, s->key_len, &g);
+    if (err != 0) {
+        cqe_res(c, s->user_data, err);
+        return;
+    }
+    if (g.nrep == 0 || g.rep[0].seg != a->seg_id) {
+        ref = (struct mc_master_ref){.key = key, .key_len = s->key_len,
+                                     .version = g.lease.version, .epoch = g.lease.epoch};
+        mc_master_lease_release(a->master, 1, &ref);
+        cqe_res(c, s->user_data, MC_ERR_NOT_FOUND);
+        return;
+    }
+    c->leases[i].used = true;
+    c->leases[i].key_len = s->key_len;
+    memcpy(c->leases[i].key, key, s->key_len);
+    c->leases[i].version = g.lease.version;
+    c->leases[i].epoch = g.lease.epoch;
+    c->leases[i].deadline_ms = g.lease.expires_ms > a->cfg.lease_margin_ms
+                                   ? g.lease.expires_ms - a->cfg.lease_margin_ms
+                                   : 0;
+    memset(&e, 0, sizeof(e));
+    e.user_data = s->user_data;
+    e.size = g.size;
+    e.version = g.version;
+    e.obj_flags = g.flags;
+    e.loc_seg = 0;
+    e.loc_off = g.rep[0].offset;
+    e.lease_id = i;
+    e.deadline_ms = c->leases[i].deadline_ms;
+    a->st.hits++;
+    cqe_post(c, &e);
+}
+
+static void lease_end(struct mc_agent *a, struct lease *l)
+{
+    struct mc_master_ref ref = {.key = l->key, .key_len = l->key_len, .version = l->version,
+                                .epoch = l->epoch};
+
+    mc_master_lease_release(a->master, 1, &ref);
+    l->used = false;
+}
+
+static void op_stat(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key)
+{
+    struct mc_master_stat st;
+    struct mc_cqe e;
+    int err = mc_master_stat(a->master, key, s->key_len, &st);
+
+    if (err != 0) {
+        cqe_res(c, s->user_data, err);
+        return;
+    }
+    memset(&e, 0, sizeof(e));
+    e.user_data = s->user_data;
+    e.size = st.size;
+    e.version = st.version;
+    e.replicas = st.replicas;
+    e.obj_flags = st.flags;
+    e.deadline_ms = st.ttl_remaining_ms;
+    cqe_post(c, &e);
+}
+
+static char *stats_json(struct mc_agent *a)
+{
+    struct mc_master_stats ms;
+    json_t *o;
+    char *s;
+
+    mc_master_get_stats(a->master, &ms);
+    o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}",
+                  "objects", (json_int_t)ms.objects, "used_bytes", (json_int_t)ms.used_bytes,
+                  "capacity_bytes", (json_int_t)ms.capacity_bytes, "evictions",
+                  (json_int_t)ms.evictions, "clients", (json_int_t)a->nclients, "puts",
+                  (json_int_t)ms.puts_completed, "gets", (json_int_t)ms.gets, "get_misses",
+                  (json_int_t)ms.get_misses, "lease_expiries", (json_int_t)ms.lease_expiries,
+                  "ttl_expiries", (json_int_t)ms.ttl_expiries, "removes",
+                  (json_int_t)ms.removes, "bytes_written", (json_int_t)a->st.bytes_in,
+                  "clients_disconnected", (json_int_t)a->st.disconnects, "hugepages",
+                  a->seg_huge);
+    if (o == NULL)
+        return NULL;
+    s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+static void op_stats(struct mc_agent *a, struct client *c, const struct mc_sqe *s)
+{
+    char *js = stats_json(a);
+    size_t n;
+
+    if (js == NULL) {
+        cqe_res(c, s->user_data, MC_ERR_NOMEM);
+        return;
+    }
+    n = strlen(js);
+    if (n > s->data_len) {
+        free(js);
+        cqe_res(c, s->user_data, MC_ERR_TOO_LARGE);
+        return;
+    }
+    memcpy(c->r->staging + s->data_off, js, n);
+    free(js);
+    cqe_res(c, s->user_data, (int)n);
+}
+
+static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key)
+{
+    uint64_t deadline = now_ms() + (s->timeout_ms != 0 ? s->timeout_ms : a->cfg.op_timeout_ms);
+    struct put *p;
+    uint32_t h;
+    int err;
+
+    a->st.ops++;
+    switch (s->opcode) {
+    case MC_OP_NOP:
+        cqe_res(c, s->user_data, 0);
+        return;
+    case MC_OP_PUT:
+        err = put_begin(a, c, s, key, s->data_len, &h);
+        if (err == 0) {
+            err = copy_queue(c, s, h, 0, deadline);
+            if (err != 0)
+                put_revoke(a, &c->puts[h]);
+        }
+        if (err != 0)
+            cqe_res(c, s->user_data, err);
+        return;
+    case MC_OP_PUT_START: {
+        struct mc_cqe e;
+
+        err = put_begin(a, c, s, key, s->arg0, &h);
+        if (err != 0) {
+            cqe_res(c, s->user_data, err);
+            return;
+        }
+        memset(&e, 0, sizeof(e));
+        e.user_data = s->user_data;
+        e.lease_id = h;
+        e.version = c->puts[h].version;
+        cqe_post(c, &e);
+        return;
+    }
+    case MC_OP_PUT_DATA:
+        p = put_get(c, s->arg0);
+        /* pieces start on a chunk and end on one or at the object's end, so each chunk's
+         * checksum is computed from one piece */
+        if (p == NULL || s->arg1 % MC_SHM_CHUNK != 0 || s->arg1 >= p->size ||
+            s->data_len > p->size - s->arg1 ||
+            (s->data_len % MC_SHM_CHUNK != 0 && s->arg1 + s->data_len != p->size)) {
+            cqe_res(c, s->user_data, MC_ERR_INVALID);
+            return;
+        }
+        err = copy_queue(c, s, (uint32_t)s->arg0, s->arg1, deadline);
+        if (err != 0)
+            cqe_res(c, s->user_data, err);
+        return;
+    case MC_OP_PUT_END:
+    case MC_OP_PUT_ABORT:
+        p = put_get(c, s->arg0);
+        if (p == NULL || p->busy != 0) {
+            cqe_res(c, s->user_data, p == NULL ? MC_ERR_NOT_FOUND : MC_ERR_BUSY);
+            return;
+        }
+        if (s->opcode == MC_OP_PUT_ABORT) {
+            put_revoke(a, p);
+            cqe_res(c, s->user_data, 0);
+        } else {
+            cqe_res(c, s->user_data, put_finish(a, p));
+        }
+        return;
+    case MC_OP_GET:
+        op_get(a, c, s, key);
+        return;
+    case MC_OP_RELEASE:
+        if (s->arg0 < c->lay.max_inflight && c->leases[s->arg0].used) {
+            lease_end(a, &c->leases[s->arg0]);
+            err = 0;
+        } else {
+            err = MC_ERR_NOT_FOUND;
+        }
+        if (s->flags & MC_SQE_F_NO_CQE)
+            c->inflight--;
+        else
+            cqe_res(c, s->user_data, err);
+        return;
+    case MC_OP_EXIST:
+        cqe_res(c, s->user_data, mc_master_exist(a->master, key, s->key_len));
+        return;
+    case MC_OP_REMOVE:
+        cqe_res(c, s->user_data, mc_master_remove(a->master, key, s->key_len));
+        return;
+    case MC_OP_STAT:
+        op_stat(a, c, s, key);
+        return;
+    case MC_OP_STATS:
+        op_stats(a, c, s);
+        return;
+    default:
+        cqe_res(c, s->user_data, MC_ERR_INVALID);
+        return;
+    }
+}
+
+/* Take what the client submitted: each SQE and key copied once, then checked. */
+static bool client_drain_sq(struct mc_agent *a, struct client *c)
+{
+    struct mc_shm_ring_ctrl *sq = c->r->sq;
+    uint32_t ready = mc_ring_ready(sq), n;
+    char key[MC_SHM_KEY_SLOT];
+    struct mc_sqe s;
+
+    if (ready > c->lay.sq_entries) {
+        c->violations = VIOLATIONS_MAX; /* a tail no producer could have written */
+        return false;
+    }
+    if (ready > SQES_PER_TURN)
+        ready = SQES_PER_TURN;
+    for (n = 0; n < ready; n++) {
+        memcpy(&s, mc_shm_sqe_at(c->r, c->sq_head), sizeof(s));
+        if (s.key_len <= MC_SHM_KEY_SLOT)
+            memcpy(key, mc_shm_key_slot(c->r, c->sq_head), s.key_len);
+        c->sq_head++;
+        if (c->inflight >= c->lay.max_inflight) {
+            c->violations = VIOLATIONS_MAX; /* more outstanding than the CQ can answer */
+            break;
+        }
+        c->inflight++;
+        if (mc_shm_sqe_check(&c->lay, &s) != 0) {
+            c->violations++;
+            a->st.violations++;
+            if (s.opcode == MC_OP_RELEASE && (s.flags & MC_SQE_F_NO_CQE))
+                c->inflight--;
+            else
+                cqe_res(c, s.user_data, MC_ERR_INVALID);
+            continue;
+        }
+        op_run(a, c, &s, key);
+    }
+    /* release pairs with the client's acquire of head: it may reuse those slots */
+    mc_ring_publish_head(sq, c->sq_head);
+    return ready > 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* clients */
+
+static void client_put_ref(struct mc_agent *a, struct client *c);
+
+static void client_close(struct mc_agent *a, struct client *c, const char *why)
+{
+    struct io_uring_sqe *sqe;
+    uint32_t i;
+
+    if (c->state == CL_CLOSING)
+        return;
+    mc_debug("client %u (pid %d): %s", c->id, (int)c->pid, why);
+    if (c->state == CL_ACTIVE) {
+        /* our copies are synchronous memcpy: none is in flight, so revoke at once */
+        while (c->copy_count > 0) {
+            struct copy *cp = &c->copies[c->copy_head];
+
+            XXH3_freeState(cp->xs);
+            c->puts[cp->put].busy--;
+            c->copy_head = (c->copy_head + 1) % c->lay.max_inflight;
+            c->copy_count--;
+        }
+        for (i = 0; i < c->lay.max_inflight; i++) {
+            if (c->puts[i].used)
+                put_revoke(a, &c->puts[i]);
+            if (c->leases[i].used)
+                lease_end(a, &c->leases[i]);
+        }
+    }
+    c->state = CL_CLOSING;
+    a->st.disconnects++;
+    a->nclients--;
+    /* cancel what io_uring holds on the client; free when every request is back */
+    sqe = get_sqe(a);
+    if (sqe != NULL) {
+        io_uring_prep_cancel64(sqe, ud_make(c, UD_SOCK), 0);
+        io_uring_sqe_set_data64(sqe, ud_make(NULL, UD_CANCEL));
+    }
+    if (c->futex_armed && (sqe = get_sqe(a)) != NULL) {
+        io_uring_prep_cancel64(sqe, ud_make(c, UD_FUTEX), 0);
+        io_uring_sqe_set_data64(sqe, ud_make(NULL, UD_CANCEL));
+    }
+    client_put_ref(a, c);
+}
+
+static void client_free(struct mc_agent *a, struct client *c)
+{
+    struct client **pp;
+
+    for (pp = &a->clients; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    }
+    if (c->sock >= 0)
+        close(c->sock);
+    mc_shm_region_destroy(c->r);
+    free(c->puts);
+    free(c->leases);
+    free(c->copies);
+    free(c);
+}
+
+/* Drop one reference; the creation reference is dropped by client_close. */
+static void client_put_ref(struct mc_agent *a, struct client *c)
+{
+    if (--c->refs == 0)
+        client_free(a, c);
+}
+
+static void arm_sock_poll(struct mc_agent *a, struct client *c)
+{
+    struct io_uring_sqe *sqe = get_sqe(a);
+
+    if (sqe == NULL) {
+        client_close(a, c, "io_uring full");
+        return;
+    }
+    io_uring_prep_poll_add(sqe, c->sock, POLLIN | POLLRDHUP | POLLHUP | POLLERR);
+    io_uring_sqe_set_data64(sqe, ud_make(c, UD_SOCK));
+    c->refs++;
+}
+
+static bool uid_listed(const char *list, unsigned long id)
+{
+    const char *p = list;
+
+    while (p != NULL && *p != '\0') {
+        char *end;
+        unsigned long v = strtoul(p, &end, 10);
+
+        if (end != p && v == id)
+            return true;
+        p = strchr(p, ',');
+        if (p != NULL)
+            p++;
+    }
+    return false;
+}
+
+static bool cred_allowed(const struct mc_agent *a, const struct ucred *cr)
+{
+    if (a->cfg.allow_uids == NULL) {
+        if (cr->uid == 0 || cr->uid == getuid())
+            return true;
+    } else if (uid_listed(a->cfg.allow_uids, cr->uid)) {
+        return true;
+    }
+    return a->cfg.allow_gids != NULL && uid_listed(a->cfg.allow_gids, cr->gid);
+}
+
+static void send_welcome(int sock, const struct mc_shm_welcome *w, const int *fds, int nfds)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int) * (MC_SHM_MAX_SEGS + 1))];
+    } ctl;
+    struct iovec iov = {.iov_base = (void *)w, .iov_len = sizeof(*w)};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+
+    if (nfds > 0) {
+        struct cmsghdr *cm;
+
+        memset(&ctl, 0, sizeof(ctl));
+        msg.msg_control = ctl.buf;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+        cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+        memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
+    }
+    (void)sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static void refuse(int sock, int status)
+{
+    struct mc_shm_welcome w;
+
+    memset(&w, 0, sizeof(w));
+    w.magic = MC_SHM_MAGIC;
+    w.abi = MC_SHM_ABI;
+    w.status = status;
+    send_welcome(sock, &w, NULL, 0);
+}
+
+static void on_accept(struct mc_agent *a, int fd)
+{
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    struct client *c;
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || !cred_allowed(a, &cr)) {
+        mc_warn("client pid %d uid %u refused: not on the allow-list", (int)cr.pid,
+                (unsigned)cr.uid);
+        refuse(fd, MC_ERR_DENIED);
+        close(fd);
+        a->st.refused++;
+        return;
+    }
+    if (a->nclients >= a->cfg.max_clients || a->stopping) {
+        refuse(fd, a->stopping ? MC_ERR_UNAVAILABLE : MC_ERR_BUSY);
+        close(fd);
+        a->st.refused++;
+        return;
+    }
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        refuse(fd, MC_ERR_NOMEM);
+        close(fd);
+        return;
+    }
+    c->a = a;
+    c->sock = fd;
+    c->uid = cr.uid;
+    c->pid = cr.pid;
+    c->id = ++a->next_client_id;
+    c->state = CL_HANDSHAKE;
+    c->accepted_ms = now_ms();
+    c->refs = 1;
+    c->next = a->clients;
+    a->clients = c;
+    a->nclients++;
+    arm_sock_poll(a, c);
+}
+
+/* The hello arrived (or the socket closed): answer with the region and the segment. */
+static void client_handshake(struct mc_agent *a, struct client *c)
+{
+    struct mc_shm_hello h;
+    struct mc_shm_welcome w;
+    struct mc_shm_layout lay;
+    char name[32];
+    ssize_t n = recv(c->sock, &h, sizeof(h), MSG_DONTWAIT);
+    int err, fds[2];
+
+    if (n != (ssize_t)sizeof(h) || h.magic != MC_SHM_MAGIC || h.abi != MC_SHM_ABI ||
+        h.flags != 0) {
+        if (n > 0)
+            refuse(c->sock, MC_ERR_PROTO);
+        client_close(a, c, n <= 0 ? "closed before hello" : "bad hello");
+        return;
+    }
+    err = mc_shm_layout_init(&lay, (uint32_t)a->cfg.sq_entries, (uint32_t)a->cfg.sq_entries,
+                             (uint32_t)a->cfg.staging_slot_size, (uint32_t)a->cfg.staging_slots,
+                             (uint32_t)a->cfg.max_inflight);
+    snprintf(name, sizeof(name), "mc-client-%u", c->id);
+    if (err == 0)
+        err = mc_shm_region_create(name, &lay, c->id, &c->r);
+    if (err == 0) {
+        c->lay = c->r->lay;
+        c->puts = calloc(c->lay.max_inflight, sizeof(*c->puts));
+        c->leases = calloc(c->lay.max_inflight, sizeof(*c->leases));
+        c->copies = calloc(c->lay.max_inflight, sizeof(*c->copies));
+        if (c->puts == NULL || c->leases == NULL || c->copies == NULL)
+            err = MC_ERR_NOMEM;
+    }
+    if (err != 0) {
+        mc_warn("client %u: cannot set up its region: %s", c->id, mc_strerror(err));
+        refuse(c->sock, err);
+        client_close(a, c, "no region");
+        return;
+    }
+    memset(&w, 0, sizeof(w));
+    w.magic = MC_SHM_MAGIC;
+    w.abi = MC_SHM_ABI;
+    w.client_id = c->id;
+    w.nsegs = 1;
+    w.region_size = c->lay.region_size;
+    w.seg_size[0] = a->seg_size;
+    fds[0] = c->r->fd;
+    fds[1] = a->seg_ro_fd;
+    send_welcome(c->sock, &w, fds, 2);
+    c->state = CL_ACTIVE;
+    mc_debug("client %u: pid %d uid %u connected", c->id, (int)c->pid, (unsigned)c->uid);
+    arm_sock_poll(a, c); /* from now on the socket only tells life */
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* the loop */
+
+static int arm_read(struct mc_agent *a, int fd, void *buf, unsigned len, enum ud_tag tag)
+{
+    struct io_uring_sqe *sqe = get_sqe(a);
+
+    if (sqe == NULL)
+        return MC_ERR_NOMEM;
+    io_uring_prep_read(sqe, fd, buf, len, 0);
+    io_uring_sqe_set_data64(sqe, ud_make(NULL, tag));
+    return 0;
+}
+
+static int arm_accept(struct mc_agent *a)
+{
+    struct io_uring_sqe *sqe = get_sqe(a);
+
+    if (sqe == NULL)
+        return MC_ERR_NOMEM;
+    io_uring_prep_multishot_accept(sqe, a->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    io_uring_sqe_set_data64(sqe, ud_make(NULL, UD_ACCEPT));
+    return 0;
+}
+
+static void on_tick(struct mc_agent *a)
+{
+    uint64_t now = now_ms();
+    struct client *c, *next;
+    uint32_t i;
+
+    mc_master_node_heartbeat(a->master, a->node);
+    mc_master_tick(a->master);
+    for (c = a->clients; c != NULL; c = next) {
+        next = c->next;
+        if (c->state == CL_HANDSHAKE && now - c->accepted_ms > HANDSHAKE_MS) {
+            client_close(a, c, "no hello in time");
+            continue;
+        }
+        if (c->state != CL_ACTIVE)
+            continue;
+        /* leases the client never released end at their deadline (the master ends them
+         * too, at its own, later one) */
+        for (i = 0; i < c->lay.max_inflight; i++) {
+            if (c->leases[i].used && now > c->leases[i].deadline_ms + a->cfg.lease_margin_ms)
+                lease_end(a, &c->leases[i]);
+        }
+        if (now - c->idle_window_ms >= 1000) {
+            if (c->idle_wakes > a->cfg.idle_wakeups_max)
+                c->violations = VIOLATIONS_MAX;
+            c->idle_wakes = 0;
+            c->idle_window_ms = now;
+        }
+    }
+}
+
+static void handle_cqe(struct mc_agent *a, struct io_uring_cqe *cqe)
+{
+    uint64_t ud = io_uring_cqe_get_data64(cqe);
+    enum ud_tag tag = (enum ud_tag)(ud & 7);
+    struct client *c = (struct client *)(uintptr_t)(ud & ~UINT64_C(7));
+
+    switch (tag) {
+    case UD_ACCEPT:
+        if (cqe->res >= 0)
+            on_accept(a, cqe->res);
+        if (!(cqe->flags & IORING_CQE_F_MORE) && !a->stopping)
+            arm_accept(a);
+        break;
+    case UD_SOCK:
+        /* the poll's reference keeps c alive through the close */
+        if (c->state == CL_HANDSHAKE && cqe->res > 0 && (cqe->res & POLLIN))
+            client_handshake(a, c);
+        else if (c->state != CL_CLOSING)
+            client_close(a, c, "socket closed");
+        client_put_ref(a, c);
+        break;
+    case UD_FUTEX:
+        c->futex_armed = false;
+        if (c->state == CL_ACTIVE && cqe->res == 0 && mc_ring_ready(c->r->sq) == 0)
+            c->idle_wakes++; /* woken with nothing to do */
+        client_put_ref(a, c);
+        break;
+    case UD_WAKE:
+        client_put_ref(a, c);
+        break;
+    case UD_TIMER:
+        on_tick(a);
+        if (!a->stopping)
+            arm_read(a, a->timer_fd, &a->timer_buf, sizeof(a->timer_buf), UD_TIMER);
+        break;
+    case UD_SIGNAL:
+        if (cqe->res > 0) {
+            mc_info("signal received: stopping");
+            a->stopping = true;
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* Going to sleep: ask every client to ring, re-check, and wait on their doorbells. */
+static bool arm_doorbells(struct mc_agent *a)
+{
+    struct client *c;
+
+    for (c = a->clients; c != NULL; c = c->next) {
+        if (c->state == CL_ACTIVE)
+            atomic_store_explicit(&c->r->sq->need_wakeup, 1, memory_order_seq_cst);
+    }
+    atomic_thread_fence(memory_order_seq_cst); /* pairs with the client's fence between
+                                                  publishing its tail and reading the flag */
+    for (c = a->clients; c != NULL; c = c->next) {
+        struct io_uring_sqe *sqe;
+        uint32_t val;
+
+        if (c->state != CL_ACTIVE)
+            continue;
+        val = atomic_load_explicit(&c->r->sq->futex, memory_order_seq_cst);
+        if (mc_ring_ready(c->r->sq) != 0 || c->copy_count != 0)
+            return false; /* work arrived: do not sleep */
+        if (!a->futex_ops || c->futex_armed || (sqe = get_sqe(a)) == NULL)
+            continue;
+        /* a bump after `val` was read makes the wait return at once: nothing is lost */
+        io_uring_prep_rw(OP_FUTEX_WAIT, sqe, FUTEX2_U32, &c->r->sq->futex, 0, val);
+        sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
+        io_uring_sqe_set_data64(sqe, ud_make(c, UD_FUTEX));
+        c->futex_armed = true;
+        c->refs++;
+    }
+    return true;
+}
+
+static void clear_doorbells(struct mc_agent *a)
+{
+    struct client *c;
+
+    for (c = a->clients; c != NULL; c = c->next) {
+        if (c->state == CL_ACTIVE)
+            atomic_store_explicit(&c->r->sq->need_wakeup, 0, memory_order_relaxed);
+    }
+}
+
+/* One pass over the clients: take submissions, move bytes, answer. True when any work. */
+static bool serve_clients(struct mc_agent *a)
+{
+    uint64_t budget = a->cfg.copy_slice, now = now_ms();
+    struct client *c, *next;
+    bool work = false;
+
+    for (c = a->clients; c != NULL; c = c->next) {
+        if (c->state == CL_ACTIVE && client_drain_sq(a, c))
+            work = true;
+    }
+    /* copies: a slice at a time, round the clients, within this turn's budget */
+    while (budget > 0) {
+        bool any = false;
+
+        for (c = a->clients; c != NULL && budget > 0; c = c->next) {
+            if (c->state != CL_ACTIVE || c->copy_count == 0)
+                continue;
+            budget -= copy_step(a, c, budget < a->cfg.copy_slice ? budget : a->cfg.copy_slice,
+                                now);
+            any = true;
+        }
+        if (!any)
+            break;
+        work = true;
+        break; /* one round per turn: timers and sockets get their turn too */
+    }
+    for (c = a->clients; c != NULL; c = next) {
+        next = c->next;
+        if (c->state != CL_ACTIVE)
+            continue;
+        if (c->cq_dirty)
+            client_wake(a, c);
+        if (c->violations >= VIOLATIONS_MAX) {
+            mc_warn("client %u (pid %d) broke the protocol: disconnected", c->id, (int)c->pid);
+            client_close(a, c, "protocol violations");
+        }
+    }
+    return work;
+}
+
+int mc_agent_run(struct mc_agent *a)
+{
+    struct io_uring_cqe *cqe;
+    unsigned head, n;
+    int err;
+
+    err = arm_accept(a);
+    if (err == 0)
+        err = arm_read(a, a->timer_fd, &a->timer_buf, sizeof(a->timer_buf), UD_TIMER);
+    if (err == 0)
+        err = arm_read(a, a->signal_fd, a->signal_buf, sizeof(a->signal_buf), UD_SIGNAL);
+    if (err != 0)
+        return err;
+    a->last_active_ns = now_ns();
+    while (!a->stopping) {
+        bool work = serve_clients(a);
+        uint64_t t = now_ns();
+
+        if (work)
+            a->last_active_ns = t;
+        if (work || t - a->last_active_ns < a->cfg.agent_spin_us * 1000u ||
+            !arm_doorbells(a)) {
+            io_uring_submit(&a->ring); /* spinning: no waiting */
+        } else {
+            /* without the futex opcodes, poll the rings every millisecond instead */
+            struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
+
+            if (a->futex_ops)
+                io_uring_submit_and_wait(&a->ring, 1);
+            else
+                io_uring_submit_and_wait_timeout(&a->ring, &cqe, 1, &ts, NULL);
+            clear_doorbells(a);
+        }
+        n = 0;
+        io_uring_for_each_cqe(&a->ring, head, cqe)
+        {
+            handle_cqe(a, cqe);
+            n++;
+        }
+        io_uring_cq_advance(&a->ring, n);
+    }
+    return 0;
+}
+
+void mc_agent_stop(struct mc_agent *a)
+{
+    a->stopping = true;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+static int listen_on(const char *path, int *fd_p)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd, err;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        mc_error("socket path too long: %s", path);
+        return MC_ERR_INVALID;
+    }
+    strcpy(sa.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return MC_ERR_IO;
+    /* a socket file left by an agent that died is replaced; a live agent is not */
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        mc_error("another agent is listening on %s", path);
+        close(fd);
+        return MC_ERR_EXISTS;
+    }
+    unlink(path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 128) != 0) {
+        err = errno;
+        mc_error("cannot listen on %s: %s", path, strerror(err));
+        close(fd);
+        return err == EACCES ? MC_ERR_DENIED : MC_ERR_IO;
+    }
+    chmod(path, 0666); /* access is decided by SO_PEERCRED and the allow-list */
+    *fd_p = fd;
+    return 0;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s == NULL ? NULL : strdup(s);
+}
+
+int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
+                    struct mc_agent **a_p)
+{
+    struct mc_master_seg_desc d;
+    struct io_uring_probe *probe;
+    struct itimerspec its;
+    char host[64];
+    sigset_t sigs;
+    struct mc_agent *a;
+    int err;
+
+    a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return MC_ERR_NOMEM;
+    a->cfg = *cfg;
+    a->cfg.socket = NULL;
+    a->cfg.node_name = NULL;
+    a->cfg.allow_uids = dup_or_null(cfg->allow_uids);
+    a->cfg.allow_gids = dup_or_null(cfg->allow_gids);
+    a->socket_path = strdup(socket_path);
+    a->seg_fd = a->seg_ro_fd = a->listen_fd = a->timer_fd = a->signal_fd = -1;
+    if (a->socket_path == NULL) {
+        err = MC_ERR_NOMEM;
+        goto err_destroy;
+    }
+    /* clients of the same uid must not reach our memory through /proc/<pid>/fd or mem */
+    prctl(PR_SET_DUMPABLE, 0);
+
+    a->seg_size = cfg->dram;
+    err = mc_shm_memfd_create("mc-dram", a->seg_size, cfg->hugepages, &a->seg_fd, &a->seg_huge);
+    if (err == 0)
+        err = mc_shm_memfd_seal_size(a->seg_fd);
+    if (err == 0)
+        err = mc_shm_map(a->seg_fd, a->seg_size, true, (void **)&a->seg);
+    /* after our writable mapping exists, no one may map it writable again: clients get a
+     * read-only fd, but could reopen it read-write through /proc/self/fd */
+    if (err == 0)
+        err = mc_shm_memfd_seal_future_write(a->seg_fd);
+    if (err == 0)
+        err = mc_shm_fd_reopen_ro(a->seg_fd, &a->seg_ro_fd);
+    if (err != 0) {
+        mc_error("DRAM segment of %" PRIu64 " bytes: %s", a->seg_size, mc_strerror(err));
+        goto err_destroy;
+    }
+    if (cfg->hugepages && !a->seg_huge)
+        mc_warn("no huge pages available: the DRAM segment uses normal pages");
+
+    err = mc_master_create(&cfg->master, NULL, NULL, &a->master);
+    if (err != 0)
+        goto err_destroy;
+    if (cfg->node_name == NULL && gethostname(host, sizeof(host)) != 0)
+        strcpy(host, "local");
+    host[sizeof(host) - 1] = '\0';
+    err = mc_master_node_register(a->master, cfg->node_name ? cfg->node_name : host, NULL,
+                                  &a->node);
+    if (err != 0)
+        goto err_destroy;
+    d = (struct mc_master_seg_desc){.node = a->node, .kind = MC_SEG_DRAM,
+                                    .base = (uint64_t)(uintptr_t)a->seg, .size = a->seg_size};
+    err = mc_master_segment_mount(a->master, &d, &a->seg_id);
+    if (err != 0)
+        goto err_destroy;
+
+    err = io_uring_queue_init(UR_ENTRIES, &a->ring, 0);
+    if (err < 0) {
+        mc_error("io_uring_queue_init: %s", strerror(-err));
+        err = MC_ERR_IO;
+        goto err_destroy;
+    }
+    probe = io_uring_get_probe_ring(&a->ring);
+    a->futex_ops = probe != NULL && io_uring_opcode_supported(probe, OP_FUTEX_WAIT) &&
+                   io_uring_opcode_supported(probe, OP_FUTEX_WAKE);
+    io_uring_free_probe(probe);
+    if (!a->futex_ops)
+        mc_warn("kernel without io_uring futex ops: polling client rings every 1 ms");
+
+    a->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    its.it_interval.tv_sec = (time_t)(cfg->master.tick_ms / 1000);
+    its.it_interval.tv_nsec = (long)(cfg->master.tick_ms % 1000) * 1000000L;
+    its.it_value = its.it_interval;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigprocmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    a->signal_fd = signalfd(-1, &sigs, SFD_CLOEXEC);
+    if (a->timer_fd < 0 || a->signal_fd < 0 || timerfd_settime(a->timer_fd, 0, &its, NULL) != 0) {
+        err = MC_ERR_IO;
+        goto err_destroy;
+    }
+    err = listen_on(a->socket_path, &a->listen_fd);
+    if (err != 0)
+        goto err_destroy;
+    mc_info("agent up: socket %s, DRAM %" PRIu64 " bytes%s, io_uring futex %s", a->socket_path,
+            a->seg_size, a->seg_huge ? " (huge pages)" : "", a->futex_ops ? "yes" : "no");
+    *a_p = a;
+    return 0;
+
+err_destroy:
+    mc_agent_destroy(a);
+    return err;
+}
+
+void mc_agent_destroy(struct mc_agent *a)
+{
+    struct client *c;
+
+    if (a == NULL)
+        return;
+    while ((c = a->clients) != NULL) {
+        if (c->state != CL_CLOSING) {
+            client_close(a, c, "agent stopping");
+            continue; /* close may have freed it */
+        }
+        a->clients = c->next; /* io_uring is torn down below: drop the rest now */
+        c->next = NULL;
+        c->refs = 1;
+        client_put_ref(a, c);
+    }
+    if (a->ring.ring_fd > 0)
+        io_uring_queue_exit(&a->ring);
+    if (a->listen_fd >= 0) {
+        close(a->listen_fd);
+        unlink(a->socket_path);
+    }
+    if (a->timer_fd >= 0)
+        close(a->timer_fd);
+    if (a->signal_fd >= 0)
+        close(a->signal_fd);
+    mc_master_destroy(a->master);
+    if (a->seg != NULL)
+        munmap(a->seg, a->seg_size);
+    if (a->seg_ro_fd >= 0)
+        close(a->seg_ro_fd);
+    if (a->seg_fd >= 0)
+        close(a->seg_fd);
+    free(a->cfg.allow_uids);
+    free(a->cfg.allow_gids);
+    free(a->socket_path);
+    free(a);
+}

@@ -1,0 +1,96 @@
+/*
+ * The config table of mc-agent: its own knobs plus the included daemon and master tables.
+ */
+#include "daemon/agent/agent_config.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include <mc/mc_status.h>
+
+#include "shm/ring.h"
+
+#define FIELD(f) offsetof(struct mc_agent_config, f)
+
+const struct mc_config_entry mc_agent_own_config_table[] = {
+    {.name = "socket", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(socket),
+     .doc = "Unix socket clients connect to (unset: $MC_AGENT_SOCKET, else "
+            "$XDG_RUNTIME_DIR/mc/agent.sock, else /run/mc/agent.sock)."},
+    {.name = "node_name", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(node_name),
+     .doc = "This node's name at the master (unset: the host name)."},
+    {.name = "dram", .type = MC_CFG_SIZE, .def = "256M", .min = 1 << 20, .max = 1ull << 44,
+     .offset = FIELD(dram), .doc = "Bytes of DRAM the agent contributes to the pool."},
+    {.name = "hugepages", .type = MC_CFG_BOOL, .def = "false", .offset = FIELD(hugepages),
+     .doc = "Back the DRAM segment with huge pages (MFD_HUGETLB); falls back to normal pages "
+            "with a warning when none are reserved."},
+    {.name = "op_timeout_ms", .type = MC_CFG_MS, .def = "5000", .min = 1, .max = 3600000,
+     .offset = FIELD(op_timeout_ms),
+     .doc = "Deadline of an operation whose client named none: it then ends with "
+            "MC_ERR_TIMEOUT."},
+    {.name = "agent_spin_us", .type = MC_CFG_U64, .def = "50", .min = 0, .max = 1000000,
+     .offset = FIELD(agent_spin_us),
+     .doc = "The agent polls client rings in memory for this long after the last request "
+            "before it sleeps on their doorbells (docs/decisions.md); 0 never spins."},
+    {.name = "sq_entries", .type = MC_CFG_U64, .def = "256", .min = 8, .max = 4096,
+     .offset = FIELD(sq_entries),
+     .doc = "Submission ring entries per client (a power of two); the completion ring has as "
+            "many."},
+    {.name = "staging_slot_size", .type = MC_CFG_SIZE, .def = "1M", .min = MC_SHM_CHUNK,
+     .max = 64 << 20, .offset = FIELD(staging_slot_size),
+     .doc = "Bytes of one staging slot (a multiple of 1 MiB): puts larger than this go in "
+            "pipelined pieces."},
+    {.name = "staging_slots", .type = MC_CFG_U64, .def = "8", .min = 2, .max = 256,
+     .offset = FIELD(staging_slots), .doc = "Staging slots per client."},
+    {.name = "max_inflight", .type = MC_CFG_U64, .def = "128", .min = 1, .max = 4096,
+     .offset = FIELD(max_inflight),
+     .doc = "Operations one client may have submitted and not reaped; more is a protocol "
+            "error and disconnects it."},
+    {.name = "max_clients", .type = MC_CFG_U64, .def = "256", .min = 1, .max = 65536,
+     .offset = FIELD(max_clients), .doc = "Connected clients at most; more are refused."},
+    {.name = "copy_slice", .type = MC_CFG_SIZE, .def = "256K", .min = 4096, .max = 64 << 20,
+     .offset = FIELD(copy_slice),
+     .doc = "Bytes the agent copies per loop turn before it serves other clients, timers "
+            "and the network, so one large object never stalls the rest."},
+    {.name = "lease_margin_ms", .type = MC_CFG_MS, .def = "500", .min = 0, .max = 60000,
+     .offset = FIELD(lease_margin_ms),
+     .doc = "Clients are told their lease ends this much before the master's does, so a "
+            "reader never trusts a lease the master has dropped."},
+    {.name = "allow_uids", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(allow_uids),
+     .doc = "Comma-separated uids allowed to connect (unset: the agent's own uid and root)."},
+    {.name = "allow_gids", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(allow_gids),
+     .doc = "Comma-separated gids whose members may connect too (unset: none)."},
+    {.name = "idle_wakeups_max", .type = MC_CFG_U64, .def = "100000", .min = 1,
+     .max = 100000000, .offset = FIELD(idle_wakeups_max),
+     .doc = "Doorbells with nothing submitted one client may ring per second before it is "
+            "disconnected."},
+    {.name = NULL},
+};
+
+const struct mc_config_entry mc_agent_config_table[] = {
+    MC_CONFIG_INCLUDE(struct mc_agent_config, daemon, mc_config_daemon_table),
+    {.name = "agent", .type = MC_CFG_TABLE, .offset = 0, .sub = mc_agent_own_config_table, .doc = ""},
+    MC_CONFIG_INCLUDE(struct mc_agent_config, master, mc_master_config_table),
+    {.name = NULL},
+};
+
+int mc_agent_config_validate(const void *base, char *err, size_t errlen)
+{
+    const struct mc_agent_config *cfg = base;
+
+    if ((cfg->sq_entries & (cfg->sq_entries - 1)) != 0) {
+        snprintf(err, errlen, "sq_entries: %llu is not a power of two",
+                 (unsigned long long)cfg->sq_entries);
+        return MC_ERR_INVALID;
+    }
+    if (cfg->staging_slot_size % MC_SHM_CHUNK != 0) {
+        snprintf(err, errlen, "staging_slot_size: %llu is not a multiple of 1 MiB",
+                 (unsigned long long)cfg->staging_slot_size);
+        return MC_ERR_INVALID;
+    }
+    if (cfg->max_inflight > cfg->sq_entries) {
+        snprintf(err, errlen, "max_inflight (%llu) must not exceed sq_entries (%llu)",
+                 (unsigned long long)cfg->max_inflight, (unsigned long long)cfg->sq_entries);
+        return MC_ERR_INVALID;
+    }
+    return mc_master_config_validate(&cfg->master, err, errlen);
+}

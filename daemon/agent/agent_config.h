@@ -1,0 +1,42 @@
+/*
+ * mc-agent's knobs: the daemon table (log_level), the embedded master service's table, and
+ * the agent's own, all in one flat key space (docs/config.md).
+ */
+#ifndef MC_AGENT_CONFIG_H
+#define MC_AGENT_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/common/config.h"
+#include "daemon/master/master_config.h"
+
+struct mc_agent_config {
+    struct mc_config_daemon daemon;
+    struct mc_master_config master;
+    char *socket;              /* unix socket path (NULL: the default path) */
+    char *node_name;           /* NULL: the host name */
+    uint64_t dram;             /* DRAM segment bytes */
+    bool hugepages;            /* back the segment with huge pages when available */
+    uint64_t op_timeout_ms;    /* deadline of an op that names none */
+    uint64_t agent_spin_us;    /* poll SQs in memory this long after the last activity */
+    uint64_t sq_entries;       /* per client */
+    uint64_t staging_slot_size;
+    uint64_t staging_slots;
+    uint64_t max_inflight;     /* ops one client may have outstanding */
+    uint64_t max_clients;
+    uint64_t copy_slice;       /* bytes copied per loop turn before other work runs */
+    uint64_t lease_margin_ms;  /* a client's copy must finish this long before the lease ends */
+    char *allow_uids;          /* comma-separated uids allowed to connect (NULL: own + root) */
+    char *allow_gids;          /* comma-separated gids allowed to connect (NULL: none) */
+    uint64_t idle_wakeups_max; /* empty doorbells per second before a client is cut off */
+};
+
+/* The whole key space of mc-agent: daemon + agent + master tables. */
+extern const struct mc_config_entry mc_agent_config_table[];
+/* The agent's own knobs only (for docs/config.md). */
+extern const struct mc_config_entry mc_agent_own_config_table[];
+
+int mc_agent_config_validate(const void *cfg, char *err, size_t errlen);
+
+#endif /* MC_AGENT_CONFIG_H */

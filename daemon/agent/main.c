@@ -1,0 +1,167 @@
+/*
+ * mc-agent: the node agent's command line (DESIGN.md §1, docs/operations.md).
+ *
+ *   mc-agent --standalone --socket PATH --dram SIZE [--config FILE] [--set k=v]...
+ *            [--ready-file F] [--dump-config]
+ *
+ * --socket and --dram are the same as --set socket=PATH / --set dram=SIZE (SIZE takes
+ * suffixes: 512M, 4G). The ready file is written (by rename, with our pid) once the socket
+ * accepts. SIGTERM or SIGINT stops the agent cleanly. Exit: 0 clean stop, 2 usage or
+ * config error, 1 anything else.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <mc/mc.h>
+#include <mc/mc_status.h>
+
+#include "daemon/agent/agent.h"
+#include "daemon/common/log.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mc-agent --standalone --socket PATH --dram SIZE [options]\n"
+            "  --standalone       run the master service in-process (a one-node store)\n"
+            "  --socket PATH      unix socket for local clients (= --set socket=PATH)\n"
+            "  --dram SIZE        DRAM contributed to the pool, e.g. 512M, 4G (= --set dram=SIZE)\n"
+            "  --ready-file F     write our pid to F (atomically) once clients can connect\n"
+            "%s"
+            "  --help             this text\n"
+            "Every setting is listed in docs/config.md; MC_<KEY> environment variables apply.\n",
+            MC_CONFIG_USAGE);
+}
+
+static int write_ready_file(const char *path)
+{
+    char tmp[4096];
+    FILE *f;
+
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+        return MC_ERR_INVALID;
+    f = fopen(tmp, "w");
+    if (f == NULL)
+        return MC_ERR_IO;
+    fprintf(f, "%d\n", (int)getpid());
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return MC_ERR_IO;
+    }
+    return 0;
+}
+
+static const char *default_socket(void)
+{
+    static char buf[4096];
+    const char *s = getenv("MC_AGENT_SOCKET");
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+
+    if (s != NULL && *s != '\0')
+        return s;
+    if (rt != NULL && *rt != '\0') {
+        snprintf(buf, sizeof(buf), "%s/mc", rt);
+        mkdir(buf, 0700);
+        snprintf(buf, sizeof(buf), "%s/mc/agent.sock", rt);
+        return buf;
+    }
+    return "/run/mc/agent.sock";
+}
+
+int main(int argc, char **argv)
+{
+    struct mc_agent_config cfg;
+    struct mc_agent *a = NULL;
+    const char *ready = NULL;
+    bool standalone = false;
+    char **args, err[512];
+    int i, n = 1, rc;
+
+    /* --socket/--dram are --set spellings: rewrite them so the config engine sees one
+     * ordered list of overrides (and --dump-config shows them) */
+    args = calloc((size_t)argc * 2 + 1, sizeof(*args));
+    if (args == NULL)
+        return 1;
+    args[0] = argv[0];
+    for (i = 1; i < argc; i++) {
+        const char *key = NULL;
+
+        if (strcmp(argv[i], "--socket") == 0)
+            key = "socket";
+        else if (strcmp(argv[i], "--dram") == 0)
+            key = "dram";
+        else if (strcmp(argv[i], "--standalone") == 0) {
+            standalone = true;
+            continue;
+        } else if (strcmp(argv[i], "--ready-file") == 0 && i + 1 < argc) {
+            ready = argv[++i];
+            continue;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            free(args);
+            return 0;
+        }
+        if (key != NULL) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "mc-agent: %s needs a value\n", argv[i]);
+                free(args);
+                return 2;
+            }
+            args[n] = "--set";
+            args[n + 1] = malloc(strlen(key) + strlen(argv[i + 1]) + 2);
+            if (args[n + 1] == NULL)
+                return 1;
+            sprintf(args[n + 1], "%s=%s", key, argv[i + 1]);
+            n += 2;
+            i++;
+            continue;
+        }
+        args[n++] = argv[i];
+    }
+    rc = mc_config_parse_args(mc_agent_config_table, &cfg, MC_CONFIG_ENV_PREFIX,
+                              mc_agent_config_validate, &n, args, stdout, err, sizeof(err));
+    if (rc == MC_CONFIG_EXIT) {
+        mc_config_cleanup(mc_agent_config_table, &cfg);
+        return 0;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "mc-agent: %s\n", err);
+        usage(stderr);
+        mc_config_cleanup(mc_agent_config_table, &cfg);
+        return 2;
+    }
+    if (n > 1) {
+        fprintf(stderr, "mc-agent: unexpected argument '%s'\n", args[1]);
+        usage(stderr);
+        mc_config_cleanup(mc_agent_config_table, &cfg);
+        return 2;
+    }
+    if (!standalone) {
+        fprintf(stderr, "mc-agent: only --standalone is available in this version "
+                        "(cluster mode needs mc-master)\n");
+        mc_config_cleanup(mc_agent_config_table, &cfg);
+        return 2;
+    }
+    mc_log_set_ident("mc-agent");
+    mc_log_set_level(cfg.daemon.log_level);
+
+    rc = mc_agent_create(&cfg, cfg.socket != NULL ? cfg.socket : default_socket(), &a);
+    if (rc != 0) {
+        mc_error("cannot start: %s", mc_strerror(rc));
+        mc_config_cleanup(mc_agent_config_table, &cfg);
+        return rc == MC_ERR_INVALID ? 2 : 1;
+    }
+    if (ready != NULL && (rc = write_ready_file(ready)) != 0) {
+        mc_error("ready file %s: %s", ready, mc_strerror(rc));
+        mc_agent_destroy(a);
+        mc_config_cleanup(mc_agent_config_table, &cfg);
+        return 1;
+    }
+    rc = mc_agent_run(a);
+    mc_info("stopped");
+    mc_agent_destroy(a);
+    mc_config_cleanup(mc_agent_config_table, &cfg);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,338 @@
+/*
+ * Connecting to the local agent and closing (mc_connect, mc_close): the socket path rule,
+ * the hello/welcome handshake with SCM_RIGHTS (docs/protocol.md, "Connecting"), attaching
+ * the region and mapping the segments read-only. Not the ring engine (engine.c).
+ *
+ * Everything the agent sends is checked before use: the welcome's size, magic, ABI and
+ * counts, the number of fds against nsegs, the region header (mc_shm_region_attach) and
+ * each segment's size and seals. Every fd received is closed on every error path.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "libmc/client.h"
+#include "libmc/export.h"
+#include "shm/memfd.h"
+#include "shm/region.h"
+
+#define MC_SOCKET_SUBPATH "/mc/agent.sock"
+#define MC_SOCKET_SYSTEM "/run/mc/agent.sock"
+#define MC_NFDS_MAX (1 + MC_SHM_MAX_SEGS)
+
+/* The socket path by the rule of docs/protocol.md into addr; 0 or MC_ERR_INVALID. Empty
+ * environment variables count as unset. */
+static int socket_addr(const char *arg, struct sockaddr_un *addr)
+{
+    const char *env;
+    int n;
+
+    memset(addr, 0, sizeof(*addr));
+    addr->sun_family = AF_UNIX;
+    if (arg != NULL) {
+        if (arg[0] == '\0')
+            return MC_ERR_INVALID;
+        n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s", arg);
+    } else if ((env = getenv("MC_AGENT_SOCKET")) != NULL && env[0] != '\0') {
+        n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s", env);
+    } else if ((env = getenv("XDG_RUNTIME_DIR")) != NULL && env[0] != '\0') {
+        n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s%s", env, MC_SOCKET_SUBPATH);
+    } else {
+        n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s", MC_SOCKET_SYSTEM);
+    }
+    /* sun_path keeps its NUL: a path that fills it is too long */
+    if (n < 0 || (size_t)n >= sizeof(addr->sun_path))
+        return MC_ERR_INVALID;
+    return 0;
+}
+
+static int connect_err(int e)
+{
+    switch (e) {
+    case ENOENT:
+    case ECONNREFUSED:
+    case ENOTDIR:
+    case ECONNRESET:
+    case EPIPE:
+        return MC_ERR_UNAVAILABLE;
+    case EACCES:
+    case EPERM:
+        return MC_ERR_DENIED;
+    case EAGAIN:
+    case ETIMEDOUT:
+        return MC_ERR_TIMEOUT;
+    case ENOMEM:
+    case ENOBUFS:
+    case EMFILE:
+    case ENFILE:
+        return MC_ERR_NOMEM;
+    default:
+        return MC_ERR_IO;
+    }
+}
+
+static uint32_t op_timeout_from_env(void)
+{
+    const char *s = getenv("MC_OP_TIMEOUT_MS");
+    unsigned long v;
+    char *end;
+
+    if (s == NULL || s[0] == '\0')
+        return MC_OP_TIMEOUT_MS_DEFAULT;
+    errno = 0;
+    v = strtoul(s, &end, 10);
+    /* a malformed value is ignored rather than fatal: libmc has no way to report it but
+     * a failed connect, which would be out of proportion */
+    if (errno != 0 || *end != '\0' || v == 0 || v > INT_MAX)
+        return MC_OP_TIMEOUT_MS_DEFAULT;
+    return (uint32_t)v;
+}
+
+static void close_fds(int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+}
+
+/* Wait until the socket is readable or timeout_ms passes; 0, MC_ERR_TIMEOUT, MC_ERR_IO. */
+static int wait_readable(int sock, int timeout_ms)
+{
+    struct pollfd p = {.fd = sock, .events = POLLIN};
+    uint64_t deadline = mc_client_now_ms() + (uint64_t)timeout_ms;
+    uint64_t now;
+    int rc;
+
+    for (;;) {
+        now = mc_client_now_ms();
+        if (now >= deadline)
+            return MC_ERR_TIMEOUT;
+        rc = poll(&p, 1, (int)(deadline - now));
+        if (rc > 0)
+            return 0;
+        if (rc == 0)
+            return MC_ERR_TIMEOUT;
+        if (errno != EINTR)
+            return MC_ERR_IO;
+    }
+}
+
+/*
+ * Receive the welcome and its fds. On success *nfds_p fds are in fds (the caller owns
+ * them); on failure none is left open. Returns 0 or an MC_ERR_* code; a welcome with a
+ * non-zero status returns that status (MC_ERR_DENIED ...).
+ */
+static int recv_welcome(int sock, int timeout_ms, struct mc_shm_welcome *w, int *fds,
+                        int *nfds_p)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * MC_NFDS_MAX)];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {.iov_base = w, .iov_len = sizeof(*w)};
+    struct msghdr msg = {0};
+    struct cmsghdr *cm;
+    int nfds = 0;
+    ssize_t n;
+    int err;
+
+    err = wait_readable(sock, timeout_ms);
+    if (err != 0)
+        return err;
+    memset(w, 0, sizeof(*w));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = sizeof(ctl.buf);
+    do {
+        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return connect_err(errno);
+
+    /* collect every fd first, so that each error path below can close them all */
+    err = 0;
+    for (cm = CMSG_FIRSTHDR(&msg); cm != NULL; cm = CMSG_NXTHDR(&msg, cm)) {
+        size_t cnt;
+
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+            cm->cmsg_len < CMSG_LEN(0)) {
+            err = MC_ERR_PROTO;
+            continue;
+        }
+        cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < cnt; i++) {
+            int fd;
+
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+            if (nfds < MC_NFDS_MAX)
+                fds[nfds++] = fd;
+            else {
+                close(fd); /* cannot happen with our buffer size, but never leak */
+                err = MC_ERR_PROTO;
+            }
+        }
+    }
+    if (n == 0)
+        err = MC_ERR_UNAVAILABLE; /* the agent hung up during the handshake */
+    else if (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC))
+        err = MC_ERR_PROTO; /* fds or bytes were dropped: more than the protocol allows */
+    else if ((size_t)n < offsetof(struct mc_shm_welcome, client_id))
+        err = MC_ERR_PROTO;
+    else if (w->magic != MC_SHM_MAGIC || w->abi != MC_SHM_ABI)
+        err = MC_ERR_PROTO;
+    else if (w->status > 0)
+        err = MC_ERR_PROTO;
+    else if (w->status < 0)
+        err = w->status; /* the agent's verdict, as is (MC_ERR_DENIED, MC_ERR_NOMEM ...) */
+    else if ((size_t)n != sizeof(*w) || w->nsegs > MC_SHM_MAX_SEGS ||
+             (uint32_t)nfds != 1 + w->nsegs)
+        err = MC_ERR_PROTO;
+    if (err != 0) {
+        close_fds(fds, nfds);
+        return err;
+    }
+    *nfds_p = nfds;
+    return 0;
+}
+
+/* Map segment fd read-only; the segment must be at least size bytes and sealed against
+ * shrinking, or a truncation by the agent would SIGBUS us. Does not close fd. */
+static int map_segment(int fd, uint64_t size, const uint8_t **p_p)
+{
+    struct stat st;
+    void *p;
+    int seals;
+    int err;
+
+    if (size == 0 || fstat(fd, &st) < 0 || st.st_size < 0 || (uint64_t)st.st_size < size)
+        return MC_ERR_PROTO;
+    seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK))
+        return MC_ERR_PROTO;
+    err = mc_shm_map(fd, size, false, &p);
+    if (err != 0)
+        return err == MC_ERR_NOMEM ? MC_ERR_NOMEM : MC_ERR_IO;
+    *p_p = p;
+    return 0;
+}
+
+static void unmap_segments(struct mc_client *c)
+{
+    for (uint32_t i = 0; i < c->nsegs; i++)
+        munmap((void *)c->seg[i], (size_t)c->seg_size[i]);
+    c->nsegs = 0;
+}
+
+MC_EXPORT int mc_connect(const char *socket_path, mc_client_t **out)
+{
+    struct mc_shm_hello hello = {.magic = MC_SHM_MAGIC, .abi = MC_SHM_ABI, .flags = 0};
+    struct sockaddr_un addr;
+    struct mc_shm_welcome w;
+    int fds[MC_NFDS_MAX];
+    struct mc_client *c;
+    int nfds = 0;
+    ssize_t n;
+    int err;
+
+    if (out == NULL)
+        return MC_ERR_INVALID;
+    err = socket_addr(socket_path, &addr);
+    if (err != 0)
+        return err;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return MC_ERR_NOMEM;
+    c->op_timeout_ms = op_timeout_from_env();
+
+    c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (c->sock < 0) {
+        err = connect_err(errno);
+        goto err_free;
+    }
+    while (connect(c->sock, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        if (errno != EINTR) {
+            err = connect_err(errno);
+            goto err_close_sock;
+        }
+    }
+    do {
+        n = send(c->sock, &hello, sizeof(hello), MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    /* A refused peer gets its welcome (MC_ERR_DENIED) and a closed socket, maybe before our
+     * hello: so even when send fails, the welcome decides. */
+    if (n >= 0 && n != (ssize_t)sizeof(hello)) {
+        err = MC_ERR_IO;
+        goto err_close_sock;
+    }
+    err = recv_welcome(c->sock, (int)c->op_timeout_ms, &w, fds, &nfds);
+    if (err != 0)
+        goto err_close_sock;
+
+    err = mc_shm_region_attach(fds[0], w.region_size, &c->region);
+    if (err != 0) {
+        if (err == MC_ERR_INVALID || err == MC_ERR_DENIED)
+            err = MC_ERR_IO;
+        goto err_close_fds;
+    }
+    fds[0] = -1; /* the region owns it now */
+    if (c->region->lay.client_id != w.client_id) {
+        err = MC_ERR_PROTO;
+        goto err_close_fds;
+    }
+    for (uint32_t i = 0; i < w.nsegs; i++) {
+        err = map_segment(fds[1 + i], w.seg_size[i], &c->seg[i]);
+        if (err != 0)
+            goto err_unmap;
+        c->seg_size[i] = w.seg_size[i];
+        c->nsegs = i + 1;
+    }
+    /* the mappings keep the segments; their fds are of no further use */
+    close_fds(fds + 1, nfds - 1);
+    nfds = 0;
+
+    err = mc_client_engine_init(c);
+    if (err != 0)
+        goto err_unmap;
+    *out = c;
+    return 0;
+
+err_unmap:
+    unmap_segments(c);
+err_close_fds:
+    if (nfds > 0)
+        close_fds(fds + 1, nfds - 1);
+    if (nfds > 0 && fds[0] >= 0)
+        close(fds[0]);
+    mc_shm_region_destroy(c->region);
+err_close_sock:
+    close(c->sock);
+err_free:
+    free(c);
+    return err;
+}
+
+MC_EXPORT void mc_close(mc_client_t *c)
+{
+    if (c == NULL)
+        return;
+    /*
+     * No other thread uses c (the contract), so no op of a caller is in flight: what may
+     * be left are abandoned ops, whose only buffers are our staging slots. Closing the
+     * socket tells the agent to end their leases and revoke their puts; it keeps its own
+     * mapping of the region, so nothing it still copies depends on ours.
+     */
+    close(c->sock);
+    unmap_segments(c);
+    mc_client_engine_cleanup(c);
+    mc_shm_region_destroy(c->region);
+    free(c);
+}

@@ -1,0 +1,493 @@
+/*
+ * The synchronous object calls of <mc/mc.h>: mc_put, mc_get, mc_exist, mc_remove, mc_stat,
+ * and the STATS op for mcctl. Each validates its arguments, builds SQEs, waits through the
+ * engine (engine.c) and interprets the CQEs (docs/protocol.md, "Ops"). Not the ring
+ * mechanics, not the handshake.
+ *
+ * Reads copy straight from the read-only segment mapping into the caller's buffer; every
+ * location the agent names is checked against the mapping first, since the agent is
+ * trusted less than nothing: a bad one poisons the client (MC_ERR_PROTO), it never makes
+ * libmc read outside its mappings.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "libmc/client.h"
+#include "libmc/export.h"
+
+/* The key's length if it is valid (1 .. MC_KEY_MAX bytes), else MC_ERR_INVALID. */
+static int key_check(const char *key, size_t *len_p)
+{
+    size_t n;
+
+    if (key == NULL)
+        return MC_ERR_INVALID;
+    n = strnlen(key, MC_KEY_MAX + 1);
+    if (n == 0 || n > MC_KEY_MAX)
+        return MC_ERR_INVALID;
+    *len_p = n;
+    return 0;
+}
+
+static int opts_check(const mc_put_opts_t *o)
+{
+    if (o == NULL)
+        return 0;
+    if ((o->flags & ~(uint32_t)MC_PUT_FLAGS_ALL) != 0)
+        return MC_ERR_INVALID;
+    if ((o->flags & MC_PUT_PIN_SOFT) && (o->flags & MC_PUT_PIN_HARD))
+        return MC_ERR_INVALID;
+    for (size_t i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++) {
+        if (o->reserved[i] != 0)
+            return MC_ERR_INVALID;
+    }
+    return 0;
+}
+
+/* A CQE result for an op that answers 0 or an error: a positive one breaks the protocol. */
+static int res_status(struct mc_client *c, int32_t res)
+{
+    if (res > 0) {
+        mc_client_poison(c, MC_ERR_PROTO);
+        return MC_ERR_PROTO;
+    }
+    return res;
+}
+
+/* Submit one op without staging and wait for it. */
+static int run_op(struct mc_client *c, struct mc_sqe *sqe, const char *key, size_t key_len,
+                  uint64_t deadline, struct mc_cqe *cqe)
+{
+    uint32_t op;
+    int err;
+
+    err = mc_client_submit(c, sqe, key, key_len, -1, false, deadline, &op);
+    if (err != 0)
+        return err;
+    return mc_client_wait(c, op, deadline, cqe);
+}
+
+static void sqe_put_init(struct mc_sqe *sqe, uint8_t opcode, const mc_put_opts_t *o)
+{
+    memset(sqe, 0, sizeof(*sqe));
+    sqe->opcode = opcode;
+    if (o != NULL) {
+        sqe->put_flags = o->flags;
+        sqe->replicas = o->replicas;
+        sqe->ttl_ms = o->ttl_ms;
+        /* preferred_node has no field in the SQE (ABI 1): a hint, dropped here */
+    }
+}
+
+/* --- put -------------------------------------------------------------------------------- */
+
+/* An object that fits one staging slot: one PUT op. */
+static int put_small(struct mc_client *c, const char *key, size_t key_len, const void *buf,
+                     size_t len, const mc_put_opts_t *o, uint64_t deadline)
+{
+    struct mc_sqe sqe;
+    struct mc_cqe cqe;
+    uint32_t slot, op;
+    int err;
+
+    err = mc_client_staging_get(c, deadline, &slot);
+    if (err != 0)
+        return err;
+    memcpy(mc_client_staging_ptr(c, slot), buf, len);
+    sqe_put_init(&sqe, MC_OP_PUT, o);
+    sqe.data_off = mc_client_staging_off(c, slot);
+    sqe.data_len = len;
+    err = mc_client_submit(c, &sqe, key, key_len, (int32_t)slot, false, deadline, &op);
+    if (err != 0) {
+        mc_client_staging_put(c, slot);
+        return err;
+    }
+    err = mc_client_wait(c, op, deadline, &cqe);
+    if (err != 0)
+        return err;
+    return res_status(c, cqe.res);
+}
+
+/* Abort a started put: wait for the answer while the deadline allows (so a retry does not
+ * meet our own PROCESSING version as MC_ERR_BUSY), else send it detached. */
+static void put_abort(struct mc_client *c, uint32_t handle, uint64_t deadline)
+{
+    struct mc_sqe sqe;
+    struct mc_cqe cqe;
+
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = MC_OP_PUT_ABORT;
+    sqe.arg0 = handle;
+    if (mc_client_now_ns() < deadline) {
+        (void)run_op(c, &sqe, NULL, 0, deadline, &cqe);
+        return;
+    }
+    mc_client_submit_detached(c, &sqe);
+}
+
+/*
+ * An object larger than a slot: PUT_START, then PUT_DATA pieces of one slot each at
+ * offsets that are multiples of the slot size (itself a multiple of MC_SHM_CHUNK), up to
+ * MC_CLIENT_PUT_WINDOW of them in flight, each in its own staging slot, then PUT_END.
+ * Pieces are collected oldest first: the agent copies in order, so the oldest is the one
+ * to wait for, and its slot is the next to come free.
+ */
+static int put_pieces(struct mc_client *c, const char *key, size_t key_len, const void *buf,
+                      size_t len, const mc_put_opts_t *o, uint64_t deadline)
+{
+    uint32_t window[MC_CLIENT_PUT_WINDOW];
+    uint32_t first = 0, npending = 0;
+    size_t off = 0, piece;
+    struct mc_sqe sqe;
+    struct mc_cqe cqe;
+    uint32_t handle, slot, op;
+    bool have_slot;
+    int err;
+
+    sqe_put_init(&sqe, MC_OP_PUT_START, o);
+    sqe.arg0 = len;
+    err = run_op(c, &sqe, key, key_len, deadline, &cqe);
+    if (err != 0)
+        return err;
+    err = res_status(c, cqe.res);
+    if (err != 0)
+        return err;
+    handle = cqe.lease_id;
+
+    while (off < len || npending > 0) {
+        if (off < len && npending < MC_CLIENT_PUT_WINDOW) {
+            /* with pieces in flight, never wait for a slot: wait for our oldest piece */
+            have_slot = mc_client_staging_try_get(c, &slot);
+            if (!have_slot && npending == 0) {
+                err = mc_client_staging_get(c, deadline, &slot);
+                if (err != 0)
+                    break;
+                have_slot = true;
+            }
+            if (have_slot) {
+                piece = len - off < c->slot_size ? len - off : c->slot_size;
+                memcpy(mc_client_staging_ptr(c, slot), (const uint8_t *)buf + off, piece);
+                memset(&sqe, 0, sizeof(sqe));
+                sqe.opcode = MC_OP_PUT_DATA;
+                sqe.arg0 = handle;
+                sqe.arg1 = off;
+                sqe.data_off = mc_client_staging_off(c, slot);
+                sqe.data_len = piece;
+                err = mc_client_submit(c, &sqe, NULL, 0, (int32_t)slot, false, deadline, &op);
+                if (err != 0) {
+                    mc_client_staging_put(c, slot);
+                    break;
+                }
+                window[(first + npending) % MC_CLIENT_PUT_WINDOW] = op;
+                npending++;
+                off += piece;
+                continue;
+            }
+        }
+        op = window[first];
+        first = (first + 1) % MC_CLIENT_PUT_WINDOW;
+        npending--;
+        err = mc_client_wait(c, op, deadline, &cqe);
+        if (err == 0)
+            err = res_status(c, cqe.res);
+        if (err != 0)
+            break;
+    }
+    if (err != 0) {
+        /* The agent refuses PUT_ABORT (MC_ERR_BUSY) while pieces of the put are still being
+         * copied: collect them first while the deadline allows. Past it, they are
+         * abandoned (their staging slots stay taken until their CQEs arrive) and the abort
+         * is best effort. */
+        bool collect = err != MC_ERR_UNAVAILABLE && err != MC_ERR_PROTO;
+
+        while (npending > 0) {
+            op = window[first];
+            first = (first + 1) % MC_CLIENT_PUT_WINDOW;
+            npending--;
+            if (collect)
+                collect = mc_client_wait(c, op, deadline, &cqe) == 0;
+            else
+                mc_client_abandon(c, op);
+        }
+        if (err != MC_ERR_UNAVAILABLE && err != MC_ERR_PROTO)
+            put_abort(c, handle, deadline);
+        return err;
+    }
+
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = MC_OP_PUT_END;
+    sqe.arg0 = handle;
+    err = run_op(c, &sqe, NULL, 0, deadline, &cqe);
+    if (err != 0)
+        return err; /* a timed-out PUT_END may have published: the caller's retry tells */
+    return res_status(c, cqe.res);
+}
+
+MC_EXPORT int mc_put(mc_client_t *c, const char *key, const void *buf, size_t len,
+                     const mc_put_opts_t *o)
+{
+    uint64_t deadline;
+    size_t key_len;
+    int err;
+
+    if (c == NULL || buf == NULL || len == 0)
+        return MC_ERR_INVALID;
+    err = key_check(key, &key_len);
+    if (err != 0)
+        return err;
+    err = opts_check(o);
+    if (err != 0)
+        return err;
+    err = mc_client_enter(c);
+    if (err != 0)
+        return err;
+    deadline = mc_client_deadline(c);
+    if (len <= c->slot_size)
+        return put_small(c, key, key_len, buf, len, o, deadline);
+    return put_pieces(c, key, key_len, buf, len, o, deadline);
+}
+
+/* --- get -------------------------------------------------------------------------------- */
+
+static uint64_t load_u64(const uint8_t *p)
+{
+    uint64_t v;
+
+    memcpy(&v, p, sizeof(v)); /* the trailer need not be 8-aligned in the segment */
+    return v;
+}
+
+/*
+ * Copy an object from its segment into buf, verifying each MC_SHM_CHUNK chunk right after
+ * copying it (hashing our copy, hot in cache, rather than the segment twice), then the
+ * object checksum over the stored chunk values. On a mismatch the bytes written so far are
+ * zeroed, so the caller's buffer never holds bytes that failed verification.
+ */
+static int copy_verified(uint8_t *buf, const uint8_t *obj, uint64_t size, bool checksum)
+{
+    const uint8_t *trailer = obj + mc_shm_trailer_off(size);
+    uint64_t nchunks = mc_shm_nchunks(size);
+    uint64_t off = 0, n;
+
+    if (!checksum) {
+        memcpy(buf, obj, (size_t)size);
+        return 0;
+    }
+    for (uint64_t i = 0; i < nchunks; i++, off += n) {
+        n = size - off < MC_SHM_CHUNK ? size - off : MC_SHM_CHUNK;
+        memcpy(buf + off, obj + off, (size_t)n);
+        if (XXH3_64bits(buf + off, (size_t)n) != load_u64(trailer + 8 * i)) {
+            memset(buf, 0, (size_t)(off + n));
+            return MC_ERR_CORRUPT;
+        }
+    }
+    if (XXH3_64bits(trailer, (size_t)(8 * nchunks)) != load_u64(trailer + 8 * nchunks)) {
+        memset(buf, 0, (size_t)size);
+        return MC_ERR_CORRUPT;
+    }
+    return 0;
+}
+
+/* The object of a GET CQE inside our mapping of its segment, or NULL if the agent named a
+ * place outside it. */
+static const uint8_t *get_location(struct mc_client *c, const struct mc_cqe *cqe, bool checksum)
+{
+    uint64_t seg_size, alloc;
+
+    if (cqe->loc_seg >= c->nsegs)
+        return NULL;
+    seg_size = c->seg_size[cqe->loc_seg];
+    /* size <= seg_size first, so that mc_shm_alloc_len cannot overflow */
+    if (cqe->size == 0 || cqe->size > seg_size || cqe->loc_off > seg_size)
+        return NULL;
+    alloc = mc_shm_alloc_len(cqe->size, checksum);
+    if (alloc > seg_size - cqe->loc_off)
+        return NULL;
+    return c->seg[cqe->loc_seg] + cqe->loc_off;
+}
+
+MC_EXPORT int mc_get(mc_client_t *c, const char *key, void *buf, size_t cap, size_t *len_out)
+{
+    struct mc_sqe sqe;
+    struct mc_cqe cqe;
+    const uint8_t *obj;
+    size_t key_len;
+    bool checksum;
+    int err;
+
+    if (c == NULL || (buf == NULL && cap > 0))
+        return MC_ERR_INVALID;
+    err = key_check(key, &key_len);
+    if (err != 0)
+        return err;
+    err = mc_client_enter(c);
+    if (err != 0)
+        return err;
+
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = MC_OP_GET;
+    err = run_op(c, &sqe, key, key_len, mc_client_deadline(c), &cqe);
+    if (err != 0)
+        return err;
+    err = res_status(c, cqe.res);
+    if (err != 0)
+        return err;
+
+    checksum = !(cqe.obj_flags & MC_PUT_NO_CHECKSUM);
+    obj = get_location(c, &cqe, checksum);
+    if (obj == NULL) {
+        mc_client_poison(c, MC_ERR_PROTO);
+        return MC_ERR_PROTO;
+    }
+    if (cqe.size > cap) {
+        mc_client_release(c, cqe.lease_id);
+        if (len_out != NULL)
+            *len_out = (size_t)cqe.size;
+        return MC_ERR_TOO_LARGE;
+    }
+    /* an expired lease is not released: the agent ended it, and its id may be reused */
+    if (mc_client_now_ms() > cqe.deadline_ms)
+        return MC_ERR_LEASE_EXPIRED;
+    err = copy_verified(buf, obj, cqe.size, checksum);
+    if (err == 0 && mc_client_now_ms() > cqe.deadline_ms) {
+        /* the space may have been reused while we copied: discard */
+        memset(buf, 0, (size_t)cqe.size);
+        return MC_ERR_LEASE_EXPIRED;
+    }
+    mc_client_release(c, cqe.lease_id);
+    if (err != 0)
+        return err;
+    if (len_out != NULL)
+        *len_out = (size_t)cqe.size;
+    return 0;
+}
+
+/* --- lookups ---------------------------------------------------------------------------- */
+
+/* A keyed op with no data: validation, submission, the CQE. */
+static int key_op(mc_client_t *c, uint8_t opcode, const char *key, struct mc_cqe *cqe)
+{
+    struct mc_sqe sqe;
+    size_t key_len;
+    int err;
+
+    if (c == NULL)
+        return MC_ERR_INVALID;
+    err = key_check(key, &key_len);
+    if (err != 0)
+        return err;
+    err = mc_client_enter(c);
+    if (err != 0)
+        return err;
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = opcode;
+    return run_op(c, &sqe, key, key_len, mc_client_deadline(c), cqe);
+}
+
+MC_EXPORT int mc_exist(mc_client_t *c, const char *key)
+{
+    struct mc_cqe cqe;
+    int err;
+
+    err = key_op(c, MC_OP_EXIST, key, &cqe);
+    if (err != 0)
+        return err;
+    if (cqe.res > 1) {
+        mc_client_poison(c, MC_ERR_PROTO);
+        return MC_ERR_PROTO;
+    }
+    return cqe.res;
+}
+
+MC_EXPORT int mc_remove(mc_client_t *c, const char *key)
+{
+    struct mc_cqe cqe;
+    int err;
+
+    err = key_op(c, MC_OP_REMOVE, key, &cqe);
+    if (err != 0)
+        return err;
+    return res_status(c, cqe.res);
+}
+
+MC_EXPORT int mc_stat(mc_client_t *c, const char *key, mc_obj_info_t *info)
+{
+    struct mc_cqe cqe;
+    int err;
+
+    if (info == NULL)
+        return MC_ERR_INVALID;
+    err = key_op(c, MC_OP_STAT, key, &cqe);
+    if (err != 0)
+        return err;
+    err = res_status(c, cqe.res);
+    if (err != 0)
+        return err;
+    memset(info, 0, sizeof(*info));
+    info->size = cqe.size;
+    info->replicas = cqe.replicas;
+    /* the header promises only these bits */
+    info->flags = cqe.obj_flags & (MC_PUT_PIN_SOFT | MC_PUT_PIN_HARD | MC_PUT_NO_CHECKSUM);
+    info->version = cqe.version;
+    info->ttl_remaining_ms = cqe.deadline_ms;
+    return 0;
+}
+
+/* --- agent statistics (mcctl) ---------------------------------------------------------- */
+
+int mc_client_stats_json(mc_client_t *c, char **json_p, size_t *len_p)
+{
+    struct mc_sqe sqe;
+    struct mc_cqe cqe;
+    uint64_t deadline;
+    uint32_t slot, op;
+    char *json;
+    int err;
+
+    if (c == NULL || json_p == NULL || len_p == NULL)
+        return MC_ERR_INVALID;
+    err = mc_client_enter(c);
+    if (err != 0)
+        return err;
+    deadline = mc_client_deadline(c);
+    err = mc_client_staging_get(c, deadline, &slot);
+    if (err != 0)
+        return err;
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = MC_OP_STATS;
+    sqe.data_off = mc_client_staging_off(c, slot);
+    sqe.data_len = c->slot_size;
+    /* hold_staging: the slot stays ours after the CQE, until we have read the JSON */
+    err = mc_client_submit(c, &sqe, NULL, 0, (int32_t)slot, true, deadline, &op);
+    if (err != 0) {
+        mc_client_staging_put(c, slot);
+        return err;
+    }
+    err = mc_client_wait(c, op, deadline, &cqe);
+    if (err != 0)
+        return err; /* abandoned: the slot goes back when the CQE arrives */
+    if (cqe.res < 0) {
+        err = cqe.res;
+        goto out_put;
+    }
+    if ((uint64_t)cqe.res > c->slot_size) {
+        mc_client_poison(c, MC_ERR_PROTO);
+        err = MC_ERR_PROTO;
+        goto out_put;
+    }
+    json = malloc((size_t)cqe.res + 1);
+    if (json == NULL) {
+        err = MC_ERR_NOMEM;
+        goto out_put;
+    }
+    memcpy(json, mc_client_staging_ptr(c, slot), (size_t)cqe.res);
+    json[cqe.res] = '\0';
+    *json_p = json;
+    *len_p = (size_t)cqe.res;
+    err = 0;
+out_put:
+    mc_client_staging_put(c, slot);
+    return err;
+}

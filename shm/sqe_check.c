@@ -1,0 +1,77 @@
+/*
+ * SQE validation (sqe_check.h). Table-driven by opcode so that a new op must say what it
+ * uses. Not a decoder: the agent reads fields from its copy after this returns 0.
+ */
+#include <stdbool.h>
+
+#include "mc/mc.h"
+#include "mc/mc_status.h"
+#include "shm/sqe_check.h"
+
+static_assert(MC_PUT_FLAGS_ALL == 0x1Fu, "put_flags in the SQE are the five MC_PUT_* bits");
+
+enum {
+    USES_KEY = 1 << 0,     /* key_len 1 .. MC_SHM_KEY_SLOT (else 0) */
+    USES_STAGING = 1 << 1, /* [data_off, +data_len) inside staging, data_len > 0 */
+    USES_PUT_OPTS = 1 << 2 /* put_flags, replicas */
+};
+
+static const unsigned char op_uses[MC_OP__COUNT] = {
+    [MC_OP_NOP] = 0,
+    [MC_OP_PUT] = USES_KEY | USES_STAGING | USES_PUT_OPTS,
+    [MC_OP_PUT_START] = USES_KEY | USES_PUT_OPTS,
+    [MC_OP_PUT_DATA] = USES_STAGING,
+    [MC_OP_PUT_END] = 0,
+    [MC_OP_PUT_ABORT] = 0,
+    [MC_OP_GET] = USES_KEY,
+    [MC_OP_RELEASE] = 0,
+    [MC_OP_EXIST] = USES_KEY,
+    [MC_OP_REMOVE] = USES_KEY,
+    [MC_OP_STAT] = USES_KEY,
+    [MC_OP_STATS] = USES_STAGING,
+};
+
+static bool staging_range_ok(const struct mc_shm_layout *l, uint64_t off, uint64_t len)
+{
+    /* off <= size first, so size - off cannot wrap; no off + len, which could */
+    return len > 0 && off <= l->staging_size && len <= l->staging_size - off;
+}
+
+int mc_shm_sqe_check(const struct mc_shm_layout *l, const struct mc_sqe *sqe)
+{
+    unsigned int uses;
+
+    if (sqe->opcode >= MC_OP__COUNT)
+        return MC_ERR_INVALID;
+    uses = op_uses[sqe->opcode];
+
+    if ((sqe->flags & ~MC_SQE_F_NO_CQE) != 0)
+        return MC_ERR_INVALID;
+    if ((sqe->flags & MC_SQE_F_NO_CQE) != 0 && sqe->opcode != MC_OP_RELEASE)
+        return MC_ERR_INVALID;
+
+    if (uses & USES_KEY) {
+        if (sqe->key_len == 0 || sqe->key_len > MC_SHM_KEY_SLOT)
+            return MC_ERR_INVALID;
+    } else if (sqe->key_len != 0) {
+        return MC_ERR_INVALID;
+    }
+
+    if (uses & USES_STAGING) {
+        if (!staging_range_ok(l, sqe->data_off, sqe->data_len))
+            return MC_ERR_INVALID;
+        if (sqe->opcode == MC_OP_PUT_DATA && sqe->data_len > l->staging_slot_size)
+            return MC_ERR_INVALID;
+    }
+
+    if (uses & USES_PUT_OPTS) {
+        if ((sqe->put_flags & ~(uint32_t)MC_PUT_FLAGS_ALL) != 0)
+            return MC_ERR_INVALID;
+        if ((sqe->put_flags & (MC_PUT_PIN_SOFT | MC_PUT_PIN_HARD)) ==
+            (MC_PUT_PIN_SOFT | MC_PUT_PIN_HARD))
+            return MC_ERR_INVALID;
+        if (sqe->replicas > MC_SHM_MAX_REPLICAS)
+            return MC_ERR_INVALID;
+    }
+    return 0;
+}
