@@ -1,0 +1,295 @@
+/*
+ * Fault tests (DESIGN.md §6) against a real mc-agent: a writer killed mid-put, and a
+ * client that truncates or scribbles over its own region.
+ */
+#include <check.h>
+#include <errno.h>
+#include <jansson.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+
+#include <mc/mc.h>
+
+#include "libmc/client.h"
+#include "shm/ring.h"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function" /* a shared helper header */
+#include "tests/integration/t_agent.h"
+#pragma GCC diagnostic pop
+
+static uint64_t t_stat_u64(mc_client_t *c, const char *field)
+{
+    char *js = NULL;
+    size_t len = 0;
+    json_t *o, *v;
+    uint64_t x;
+
+    ck_assert_int_eq(mc_client_stats_json(c, &js, &len), 0);
+    o = json_loadb(js, len, 0, NULL);
+    ck_assert_ptr_nonnull(o);
+    v = json_object_get(o, field);
+    ck_assert_ptr_nonnull(v);
+    x = (uint64_t)json_integer_value(v);
+    json_decref(o);
+    free(js);
+    return x;
+}
+
+/* The client's process is SIGKILLed while its 48 MiB put is being copied (several times,
+ * at different moments): nobody ever reads the partial object, and its space is back within
+ * a second of each kill. */
+START_TEST(test_fault_writer_crash_mid_put)
+{
+    struct t_agent a;
+    mc_client_t *c;
+    size_t big = 48u << 20, len;
+    int round, kills = 0;
+
+    t_agent_start(&a, "128M", NULL);
+    ck_assert_int_eq(mc_connect(a.sock, &c), 0);
+    for (round = 0; round < 6; round++) {
+        uint64_t deadline, wait_until;
+        int status;
+        pid_t pid;
+
+        fflush(NULL);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            mc_client_t *w;
+            char *buf = malloc(big);
+
+            if (buf == NULL || mc_connect(a.sock, &w) != 0)
+                _exit(2);
+            memset(buf, 0x5a, big);
+            mc_put(w, "victim", buf, big, NULL);
+            _exit(0); /* a put that finished before the kill: the round is retried */
+        }
+        /* kill it once the put holds space: a little later each round */
+        deadline = t_now_ms() + 10000;
+        while (t_stat_u64(c, "used_bytes") == 0 && t_now_ms() < deadline)
+            t_poll_pause();
+        wait_until = t_now_ms() + (uint64_t)round * 3;
+        while (t_now_ms() < wait_until)
+            t_poll_pause();
+        kill(pid, SIGKILL);
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        if (!WIFSIGNALED(status)) {
+            /* it won the race: start again from an empty store */
+            ck_assert_int_eq(mc_remove(c, "victim"), 0);
+            continue;
+        }
+        kills++;
+        deadline = t_now_ms() + 1000;
+        while (t_stat_u64(c, "used_bytes") != 0 && t_now_ms() < deadline)
+            t_poll_pause();
+        ck_assert_uint_eq(t_stat_u64(c, "used_bytes"), 0);
+        ck_assert_int_eq(mc_exist(c, "victim"), 0);
+        ck_assert_int_eq(mc_get(c, "victim", NULL, 0, &len), MC_ERR_NOT_FOUND);
+    }
+    ck_assert_int_gt(kills, 0); /* else nothing was tested */
+    mc_close(c);
+    ck_assert_int_eq(t_agent_stop(&a), 0);
+}
+END_TEST
+
+/* A raw client: the handshake by hand, then its region is ours to abuse. */
+struct t_raw {
+    int sock;
+    int region_fd;
+    uint64_t region_size;
+    uint8_t *base;
+};
+
+static void t_raw_connect(const char *path, struct t_raw *r)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct mc_shm_hello h = {.magic = MC_SHM_MAGIC, .abi = MC_SHM_ABI};
+    struct mc_shm_welcome w;
+    union {
+        struct cmsghdr hdr;
+        char buf[CMSG_SPACE(sizeof(int) * (MC_SHM_MAX_SEGS + 1))];
+    } ctl;
+    struct iovec iov = {.iov_base = &w, .iov_len = sizeof(w)};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                         .msg_controllen = sizeof(ctl.buf)};
+    struct cmsghdr *cm;
+    int fds[MC_SHM_MAX_SEGS + 1], nfds, i;
+
+    strcpy(sa.sun_path, path);
+    r->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(r->sock, 0);
+    ck_assert_int_eq(connect(r->sock, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(send(r->sock, &h, sizeof(h), 0), sizeof(h));
+    ck_assert_int_eq(recvmsg(r->sock, &msg, MSG_CMSG_CLOEXEC), sizeof(w));
+    ck_assert_int_eq(w.status, 0);
+    cm = CMSG_FIRSTHDR(&msg);
+    ck_assert_ptr_nonnull(cm);
+    nfds = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    ck_assert_int_ge(nfds, 2);
+    memcpy(fds, CMSG_DATA(cm), sizeof(int) * (size_t)nfds);
+    for (i = 1; i < nfds; i++)
+        close(fds[i]);
+    r->region_fd = fds[0];
+    r->region_size = w.region_size;
+    r->base = mmap(NULL, r->region_size, PROT_READ | PROT_WRITE, MAP_SHARED, r->region_fd, 0);
+    ck_assert_ptr_ne(r->base, MAP_FAILED);
+}
+
+/* true once the agent closed our socket (it cut us off) */
+static bool t_raw_cut_off(struct t_raw *r, uint64_t deadline)
+{
+    char b;
+
+    while (t_now_ms() < deadline) {
+        ssize_t n = recv(r->sock, &b, 1, MSG_DONTWAIT);
+
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+            return true;
+        t_poll_pause();
+    }
+    return false;
+}
+
+static void t_ring_doorbell(struct mc_shm_ring_ctrl *c)
+{
+    atomic_fetch_add(&c->futex, 1);
+    syscall(SYS_futex, &c->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void t_store_still_serves(const char *sock)
+{
+    mc_client_t *c;
+    char out[16];
+    size_t len;
+
+    ck_assert_int_eq(mc_connect(sock, &c), 0);
+    ck_assert_int_eq(mc_put(c, "alive", "still here", 10, NULL), 0);
+    ck_assert_int_eq(mc_get(c, "alive", out, sizeof(out), &len), 0);
+    ck_assert_uint_eq(len, 10);
+    ck_assert_int_eq(memcmp(out, "still here", 10), 0);
+    ck_assert_int_eq(mc_remove(c, "alive"), 0);
+    mc_close(c);
+}
+
+START_TEST(test_fault_client_truncates_region)
+{
+    struct t_agent a;
+    struct t_raw r;
+    struct mc_shm_hdr *hdr;
+    struct mc_shm_ring_ctrl *sq;
+    uint64_t x = 0x243F6A8885A308D3ull, i;
+
+    t_agent_start(&a, "64M", NULL);
+
+    /* 1: the region is sealed: it cannot be shrunk or grown under the agent */
+    t_raw_connect(a.sock, &r);
+    ck_assert_int_ne(ftruncate(r.region_fd, 0), 0);
+    ck_assert_int_ne(ftruncate(r.region_fd, (off_t)r.region_size * 2), 0);
+
+    /* 2: garbage SQEs and keys, a tail no producer could write, a scribbled header */
+    hdr = (struct mc_shm_hdr *)r.base;
+    sq = (struct mc_shm_ring_ctrl *)(r.base + hdr->sq_ctrl_off);
+    for (i = hdr->sqes_off; i < hdr->cq_ctrl_off; i += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(r.base + i, &x, 8);
+    }
+    atomic_store(&sq->tail, atomic_load(&sq->head) + 100000u);
+    memset(r.base, 0xff, 256); /* the header: the agent must not read it back */
+    t_ring_doorbell(sq);
+    ck_assert(t_raw_cut_off(&r, t_now_ms() + 5000));
+    t_store_still_serves(a.sock);
+    munmap(r.base, r.region_size);
+    close(r.region_fd);
+    close(r.sock);
+
+    /* 3: in-range garbage: every SQE a random op with random fields */
+    t_raw_connect(a.sock, &r);
+    hdr = (struct mc_shm_hdr *)r.base;
+    sq = (struct mc_shm_ring_ctrl *)(r.base + hdr->sq_ctrl_off);
+    for (i = 0; i < hdr->sq_entries; i++) {
+        struct mc_sqe *s = (struct mc_sqe *)(r.base + hdr->sqes_off) + i;
+        uint64_t *w = (uint64_t *)s;
+
+        for (int k = 0; k < 8; k++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            w[k] = x;
+        }
+        s->opcode = (uint8_t)(x % (MC_OP__COUNT + 2));
+    }
+    atomic_store(&sq->tail, atomic_load(&sq->head) + hdr->max_inflight);
+    t_ring_doorbell(sq);
+    /* it is answered (errors) or cut off; either way the agent lives */
+    (void)t_raw_cut_off(&r, t_now_ms() + 300);
+    ck_assert_int_eq(kill(a.pid, 0), 0);
+    t_store_still_serves(a.sock);
+    munmap(r.base, r.region_size);
+    close(r.region_fd);
+    close(r.sock);
+
+    /* 4: the client unmaps and closes everything, then goes: the agent cleans up */
+    t_raw_connect(a.sock, &r);
+    munmap(r.base, r.region_size);
+    close(r.region_fd);
+    close(r.sock);
+    t_store_still_serves(a.sock);
+    ck_assert_int_eq(t_agent_stop(&a), 0);
+}
+END_TEST
+
+/* A client that keeps ringing with nothing submitted is cut off. */
+START_TEST(test_fault_client_idle_doorbell_storm_disconnected)
+{
+    const char *extra[] = {"--set", "idle_wakeups_max=1000", "--set", "agent_spin_us=0", NULL};
+    struct t_agent a;
+    struct t_raw r;
+    struct mc_shm_hdr *hdr;
+    struct mc_shm_ring_ctrl *sq;
+    uint64_t deadline;
+    bool cut = false;
+
+    t_agent_start(&a, "64M", extra);
+    t_raw_connect(a.sock, &r);
+    hdr = (struct mc_shm_hdr *)r.base;
+    sq = (struct mc_shm_ring_ctrl *)(r.base + hdr->sq_ctrl_off);
+    deadline = t_now_ms() + 10000;
+    while (!cut && t_now_ms() < deadline) {
+        for (int i = 0; i < 200; i++)
+            t_ring_doorbell(sq);
+        cut = t_raw_cut_off(&r, t_now_ms() + 1);
+    }
+    ck_assert(cut);
+    t_store_still_serves(a.sock);
+    close(r.sock);
+    munmap(r.base, r.region_size);
+    close(r.region_fd);
+    ck_assert_int_eq(t_agent_stop(&a), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("fault");
+    TCase *tc = tcase_create("fault");
+    SRunner *sr;
+    int failed;
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_fault_writer_crash_mid_put);
+    tcase_add_test(tc, test_fault_client_truncates_region);
+    tcase_add_test(tc, test_fault_client_idle_doorbell_storm_disconnected);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
