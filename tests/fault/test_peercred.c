@@ -1,0 +1,113 @@
+/*
+ * test_peercred_disallowed_uid_refused: a client running under a uid that is not on the
+ * agent's allow-list is refused at connect (MC_ERR_DENIED), and the agent goes on serving
+ * allowed clients. The second uid comes from setpriv (util-linux); the test needs root to
+ * switch uid and exits 77 (SKIP) without it.
+ */
+#include <check.h>
+#include <sys/wait.h>
+
+#include <mc/mc.h>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function" /* a shared helper header */
+#include "tests/integration/t_agent.h"
+#pragma GCC diagnostic pop
+
+/* Run mcctl as uid/gid 65534 (nobody); returns its exit status, stderr in `err`. The
+ * binary is copied next to the socket first: the build tree may not be readable by nobody. */
+static int t_run_as_nobody(const char *mcctl_src, const char *sock, char *err, size_t errlen)
+{
+    char mcctl[512], cmd[1200];
+    int pipefd[2], status;
+
+    snprintf(mcctl, sizeof(mcctl), "%.*s/mcctl", (int)(strrchr(sock, '/') - sock), sock);
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && chmod 0755 '%s'", mcctl_src, mcctl, mcctl);
+    ck_assert_int_eq(system(cmd), 0);
+    ssize_t n, got = 0;
+    pid_t pid;
+
+    ck_assert_int_eq(pipe(pipefd), 0);
+    fflush(NULL);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(pipefd[1], STDERR_FILENO);
+        close(pipefd[0]);
+        execlp("setpriv", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", mcctl,
+               "--socket", sock, "exist", "some-key", (char *)NULL);
+        _exit(127);
+    }
+    close(pipefd[1]);
+    while ((n = read(pipefd[0], err + got, errlen - 1 - (size_t)got)) > 0)
+        got += n;
+    err[got] = '\0';
+    close(pipefd[0]);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+START_TEST(test_peercred_disallowed_uid_refused)
+{
+    const char *mcctl = getenv("MC_MCCTL_BIN");
+    struct t_agent a;
+    mc_client_t *c;
+    char err[1024];
+    int rc;
+
+    if (geteuid() != 0 || mcctl == NULL || system("command -v setpriv >/dev/null") != 0) {
+        fprintf(stderr, "needs root, setpriv and MC_MCCTL_BIN: skipping\n");
+        exit(77);
+    }
+    t_agent_start(&a, "64M", NULL);
+    /* let nobody reach the socket: only the credential check may stop it */
+    ck_assert_int_eq(chmod(a.dir, 0755), 0);
+    rc = t_run_as_nobody(mcctl, a.sock, err, sizeof(err));
+    ck_assert_msg(rc == 3, "mcctl as nobody exited %d: %s", rc, err);
+    ck_assert_msg(strstr(err, "permission denied") != NULL, "stderr: %s", err);
+    /* allowed clients are still served */
+    ck_assert_int_eq(mc_connect(a.sock, &c), 0);
+    ck_assert_int_eq(mc_exist(c, "some-key"), 0);
+    mc_close(c);
+    ck_assert_int_eq(t_agent_stop(&a), 0);
+}
+END_TEST
+
+START_TEST(test_peercred_allow_list_admits_listed_uid)
+{
+    const char *mcctl = getenv("MC_MCCTL_BIN");
+    const char *extra[] = {"--set", "allow_uids=0,65534", NULL};
+    struct t_agent a;
+    char err[1024];
+    int rc;
+
+    if (geteuid() != 0 || mcctl == NULL || system("command -v setpriv >/dev/null") != 0) {
+        fprintf(stderr, "needs root, setpriv and MC_MCCTL_BIN: skipping\n");
+        exit(77);
+    }
+    t_agent_start(&a, "64M", extra);
+    ck_assert_int_eq(chmod(a.dir, 0755), 0);
+    rc = t_run_as_nobody(mcctl, a.sock, err, sizeof(err));
+    ck_assert_msg(rc == 1, "mcctl as a listed uid exited %d (1 = not found expected): %s", rc,
+                  err);
+    ck_assert_int_eq(t_agent_stop(&a), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("peercred");
+    TCase *tc = tcase_create("peercred");
+    SRunner *sr;
+    int failed;
+
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_peercred_disallowed_uid_refused);
+    tcase_add_test(tc, test_peercred_allow_list_admits_listed_uid);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
