@@ -70,29 +70,52 @@ static const char *default_socket(void)
     return "/run/mc/agent.sock";
 }
 
+static int run(const struct mc_agent_config *cfg, const char *ready)
+{
+    struct mc_agent *a = NULL;
+    int rc;
+
+    mc_log_set_ident("mc-agent");
+    mc_log_set_level(cfg->daemon.log_level);
+    rc = mc_agent_create(cfg, cfg->socket != NULL ? cfg->socket : default_socket(), &a);
+    if (rc != 0) {
+        mc_error("cannot start: %s", mc_strerror(rc));
+        return rc == MC_ERR_INVALID ? 2 : 1;
+    }
+    if (ready != NULL && (rc = write_ready_file(ready)) != 0) {
+        mc_error("ready file %s: %s", ready, mc_strerror(rc));
+        mc_agent_destroy(a);
+        return 1;
+    }
+    rc = mc_agent_run(a);
+    mc_info("stopped");
+    mc_agent_destroy(a);
+    return rc == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     struct mc_agent_config cfg;
-    struct mc_agent *a = NULL;
     const char *ready = NULL;
     bool standalone = false;
-    char **args, err[512];
-    int i, n = 1, rc;
+    char **args, **owned, err[512];
+    int i, n = 1, nowned = 0, rc = 2;
 
     /* --socket/--dram are --set spellings: rewrite them so the config engine sees one
      * ordered list of overrides (and --dump-config shows them) */
     args = calloc((size_t)argc * 2 + 1, sizeof(*args));
-    if (args == NULL)
+    owned = calloc((size_t)argc + 1, sizeof(*owned));
+    if (args == NULL || owned == NULL)
         return 1;
     args[0] = argv[0];
     for (i = 1; i < argc; i++) {
         const char *key = NULL;
 
-        if (strcmp(argv[i], "--socket") == 0)
+        if (strcmp(argv[i], "--socket") == 0) {
             key = "socket";
-        else if (strcmp(argv[i], "--dram") == 0)
+        } else if (strcmp(argv[i], "--dram") == 0) {
             key = "dram";
-        else if (strcmp(argv[i], "--standalone") == 0) {
+        } else if (strcmp(argv[i], "--standalone") == 0) {
             standalone = true;
             continue;
         } else if (strcmp(argv[i], "--ready-file") == 0 && i + 1 < argc) {
@@ -100,20 +123,22 @@ int main(int argc, char **argv)
             continue;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
-            free(args);
-            return 0;
+            rc = 0;
+            goto out_args;
         }
         if (key != NULL) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "mc-agent: %s needs a value\n", argv[i]);
-                free(args);
-                return 2;
+                goto out_args;
             }
+            owned[nowned] = malloc(strlen(key) + strlen(argv[i + 1]) + 2);
+            if (owned[nowned] == NULL) {
+                rc = 1;
+                goto out_args;
+            }
+            sprintf(owned[nowned], "%s=%s", key, argv[i + 1]);
             args[n] = "--set";
-            args[n + 1] = malloc(strlen(key) + strlen(argv[i + 1]) + 2);
-            if (args[n + 1] == NULL)
-                return 1;
-            sprintf(args[n + 1], "%s=%s", key, argv[i + 1]);
+            args[n + 1] = owned[nowned++];
             n += 2;
             i++;
             continue;
@@ -123,45 +148,27 @@ int main(int argc, char **argv)
     rc = mc_config_parse_args(mc_agent_config_table, &cfg, MC_CONFIG_ENV_PREFIX,
                               mc_agent_config_validate, &n, args, stdout, err, sizeof(err));
     if (rc == MC_CONFIG_EXIT) {
-        mc_config_cleanup(mc_agent_config_table, &cfg);
-        return 0;
-    }
-    if (rc != 0) {
+        rc = 0;
+    } else if (rc != 0) {
         fprintf(stderr, "mc-agent: %s\n", err);
         usage(stderr);
-        mc_config_cleanup(mc_agent_config_table, &cfg);
-        return 2;
-    }
-    if (n > 1) {
+        rc = 2;
+    } else if (n > 1) {
         fprintf(stderr, "mc-agent: unexpected argument '%s'\n", args[1]);
         usage(stderr);
-        mc_config_cleanup(mc_agent_config_table, &cfg);
-        return 2;
-    }
-    if (!standalone) {
+        rc = 2;
+    } else if (!standalone) {
         fprintf(stderr, "mc-agent: only --standalone is available in this version "
                         "(cluster mode needs mc-master)\n");
-        mc_config_cleanup(mc_agent_config_table, &cfg);
-        return 2;
+        rc = 2;
+    } else {
+        rc = run(&cfg, ready);
     }
-    mc_log_set_ident("mc-agent");
-    mc_log_set_level(cfg.daemon.log_level);
-
-    rc = mc_agent_create(&cfg, cfg.socket != NULL ? cfg.socket : default_socket(), &a);
-    if (rc != 0) {
-        mc_error("cannot start: %s", mc_strerror(rc));
-        mc_config_cleanup(mc_agent_config_table, &cfg);
-        return rc == MC_ERR_INVALID ? 2 : 1;
-    }
-    if (ready != NULL && (rc = write_ready_file(ready)) != 0) {
-        mc_error("ready file %s: %s", ready, mc_strerror(rc));
-        mc_agent_destroy(a);
-        mc_config_cleanup(mc_agent_config_table, &cfg);
-        return 1;
-    }
-    rc = mc_agent_run(a);
-    mc_info("stopped");
-    mc_agent_destroy(a);
     mc_config_cleanup(mc_agent_config_table, &cfg);
-    return rc == 0 ? 0 : 1;
+out_args:
+    for (i = 0; i < nowned; i++)
+        free(owned[i]);
+    free(owned);
+    free(args);
+    return rc;
 }
