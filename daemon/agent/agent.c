@@ -21,6 +21,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -53,7 +54,7 @@
 
 #define UR_ENTRIES 1024
 #define OP_FUTEX_WAIT 51 /* IORING_OP_FUTEX_WAIT: liburing 2.3 has neither name nor helper */
-#define OP_FUTEX_WAKE 52
+#define OP_FUTEX_WAKE 52 /* probed with WAIT: the kernel has both or neither */
 #define FUTEX2_U32 0x02 /* FUTEX2_SIZE_U32; not FUTEX2_PRIVATE: the word is shared */
 #define HANDSHAKE_MS 5000
 #define SQES_PER_TURN 64 /* per client, for fairness */
@@ -63,7 +64,6 @@ enum ud_tag {
     UD_ACCEPT = 1,
     UD_SOCK = 2,
     UD_FUTEX = 3,
-    UD_WAKE = 4,
     UD_TIMER = 5,
     UD_SIGNAL = 6,
     UD_CANCEL = 7,
@@ -216,12 +216,12 @@ static void cqe_res(struct client *c, uint64_t user_data, int res)
     cqe_post(c, &e);
 }
 
-/* Wake a client sleeping on its CQ: through io_uring (batched with everything else this
- * turn) when the kernel has the futex opcodes, else one syscall. */
-static void client_wake(struct mc_agent *a, struct client *c)
+/* Wake a client sleeping on its CQ: one futex syscall, at once. Queuing the wake as an
+ * io_uring FUTEX_WAKE would batch it, but it then waits for the next io_uring_enter, after
+ * every other ring was served: worse tails at 8 clients (docs/decisions.md). */
+static void client_wake(struct client *c)
 {
     struct mc_shm_ring_ctrl *cq = c->r->cq;
-    struct io_uring_sqe *sqe;
 
     c->cq_dirty = false;
     atomic_thread_fence(memory_order_seq_cst); /* pairs with the client's fence after it
@@ -229,14 +229,7 @@ static void client_wake(struct mc_agent *a, struct client *c)
     if (atomic_load_explicit(&cq->need_wakeup, memory_order_relaxed) == 0)
         return;
     atomic_fetch_add_explicit(&cq->futex, 1, memory_order_seq_cst);
-    if (!a->futex_ops || (sqe = get_sqe(a)) == NULL) {
-        syscall(SYS_futex, &cq->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-        return;
-    }
-    io_uring_prep_rw(OP_FUTEX_WAKE, sqe, FUTEX2_U32, &cq->futex, 0, INT_MAX);
-    sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
-    io_uring_sqe_set_data64(sqe, ud_make(c, UD_WAKE));
-    c->refs++;
+    syscall(SYS_futex, &cq->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1031,9 +1024,6 @@ static void handle_cqe(struct mc_agent *a, struct io_uring_cqe *cqe)
             c->idle_wakes++; /* woken with nothing to do */
         client_put_ref(a, c);
         break;
-    case UD_WAKE:
-        client_put_ref(a, c);
-        break;
     case UD_TIMER:
         on_tick(a);
         if (!a->stopping)
@@ -1124,7 +1114,7 @@ static bool serve_clients(struct mc_agent *a)
         if (c->state != CL_ACTIVE)
             continue;
         if (c->cq_dirty)
-            client_wake(a, c);
+            client_wake(c);
         if (c->violations >= VIOLATIONS_MAX) {
             mc_warn("client %u (pid %d) broke the protocol: disconnected", c->id, (int)c->pid);
             client_close(a, c, "protocol violations");
@@ -1156,6 +1146,10 @@ int mc_agent_run(struct mc_agent *a)
         if (work || t - a->last_active_ns < a->cfg.agent_spin_us * 1000u ||
             !arm_doorbells(a)) {
             io_uring_submit(&a->ring); /* spinning: no waiting */
+            /* an idle spin yields the CPU: on a small machine the client we wait for may
+             * be queued behind us on this very core (docs/decisions.md) */
+            if (!work)
+                sched_yield();
         } else {
             /* without the futex opcodes, poll the rings every millisecond instead */
             struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};

@@ -87,7 +87,7 @@ int main(int argc, char **argv)
     t0 = now_s();
     for (p = 0; p < prompts; p++) {
         for (b = 0; b < blocks; b++) {
-            snprintf(key, sizeof(key), "demo/model-7b/prompt%04u/block%04u", p, b);
+            snprintf(key, sizeof(key), "demo/model-7b/bs%zu/prompt%04u/block%04u", bsz, p, b);
             fill(want, bsz, p * 10007u + b);
             err = mc_put(c, key, want, bsz, NULL);
             if (err == 0)
@@ -104,7 +104,7 @@ int main(int argc, char **argv)
     t0 = now_s();
     for (p = 0; p < 2 * prompts; p++) {
         for (b = 0; b < blocks; b++) {
-            snprintf(key, sizeof(key), "demo/model-7b/prompt%04u/block%04u", p, b);
+            snprintf(key, sizeof(key), "demo/model-7b/bs%zu/prompt%04u/block%04u", bsz, p, b);
             err = mc_get(c, key, buf, bsz, &len);
             if (err == 0) {
                 fill(want, bsz, p * 10007u + b);
