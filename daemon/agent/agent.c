@@ -1093,21 +1093,13 @@ static bool serve_clients(struct mc_agent *a)
         if (c->state == CL_ACTIVE && client_drain_sq(a, c))
             work = true;
     }
-    /* copies: a slice at a time, round the clients, within this turn's budget */
-    while (budget > 0) {
-        bool any = false;
-
-        for (c = a->clients; c != NULL && budget > 0; c = c->next) {
-            if (c->state != CL_ACTIVE || c->copy_count == 0)
-                continue;
-            budget -= copy_step(a, c, budget < a->cfg.copy_slice ? budget : a->cfg.copy_slice,
-                                now);
-            any = true;
-        }
-        if (!any)
-            break;
+    /* copies: one round over the clients per turn, copy_slice bytes in all, so timers,
+     * sockets and the other rings get their turn between slices */
+    for (c = a->clients; c != NULL && budget > 0; c = c->next) {
+        if (c->state != CL_ACTIVE || c->copy_count == 0)
+            continue;
+        budget -= copy_step(a, c, budget, now);
         work = true;
-        break; /* one round per turn: timers and sockets get their turn too */
     }
     for (c = a->clients; c != NULL; c = next) {
         next = c->next;
