@@ -47,36 +47,39 @@ enum mc_op_state {
 };
 
 struct mc_op_slot {
-    uint32_t gen;        /* bumped on each use: the high half of user_data */
-    uint8_t state;       /* enum mc_op_state */
-    uint8_t opcode;      /* enum mc_shm_op */
-    bool hold_staging;   /* the owner reads staging after the CQE (STATS): keep the slot */
-    int32_t staging;     /* staging slot the agent may read or write, or -1 */
-    struct mc_cqe cqe;   /* the completion, valid in MC_OP_STATE_DONE */
+    uint32_t gen;      /* bumped on each use: the high half of user_data */
+    uint8_t state;     /* enum mc_op_state */
+    uint8_t opcode;    /* enum mc_shm_op */
+    bool hold_staging; /* the owner reads staging after the CQE (STATS): keep the slot */
+    int32_t staging;   /* staging slot the agent may read or write, or -1 */
+    struct mc_cqe cqe; /* the completion, valid in MC_OP_STATE_DONE */
 };
 
 struct mc_client {
-    int sock;                  /* tells only life: closed = agent gone */
+    int sock; /* tells only life: closed = agent gone */
     struct mc_shm_region *region;
     uint32_t nsegs;
     const uint8_t *seg[MC_SHM_MAX_SEGS]; /* read-only mappings of the node's segments */
     uint64_t seg_size[MC_SHM_MAX_SEGS];
     uint32_t op_timeout_ms;
-    uint32_t slot_size;        /* staging slot size, from the checked layout */
-    uint32_t nslots;           /* staging slots */
-    uint32_t nops;             /* op slots: max_inflight - 1 (engine.c says why) */
+    uint32_t slot_size; /* staging slot size, from the checked layout */
+    uint32_t nslots;    /* staging slots */
+    uint32_t nops;      /* op slots: max_inflight - 1 (engine.c says why) */
 
-    _Atomic int poison;        /* 0, or the code every later call fails with */
+    _Atomic int poison; /* 0, or the code every later call fails with */
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;         /* CLOCK_MONOTONIC; broadcast when a slot frees or CQEs land */
-    uint32_t sq_tail;          /* mu: our copy; the region's tail is never read back */
-    uint32_t cq_head;          /* mu, and only the reaper advances it */
-    bool reaping;              /* mu: a thread holds the reaper role */
-    struct mc_op_slot *ops;    /* mu: nops slots */
-    uint32_t *ops_free;        /* mu: stack of free op slot indices */
+    pthread_cond_t cv; /* CLOCK_MONOTONIC; broadcast when a slot frees or CQEs land */
+    uint32_t sq_tail;  /* mu: our copy; the region's tail is never read back */
+    uint32_t cq_head;  /* mu, and only the reaper advances it */
+    bool reaping;      /* mu: a thread holds the reaper role */
+    /* bumped (mu held) when a slot comes back other than by a CQE, so that a reaper
+     * waiting for it on the CQ doorbell re-checks (engine.c, notify_locked) */
+    _Atomic uint32_t notify_seq;
+    struct mc_op_slot *ops; /* mu: nops slots */
+    uint32_t *ops_free;     /* mu: stack of free op slot indices */
     uint32_t nops_free;
-    uint32_t *stg_free;        /* mu: stack of free staging slot indices */
+    uint32_t *stg_free; /* mu: stack of free staging slot indices */
     uint32_t nstg_free;
 };
 
@@ -107,7 +110,8 @@ uint8_t *mc_client_staging_ptr(struct mc_client *c, uint32_t slot);
 uint64_t mc_client_staging_off(const struct mc_client *c, uint32_t slot);
 
 /*
- * Submit one op: wait for a free op slot (until deadline_ns), write the SQE (sqe with
+ * Submit one op: wait for a free op slot (until deadline_ns; the caller must not hold
+ * uncollected ops meanwhile, see mc_client_try_submit), write the SQE (sqe with
  * user_data and key_len filled in here) and its key (key_len bytes, 0 for none), publish
  * and ring the SQ doorbell. sqe->timeout_ms is set to the time left to deadline_ns.
  * staging: the staging slot the op uses, or -1; on success the op owns it (it is given
@@ -116,8 +120,15 @@ uint64_t mc_client_staging_off(const struct mc_client *c, uint32_t slot);
  * Returns 0 with *op_p set, MC_ERR_TIMEOUT, or the poison code.
  */
 int mc_client_submit(struct mc_client *c, struct mc_sqe *sqe, const char *key, size_t key_len,
-                     int32_t staging, bool hold_staging, uint64_t deadline_ns,
-                     uint32_t *op_p);
+                     int32_t staging, bool hold_staging, uint64_t deadline_ns, uint32_t *op_p);
+
+/*
+ * mc_client_submit without waiting for an op slot: MC_ERR_BUSY when none is free now. For
+ * a caller that holds ops it has not collected yet: waiting for a slot that only its own
+ * uncollected ops hold would deadlock until the deadline. Collect one, then retry.
+ */
+int mc_client_try_submit(struct mc_client *c, struct mc_sqe *sqe, const char *key,
+                         size_t key_len, int32_t staging, uint64_t deadline_ns, uint32_t *op_p);
 
 /*
  * Wait for an op's CQE until deadline_ns, reaping for every thread meanwhile. On success

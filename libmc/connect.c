@@ -26,8 +26,8 @@
 #include "shm/region.h"
 
 #define MC_SOCKET_SUBPATH "/mc/agent.sock"
-#define MC_SOCKET_SYSTEM "/run/mc/agent.sock"
-#define MC_NFDS_MAX (1 + MC_SHM_MAX_SEGS)
+#define MC_SOCKET_SYSTEM  "/run/mc/agent.sock"
+#define MC_NFDS_MAX       (1 + MC_SHM_MAX_SEGS)
 
 /* The socket path by the rule of docs/protocol.md into addr; 0 or MC_ERR_INVALID. Empty
  * environment variables count as unset. */
@@ -152,9 +152,14 @@ static int recv_welcome(int sock, int timeout_ms, struct mc_shm_welcome *w, int 
     msg.msg_iovlen = 1;
     msg.msg_control = ctl.buf;
     msg.msg_controllen = sizeof(ctl.buf);
-    do {
+    /* A refusing agent sends its welcome and closes without reading our hello; closing
+     * with unread data makes the kernel report ECONNRESET on our socket once, before the
+     * welcome still queued for us: read again after it. */
+    for (int resets = 0;;) {
         n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    } while (n < 0 && errno == EINTR);
+        if (n >= 0 || (errno != EINTR && (errno != ECONNRESET || resets++ > 0)))
+            break;
+    }
     if (n < 0)
         return connect_err(errno);
 

@@ -60,12 +60,31 @@ static inline void cpu_relax(void)
 }
 #endif
 
+/*
+ * Tell every waiter that something changed, mu held. The reaper sleeps on the CQ doorbell,
+ * not on c->cv: when what changed is not a CQE (a slot given back by its owner, poison),
+ * ring the CQ doorbell ourselves so it re-checks now rather than at its next liveness
+ * slice. An extra bump of the futex word is harmless: it is a counter, and every waiter
+ * re-checks. A lone thread is never its own reaper while it gives slots back, so the
+ * single-threaded path pays nothing here.
+ */
+static void notify_locked(struct mc_client *c)
+{
+    pthread_cond_broadcast(&c->cv);
+    if (c->reaping) {
+        /* the reaper's ready() sees this, or mc_shm_doorbell_ring sees its need_wakeup
+         * (the fence in mc_shm_doorbell_needed orders this store before that load) */
+        atomic_fetch_add_explicit(&c->notify_seq, 1, memory_order_relaxed);
+        mc_shm_doorbell_ring(c->region->cq);
+    }
+}
+
 static void poison_locked(struct mc_client *c, int err)
 {
     int expected = 0;
 
     if (atomic_compare_exchange_strong(&c->poison, &expected, err))
-        pthread_cond_broadcast(&c->cv);
+        notify_locked(c);
 }
 
 void mc_client_poison(struct mc_client *c, int err)
@@ -191,7 +210,7 @@ uint64_t mc_client_staging_off(const struct mc_client *c, uint32_t slot)
 static void staging_put_locked(struct mc_client *c, uint32_t slot)
 {
     c->stg_free[c->nstg_free++] = slot;
-    pthread_cond_broadcast(&c->cv);
+    notify_locked(c);
 }
 
 void mc_client_staging_put(struct mc_client *c, uint32_t slot)
@@ -216,12 +235,20 @@ bool mc_client_staging_try_get(struct mc_client *c, uint32_t *slot_p)
 
 /* --- the CQ: reaping ------------------------------------------------------------------- */
 
+/* What the reaper waits for: a CQE, or a notify_locked since it took the role. */
+struct reap_arg {
+    struct mc_client *c;
+    uint32_t seq; /* notify_seq when the role was taken */
+};
+
 static bool cq_ready(void *arg)
 {
-    struct mc_client *c = arg;
+    struct reap_arg *ra = arg;
+    struct mc_client *c = ra->c;
 
     /* acquire pairs with the agent's release of the CQ tail (mc_ring_publish_tail) */
-    return atomic_load_explicit(&c->region->cq->tail, memory_order_acquire) != c->cq_head;
+    return atomic_load_explicit(&c->region->cq->tail, memory_order_acquire) != c->cq_head ||
+           atomic_load_explicit(&c->notify_seq, memory_order_relaxed) != ra->seq;
 }
 
 /* Push an SQE (key already in its slot, or none) at our tail; mu held. Returns false when
@@ -257,7 +284,7 @@ static void op_free_locked(struct mc_client *c, uint32_t idx)
     o->staging = -1;
     o->hold_staging = false;
     c->ops_free[c->nops_free++] = idx;
-    pthread_cond_broadcast(&c->cv);
+    notify_locked(c);
 }
 
 /* An abandoned op's CQE arrived: undo what the op left behind, then free its slot. */
@@ -333,11 +360,12 @@ static void drain_locked(struct mc_client *c)
 }
 
 /*
- * The reaper's wait, without mu: spin MC_CLIENT_SPIN_NS, then sleep on the CQ doorbell in
- * slices of MC_CLIENT_LIVENESS_MS, checking the socket between slices. Returns 0 when CQEs
- * may be ready, MC_ERR_TIMEOUT at the deadline, or the agent's liveness error.
+ * The reaper's wait, without mu: spin MC_CLIENT_SPIN_NS, then sleep on the CQ doorbell for
+ * at most MC_CLIENT_LIVENESS_MS, then check that the agent lives. Returns 0 when the
+ * caller should re-check (CQEs may be ready, a slot was given back, or a slice passed),
+ * MC_ERR_TIMEOUT at the deadline, or the agent's liveness error.
  */
-static int reap_wait(struct mc_client *c, uint64_t deadline_ns)
+static int reap_wait(struct mc_client *c, struct reap_arg *ra, uint64_t deadline_ns)
 {
     struct mc_shm_ring_ctrl *cq = c->region->cq;
     uint64_t now = mc_client_now_ns();
@@ -347,7 +375,7 @@ static int reap_wait(struct mc_client *c, uint64_t deadline_ns)
 
     atomic_store_explicit(&cq->consumer_spinning, 1, memory_order_relaxed);
     while (now < spin_end && now < deadline_ns) {
-        if (cq_ready(c)) {
+        if (cq_ready(ra)) {
             atomic_store_explicit(&cq->consumer_spinning, 0, memory_order_relaxed);
             return 0;
         }
@@ -356,23 +384,18 @@ static int reap_wait(struct mc_client *c, uint64_t deadline_ns)
     }
     atomic_store_explicit(&cq->consumer_spinning, 0, memory_order_relaxed);
 
-    for (;;) {
-        if (now >= deadline_ns)
-            return cq_ready(c) ? 0 : MC_ERR_TIMEOUT;
-        left_ms = (deadline_ns - now + 999999u) / 1000000u;
-        if (left_ms > MC_CLIENT_LIVENESS_MS)
-            left_ms = MC_CLIENT_LIVENESS_MS;
-        err = mc_shm_doorbell_wait(cq, cq_ready, c, (int)left_ms);
-        if (err == 0)
-            return 0; /* rung, ready, or interrupted: the caller re-checks */
-        err = agent_liveness(c);
-        if (err != 0)
-            return err;
-        /* MC_ERR_TIMEOUT: a slice passed. MC_ERR_INTERNAL (the futex refused the word)
-         * cannot happen with a mapped, aligned word; were it to, the slices bound the
-         * spinning that follows. */
-        now = mc_client_now_ns();
-    }
+    if (now >= deadline_ns)
+        return cq_ready(ra) ? 0 : MC_ERR_TIMEOUT;
+    left_ms = (deadline_ns - now + 999999u) / 1000000u;
+    if (left_ms > MC_CLIENT_LIVENESS_MS)
+        left_ms = MC_CLIENT_LIVENESS_MS;
+    err = mc_shm_doorbell_wait(cq, cq_ready, ra, (int)left_ms);
+    if (err == 0)
+        return 0; /* rung, ready, or interrupted */
+    /* MC_ERR_TIMEOUT: a slice passed with nothing to reap. MC_ERR_INTERNAL (the futex
+     * refused the word) cannot happen with a mapped, aligned word; were it to, the caller
+     * re-checks and comes back, bounded by its deadline. */
+    return agent_liveness(c);
 }
 
 static void ns_to_timespec(uint64_t ns, struct timespec *ts)
@@ -397,9 +420,11 @@ static int wait_round_locked(struct mc_client *c, uint64_t deadline_ns)
     if (mc_client_now_ns() >= deadline_ns)
         return MC_ERR_TIMEOUT;
     if (!c->reaping) {
+        struct reap_arg ra = {.c = c, .seq = atomic_load(&c->notify_seq)};
+
         c->reaping = true;
         pthread_mutex_unlock(&c->mu);
-        err = reap_wait(c, deadline_ns);
+        err = reap_wait(c, &ra, deadline_ns);
         pthread_mutex_lock(&c->mu);
         c->reaping = false;
         drain_locked(c); /* also broadcasts: the next waiter may take the role */
@@ -449,9 +474,10 @@ static uint32_t timeout_left_ms(uint64_t deadline_ns)
     return ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
 }
 
-int mc_client_submit(struct mc_client *c, struct mc_sqe *sqe, const char *key, size_t key_len,
-                     int32_t staging, bool hold_staging, uint64_t deadline_ns,
-                     uint32_t *op_p)
+/* mc_client_submit and mc_client_try_submit; wait: whether to wait for an op slot. */
+static int submit(struct mc_client *c, struct mc_sqe *sqe, const char *key, size_t key_len,
+                  int32_t staging, bool hold_staging, uint64_t deadline_ns, bool wait,
+                  uint32_t *op_p)
 {
     struct timespec pause = {0, 50000};
     struct mc_op_slot *o;
@@ -465,6 +491,10 @@ int mc_client_submit(struct mc_client *c, struct mc_sqe *sqe, const char *key, s
             goto out_unlock;
         if (c->nops_free > 0)
             break;
+        if (!wait) {
+            err = MC_ERR_BUSY;
+            goto out_unlock;
+        }
         err = wait_round_locked(c, deadline_ns);
         if (err != 0 && !(err == MC_ERR_TIMEOUT && c->nops_free > 0))
             goto out_unlock;
@@ -504,6 +534,18 @@ int mc_client_submit(struct mc_client *c, struct mc_sqe *sqe, const char *key, s
 out_unlock:
     pthread_mutex_unlock(&c->mu);
     return err;
+}
+
+int mc_client_submit(struct mc_client *c, struct mc_sqe *sqe, const char *key, size_t key_len,
+                     int32_t staging, bool hold_staging, uint64_t deadline_ns, uint32_t *op_p)
+{
+    return submit(c, sqe, key, key_len, staging, hold_staging, deadline_ns, true, op_p);
+}
+
+int mc_client_try_submit(struct mc_client *c, struct mc_sqe *sqe, const char *key,
+                         size_t key_len, int32_t staging, uint64_t deadline_ns, uint32_t *op_p)
+{
+    return submit(c, sqe, key, key_len, staging, false, deadline_ns, false, op_p);
 }
 
 void mc_client_submit_detached(struct mc_client *c, struct mc_sqe *sqe)
@@ -579,8 +621,7 @@ void mc_client_abandon(struct mc_client *c, uint32_t op)
     pthread_mutex_unlock(&c->mu);
 }
 
-int mc_client_wait(struct mc_client *c, uint32_t op, uint64_t deadline_ns,
-                   struct mc_cqe *cqe_p)
+int mc_client_wait(struct mc_client *c, uint32_t op, uint64_t deadline_ns, struct mc_cqe *cqe_p)
 {
     struct mc_op_slot *o = &c->ops[op];
     int err;

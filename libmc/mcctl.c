@@ -28,20 +28,19 @@
 #include "libmc/client.h"
 
 #define EXIT_NOT_FOUND 1
-#define EXIT_USAGE 2
-#define EXIT_ERROR 3
+#define EXIT_USAGE     2
+#define EXIT_ERROR     3
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: mcctl [--socket PATH] COMMAND ARGS\n"
-            "  put KEY [FILE|-] [--replicas N] [--upsert] [--pin soft|hard] [--ttl MS]\n"
-            "  get KEY [FILE|-]\n"
-            "  exist KEY          exit 0 if present, 1 if absent\n"
-            "  rm KEY\n"
-            "  stat KEY           one JSON object\n"
-            "  stats              the agent's statistics (JSON)\n"
-            "exit status: 0 success, 1 not found, 2 usage, 3 other failure\n");
+    fprintf(f, "usage: mcctl [--socket PATH] COMMAND ARGS\n"
+               "  put KEY [FILE|-] [--replicas N] [--upsert] [--pin soft|hard] [--ttl MS]\n"
+               "  get KEY [FILE|-]\n"
+               "  exist KEY          exit 0 if present, 1 if absent\n"
+               "  rm KEY\n"
+               "  stat KEY           one JSON object\n"
+               "  stats              the agent's statistics (JSON)\n"
+               "exit status: 0 success, 1 not found, 2 usage, 3 other failure\n");
 }
 
 static int usage_error(const char *fmt, const char *arg)

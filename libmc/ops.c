@@ -16,6 +16,7 @@
 
 #include "libmc/client.h"
 #include "libmc/export.h"
+#include "shm/sqe_check.h"
 
 /* The key's length if it is valid (1 .. MC_KEY_MAX bytes), else MC_ERR_INVALID. */
 static int key_check(const char *key, size_t *len_p)
@@ -175,15 +176,24 @@ static int put_pieces(struct mc_client *c, const char *key, size_t key_len, cons
                 sqe.arg1 = off;
                 sqe.data_off = mc_client_staging_off(c, slot);
                 sqe.data_len = piece;
-                err = mc_client_submit(c, &sqe, NULL, 0, (int32_t)slot, false, deadline, &op);
-                if (err != 0) {
+                /* likewise for op slots: with pieces in flight, our own uncollected pieces
+                 * may hold the last ones, so take one only if it is free now */
+                if (npending == 0)
+                    err =
+                        mc_client_submit(c, &sqe, NULL, 0, (int32_t)slot, false, deadline, &op);
+                else
+                    err = mc_client_try_submit(c, &sqe, NULL, 0, (int32_t)slot, deadline, &op);
+                if (err != 0)
                     mc_client_staging_put(c, slot);
-                    break;
+                if (err == 0) {
+                    window[(first + npending) % MC_CLIENT_PUT_WINDOW] = op;
+                    npending++;
+                    off += piece;
+                    continue;
                 }
-                window[(first + npending) % MC_CLIENT_PUT_WINDOW] = op;
-                npending++;
-                off += piece;
-                continue;
+                if (err != MC_ERR_BUSY)
+                    break;
+                /* no op slot free now: collect our oldest piece below, then retry */
             }
         }
         op = window[first];
@@ -240,6 +250,10 @@ MC_EXPORT int mc_put(mc_client_t *c, const char *key, const void *buf, size_t le
     err = opts_check(o);
     if (err != 0)
         return err;
+    /* More replicas than the ring ABI carries cannot be placed (mc.h: MC_ERR_NO_SPACE);
+     * answered here, because the agent counts such an SQE as a protocol violation. */
+    if (o != NULL && o->replicas > MC_SHM_MAX_REPLICAS)
+        return MC_ERR_NO_SPACE;
     err = mc_client_enter(c);
     if (err != 0)
         return err;

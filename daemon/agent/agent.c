@@ -72,6 +72,7 @@ enum ud_tag {
 struct put {
     bool used;
     bool failed;
+    bool abort_pending; /* PUT_ABORT arrived while pieces were still being copied */
     bool csum;
     uint16_t key_len;
     uint32_t busy;       /* copies in progress into it */
@@ -125,7 +126,8 @@ struct client {
     bool futex_armed;
     uint32_t refs;            /* io_uring requests naming this client */
     struct put *puts;         /* lay.max_inflight */
-    struct lease *leases;     /* lay.max_inflight */
+    struct lease *leases;     /* nleases: reads outlive their op until RELEASE */
+    uint32_t nleases;         /* 2 * lay.max_inflight */
     struct copy *copies;      /* FIFO ring of lay.max_inflight */
     uint32_t copy_head, copy_count;
     uint32_t violations;
@@ -245,7 +247,7 @@ static int put_alloc(struct client *c, uint32_t *h_p)
             return 0;
         }
     }
-    return MC_ERR_BUSY;
+    return MC_ERR_NOMEM; /* more open puts than this client's table (docs/protocol.md) */
 }
 
 static void put_forget(struct put *p)
@@ -312,6 +314,7 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
     }
     p->used = true;
     p->failed = false;
+    p->abort_pending = false;
     p->csum = csum;
     p->key_len = s->key_len;
     memcpy(p->key, key, s->key_len);
@@ -389,6 +392,8 @@ static void copy_done(struct mc_agent *a, struct client *c, int res)
             res = put_finish(a, p);
         else
             put_revoke(a, p);
+    } else if (p->abort_pending && p->busy == 0) {
+        put_revoke(a, p); /* the abort waited for this last piece */
     }
     cqe_res(c, cp->user_data, res);
 }
@@ -449,12 +454,12 @@ static void op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
     int err;
 
     a->st.gets++;
-    for (i = 0; i < c->lay.max_inflight; i++) {
+    for (i = 0; i < c->nleases; i++) {
         if (!c->leases[i].used)
             break;
     }
-    if (i == c->lay.max_inflight) {
-        cqe_res(c, s->user_data, MC_ERR_BUSY);
+    if (i == c->nleases) {
+        cqe_res(c, s->user_data, MC_ERR_NOMEM); /* reads holding leases: docs/protocol.md */
         return;
     }
     err = mc_master_get_replicas(a->master, key, s->key_len, &g);
@@ -617,13 +622,19 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
     case MC_OP_PUT_END:
     case MC_OP_PUT_ABORT:
         p = put_get(c, s->arg0);
-        if (p == NULL || p->busy != 0) {
-            cqe_res(c, s->user_data, p == NULL ? MC_ERR_NOT_FOUND : MC_ERR_BUSY);
+        if (p == NULL || p->abort_pending) {
+            cqe_res(c, s->user_data, MC_ERR_NOT_FOUND);
             return;
         }
         if (s->opcode == MC_OP_PUT_ABORT) {
-            put_revoke(a, p);
+            /* pieces still being copied: revoked when the last one is done */
+            if (p->busy != 0)
+                p->abort_pending = p->failed = true;
+            else
+                put_revoke(a, p);
             cqe_res(c, s->user_data, 0);
+        } else if (p->busy != 0) {
+            cqe_res(c, s->user_data, MC_ERR_BUSY); /* END before its pieces completed */
         } else {
             cqe_res(c, s->user_data, put_finish(a, p));
         }
@@ -632,7 +643,7 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
         op_get(a, c, s, key);
         return;
     case MC_OP_RELEASE:
-        if (s->arg0 < c->lay.max_inflight && c->leases[s->arg0].used) {
+        if (s->arg0 < c->nleases && c->leases[s->arg0].used) {
             lease_end(a, &c->leases[s->arg0]);
             err = 0;
         } else {
@@ -680,7 +691,9 @@ static bool client_drain_sq(struct mc_agent *a, struct client *c)
         if (s.key_len <= MC_SHM_KEY_SLOT)
             memcpy(key, mc_shm_key_slot(c->r, c->sq_head), s.key_len);
         c->sq_head++;
-        if (c->inflight >= c->lay.max_inflight) {
+        /* a RELEASE that wants no answer takes no CQ room: it does not count */
+        if (c->inflight >= c->lay.max_inflight &&
+            !(s.opcode == MC_OP_RELEASE && (s.flags & MC_SQE_F_NO_CQE))) {
             c->violations = VIOLATIONS_MAX; /* more outstanding than the CQ can answer */
             break;
         }
@@ -727,6 +740,8 @@ static void client_close(struct mc_agent *a, struct client *c, const char *why)
         for (i = 0; i < c->lay.max_inflight; i++) {
             if (c->puts[i].used)
                 put_revoke(a, &c->puts[i]);
+        }
+        for (i = 0; i < c->nleases; i++) {
             if (c->leases[i].used)
                 lease_end(a, &c->leases[i]);
         }
@@ -915,7 +930,8 @@ static void client_handshake(struct mc_agent *a, struct client *c)
     if (err == 0) {
         c->lay = c->r->lay;
         c->puts = calloc(c->lay.max_inflight, sizeof(*c->puts));
-        c->leases = calloc(c->lay.max_inflight, sizeof(*c->leases));
+        c->nleases = 2 * c->lay.max_inflight;
+        c->leases = calloc(c->nleases, sizeof(*c->leases));
         c->copies = calloc(c->lay.max_inflight, sizeof(*c->copies));
         if (c->puts == NULL || c->leases == NULL || c->copies == NULL)
             err = MC_ERR_NOMEM;
@@ -984,7 +1000,7 @@ static void on_tick(struct mc_agent *a)
             continue;
         /* leases the client never released end at their deadline (the master ends them
          * too, at its own, later one) */
-        for (i = 0; i < c->lay.max_inflight; i++) {
+        for (i = 0; i < c->nleases; i++) {
             if (c->leases[i].used && now > c->leases[i].deadline_ms + a->cfg.lease_margin_ms)
                 lease_end(a, &c->leases[i]);
         }

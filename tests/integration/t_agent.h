@@ -7,7 +7,7 @@
  * handler stops it, so a test that fails half-way (Check exits its forked child) leaves no
  * agent behind.
  *
- * Header-only: each integration test includes it once.
+ * Header-only (static inline, so a test that needs only part of it gets no warning).
  */
 #ifndef MC_T_AGENT_H
 #define MC_T_AGENT_H
@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #define T_AGENT_READY_MS 10000 /* start-up deadline */
-#define T_AGENT_STOP_MS 5000   /* SIGTERM grace before SIGKILL */
+#define T_AGENT_STOP_MS  5000  /* SIGTERM grace before SIGKILL */
 
 struct t_agent {
     pid_t pid;
@@ -42,7 +42,7 @@ struct t_agent {
 
 static struct t_agent *t_agent_current;
 
-static uint64_t t_now_ms(void)
+static inline uint64_t t_now_ms(void)
 {
     struct timespec ts;
 
@@ -51,7 +51,7 @@ static uint64_t t_now_ms(void)
 }
 
 /* A short pause between two polls of a condition that has its own deadline. */
-static void t_poll_pause(void)
+static inline void t_poll_pause(void)
 {
     struct timespec ts = {0, 2 * 1000 * 1000};
 
@@ -59,7 +59,7 @@ static void t_poll_pause(void)
 }
 
 /* Print the agent's log to stderr (when something went wrong). */
-static void t_agent_dump_log(const struct t_agent *a)
+static inline void t_agent_dump_log(const struct t_agent *a)
 {
     char buf[4096];
     size_t n;
@@ -75,7 +75,7 @@ static void t_agent_dump_log(const struct t_agent *a)
 }
 
 /* Remove the temporary directory and what the agent left in it (flat). */
-static void t_agent_rmdir(struct t_agent *a)
+static inline void t_agent_rmdir(struct t_agent *a)
 {
     char path[600];
     struct dirent *e;
@@ -98,7 +98,7 @@ static void t_agent_rmdir(struct t_agent *a)
 }
 
 /* Wait for the agent to exit until deadline_ms; true when it was reaped. */
-static bool t_agent_reap(struct t_agent *a, uint64_t deadline_ms, int *status_p)
+static inline bool t_agent_reap(struct t_agent *a, uint64_t deadline_ms, int *status_p)
 {
     pid_t r;
 
@@ -114,7 +114,7 @@ static bool t_agent_reap(struct t_agent *a, uint64_t deadline_ms, int *status_p)
 
 /* Stop the agent: SIGTERM, wait up to T_AGENT_STOP_MS, then SIGKILL. Returns the exit
  * status of a clean stop (0 expected), or -1 if it had to be killed. Idempotent. */
-static int t_agent_stop(struct t_agent *a)
+static inline int t_agent_stop(struct t_agent *a)
 {
     int status = 0, ret = -1;
 
@@ -136,7 +136,7 @@ static int t_agent_stop(struct t_agent *a)
 }
 
 /* Kill the agent at once (SIGKILL), as a crash would. */
-static void t_agent_kill(struct t_agent *a)
+static inline void t_agent_kill(struct t_agent *a)
 {
     int status;
 
@@ -147,7 +147,7 @@ static void t_agent_kill(struct t_agent *a)
     a->pid = 0;
 }
 
-static void t_agent_atexit(void)
+static inline void t_agent_atexit(void)
 {
     if (t_agent_current != NULL)
         t_agent_stop(t_agent_current);
@@ -159,7 +159,7 @@ static void t_agent_atexit(void)
  * prints why (and the agent's log) and exits the process: 77 when MC_AGENT_BIN is unset,
  * 1 otherwise.
  */
-static void t_agent_start(struct t_agent *a, const char *dram, const char *const *extra)
+static inline void t_agent_start(struct t_agent *a, const char *dram, const char *const *extra)
 {
     const char *bin = getenv("MC_AGENT_BIN");
     const char *tmp = getenv("TMPDIR");

@@ -1,0 +1,159 @@
+#!/bin/sh
+# mcctl against the real mc-agent: exit codes (0 ok, 1 not found, 2 usage, 3 other) and
+# round trips through files and pipes. Needs MC_AGENT_BIN and MCCTL (meson sets both);
+# without them it exits 77 (SKIP). Starts its own agent in a temporary directory and stops
+# it on every way out.
+set -u
+
+if [ -z "${MC_AGENT_BIN:-}" ] || [ -z "${MCCTL:-}" ]; then
+    echo "MC_AGENT_BIN or MCCTL not set: skipping" >&2
+    exit 77
+fi
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/mc-mcctl-XXXXXX") || exit 1
+agent_pid=
+failures=0
+
+cleanup() {
+    if [ -n "$agent_pid" ]; then
+        kill -TERM "$agent_pid" 2>/dev/null
+        # wait up to 5 s for a clean exit, then kill
+        i=0
+        while kill -0 "$agent_pid" 2>/dev/null && [ $i -lt 500 ]; do
+            sleep 0.01
+            i=$((i + 1))
+        done
+        kill -KILL "$agent_pid" 2>/dev/null
+        wait "$agent_pid" 2>/dev/null
+        agent_pid=
+    fi
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+"$MC_AGENT_BIN" --standalone --socket "$dir/a.sock" --dram 64M --ready-file "$dir/ready" \
+    >"$dir/agent.log" 2>&1 &
+agent_pid=$!
+
+# the ready file, with a 10 s deadline (polled, not a fixed sleep)
+i=0
+while [ ! -e "$dir/ready" ]; do
+    if ! kill -0 "$agent_pid" 2>/dev/null; then
+        echo "mc-agent exited before it was ready:" >&2
+        cat "$dir/agent.log" >&2
+        exit 1
+    fi
+    if [ $i -ge 1000 ]; then
+        echo "mc-agent not ready after 10 s:" >&2
+        cat "$dir/agent.log" >&2
+        exit 1
+    fi
+    sleep 0.01
+    i=$((i + 1))
+done
+
+mc() {
+    "$MCCTL" --socket "$dir/a.sock" "$@"
+}
+
+# expect CODE DESCRIPTION -- COMMAND...: run it, compare its exit status
+expect() {
+    want=$1
+    what=$2
+    shift 3
+    "$@"
+    got=$?
+    if [ "$got" -ne "$want" ]; then
+        echo "FAIL: $what: exit $got, expected $want" >&2
+        failures=$((failures + 1))
+    else
+        echo "ok: $what"
+    fi
+}
+
+check() {
+    what=$1
+    shift
+    if "$@"; then
+        echo "ok: $what"
+    else
+        echo "FAIL: $what" >&2
+        failures=$((failures + 1))
+    fi
+}
+
+# usage errors: 2
+expect 2 "no command" -- "$MCCTL"
+expect 2 "unknown command" -- mc frobnicate k
+expect 2 "get without key" -- mc get
+expect 2 "bad --pin" -- mc put k /dev/null --pin medium
+expect 2 "bad --replicas" -- mc put k /dev/null --replicas x
+expect 2 "unknown option" -- mc get k --bogus
+expect 2 "empty key" -- mc exist ""
+expect 2 "extra argument" -- mc rm k extra
+expect 0 "--help" -- "$MCCTL" --help
+
+# no agent there: 3
+expect 3 "wrong socket" -- "$MCCTL" --socket "$dir/nope.sock" exist k
+
+# absent key: 1
+expect 1 "exist absent" -- mc exist k
+expect 1 "get absent" -- mc get k "$dir/never"
+check "get absent creates no file" test ! -e "$dir/never"
+expect 1 "rm absent" -- mc rm k
+expect 1 "stat absent" -- mc stat k
+
+# round trip through stdin / stdout
+printf 'hello, store' | mc put k -
+expect 0 "put from stdin" -- test $? -eq 0
+out=$(mc get k)
+check "get to stdout" test "$out" = "hello, store"
+expect 0 "exist present" -- mc exist k
+printf 'other' >"$dir/other"
+expect 3 "put existing key" -- mc put k "$dir/other"
+expect 0 "put --upsert" -- mc put k "$dir/other" --upsert
+out=$(mc get k -)
+check "get after upsert" test "$out" = "other"
+mc stat k >"$dir/stat.json"
+expect 0 "stat" -- test $? -eq 0
+check "stat size" grep -q '"size": 5' "$dir/stat.json"
+check "stat version" grep -q '"version": 2' "$dir/stat.json"
+check "stat fields" grep -q '"replicas": 1.*"flags": 0.*"ttl_remaining_ms": 0' "$dir/stat.json"
+
+# a file in pieces (3 MiB + a bit), through files both ways
+head -c 3146000 /dev/urandom >"$dir/big"
+expect 0 "put big file" -- mc put big "$dir/big"
+expect 0 "get big file" -- mc get big "$dir/big.out"
+check "big round trip" cmp -s "$dir/big" "$dir/big.out"
+mc get big - >"$dir/big.stdout"
+check "big round trip via stdout" cmp -s "$dir/big" "$dir/big.stdout"
+
+# options
+expect 0 "put with options" -- mc put opt "$dir/other" --replicas 1 --pin soft --ttl 60000
+mc stat opt >"$dir/opt.json"
+check "stat shows the soft pin" grep -q '"flags": 2' "$dir/opt.json"
+check "stat shows a ttl" grep -q '"ttl_remaining_ms": [1-9]' "$dir/opt.json"
+expect 0 "put --pin hard" -- mc put hard "$dir/other" --pin hard
+
+# an empty input is refused
+expect 3 "put empty input" -- mc put empty /dev/null
+
+# stats: the agent's JSON
+mc stats >"$dir/stats.json"
+expect 0 "stats" -- test $? -eq 0
+for f in objects used_bytes capacity_bytes evictions clients; do
+    check "stats has $f" grep -q "\"$f\"" "$dir/stats.json"
+done
+
+# remove
+expect 0 "rm" -- mc rm k
+expect 1 "exist after rm" -- mc exist k
+expect 1 "get after rm" -- mc get k "$dir/never"
+
+if [ $failures -ne 0 ]; then
+    echo "$failures check(s) failed; agent log:" >&2
+    cat "$dir/agent.log" >&2
+    exit 1
+fi
+exit 0
