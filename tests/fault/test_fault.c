@@ -275,6 +275,78 @@ START_TEST(test_fault_client_idle_doorbell_storm_disconnected)
 }
 END_TEST
 
+
+/* Submit one SQE (with its key) on a raw client and wait for its CQE. */
+static struct mc_cqe t_raw_op(struct t_raw *r, const struct mc_sqe *sqe, const char *key)
+{
+    struct mc_shm_hdr *hdr = (struct mc_shm_hdr *)r->base;
+    struct mc_shm_ring_ctrl *sq = (struct mc_shm_ring_ctrl *)(r->base + hdr->sq_ctrl_off);
+    struct mc_shm_ring_ctrl *cq = (struct mc_shm_ring_ctrl *)(r->base + hdr->cq_ctrl_off);
+    uint32_t tail = atomic_load(&sq->tail), head = atomic_load(&cq->head);
+    uint32_t idx = tail & (hdr->sq_entries - 1);
+    uint64_t deadline = t_now_ms() + 5000;
+    struct mc_cqe e;
+
+    memcpy((struct mc_sqe *)(r->base + hdr->sqes_off) + idx, sqe, sizeof(*sqe));
+    memcpy(r->base + hdr->keys_off + (uint64_t)idx * MC_SHM_KEY_SLOT, key, sqe->key_len);
+    atomic_store(&sq->tail, tail + 1);
+    t_ring_doorbell(sq);
+    while (atomic_load(&cq->tail) == head) {
+        ck_assert_msg(t_now_ms() < deadline, "no answer from the agent");
+        t_poll_pause();
+    }
+    e = ((struct mc_cqe *)(r->base + hdr->cqes_off))[head & (hdr->cq_entries - 1)];
+    atomic_store(&cq->head, head + 1);
+    return e;
+}
+
+/* A put of a key another client is writing is MC_ERR_BUSY; once that writer is gone (its
+ * put revoked by the agent), the same put succeeds at once. */
+START_TEST(test_fault_put_on_key_being_written_busy_until_writer_gone)
+{
+    struct t_agent a;
+    struct t_raw r;
+    struct mc_sqe sqe;
+    struct mc_cqe e;
+    mc_client_t *c;
+    char val[100], out[100];
+    size_t len;
+    uint64_t deadline;
+    int err;
+
+    t_agent_start(&a, "64M", NULL);
+    t_raw_connect(a.sock, &r);
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = MC_OP_PUT_START;
+    sqe.key_len = 4;
+    sqe.user_data = 7;
+    sqe.arg0 = 3u << 20;
+    e = t_raw_op(&r, &sqe, "hold");
+    ck_assert_int_eq(e.res, 0);
+    ck_assert_uint_eq(e.user_data, 7);
+
+    memset(val, 'v', sizeof(val));
+    ck_assert_int_eq(mc_connect(a.sock, &c), 0);
+    ck_assert_int_eq(mc_put(c, "hold", val, sizeof(val), NULL), MC_ERR_BUSY);
+    ck_assert_int_eq(mc_exist(c, "hold"), 0);
+
+    /* the writer dies with its put open */
+    munmap(r.base, r.region_size);
+    close(r.region_fd);
+    close(r.sock);
+    deadline = t_now_ms() + 1000;
+    while ((err = mc_put(c, "hold", val, sizeof(val), NULL)) == MC_ERR_BUSY &&
+           t_now_ms() < deadline)
+        t_poll_pause();
+    ck_assert_int_eq(err, 0);
+    ck_assert_int_eq(mc_get(c, "hold", out, sizeof(out), &len), 0);
+    ck_assert_uint_eq(len, sizeof(val));
+    ck_assert_int_eq(memcmp(out, val, sizeof(val)), 0);
+    mc_close(c);
+    ck_assert_int_eq(t_agent_stop(&a), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fault");
@@ -286,6 +358,7 @@ int main(void)
     tcase_add_test(tc, test_fault_writer_crash_mid_put);
     tcase_add_test(tc, test_fault_client_truncates_region);
     tcase_add_test(tc, test_fault_client_idle_doorbell_storm_disconnected);
+    tcase_add_test(tc, test_fault_put_on_key_being_written_busy_until_writer_gone);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
