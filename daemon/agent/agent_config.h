@@ -18,6 +18,7 @@ struct mc_agent_config {
     char *node_name;           /* NULL: the host name */
     uint64_t dram;             /* DRAM segment bytes */
     bool hugepages;            /* back the segment with huge pages when available */
+    bool prefault;             /* allocate and map every segment page at start-up */
     uint64_t op_timeout_ms;    /* deadline of an op that names none */
     uint64_t agent_spin_us;    /* poll SQs in memory this long after the last activity */
     uint64_t sq_entries;       /* per client */
