@@ -30,7 +30,11 @@
 /* How long the reaper polls the CQ in memory before it sleeps on the doorbell. A sleeping
  * wake-up costs 30-40 us, a spinning one 0.1 us (DESIGN.md §4); spinning longer than an
  * agent's typical answer time only burns a core. Under measurement: change it here only. */
+/* A waiter polls its CQ this long before it sleeps on the doorbell, yielding the CPU every
+ * MC_CLIENT_YIELD_NS, and only while fewer threads of this process poll than there are
+ * cores (docs/decisions.md, ring wake-up policy). MC_CLIENT_SPIN_US overrides it. */
 #define MC_CLIENT_SPIN_NS 20000
+#define MC_CLIENT_YIELD_NS 2000
 
 /* A sleeping reaper wakes at least this often to check that the agent still lives, so a
  * killed agent poisons the client within this time instead of at the op's deadline. */
@@ -62,6 +66,7 @@ struct mc_client {
     const uint8_t *seg[MC_SHM_MAX_SEGS]; /* read-only mappings of the node's segments */
     uint64_t seg_size[MC_SHM_MAX_SEGS];
     uint32_t op_timeout_ms;
+    uint64_t spin_ns;   /* MC_CLIENT_SPIN_US, default MC_CLIENT_SPIN_NS */
     uint32_t slot_size; /* staging slot size, from the checked layout */
     uint32_t nslots;    /* staging slots */
     uint32_t nops;      /* op slots: max_inflight - 1 (engine.c says why) */

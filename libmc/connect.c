@@ -97,6 +97,22 @@ static uint32_t op_timeout_from_env(void)
     return (uint32_t)v;
 }
 
+/* MC_CLIENT_SPIN_US: how long a waiter polls the CQ before it sleeps (0: never polls). */
+static uint64_t spin_ns_from_env(void)
+{
+    const char *s = getenv("MC_CLIENT_SPIN_US");
+    unsigned long v;
+    char *end;
+
+    if (s == NULL || s[0] == '\0')
+        return MC_CLIENT_SPIN_NS;
+    errno = 0;
+    v = strtoul(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v > 1000000)
+        return MC_CLIENT_SPIN_NS; /* malformed: ignored, as for MC_OP_TIMEOUT_MS */
+    return (uint64_t)v * 1000u;
+}
+
 static void close_fds(int *fds, int n)
 {
     for (int i = 0; i < n; i++)
@@ -257,6 +273,7 @@ MC_EXPORT int mc_connect(const char *socket_path, mc_client_t **out)
     if (c == NULL)
         return MC_ERR_NOMEM;
     c->op_timeout_ms = op_timeout_from_env();
+    c->spin_ns = spin_ns_from_env();
 
     c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (c->sock < 0) {

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "libmc/client.h"
 #include "shm/doorbell.h"
@@ -365,24 +366,49 @@ static void drain_locked(struct mc_client *c)
  * caller should re-check (CQEs may be ready, a slot was given back, or a slice passed),
  * MC_ERR_TIMEOUT at the deadline, or the agent's liveness error.
  */
+static _Atomic uint32_t g_spinners; /* threads of this process polling a CQ */
+
+static uint32_t spin_cores(void)
+{
+    static _Atomic uint32_t cores;
+    uint32_t n = atomic_load_explicit(&cores, memory_order_relaxed);
+
+    if (n == 0) {
+        long v = sysconf(_SC_NPROCESSORS_ONLN);
+
+        n = v > 0 ? (uint32_t)v : 1;
+        atomic_store_explicit(&cores, n, memory_order_relaxed);
+    }
+    return n;
+}
+
 static int reap_wait(struct mc_client *c, struct reap_arg *ra, uint64_t deadline_ns)
 {
     struct mc_shm_ring_ctrl *cq = c->region->cq;
     uint64_t now = mc_client_now_ns();
-    uint64_t spin_end = now + MC_CLIENT_SPIN_NS;
+    uint64_t spin_end = now + c->spin_ns, next_yield = now + MC_CLIENT_YIELD_NS;
     uint64_t left_ms;
     int err;
 
-    atomic_store_explicit(&cq->consumer_spinning, 1, memory_order_relaxed);
-    while (now < spin_end && now < deadline_ns) {
-        if (cq_ready(ra)) {
-            atomic_store_explicit(&cq->consumer_spinning, 0, memory_order_relaxed);
-            return 0;
+    /* poll only while fewer of us poll than there are cores: on a full machine a spinner
+     * only delays the agent it waits for (all-spin collapses at 8 clients on 2 cores) */
+    if (c->spin_ns > 0 && atomic_fetch_add(&g_spinners, 1) < spin_cores()) {
+        atomic_store_explicit(&cq->consumer_spinning, 1, memory_order_relaxed);
+        while (now < spin_end && now < deadline_ns && !cq_ready(ra)) {
+            cpu_relax();
+            now = mc_client_now_ns();
+            if (now >= next_yield) {
+                sched_yield(); /* the agent may be queued behind us on this core */
+                next_yield = now + MC_CLIENT_YIELD_NS;
+            }
         }
-        cpu_relax();
-        now = mc_client_now_ns();
+        atomic_store_explicit(&cq->consumer_spinning, 0, memory_order_relaxed);
+        atomic_fetch_sub(&g_spinners, 1);
+        if (cq_ready(ra))
+            return 0;
+    } else if (c->spin_ns > 0) {
+        atomic_fetch_sub(&g_spinners, 1);
     }
-    atomic_store_explicit(&cq->consumer_spinning, 0, memory_order_relaxed);
 
     if (now >= deadline_ns)
         return cq_ready(ra) ? 0 : MC_ERR_TIMEOUT;
