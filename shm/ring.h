@@ -43,6 +43,26 @@ struct mc_shm_hello { /* client -> agent */
     uint32_t flags; /* none defined: 0 */
 };
 
+/* hello.flags: an eventfd rides with the hello (SCM_RIGHTS). The agent writes to it
+ * whenever it posts CQEs while the client's cq.need_wakeup is set, as well as waking the
+ * futex: mc_client_eventfd() hands it to engines' event loops. */
+#define MC_SHM_HELLO_F_EVENTFD 0x1u
+
+/* After the welcome the client may send arena registrations on the socket (one message
+ * each, the arena's memfd attached, sealed against shrinking and growing). The agent maps
+ * the arena and answers nothing; an SQE naming the arena may follow at once. */
+#define MC_SHM_ARENA_ADD 1u
+
+struct mc_shm_arena_msg {
+    uint64_t magic;    /* MC_SHM_MAGIC */
+    uint32_t type;     /* MC_SHM_ARENA_ADD */
+    uint32_t arena_id; /* < MC_SHM_MAX_ARENAS, chosen by the client, never reused */
+    uint64_t size;     /* bytes, = the memfd's size */
+    uint64_t reserved; /* 0 */
+};
+
+static_assert(sizeof(struct mc_shm_arena_msg) == 32, "arena message ABI");
+
 #define MC_SHM_MAX_SEGS 16
 
 struct mc_shm_welcome { /* agent -> client; fds: [region, seg 0, seg 1, ...] on success */
@@ -119,10 +139,21 @@ enum mc_shm_op {
     MC_OP_STAT = 10,     /* key */
     MC_OP_STATS = 11,    /* JSON of the agent's stats written into staging [data_off, +data_len);
                             res = bytes written */
-    MC_OP__COUNT = 12,
+    MC_OP_LIST = 12,     /* key = prefix (0..512 bytes), arg0 = cursor (0: from the start),
+                            arg1 = most keys; the keys go to staging [data_off, +data_len) as
+                            (uint16_t length, bytes) records; res = keys written,
+                            cqe.version = the next cursor (0: done) */
+    MC_OP_REMOVE_PREFIX = 13, /* key = prefix (1..512 bytes): res = objects removed */
+    MC_OP__COUNT = 14,
 };
 
 #define MC_SQE_F_NO_CQE 0x1u /* RELEASE only: no completion wanted */
+/* Where PUT / PUT_DATA take their bytes from (default: staging [data_off, +data_len)): */
+#define MC_SQE_F_ARENA 0x2u /* an arena: data_off = arena id << MC_SHM_ARENA_SHIFT | offset */
+#define MC_SQE_F_USER 0x4u  /* the client's own memory at address data_off, read by the agent
+                               with process_vm_readv (the client allows it: PR_SET_PTRACER) */
+#define MC_SHM_ARENA_SHIFT 48
+#define MC_SHM_MAX_ARENAS 256u
 
 struct mc_sqe {
     uint8_t opcode;

@@ -13,14 +13,16 @@ static_assert(MC_PUT_FLAGS_ALL == 0x1Fu, "put_flags in the SQE are the five MC_P
 enum {
     USES_KEY = 1 << 0,     /* key_len 1 .. MC_SHM_KEY_SLOT (else 0) */
     USES_STAGING = 1 << 1, /* [data_off, +data_len) inside staging, data_len > 0 */
-    USES_PUT_OPTS = 1 << 2 /* put_flags, replicas */
+    USES_PUT_OPTS = 1 << 2, /* put_flags, replicas */
+    USES_PREFIX = 1 << 3,   /* key_len 0 .. MC_SHM_KEY_SLOT */
+    USES_SOURCE = 1 << 4    /* may take its bytes from an arena or the client's memory */
 };
 
 static const unsigned char op_uses[MC_OP__COUNT] = {
     [MC_OP_NOP] = 0,
-    [MC_OP_PUT] = USES_KEY | USES_STAGING | USES_PUT_OPTS,
+    [MC_OP_PUT] = USES_KEY | USES_STAGING | USES_PUT_OPTS | USES_SOURCE,
     [MC_OP_PUT_START] = USES_KEY | USES_PUT_OPTS,
-    [MC_OP_PUT_DATA] = USES_STAGING,
+    [MC_OP_PUT_DATA] = USES_STAGING | USES_SOURCE,
     [MC_OP_PUT_END] = 0,
     [MC_OP_PUT_ABORT] = 0,
     [MC_OP_GET] = USES_KEY,
@@ -29,6 +31,8 @@ static const unsigned char op_uses[MC_OP__COUNT] = {
     [MC_OP_REMOVE] = USES_KEY,
     [MC_OP_STAT] = USES_KEY,
     [MC_OP_STATS] = USES_STAGING,
+    [MC_OP_LIST] = USES_PREFIX | USES_STAGING,
+    [MC_OP_REMOVE_PREFIX] = USES_KEY,
 };
 
 static bool staging_range_ok(const struct mc_shm_layout *l, uint64_t off, uint64_t len)
@@ -45,19 +49,34 @@ int mc_shm_sqe_check(const struct mc_shm_layout *l, const struct mc_sqe *sqe)
         return MC_ERR_INVALID;
     uses = op_uses[sqe->opcode];
 
-    if ((sqe->flags & ~MC_SQE_F_NO_CQE) != 0)
+    if ((sqe->flags & ~(MC_SQE_F_NO_CQE | MC_SQE_F_ARENA | MC_SQE_F_USER)) != 0)
         return MC_ERR_INVALID;
     if ((sqe->flags & MC_SQE_F_NO_CQE) != 0 && sqe->opcode != MC_OP_RELEASE)
+        return MC_ERR_INVALID;
+    if ((sqe->flags & (MC_SQE_F_ARENA | MC_SQE_F_USER)) != 0 &&
+        (!(uses & USES_SOURCE) ||
+         (sqe->flags & (MC_SQE_F_ARENA | MC_SQE_F_USER)) == (MC_SQE_F_ARENA | MC_SQE_F_USER)))
         return MC_ERR_INVALID;
 
     if (uses & USES_KEY) {
         if (sqe->key_len == 0 || sqe->key_len > MC_SHM_KEY_SLOT)
             return MC_ERR_INVALID;
+    } else if (uses & USES_PREFIX) {
+        if (sqe->key_len > MC_SHM_KEY_SLOT)
+            return MC_ERR_INVALID;
     } else if (sqe->key_len != 0) {
         return MC_ERR_INVALID;
     }
 
-    if (uses & USES_STAGING) {
+    if (sqe->flags & MC_SQE_F_ARENA) {
+        /* the offset is checked against the arena's size by the agent, which knows it */
+        if (sqe->data_len == 0 || (sqe->data_off >> MC_SHM_ARENA_SHIFT) >= MC_SHM_MAX_ARENAS)
+            return MC_ERR_INVALID;
+    } else if (sqe->flags & MC_SQE_F_USER) {
+        /* an address in the client: process_vm_readv checks it against the client's map */
+        if (sqe->data_len == 0 || sqe->data_off > UINT64_MAX - sqe->data_len)
+            return MC_ERR_INVALID;
+    } else if (uses & USES_STAGING) {
         if (!staging_range_ok(l, sqe->data_off, sqe->data_len))
             return MC_ERR_INVALID;
         if (sqe->opcode == MC_OP_PUT_DATA && sqe->data_len > l->staging_slot_size)

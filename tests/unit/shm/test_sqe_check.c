@@ -51,7 +51,13 @@ static struct mc_sqe t_sqe(uint8_t op)
     case MC_OP_EXIST:
     case MC_OP_REMOVE:
     case MC_OP_STAT:
+    case MC_OP_REMOVE_PREFIX:
         s.key_len = 1;
+        break;
+    case MC_OP_LIST:
+        s.key_len = 0; /* every key */
+        s.data_len = 4096;
+        s.arg1 = 100;
         break;
     case MC_OP_STATS:
         s.data_off = 0;
@@ -126,8 +132,16 @@ START_TEST(test_sqe_check_rejects_flags)
     for (op = 0; op < MC_OP__COUNT; op++) {
         struct mc_sqe s = t_sqe(op);
 
-        s.flags = 0x2;
+        s.flags = 0x8;
         ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took unknown flag", op);
+        s.flags = MC_SQE_F_ARENA | MC_SQE_F_USER;
+        ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took two data sources", op);
+        if (op != MC_OP_PUT && op != MC_OP_PUT_DATA) {
+            s.flags = MC_SQE_F_ARENA;
+            ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took an arena", op);
+            s.flags = MC_SQE_F_USER;
+            ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took user memory", op);
+        }
         s.flags = MC_SQE_F_NO_CQE | 0x80;
         ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took unknown flag", op);
         if (op == MC_OP_RELEASE)
@@ -135,6 +149,43 @@ START_TEST(test_sqe_check_rejects_flags)
         s.flags = MC_SQE_F_NO_CQE;
         ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took NO_CQE", op);
     }
+}
+END_TEST
+
+/* PUT / PUT_DATA from an arena or the client's memory: the staging bounds do not apply,
+ * the arena id and the address range do. LIST takes an empty prefix, REMOVE_PREFIX not. */
+START_TEST(test_sqe_check_data_sources_and_prefixes)
+{
+    struct mc_sqe s = t_sqe(MC_OP_PUT);
+
+    s.flags = MC_SQE_F_ARENA;
+    s.data_off = (UINT64_C(3) << MC_SHM_ARENA_SHIFT) | (UINT64_C(1) << 40);
+    s.data_len = UINT64_C(1) << 33; /* far beyond staging: the agent checks the arena */
+    ck_assert_int_eq(t_check(&s), 0);
+    s.data_off = (uint64_t)MC_SHM_MAX_ARENAS << MC_SHM_ARENA_SHIFT;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s.data_off = 0;
+    s.data_len = 0;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s.flags = MC_SQE_F_USER;
+    s.data_off = 0x7f0000001000ull;
+    s.data_len = 64u << 20;
+    ck_assert_int_eq(t_check(&s), 0);
+    s.data_off = UINT64_MAX - 10;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s = t_sqe(MC_OP_PUT_DATA);
+    s.flags = MC_SQE_F_USER;
+    s.data_off = 0x7f0000001000ull;
+    s.data_len = 64u << 20; /* larger than a staging slot: fine from user memory */
+    ck_assert_int_eq(t_check(&s), 0);
+
+    s = t_sqe(MC_OP_LIST);
+    ck_assert_int_eq(t_check(&s), 0);
+    s.key_len = 513;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s = t_sqe(MC_OP_REMOVE_PREFIX);
+    s.key_len = 0;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
 }
 END_TEST
 
@@ -248,6 +299,7 @@ static Suite *t_suite(void)
     tcase_add_test(tc, test_sqe_check_rejects_opcode);
     tcase_add_test(tc, test_sqe_check_rejects_flags);
     tcase_add_test(tc, test_sqe_check_rejects_key_len);
+    tcase_add_test(tc, test_sqe_check_data_sources_and_prefixes);
     tcase_add_test(tc, test_sqe_check_rejects_staging_range);
     tcase_add_test(tc, test_sqe_check_rejects_put_options);
     suite_add_tcase(s, tc);
