@@ -1205,6 +1205,100 @@ int mc_master_remove(struct mc_master *m, const char *key, size_t key_len)
     return 0;
 }
 
+static bool has_prefix(const struct obj *o, const char *prefix, size_t len)
+{
+    return o->key_len >= len && memcmp(o->key, prefix, len) == 0;
+}
+
+/* A listing cursor is the directory position plus one (0 means "from the start"). */
+int mc_master_list(struct mc_master *m, const char *prefix, size_t prefix_len,
+                   uint64_t *cursor_p, size_t max, mc_master_list_fn fn, void *ctx)
+{
+    uint32_t now = now_ct(m);
+    struct mc_dir_cursor c;
+    struct obj *o;
+    size_t n = 0;
+
+    if ((prefix == NULL && prefix_len != 0) || prefix_len > KEY_MAX || cursor_p == NULL ||
+        fn == NULL)
+        return MC_ERR_INVALID;
+    mc_dir_cursor_init(&c);
+    if (*cursor_p != 0) {
+        c.shard = (uint32_t)((*cursor_p - 1) >> 40);
+        c.slot = (*cursor_p - 1) & ((UINT64_C(1) << 40) - 1);
+    }
+    while (n < max && (o = mc_dir_cursor_next(m->dir, &c)) != NULL) {
+        if (has_prefix(o, prefix, prefix_len) && obj_is_visible(m, o, now)) {
+            fn(o->key, o->key_len, ctx);
+            n++;
+        }
+    }
+    /* a cursor back at the start after the last record means the pass is complete */
+    *cursor_p = (c.shard == 0 && c.slot == 0) ? 0 : ((uint64_t)c.shard << 40 | c.slot) + 1;
+    return (int)n;
+}
+
+struct key_vec {
+    char **keys;
+    size_t *lens;
+    size_t n, cap;
+    bool nomem;
+};
+
+static void key_vec_add(const char *key, size_t len, void *ctx)
+{
+    struct key_vec *kv = ctx;
+
+    if (kv->nomem)
+        return;
+    if (kv->n == kv->cap) {
+        size_t cap = kv->cap ? kv->cap * 2 : 256;
+        char **k = realloc(kv->keys, cap * sizeof(*k));
+        size_t *l = k == NULL ? NULL : realloc(kv->lens, cap * sizeof(*l));
+
+        if (k != NULL)
+            kv->keys = k;
+        if (k == NULL || l == NULL) {
+            kv->nomem = true;
+            return;
+        }
+        kv->lens = l;
+        kv->cap = cap;
+    }
+    kv->keys[kv->n] = malloc(len);
+    if (kv->keys[kv->n] == NULL) {
+        kv->nomem = true;
+        return;
+    }
+    memcpy(kv->keys[kv->n], key, len);
+    kv->lens[kv->n++] = len;
+}
+
+/* Collect first, then remove: removing while walking the table would shift records past
+ * the walk (backward-shift deletion). */
+int64_t mc_master_remove_prefix(struct mc_master *m, const char *prefix, size_t prefix_len)
+{
+    struct key_vec kv = {0};
+    uint64_t cursor = 0;
+    int64_t removed = 0;
+    size_t i;
+    int n;
+
+    if (prefix == NULL || prefix_len == 0 || prefix_len > KEY_MAX)
+        return MC_ERR_INVALID;
+    do {
+        n = mc_master_list(m, prefix, prefix_len, &cursor, SIZE_MAX, key_vec_add, &kv);
+    } while (n >= 0 && cursor != 0 && !kv.nomem);
+    for (i = 0; i < kv.n; i++) {
+        if (!kv.nomem && mc_master_remove(m, kv.keys[i], kv.lens[i]) == 0)
+            removed++;
+        free(kv.keys[i]);
+    }
+    free(kv.keys);
+    free(kv.lens);
+    return kv.nomem ? MC_ERR_NOMEM : removed;
+}
+
 int mc_master_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version)
 {
     struct seg *s = seg_get(m, seg);

@@ -214,6 +214,18 @@ size_t mc_master_prefix_match(struct mc_master *m, size_t n, const char *const k
 /* Unpublish now; the space is freed once the last lease ends. Errors: MC_ERR_NOT_FOUND. */
 int mc_master_remove(struct mc_master *m, const char *key, size_t key_len);
 
+/* Listing: calls fn(key, key_len, ctx) for up to `max` readable objects whose key starts
+ * with `prefix` (prefix_len 0: every key), resuming at *cursor_p (0: from the start) and
+ * leaving there where to resume (0: done). Not a snapshot: objects added or removed
+ * meanwhile may be missed or listed twice. Returns how many keys fn got, or
+ * MC_ERR_INVALID. No lease, no change to eviction order. */
+typedef void (*mc_master_list_fn)(const char *key, size_t key_len, void *ctx);
+int mc_master_list(struct mc_master *m, const char *prefix, size_t prefix_len,
+                   uint64_t *cursor_p, size_t max, mc_master_list_fn fn, void *ctx);
+/* Remove (as mc_master_remove) every readable object whose key starts with `prefix`
+ * (1..MC_KEY_MAX bytes). Returns how many, or MC_ERR_INVALID / MC_ERR_NOMEM. */
+int64_t mc_master_remove_prefix(struct mc_master *m, const char *prefix, size_t prefix_len);
+
 /* The owner of a segment says no write of put `version` can land in `alloc` any more
  * (DESIGN.md §5). Frees it when it belongs to that revoked or displaced put. Block ids are
  * reused, so the version is checked: a late ack never frees a newer put's block.

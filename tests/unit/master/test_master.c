@@ -996,6 +996,64 @@ START_TEST(test_put_end_after_writer_unregistered_is_canceled)
 }
 END_TEST
 
+struct t_list {
+    int n;
+    char seen[64][32];
+};
+
+static void t_list_cb(const char *key, size_t len, void *ctx)
+{
+    struct t_list *l = ctx;
+
+    ck_assert_uint_lt(len, 32);
+    memcpy(l->seen[l->n], key, len);
+    l->seen[l->n][len] = '\0';
+    l->n++;
+}
+
+START_TEST(test_list_by_prefix_pages_and_remove_prefix)
+{
+    struct t_one t = t_one_seg(MiB);
+    struct mc_master_put_grant g;
+    struct t_list l = {0};
+    uint64_t cursor = 0;
+    char key[32];
+    int i, n, pages = 0;
+
+    for (i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "model-a/%02d", i);
+        t_put(t.m, key, 100, 0, t.node);
+        snprintf(key, sizeof(key), "model-b/%02d", i);
+        t_put(t.m, key, 100, 0, t.node);
+    }
+    ck_assert_int_eq(t_start(t.m, "model-a/inflight", 100, 0, t.node, &g), 0); /* not listed */
+    do {
+        n = mc_master_list(t.m, "model-a/", 8, &cursor, 7, t_list_cb, &l);
+        ck_assert_int_ge(n, 0);
+        ck_assert_int_le(n, 7);
+        pages++;
+    } while (cursor != 0);
+    ck_assert_int_eq(l.n, 20);
+    ck_assert_int_ge(pages, 3);
+    for (i = 0; i < l.n; i++)
+        ck_assert_int_eq(strncmp(l.seen[i], "model-a/", 8), 0);
+    /* an empty prefix lists everything readable */
+    l.n = 0;
+    cursor = 0;
+    ck_assert_int_eq(mc_master_list(t.m, "", 0, &cursor, 64, t_list_cb, &l), 40);
+    ck_assert_uint_eq(mc_master_prefix_match(t.m, 0, NULL, NULL), 0);
+
+    ck_assert_int_eq(mc_master_remove_prefix(t.m, "model-a/", 8), 20);
+    ck_assert_int_eq(t_exist(t.m, "model-a/03"), 0);
+    ck_assert_int_eq(t_exist(t.m, "model-b/03"), 1);
+    ck_assert_int_eq(mc_master_remove_prefix(t.m, "model-a/", 8), 0);
+    ck_assert_int_eq(mc_master_remove_prefix(t.m, "", 0), MC_ERR_INVALID);
+    /* the in-flight put was not touched */
+    ck_assert_int_eq(t_end(t.m, "model-a/inflight", g.version, t.node), 0);
+    mc_master_destroy(t.m);
+}
+END_TEST
+
 static Suite *master_suite(void)
 {
     Suite *s = suite_create("master");
@@ -1039,6 +1097,7 @@ static Suite *master_suite(void)
     tcase_add_test(tc, test_soft_pinned_evicted_on_segment_larger_than_scan_budget);
     tcase_add_test(tc, test_late_fence_ack_does_not_free_newer_put);
     tcase_add_test(tc, test_put_end_after_writer_unregistered_is_canceled);
+    tcase_add_test(tc, test_list_by_prefix_pages_and_remove_prefix);
     suite_add_tcase(s, tc);
     return s;
 }
