@@ -30,6 +30,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/uio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -99,7 +100,8 @@ struct copy {
     uint64_t deadline_ms;
     uint32_t put;         /* handle */
     uint8_t opcode;       /* MC_OP_PUT (ends the put when done) or MC_OP_PUT_DATA */
-    uint64_t src_off;     /* staging */
+    const uint8_t *src;   /* staging or arena bytes; NULL: the client's memory at uaddr */
+    uint64_t uaddr;
     uint64_t obj_off;
     uint64_t len;
     uint64_t done;
@@ -132,6 +134,19 @@ struct client {
     uint32_t copy_head, copy_count;
     uint32_t violations;
     uint64_t idle_wakes, idle_window_ms;
+    int efd;                  /* the client's eventfd (MC_SHM_HELLO_F_EVENTFD), or -1 */
+    struct arena {
+        uint8_t *base;
+        uint64_t size;
+    } *arenas;                /* MC_SHM_MAX_ARENAS, registered over the socket */
+};
+
+/* An answer held back by the test-only test_get_delay_ms knob. */
+struct delayed {
+    struct delayed *next;
+    struct client *c;
+    uint64_t due_ms;
+    struct mc_cqe cqe;
 };
 
 struct mc_agent {
@@ -153,8 +168,10 @@ struct mc_agent {
     uint32_t next_client_id;
     uint64_t last_active_ns;
     uint64_t timer_buf, signal_buf[16];
+    struct delayed *delayed;
     struct stats {
         uint64_t ops, puts, gets, hits, bytes_in, disconnects, refused, violations;
+        uint64_t delayed_answers;
     } st;
 };
 
@@ -232,6 +249,11 @@ static void client_wake(struct client *c)
         return;
     atomic_fetch_add_explicit(&cq->futex, 1, memory_order_seq_cst);
     syscall(SYS_futex, &cq->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    if (c->efd >= 0) {
+        uint64_t one = 1;
+
+        (void)!write(c->efd, &one, sizeof(one)); /* full counter: it is readable anyway */
+    }
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -351,7 +373,7 @@ static int put_finish(struct mc_agent *a, struct put *p)
 }
 
 static int copy_queue(struct client *c, const struct mc_sqe *s, uint32_t h, uint64_t obj_off,
-                      uint64_t deadline_ms)
+                      const uint8_t *src, uint64_t deadline_ms)
 {
     struct copy *cp;
 
@@ -367,7 +389,8 @@ static int copy_queue(struct client *c, const struct mc_sqe *s, uint32_t h, uint
     cp->deadline_ms = deadline_ms;
     cp->put = h;
     cp->opcode = s->opcode;
-    cp->src_off = s->data_off;
+    cp->src = src;
+    cp->uaddr = s->data_off;
     cp->obj_off = obj_off;
     cp->len = s->data_len;
     c->puts[h].busy++;
@@ -417,7 +440,23 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
     chunk_end = (pos / MC_SHM_CHUNK + 1) * MC_SHM_CHUNK;
     if (pos + n > chunk_end)
         n = chunk_end - pos;
-    memcpy(p->dst + pos, c->r->staging + cp->src_off + cp->done, n);
+    if (cp->src != NULL) {
+        memcpy(p->dst + pos, cp->src + cp->done, n);
+    } else {
+        /* the client's own memory (it allowed us with PR_SET_PTRACER) */
+        struct iovec local = {.iov_base = p->dst + pos, .iov_len = n};
+        struct iovec remote = {.iov_base = (void *)(uintptr_t)(cp->uaddr + cp->done),
+                               .iov_len = n};
+        ssize_t got = process_vm_readv(c->pid, &local, 1, &remote, 1, 0);
+
+        if (got <= 0) {
+            int e = errno;
+
+            copy_done(a, c, got == 0 || e == EFAULT ? MC_ERR_INVALID : MC_ERR_DENIED);
+            return 0;
+        }
+        n = (uint64_t)got; /* a short read: the rest comes next turn */
+    }
     if (p->csum)
         XXH3_64bits_update(cp->xs, p->dst + pos, n);
     cp->done += n;
@@ -492,6 +531,19 @@ static void op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
     e.lease_id = i;
     e.deadline_ms = c->leases[i].deadline_ms;
     a->st.hits++;
+    if (a->cfg.test_get_delay_ms != 0) {
+        struct delayed *d = malloc(sizeof(*d));
+
+        if (d != NULL) {
+            d->c = c;
+            d->cqe = e;
+            d->due_ms = now_ms() + a->cfg.test_get_delay_ms;
+            d->next = a->delayed;
+            a->delayed = d;
+            c->refs++;
+            return;
+        }
+    }
     cqe_post(c, &e);
 }
 
@@ -541,6 +593,8 @@ static char *stats_json(struct mc_agent *a)
                   (json_int_t)ms.removes, "bytes_written", (json_int_t)a->st.bytes_in,
                   "clients_disconnected", (json_int_t)a->st.disconnects, "hugepages",
                   a->seg_huge);
+    if (o != NULL && a->st.delayed_answers != 0)
+        json_object_set_new(o, "test_delayed_answers", json_integer((json_int_t)a->st.delayed_answers));
     if (o == NULL)
         return NULL;
     s = json_dumps(o, JSON_COMPACT);
@@ -568,9 +622,91 @@ static void op_stats(struct mc_agent *a, struct client *c, const struct mc_sqe *
     cqe_res(c, s->user_data, (int)n);
 }
 
+static void client_read_socket(struct mc_agent *a, struct client *c);
+
+/* Where a PUT / PUT_DATA takes its bytes from: staging, an arena, or (NULL) the client's
+ * own memory through process_vm_readv. */
+static int data_source(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
+                       const uint8_t **src_p)
+{
+    if (s->flags & MC_SQE_F_USER) {
+        *src_p = NULL;
+        return 0;
+    }
+    if (s->flags & MC_SQE_F_ARENA) {
+        uint32_t id = (uint32_t)(s->data_off >> MC_SHM_ARENA_SHIFT);
+        uint64_t off = s->data_off & ((UINT64_C(1) << MC_SHM_ARENA_SHIFT) - 1);
+        struct arena *ar = &c->arenas[id];
+
+        if (ar->base == NULL)
+            client_read_socket(a, c); /* its registration may still be in the socket */
+        if (c->state != CL_ACTIVE || ar->base == NULL || off > ar->size ||
+            s->data_len > ar->size - off)
+            return MC_ERR_INVALID;
+        *src_p = ar->base + off;
+        return 0;
+    }
+    *src_p = c->r->staging + s->data_off;
+    return 0;
+}
+
+struct list_out {
+    uint8_t *p, *end;
+    bool full;
+};
+
+static void list_one(const char *key, size_t len, void *ctx)
+{
+    struct list_out *o = ctx;
+    uint16_t l = (uint16_t)len;
+
+    if (o->full || (size_t)(o->end - o->p) < sizeof(l) + len) {
+        o->full = true;
+        return;
+    }
+    memcpy(o->p, &l, sizeof(l));
+    memcpy(o->p + sizeof(l), key, len);
+    o->p += sizeof(l) + len;
+}
+
+/* LIST: as many keys as fit the caller's staging range (a key that does not fit ends the
+ * page before it, so the next page starts with it). */
+static void op_list(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key)
+{
+    struct list_out o = {.p = c->r->staging + s->data_off,
+                         .end = c->r->staging + s->data_off + s->data_len};
+    uint64_t cursor = s->arg0, before;
+    size_t max = s->arg1 == 0 || s->arg1 > 65536 ? 65536 : (size_t)s->arg1;
+    struct mc_cqe e;
+    int n, total = 0;
+
+    /* page by one key at a time near the end so a key that would not fit is not skipped */
+    while ((size_t)total < max) {
+        before = cursor;
+        n = mc_master_list(a->master, key, s->key_len, &cursor, 1, list_one, &o);
+        if (n < 0) {
+            cqe_res(c, s->user_data, n);
+            return;
+        }
+        if (o.full) {
+            cursor = before; /* re-list that key on the next page */
+            break;
+        }
+        total += n;
+        if (cursor == 0)
+            break;
+    }
+    memset(&e, 0, sizeof(e));
+    e.user_data = s->user_data;
+    e.res = total;
+    e.version = cursor;
+    cqe_post(c, &e);
+}
+
 static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key)
 {
     uint64_t deadline = now_ms() + (s->timeout_ms != 0 ? s->timeout_ms : a->cfg.op_timeout_ms);
+    const uint8_t *src = NULL;
     struct put *p;
     uint32_t h;
     int err;
@@ -581,9 +717,11 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
         cqe_res(c, s->user_data, 0);
         return;
     case MC_OP_PUT:
-        err = put_begin(a, c, s, key, s->data_len, &h);
+        err = data_source(a, c, s, &src);
+        if (err == 0)
+            err = put_begin(a, c, s, key, s->data_len, &h);
         if (err == 0) {
-            err = copy_queue(c, s, h, 0, deadline);
+            err = copy_queue(c, s, h, 0, src, deadline);
             if (err != 0)
                 put_revoke(a, &c->puts[h]);
         }
@@ -615,7 +753,9 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
             cqe_res(c, s->user_data, MC_ERR_INVALID);
             return;
         }
-        err = copy_queue(c, s, (uint32_t)s->arg0, s->arg1, deadline);
+        err = data_source(a, c, s, &src);
+        if (err == 0)
+            err = copy_queue(c, s, (uint32_t)s->arg0, s->arg1, src, deadline);
         if (err != 0)
             cqe_res(c, s->user_data, err);
         return;
@@ -666,6 +806,15 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
     case MC_OP_STATS:
         op_stats(a, c, s);
         return;
+    case MC_OP_LIST:
+        op_list(a, c, s, key);
+        return;
+    case MC_OP_REMOVE_PREFIX: {
+        int64_t n = mc_master_remove_prefix(a->master, key, s->key_len);
+
+        cqe_res(c, s->user_data, n > INT32_MAX ? INT32_MAX : (int)n);
+        return;
+    }
     default:
         cqe_res(c, s->user_data, MC_ERR_INVALID);
         return;
@@ -708,6 +857,8 @@ static bool client_drain_sq(struct mc_agent *a, struct client *c)
             continue;
         }
         op_run(a, c, &s, key);
+        if (c->state != CL_ACTIVE)
+            return true;
     }
     /* release pairs with the client's acquire of head: it may reuse those slots */
     mc_ring_publish_head(sq, c->sq_head);
@@ -718,6 +869,27 @@ static bool client_drain_sq(struct mc_agent *a, struct client *c)
 /* clients */
 
 static void client_put_ref(struct mc_agent *a, struct client *c);
+
+/* Answers held back by test_get_delay_ms whose time has come. */
+static void post_delayed(struct mc_agent *a)
+{
+    struct delayed **pp = &a->delayed, *d;
+    uint64_t now = now_ms();
+
+    while ((d = *pp) != NULL) {
+        if (d->due_ms > now) {
+            pp = &d->next;
+            continue;
+        }
+        *pp = d->next;
+        if (d->c->state == CL_ACTIVE) {
+            cqe_post(d->c, &d->cqe);
+            a->st.delayed_answers++;
+        }
+        client_put_ref(a, d->c);
+        free(d);
+    }
+}
 
 static void client_close(struct mc_agent *a, struct client *c, const char *why)
 {
@@ -774,6 +946,15 @@ static void client_free(struct mc_agent *a, struct client *c)
     }
     if (c->sock >= 0)
         close(c->sock);
+    if (c->efd >= 0)
+        close(c->efd);
+    if (c->arenas != NULL) {
+        for (uint32_t i = 0; i < MC_SHM_MAX_ARENAS; i++) {
+            if (c->arenas[i].base != NULL)
+                munmap(c->arenas[i].base, c->arenas[i].size);
+        }
+        free(c->arenas);
+    }
     mc_shm_region_destroy(c->r);
     free(c->puts);
     free(c->leases);
@@ -896,12 +1077,106 @@ static void on_accept(struct mc_agent *a, int fd)
     c->pid = cr.pid;
     c->id = ++a->next_client_id;
     c->state = CL_HANDSHAKE;
+    c->efd = -1;
     c->accepted_ms = now_ms();
     c->refs = 1;
     c->next = a->clients;
     a->clients = c;
     a->nclients++;
     arm_sock_poll(a, c);
+}
+
+/* One message and at most one fd (more fds, or a truncated message: all closed, -1). */
+static ssize_t recv_with_fd(int sock, void *buf, size_t len, int *fd_p)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int) * 4)];
+    } ctl;
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                         .msg_controllen = sizeof(ctl.buf)};
+    struct cmsghdr *cm;
+    ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    int nfds = 0, fds[4];
+
+    *fd_p = -1;
+    for (cm = CMSG_FIRSTHDR(&msg); n >= 0 && cm != NULL; cm = CMSG_NXTHDR(&msg, cm)) {
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+            int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+            memcpy(fds, CMSG_DATA(cm), sizeof(int) * (size_t)k);
+            nfds = k;
+        }
+    }
+    if (nfds == 1 && !(msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
+        *fd_p = fds[0];
+        return n;
+    }
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    return nfds > 1 || (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) ? -2 : n;
+}
+
+static bool fd_is_eventfd(int fd)
+{
+    char path[64], link[64];
+    ssize_t n;
+
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    n = readlink(path, link, sizeof(link) - 1);
+    if (n <= 0)
+        return false;
+    link[n] = '\0';
+    return strcmp(link, "anon_inode:[eventfd]") == 0;
+}
+
+/* Map an arena the client registered: its own sealed memfd, exactly the size it says. */
+static int arena_add(struct client *c, const struct mc_shm_arena_msg *m, int fd)
+{
+    struct stat st;
+    int seals = fcntl(fd, F_GET_SEALS);
+    void *p;
+
+    if (m->magic != MC_SHM_MAGIC || m->type != MC_SHM_ARENA_ADD || m->reserved != 0 ||
+        m->arena_id >= MC_SHM_MAX_ARENAS || c->arenas[m->arena_id].base != NULL ||
+        m->size == 0 || seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) !=
+        (F_SEAL_SHRINK | F_SEAL_GROW) || fstat(fd, &st) != 0 || (uint64_t)st.st_size != m->size)
+        return MC_ERR_PROTO;
+    p = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return MC_ERR_NOMEM;
+    c->arenas[m->arena_id].base = p;
+    c->arenas[m->arena_id].size = m->size;
+    return 0;
+}
+
+/* After the handshake the socket carries arena registrations only; anything else, or a
+ * closed socket, ends the client. */
+static void client_read_socket(struct mc_agent *a, struct client *c)
+{
+    struct mc_shm_arena_msg m;
+
+    while (c->state == CL_ACTIVE) {
+        int fd = -1, err;
+        ssize_t n = recv_with_fd(c->sock, &m, sizeof(m), &fd);
+
+        if (n < 0 && n != -2 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n == 0) {
+            client_close(a, c, "socket closed");
+            return;
+        }
+        err = n == (ssize_t)sizeof(m) && fd >= 0 ? arena_add(c, &m, fd) : MC_ERR_PROTO;
+        if (fd >= 0)
+            close(fd); /* the mapping keeps the arena */
+        if (err != 0) {
+            mc_warn("client %u (pid %d): bad arena registration: %s", c->id, (int)c->pid,
+                    mc_strerror(err));
+            client_close(a, c, "bad socket message");
+            return;
+        }
+    }
 }
 
 /* The hello arrived (or the socket closed): answer with the region and the segment. */
@@ -911,16 +1186,21 @@ static void client_handshake(struct mc_agent *a, struct client *c)
     struct mc_shm_welcome w;
     struct mc_shm_layout lay;
     char name[32];
-    ssize_t n = recv(c->sock, &h, sizeof(h), MSG_DONTWAIT);
-    int err, fds[2];
+    int err, fds[2], rfd = -1;
+    ssize_t n = recv_with_fd(c->sock, &h, sizeof(h), &rfd);
 
     if (n != (ssize_t)sizeof(h) || h.magic != MC_SHM_MAGIC || h.abi != MC_SHM_ABI ||
-        h.flags != 0) {
+        (h.flags & ~MC_SHM_HELLO_F_EVENTFD) != 0 ||
+        ((h.flags & MC_SHM_HELLO_F_EVENTFD) != 0) != (rfd >= 0) ||
+        (rfd >= 0 && !fd_is_eventfd(rfd))) {
+        if (rfd >= 0)
+            close(rfd);
         if (n > 0)
             refuse(c->sock, MC_ERR_PROTO);
         client_close(a, c, n <= 0 ? "closed before hello" : "bad hello");
         return;
     }
+    c->efd = rfd;
     err = mc_shm_layout_init(&lay, (uint32_t)a->cfg.sq_entries, (uint32_t)a->cfg.sq_entries,
                              (uint32_t)a->cfg.staging_slot_size, (uint32_t)a->cfg.staging_slots,
                              (uint32_t)a->cfg.max_inflight);
@@ -933,7 +1213,8 @@ static void client_handshake(struct mc_agent *a, struct client *c)
         c->nleases = 2 * c->lay.max_inflight;
         c->leases = calloc(c->nleases, sizeof(*c->leases));
         c->copies = calloc(c->lay.max_inflight, sizeof(*c->copies));
-        if (c->puts == NULL || c->leases == NULL || c->copies == NULL)
+        c->arenas = calloc(MC_SHM_MAX_ARENAS, sizeof(*c->arenas));
+        if (c->puts == NULL || c->leases == NULL || c->copies == NULL || c->arenas == NULL)
             err = MC_ERR_NOMEM;
     }
     if (err != 0) {
@@ -1028,10 +1309,17 @@ static void handle_cqe(struct mc_agent *a, struct io_uring_cqe *cqe)
         break;
     case UD_SOCK:
         /* the poll's reference keeps c alive through the close */
-        if (c->state == CL_HANDSHAKE && cqe->res > 0 && (cqe->res & POLLIN))
+        if (c->state == CL_HANDSHAKE && cqe->res > 0 && (cqe->res & POLLIN)) {
             client_handshake(a, c);
-        else if (c->state != CL_CLOSING)
+        } else if (c->state == CL_ACTIVE && cqe->res > 0 && (cqe->res & POLLIN)) {
+            client_read_socket(a, c); /* arenas; a hang-up reads as 0 bytes */
+            if (c->state == CL_ACTIVE && (cqe->res & (POLLHUP | POLLRDHUP | POLLERR)))
+                client_close(a, c, "socket closed");
+            if (c->state == CL_ACTIVE)
+                arm_sock_poll(a, c);
+        } else if (c->state != CL_CLOSING) {
             client_close(a, c, "socket closed");
+        }
         client_put_ref(a, c);
         break;
     case UD_FUTEX:
@@ -1105,6 +1393,10 @@ static bool serve_clients(struct mc_agent *a)
     struct client *c, *next;
     bool work = false;
 
+    if (a->delayed != NULL) {
+        post_delayed(a);
+        work = true; /* keep polling until they are all out */
+    }
     for (c = a->clients; c != NULL; c = c->next) {
         if (c->state == CL_ACTIVE && client_drain_sq(a, c))
             work = true;
@@ -1349,6 +1641,13 @@ void mc_agent_destroy(struct mc_agent *a)
 
     if (a == NULL)
         return;
+    while (a->delayed != NULL) {
+        struct delayed *d = a->delayed;
+
+        a->delayed = d->next;
+        d->c->refs--; /* the client goes below anyway */
+        free(d);
+    }
     while ((c = a->clients) != NULL) {
         if (c->state != CL_CLOSING) {
             client_close(a, c, "agent stopping");

@@ -66,6 +66,10 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
      .max = 100000000, .offset = FIELD(idle_wakeups_max),
      .doc = "Doorbells with nothing submitted one client may ring per second before it is "
             "disconnected."},
+    {.name = "test_get_delay_ms", .type = MC_CFG_MS, .def = "0", .min = 0, .max = 60000,
+     .offset = FIELD(test_get_delay_ms),
+     .doc = "Test only (fault tests of deadlines): hold every GET answer back this long. "
+            "0, the default, in production."},
     {.name = NULL},
 };
 

@@ -31,6 +31,7 @@ struct mc_agent_config {
     char *allow_uids;          /* comma-separated uids allowed to connect (NULL: own + root) */
     char *allow_gids;          /* comma-separated gids allowed to connect (NULL: none) */
     uint64_t idle_wakeups_max; /* empty doorbells per second before a client is cut off */
+    uint64_t test_get_delay_ms; /* test only: hold every GET answer back this long */
 };
 
 /* The whole key space of mc-agent: daemon + agent + master tables. */

@@ -4,6 +4,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <linux/futex.h>
 #include <stdatomic.h>
@@ -356,6 +357,162 @@ START_TEST(test_fault_put_on_key_being_written_busy_until_writer_gone)
 }
 END_TEST
 
+/* A read whose answer comes after its deadline ends with MC_ERR_TIMEOUT, and the caller's
+ * buffer is never written afterwards: the late answer is discarded (test-only agent knob
+ * test_get_delay_ms holds every GET answer back). */
+START_TEST(test_fault_read_timeout_buffer_not_written_after_final)
+{
+    const char *extra[] = {"--set", "test_get_delay_ms=400", NULL};
+    struct t_agent a;
+    mc_client_t *c;
+    char val[4096], buf[4096], canary[4096];
+    size_t len = 12345;
+    uint64_t deadline;
+    char *js = NULL;
+    size_t jlen;
+
+    t_agent_start(&a, "64M", extra);
+    setenv("MC_OP_TIMEOUT_MS", "100", 1);
+    ck_assert_int_eq(mc_connect(a.sock, &c), 0);
+    unsetenv("MC_OP_TIMEOUT_MS");
+    memset(val, 'v', sizeof(val));
+    memset(canary, 0xc5, sizeof(canary));
+    memcpy(buf, canary, sizeof(buf));
+    ck_assert_int_eq(mc_put(c, "slow", val, sizeof(val), NULL), 0);
+    ck_assert_int_eq(mc_get(c, "slow", buf, sizeof(buf), &len), MC_ERR_TIMEOUT);
+    ck_assert_int_eq(memcmp(buf, canary, sizeof(buf)), 0);
+    /* wait until the agent has sent the late answer, and this client has reaped it */
+    deadline = t_now_ms() + 5000;
+    for (;;) {
+        ck_assert_int_eq(mc_client_stats_json(c, &js, &jlen), 0);
+        if (strstr(js, "\"test_delayed_answers\"") != NULL)
+            break;
+        free(js);
+        js = NULL;
+        ck_assert_msg(t_now_ms() < deadline, "the delayed answer never came");
+        t_poll_pause();
+    }
+    free(js);
+    ck_assert_int_eq(mc_exist(c, "slow"), 1);
+    ck_assert_int_eq(memcmp(buf, canary, sizeof(buf)), 0);
+    mc_close(c);
+    ck_assert_int_eq(t_agent_stop(&a), 0);
+}
+END_TEST
+
+static void t_send_arena(struct t_raw *r, uint32_t id, int fd, uint64_t size)
+{
+    struct mc_shm_arena_msg m = {.magic = MC_SHM_MAGIC, .type = MC_SHM_ARENA_ADD,
+                                 .arena_id = id, .size = size};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                         .msg_controllen = sizeof(ctl.buf)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    ck_assert_int_eq(sendmsg(r->sock, &msg, 0), sizeof(m));
+}
+
+/* PUT from a registered arena and from the client's own memory (process_vm_readv), read
+ * back through libmc; an arena that is not sealed gets its client cut off. */
+START_TEST(test_fault_arena_and_user_memory_sources_checked)
+{
+    struct t_agent a;
+    struct t_raw r, bad;
+    struct mc_sqe sqe;
+    struct mc_cqe e;
+    mc_client_t *c;
+    uint8_t *arena, *user, out[8192];
+    size_t len;
+    int fd, i;
+
+    t_agent_start(&a, "64M", NULL);
+    t_raw_connect(a.sock, &r);
+    fd = memfd_create("t-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 1 << 20), 0);
+    ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    arena = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ck_assert_ptr_ne(arena, MAP_FAILED);
+    for (i = 0; i < (1 << 20); i++)
+        arena[i] = (uint8_t)(i * 13 + 1);
+    t_send_arena(&r, 3, fd, 1 << 20);
+
+    /* sent right after the registration: the agent reads the socket first */
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = MC_OP_PUT;
+    sqe.key_len = 2;
+    sqe.user_data = 1;
+    sqe.flags = MC_SQE_F_ARENA;
+    sqe.data_off = (UINT64_C(3) << MC_SHM_ARENA_SHIFT) | 101; /* an odd offset */
+    sqe.data_len = 5000;
+    e = t_raw_op(&r, &sqe, "ar");
+    ck_assert_int_eq(e.res, 0);
+    /* past the arena's end: refused, the client stays */
+    sqe.data_off = (UINT64_C(3) << MC_SHM_ARENA_SHIFT) | ((1 << 20) - 10);
+    e = t_raw_op(&r, &sqe, "a2");
+    ck_assert_int_eq(e.res, MC_ERR_INVALID);
+    /* an arena never registered */
+    sqe.data_off = UINT64_C(9) << MC_SHM_ARENA_SHIFT;
+    e = t_raw_op(&r, &sqe, "a3");
+    ck_assert_int_eq(e.res, MC_ERR_INVALID);
+
+    user = malloc(3 << 20);
+    for (i = 0; i < (3 << 20); i++)
+        user[i] = (uint8_t)(i * 7 + 3);
+    sqe.flags = MC_SQE_F_USER;
+    sqe.data_off = (uint64_t)(uintptr_t)(user + 1);
+    sqe.data_len = (3 << 20) - 1;
+    e = t_raw_op(&r, &sqe, "us");
+    ck_assert_int_eq(e.res, 0);
+    sqe.data_off = 16; /* not mapped in this process */
+    sqe.data_len = 100;
+    e = t_raw_op(&r, &sqe, "u2");
+    ck_assert_int_eq(e.res, MC_ERR_INVALID);
+
+    ck_assert_int_eq(mc_connect(a.sock, &c), 0);
+    ck_assert_int_eq(mc_get(c, "ar", out, sizeof(out), &len), 0);
+    ck_assert_uint_eq(len, 5000);
+    ck_assert_int_eq(memcmp(out, arena + 101, 5000), 0);
+    {
+        uint8_t *big = malloc(3 << 20);
+
+        ck_assert_int_eq(mc_get(c, "us", big, 3 << 20, &len), 0);
+        ck_assert_uint_eq(len, (3 << 20) - 1);
+        ck_assert_int_eq(memcmp(big, user + 1, len), 0);
+        free(big);
+    }
+    ck_assert_int_eq(mc_exist(c, "a2"), 0);
+    free(user);
+
+    /* an unsealed arena: the client is cut off, the agent lives on */
+    t_raw_connect(a.sock, &bad);
+    {
+        int ufd = memfd_create("t-unsealed", MFD_CLOEXEC);
+
+        ck_assert_int_eq(ftruncate(ufd, 4096), 0);
+        t_send_arena(&bad, 0, ufd, 4096);
+        close(ufd);
+    }
+    ck_assert(t_raw_cut_off(&bad, t_now_ms() + 5000));
+    t_store_still_serves(a.sock);
+
+    mc_close(c);
+    munmap(arena, 1 << 20);
+    close(fd);
+    close(r.sock);
+    close(bad.sock);
+    ck_assert_int_eq(t_agent_stop(&a), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fault");
@@ -368,6 +525,8 @@ int main(void)
     tcase_add_test(tc, test_fault_client_truncates_region);
     tcase_add_test(tc, test_fault_client_idle_doorbell_storm_disconnected);
     tcase_add_test(tc, test_fault_put_on_key_being_written_busy_until_writer_gone);
+    tcase_add_test(tc, test_fault_read_timeout_buffer_not_written_after_final);
+    tcase_add_test(tc, test_fault_arena_and_user_memory_sources_checked);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
