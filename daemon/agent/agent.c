@@ -130,6 +130,8 @@ struct client {
     struct put *puts;         /* lay.max_inflight */
     struct lease *leases;     /* nleases: reads outlive their op until RELEASE */
     uint32_t nleases;         /* 2 * lay.max_inflight */
+    uint32_t *lease_free;     /* stack of free lease slots: O(1) per GET */
+    uint32_t nlease_free;
     struct copy *copies;      /* FIFO ring of lay.max_inflight */
     uint32_t copy_head, copy_count;
     uint32_t violations;
@@ -493,14 +495,11 @@ static void op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
     int err;
 
     a->st.gets++;
-    for (i = 0; i < c->nleases; i++) {
-        if (!c->leases[i].used)
-            break;
-    }
-    if (i == c->nleases) {
+    if (c->nlease_free == 0) {
         cqe_res(c, s->user_data, MC_ERR_NOMEM); /* reads holding leases: docs/protocol.md */
         return;
     }
+    i = c->lease_free[c->nlease_free - 1];
     err = mc_master_get_replicas(a->master, key, s->key_len, &g);
     if (err != 0) {
         cqe_res(c, s->user_data, err);
@@ -513,6 +512,7 @@ static void op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
         cqe_res(c, s->user_data, MC_ERR_NOT_FOUND);
         return;
     }
+    c->nlease_free--;
     c->leases[i].used = true;
     c->leases[i].key_len = s->key_len;
     memcpy(c->leases[i].key, key, s->key_len);
@@ -547,13 +547,16 @@ static void op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
     cqe_post(c, &e);
 }
 
-static void lease_end(struct mc_agent *a, struct lease *l)
+static void lease_end(struct mc_agent *a, struct client *c, uint32_t i)
 {
+    struct lease *l = &c->leases[i];
+
     struct mc_master_ref ref = {.key = l->key, .key_len = l->key_len, .version = l->version,
                                 .epoch = l->epoch};
 
     mc_master_lease_release(a->master, 1, &ref);
     l->used = false;
+    c->lease_free[c->nlease_free++] = i;
 }
 
 static void op_stat(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key)
@@ -784,7 +787,7 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
         return;
     case MC_OP_RELEASE:
         if (s->arg0 < c->nleases && c->leases[s->arg0].used) {
-            lease_end(a, &c->leases[s->arg0]);
+            lease_end(a, c, (uint32_t)s->arg0);
             err = 0;
         } else {
             err = MC_ERR_NOT_FOUND;
@@ -915,7 +918,7 @@ static void client_close(struct mc_agent *a, struct client *c, const char *why)
         }
         for (i = 0; i < c->nleases; i++) {
             if (c->leases[i].used)
-                lease_end(a, &c->leases[i]);
+                lease_end(a, c, i);
         }
     }
     c->state = CL_CLOSING;
@@ -958,6 +961,7 @@ static void client_free(struct mc_agent *a, struct client *c)
     mc_shm_region_destroy(c->r);
     free(c->puts);
     free(c->leases);
+    free(c->lease_free);
     free(c->copies);
     free(c);
 }
@@ -1212,6 +1216,10 @@ static void client_handshake(struct mc_agent *a, struct client *c)
         c->puts = calloc(c->lay.max_inflight, sizeof(*c->puts));
         c->nleases = 2 * c->lay.max_inflight;
         c->leases = calloc(c->nleases, sizeof(*c->leases));
+        c->lease_free = calloc(c->nleases, sizeof(*c->lease_free));
+        for (uint32_t k = 0; c->lease_free != NULL && k < c->nleases; k++)
+            c->lease_free[k] = c->nleases - 1 - k;
+        c->nlease_free = c->lease_free != NULL ? c->nleases : 0;
         c->copies = calloc(c->lay.max_inflight, sizeof(*c->copies));
         c->arenas = calloc(MC_SHM_MAX_ARENAS, sizeof(*c->arenas));
         if (c->puts == NULL || c->leases == NULL || c->copies == NULL || c->arenas == NULL)
@@ -1283,7 +1291,7 @@ static void on_tick(struct mc_agent *a)
          * too, at its own, later one) */
         for (i = 0; i < c->nleases; i++) {
             if (c->leases[i].used && now > c->leases[i].deadline_ms + a->cfg.lease_margin_ms)
-                lease_end(a, &c->leases[i]);
+                lease_end(a, c, i);
         }
         if (now - c->idle_window_ms >= 1000) {
             if (c->idle_wakes > a->cfg.idle_wakeups_max)
