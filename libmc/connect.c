@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -111,6 +113,63 @@ static uint64_t spin_ns_from_env(void)
     if (errno != 0 || *end != '\0' || v > 1000000)
         return MC_CLIENT_SPIN_NS; /* malformed: ignored, as for MC_OP_TIMEOUT_MS */
     return (uint64_t)v * 1000u;
+}
+
+/* MC_CLIENT_NO_USER_COPY=1 (any value but empty or "0"): never let the agent read the
+ * caller's memory with process_vm_readv (MC_SQE_F_USER); large puts go through staging.
+ * For hardened hosts, and for tests of the staging fallback. */
+static bool user_copy_from_env(void)
+{
+    const char *s = getenv("MC_CLIENT_NO_USER_COPY");
+
+    return s == NULL || s[0] == '\0' || strcmp(s, "0") == 0;
+}
+
+/* Send the hello, with the eventfd when efd >= 0 (MC_SHM_HELLO_F_EVENTFD, SCM_RIGHTS).
+ * Returns the send's result as send(2) does (errno set on -1). */
+static ssize_t send_hello(int sock, int efd)
+{
+    struct mc_shm_hello hello = {.magic = MC_SHM_MAGIC, .abi = MC_SHM_ABI,
+                                 .flags = efd >= 0 ? MC_SHM_HELLO_F_EVENTFD : 0};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {.iov_base = &hello, .iov_len = sizeof(hello)};
+    struct msghdr msg = {0};
+    struct cmsghdr *cm;
+    ssize_t n;
+
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (efd >= 0) {
+        memset(&ctl, 0, sizeof(ctl));
+        msg.msg_control = ctl.buf;
+        msg.msg_controllen = sizeof(ctl.buf);
+        cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &efd, sizeof(int));
+    }
+    do {
+        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+}
+
+/* Let the agent read our memory (process_vm_readv, MC_SQE_F_USER) under Yama's
+ * ptrace_scope 1: PR_SET_PTRACER names the agent's pid from SO_PEERCRED. Process-wide:
+ * the last client connected names its agent. Without Yama (EINVAL) the classic same-uid
+ * rule applies and nothing is needed; any refusal shows later as MC_ERR_DENIED from the
+ * agent, and libmc falls back to staging. */
+static void allow_agent_ptrace(int sock)
+{
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && cr.pid > 0)
+        (void)prctl(PR_SET_PTRACER, (unsigned long)cr.pid, 0, 0, 0);
 }
 
 static void close_fds(int *fds, int n)
@@ -253,15 +312,47 @@ static void unmap_segments(struct mc_client *c)
     c->nsegs = 0;
 }
 
+/* Connect the socket and do the hello / welcome exchange; with_efd: offer c->efd. */
+static int handshake(struct mc_client *c, const struct sockaddr_un *addr, bool with_efd,
+                     struct mc_shm_welcome *w, int *fds, int *nfds_p)
+{
+    ssize_t n;
+    int err;
+
+    c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (c->sock < 0)
+        return connect_err(errno);
+    while (connect(c->sock, (const struct sockaddr *)addr, sizeof(*addr)) < 0) {
+        if (errno != EINTR) {
+            err = connect_err(errno);
+            goto err_close_sock;
+        }
+    }
+    n = send_hello(c->sock, with_efd ? c->efd : -1);
+    /* A refused peer gets its welcome (MC_ERR_DENIED) and a closed socket, maybe before our
+     * hello: so even when send fails, the welcome decides. */
+    if (n >= 0 && n != (ssize_t)sizeof(struct mc_shm_hello)) {
+        err = MC_ERR_IO;
+        goto err_close_sock;
+    }
+    err = recv_welcome(c->sock, (int)c->op_timeout_ms, w, fds, nfds_p);
+    if (err != 0)
+        goto err_close_sock;
+    return 0;
+
+err_close_sock:
+    close(c->sock);
+    c->sock = -1;
+    return err;
+}
+
 MC_EXPORT int mc_connect(const char *socket_path, mc_client_t **out)
 {
-    struct mc_shm_hello hello = {.magic = MC_SHM_MAGIC, .abi = MC_SHM_ABI, .flags = 0};
     struct sockaddr_un addr;
     struct mc_shm_welcome w;
     int fds[MC_NFDS_MAX];
     struct mc_client *c;
     int nfds = 0;
-    ssize_t n;
     int err;
 
     if (out == NULL)
@@ -274,30 +365,29 @@ MC_EXPORT int mc_connect(const char *socket_path, mc_client_t **out)
         return MC_ERR_NOMEM;
     c->op_timeout_ms = op_timeout_from_env();
     c->spin_ns = spin_ns_from_env();
+    atomic_store(&c->user_ok, user_copy_from_env());
 
-    c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (c->sock < 0) {
+    /* the eventfd of mc_client_eventfd: created now, so it never changes for the client */
+    c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (c->efd < 0) {
         err = connect_err(errno);
         goto err_free;
     }
-    while (connect(c->sock, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        if (errno != EINTR) {
-            err = connect_err(errno);
-            goto err_close_sock;
-        }
+    memset(&w, 0, sizeof(w)); /* read below even when no welcome came */
+    err = handshake(c, &addr, true, &w, fds, &nfds);
+    if (err == MC_ERR_PROTO && w.magic == MC_SHM_MAGIC && w.abi == MC_SHM_ABI &&
+        w.status == MC_ERR_PROTO) {
+        /* An agent from before the eventfd extension refuses a hello with flags: connect
+         * again without; mc_client_eventfd then says MC_ERR_IO (nothing would write it). */
+        err = handshake(c, &addr, false, &w, fds, &nfds);
+        if (err == 0)
+            c->efd_agent = false;
+    } else if (err == 0) {
+        c->efd_agent = true;
     }
-    do {
-        n = send(c->sock, &hello, sizeof(hello), MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    /* A refused peer gets its welcome (MC_ERR_DENIED) and a closed socket, maybe before our
-     * hello: so even when send fails, the welcome decides. */
-    if (n >= 0 && n != (ssize_t)sizeof(hello)) {
-        err = MC_ERR_IO;
-        goto err_close_sock;
-    }
-    err = recv_welcome(c->sock, (int)c->op_timeout_ms, &w, fds, &nfds);
     if (err != 0)
-        goto err_close_sock;
+        goto err_close_efd;
+    allow_agent_ptrace(c->sock);
 
     err = mc_shm_region_attach(fds[0], w.region_size, &c->region);
     if (err != 0) {
@@ -335,8 +425,9 @@ err_close_fds:
     if (nfds > 0 && fds[0] >= 0)
         close(fds[0]);
     mc_shm_region_destroy(c->region);
-err_close_sock:
     close(c->sock);
+err_close_efd:
+    close(c->efd);
 err_free:
     free(c);
     return err;
@@ -347,14 +438,19 @@ MC_EXPORT void mc_close(mc_client_t *c)
     if (c == NULL)
         return;
     /*
-     * No other thread uses c (the contract), so no op of a caller is in flight: what may
-     * be left are abandoned ops, whose only buffers are our staging slots. Closing the
-     * socket tells the agent to end their leases and revoke their puts; it keeps its own
-     * mapping of the region, so nothing it still copies depends on ours.
+     * No other thread uses c (the contract). Async ops (freed or not) may still be in
+     * flight: they are canceled and waited for until final, since a put from an arena or
+     * user memory may still be read by the agent. What is left then are abandoned ops,
+     * whose only buffers are our staging slots. Closing the socket tells the agent to end
+     * their leases and revoke their puts; it keeps its own mapping of the region (and of
+     * the arenas), so nothing it still copies depends on ours.
      */
+    mc_async_close(c);
     close(c->sock);
     unmap_segments(c);
+    mc_arena_cleanup(c);
     mc_client_engine_cleanup(c);
     mc_shm_region_destroy(c->region);
+    close(c->efd);
     free(c);
 }

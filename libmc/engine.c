@@ -88,6 +88,11 @@ static void poison_locked(struct mc_client *c, int err)
         notify_locked(c);
 }
 
+void mc_client_poison_locked(struct mc_client *c, int err)
+{
+    poison_locked(c, err);
+}
+
 void mc_client_poison(struct mc_client *c, int err)
 {
     pthread_mutex_lock(&c->mu);
@@ -167,6 +172,10 @@ int mc_client_engine_init(struct mc_client *c)
     pthread_condattr_destroy(&ca);
     if (pthread_mutex_init(&c->mu, NULL) != 0)
         goto err_cond;
+    if (pthread_mutex_init(&c->arena_mu, NULL) != 0) {
+        pthread_mutex_destroy(&c->mu);
+        goto err_cond;
+    }
     /* the agent zeroed the rings: both sides start at index 0 */
     c->sq_tail = 0;
     c->cq_head = 0;
@@ -188,6 +197,7 @@ void mc_client_engine_cleanup(struct mc_client *c)
 {
     if (c->ops == NULL)
         return;
+    pthread_mutex_destroy(&c->arena_mu);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c->ops);
@@ -212,6 +222,21 @@ static void staging_put_locked(struct mc_client *c, uint32_t slot)
 {
     c->stg_free[c->nstg_free++] = slot;
     notify_locked(c);
+    if (c->aq_head != NULL)
+        mc_async_kick_locked(c); /* queued async ops may take it (no-op when re-entered) */
+}
+
+void mc_client_staging_put_locked(struct mc_client *c, uint32_t slot)
+{
+    staging_put_locked(c, slot);
+}
+
+bool mc_client_staging_try_get_locked(struct mc_client *c, uint32_t *slot_p)
+{
+    if (c->nstg_free == 0)
+        return false;
+    *slot_p = c->stg_free[--c->nstg_free];
+    return true;
 }
 
 void mc_client_staging_put(struct mc_client *c, uint32_t slot)
@@ -252,10 +277,10 @@ static bool cq_ready(void *arg)
            atomic_load_explicit(&c->notify_seq, memory_order_relaxed) != ra->seq;
 }
 
-/* Push an SQE (key already in its slot, or none) at our tail; mu held. Returns false when
- * the SQ is full now. */
-static bool sq_push_locked(struct mc_client *c, const struct mc_sqe *sqe, const char *key,
-                           size_t key_len)
+/* Write an SQE (and its key, if any) at our tail without publishing it; mu held. Returns
+ * false when the SQ is full now. */
+static bool sq_write_locked(struct mc_client *c, const struct mc_sqe *sqe, const char *key,
+                            size_t key_len)
 {
     struct mc_shm_region *r = c->region;
     uint32_t head, used;
@@ -273,8 +298,42 @@ static bool sq_push_locked(struct mc_client *c, const struct mc_sqe *sqe, const 
         memcpy(mc_shm_key_slot(r, c->sq_tail), key, key_len);
     *mc_shm_sqe_at(r, c->sq_tail) = *sqe;
     c->sq_tail++;
-    mc_ring_publish_tail(r->sq, c->sq_tail);
     return true;
+}
+
+/* Push an SQE at our tail and publish it (with any written before it); mu held. Returns
+ * false when the SQ is full now. */
+static bool sq_push_locked(struct mc_client *c, const struct mc_sqe *sqe, const char *key,
+                           size_t key_len)
+{
+    if (!sq_write_locked(c, sqe, key, key_len))
+        return false;
+    mc_ring_publish_tail(c->region->sq, c->sq_tail);
+    c->sq_unpublished = false;
+    return true;
+}
+
+void mc_client_flush_locked(struct mc_client *c)
+{
+    if (!c->sq_unpublished)
+        return;
+    c->sq_unpublished = false;
+    /* one release store for every SQE written since the last one, one doorbell */
+    mc_ring_publish_tail(c->region->sq, c->sq_tail);
+    mc_shm_doorbell_ring(c->region->sq);
+}
+
+void mc_client_release_locked(struct mc_client *c, uint32_t lease_id)
+{
+    struct mc_sqe sqe;
+
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = MC_OP_RELEASE;
+    sqe.flags = MC_SQE_F_NO_CQE;
+    sqe.arg0 = lease_id;
+    /* a full SQ (or poison): the lease ends at its deadline anyway */
+    if (atomic_load(&c->poison) == 0 && sq_write_locked(c, &sqe, NULL, 0))
+        c->sq_unpublished = true;
 }
 
 static void op_free_locked(struct mc_client *c, uint32_t idx)
@@ -284,8 +343,11 @@ static void op_free_locked(struct mc_client *c, uint32_t idx)
     o->state = MC_OP_STATE_FREE;
     o->staging = -1;
     o->hold_staging = false;
+    o->aop = NULL;
     c->ops_free[c->nops_free++] = idx;
     notify_locked(c);
+    if (c->aq_head != NULL)
+        mc_async_kick_locked(c); /* queued async ops may take it (no-op when re-entered) */
 }
 
 /* An abandoned op's CQE arrived: undo what the op left behind, then free its slot. */
@@ -349,6 +411,13 @@ static void drain_locked(struct mc_client *c)
         }
         if (o->state == MC_OP_STATE_ABANDONED) {
             abandoned_done_locked(c, idx, &cqe);
+        } else if (o->aop != NULL) {
+            /* an async op's step: the slot is free again before its owner moves on */
+            struct mc_op *aop = o->aop;
+            uint32_t tag = o->tag;
+
+            op_free_locked(c, idx);
+            mc_async_cqe_locked(c, aop, tag, &cqe);
         } else {
             o->cqe = cqe;
             o->state = MC_OP_STATE_DONE;
@@ -357,7 +426,19 @@ static void drain_locked(struct mc_client *c)
     c->cq_head = head;
     /* release pairs with the agent's acquire of the CQ head: the slots may be reused */
     mc_ring_publish_head(r->cq, head);
+    if (c->aq_head != NULL)
+        mc_async_kick_locked(c);
+    mc_client_flush_locked(c); /* what the async steps and releases above submitted */
     pthread_cond_broadcast(&c->cv);
+}
+
+/* Empty the eventfd (it only says "look at the CQ", which the caller is about to do). */
+static void efd_drain(struct mc_client *c)
+{
+    uint64_t v;
+
+    if (c->efd >= 0)
+        (void)read(c->efd, &v, sizeof(v)); /* non-blocking: EAGAIN when already empty */
 }
 
 /*
@@ -448,22 +529,61 @@ static int wait_round_locked(struct mc_client *c, uint64_t deadline_ns)
     if (!c->reaping) {
         struct reap_arg ra = {.c = c, .seq = atomic_load(&c->notify_seq)};
 
+        bool drain_efd = c->efd >= 0;
+
         c->reaping = true;
+        /* need_wakeup may be armed for the eventfd (mc_async_arm_locked): a reaper reaps
+         * for everyone, so the agent need not write it while we poll; the doorbell wait
+         * sets it again before we sleep */
+        atomic_store_explicit(&c->region->cq->need_wakeup, 0, memory_order_relaxed);
         pthread_mutex_unlock(&c->mu);
         err = reap_wait(c, &ra, deadline_ns);
+        /* the agent writes the eventfd whenever need_wakeup is set (a sleeping reaper's
+         * too): empty it before reading the CQ, so a write after this read is for CQEs we
+         * may not see now, and leaves it readable */
+        if (drain_efd)
+            efd_drain(c);
         pthread_mutex_lock(&c->mu);
         c->reaping = false;
         drain_locked(c); /* also broadcasts: the next waiter may take the role */
         if (err != 0 && err != MC_ERR_TIMEOUT)
             poison_locked(c, err);
+        if (c->copy_head != NULL)
+            mc_async_run_copies_locked(c);
+        mc_async_arm_locked(c);
     } else {
         ns_to_timespec(deadline_ns, &ts);
         err = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
         err = err == ETIMEDOUT ? MC_ERR_TIMEOUT : 0;
     }
+    if (c->copy_head != NULL)
+        mc_async_run_copies_locked(c); /* reaped by another thread, not copied yet */
     if (atomic_load(&c->poison) != 0)
         return atomic_load(&c->poison);
     return err;
+}
+
+int mc_client_wait_round_locked(struct mc_client *c, uint64_t deadline_ns)
+{
+    return wait_round_locked(c, deadline_ns);
+}
+
+void mc_client_poll_locked(struct mc_client *c)
+{
+    int err;
+
+    if (!c->reaping) {
+        if (c->efd >= 0)
+            efd_drain(c);
+        drain_locked(c);
+        /* an agent that died leaves nothing in the CQ: a poll must notice it too */
+        err = agent_liveness(c);
+        if (err != 0)
+            poison_locked(c, err);
+        mc_async_arm_locked(c);
+    }
+    if (c->copy_head != NULL)
+        mc_async_run_copies_locked(c);
 }
 
 int mc_client_staging_get(struct mc_client *c, uint64_t deadline_ns, uint32_t *slot_p)
@@ -489,15 +609,13 @@ int mc_client_staging_get(struct mc_client *c, uint64_t deadline_ns, uint32_t *s
 
 /* --- submission ------------------------------------------------------------------------ */
 
-static uint32_t timeout_left_ms(uint64_t deadline_ns)
+/* The SQE carries the absolute deadline (low 32 bits of CLOCK_MONOTONIC ms), so an SQE
+ * that waited in the ring is not given a fresh deadline when the agent takes it. */
+static uint32_t deadline_low32(uint64_t deadline_ns)
 {
-    uint64_t now = mc_client_now_ns();
-    uint64_t ms;
+    uint32_t ms = (uint32_t)((deadline_ns + 999999u) / 1000000u);
 
-    if (now >= deadline_ns)
-        return 1;
-    ms = (deadline_ns - now + 999999u) / 1000000u;
-    return ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+    return ms == 0 ? 1 : ms; /* 0 means "the agent's default" */
 }
 
 /* mc_client_submit and mc_client_try_submit; wait: whether to wait for an op slot. */
@@ -531,10 +649,11 @@ static int submit(struct mc_client *c, struct mc_sqe *sqe, const char *key, size
     o->opcode = sqe->opcode;
     o->staging = staging;
     o->hold_staging = hold_staging;
+    o->aop = NULL;
     o->state = MC_OP_STATE_PENDING;
     sqe->user_data = ((uint64_t)o->gen << 32) | idx;
     sqe->key_len = (uint16_t)key_len;
-    sqe->timeout_ms = timeout_left_ms(deadline_ns);
+    sqe->deadline_ms = deadline_low32(deadline_ns);
 
     /* The agent empties the SQ every loop turn, and op slots bound what it holds, so a
      * full SQ is short-lived (or there are more op slots than SQ entries): wait it out
@@ -574,32 +693,69 @@ int mc_client_try_submit(struct mc_client *c, struct mc_sqe *sqe, const char *ke
     return submit(c, sqe, key, key_len, staging, false, deadline_ns, false, op_p);
 }
 
-void mc_client_submit_detached(struct mc_client *c, struct mc_sqe *sqe)
+int mc_client_submit_locked(struct mc_client *c, struct mc_sqe *sqe, const char *key,
+                            size_t key_len, int32_t staging, struct mc_op *aop, uint32_t tag,
+                            uint64_t deadline_ns, uint32_t *op_p)
+{
+    struct mc_op_slot *o;
+    uint32_t idx;
+    int err = atomic_load(&c->poison);
+
+    if (err != 0)
+        return err;
+    if (c->nops_free == 0)
+        return MC_ERR_BUSY;
+    idx = c->ops_free[c->nops_free - 1];
+    o = &c->ops[idx];
+    sqe->user_data = ((uint64_t)(o->gen + 1) << 32) | idx;
+    sqe->key_len = (uint16_t)key_len;
+    sqe->deadline_ms = deadline_low32(deadline_ns);
+    o->sq_index = c->sq_tail;
+    if (!sq_write_locked(c, sqe, key, key_len)) {
+        err = atomic_load(&c->poison);
+        return err != 0 ? err : MC_ERR_BUSY; /* full SQ: the agent empties it each turn */
+    }
+    c->nops_free--;
+    o->gen++;
+    o->opcode = sqe->opcode;
+    o->staging = staging;
+    o->hold_staging = false;
+    o->aop = aop;
+    o->tag = tag;
+    o->state = MC_OP_STATE_PENDING;
+    c->sq_unpublished = true;
+    *op_p = idx;
+    return 0;
+}
+
+void mc_client_submit_detached_locked(struct mc_client *c, struct mc_sqe *sqe)
 {
     struct mc_op_slot *o;
     uint32_t idx;
 
-    pthread_mutex_lock(&c->mu);
     if (atomic_load(&c->poison) != 0 || c->nops_free == 0)
-        goto out_unlock;
-    idx = c->ops_free[--c->nops_free];
+        return;
+    idx = c->ops_free[c->nops_free - 1];
     o = &c->ops[idx];
+    sqe->user_data = ((uint64_t)(o->gen + 1) << 32) | idx;
+    sqe->key_len = 0;
+    if (!sq_write_locked(c, sqe, NULL, 0))
+        return;
+    c->nops_free--;
     o->gen++;
     o->opcode = sqe->opcode;
     o->staging = -1;
     o->hold_staging = false;
+    o->aop = NULL;
     o->state = MC_OP_STATE_ABANDONED;
-    sqe->user_data = ((uint64_t)o->gen << 32) | idx;
-    sqe->key_len = 0;
-    if (!sq_push_locked(c, sqe, NULL, 0)) {
-        op_free_locked(c, idx);
-        goto out_unlock;
-    }
-    pthread_mutex_unlock(&c->mu);
-    mc_shm_doorbell_ring(c->region->sq);
-    return;
+    c->sq_unpublished = true;
+}
 
-out_unlock:
+void mc_client_submit_detached(struct mc_client *c, struct mc_sqe *sqe)
+{
+    pthread_mutex_lock(&c->mu);
+    mc_client_submit_detached_locked(c, sqe);
+    mc_client_flush_locked(c);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -625,6 +781,7 @@ static void abandon_locked(struct mc_client *c, uint32_t idx)
 {
     struct mc_op_slot *o = &c->ops[idx];
 
+    o->aop = NULL;
     if (o->state == MC_OP_STATE_DONE) {
         /* it finished after all: clean up as the reaper would have */
         struct mc_cqe cqe = o->cqe;
@@ -638,6 +795,19 @@ static void abandon_locked(struct mc_client *c, uint32_t idx)
     } else if (o->state == MC_OP_STATE_PENDING) {
         o->state = MC_OP_STATE_ABANDONED;
     }
+}
+
+bool mc_client_sqe_consumed_locked(struct mc_client *c, uint32_t idx)
+{
+    /* acquire pairs with the agent's release of the SQ head: it has copied the SQE */
+    uint32_t head = atomic_load_explicit(&c->region->sq->head, memory_order_acquire);
+
+    return (int32_t)(head - c->ops[idx].sq_index) > 0;
+}
+
+void mc_client_abandon_locked(struct mc_client *c, uint32_t op)
+{
+    abandon_locked(c, op);
 }
 
 void mc_client_abandon(struct mc_client *c, uint32_t op)

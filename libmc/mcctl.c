@@ -6,13 +6,17 @@
  *   mcctl [--socket PATH] get KEY [FILE|-]
  *   mcctl [--socket PATH] exist KEY
  *   mcctl [--socket PATH] rm KEY
+ *   mcctl [--socket PATH] rm --prefix P          prints how many objects were removed
+ *   mcctl [--socket PATH] ls [--prefix P] [--limit N]   one key per line
  *   mcctl [--socket PATH] stat KEY
  *   mcctl [--socket PATH] stats
  *
  * Exit status: 0 success (exist: present), 1 not found (exist: absent), 2 usage, 3 any
  * other failure, described in words on stderr. put reads the whole input into memory; get
  * writes the object to FILE (created or truncated only once the object has been read) or
- * stdout. Not a cluster tool yet (ls, rm by prefix, cluster status: DESIGN.md §7).
+ * stdout. ls pages through the agent's listing until it is done or N keys are printed
+ * (keys are printed as they are, one per line: a key holding a newline prints as two
+ * lines). Not a cluster tool yet (cluster status: DESIGN.md §7).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,7 +41,8 @@ static void usage(FILE *f)
                "  put KEY [FILE|-] [--replicas N] [--upsert] [--pin soft|hard] [--ttl MS]\n"
                "  get KEY [FILE|-]\n"
                "  exist KEY          exit 0 if present, 1 if absent\n"
-               "  rm KEY\n"
+               "  rm KEY | rm --prefix P   (prints the number removed)\n"
+               "  ls [--prefix P] [--limit N]   one key per line\n"
                "  stat KEY           one JSON object\n"
                "  stats              the agent's statistics (JSON)\n"
                "exit status: 0 success, 1 not found, 2 usage, 3 other failure\n");
@@ -123,18 +128,30 @@ static bool write_all(FILE *f, const void *buf, size_t len)
 struct cmd_args {
     const char *pos[2];
     int npos;
+    const char *prefix; /* ls, rm: --prefix */
+    uint64_t limit;     /* ls: --limit, 0 = all */
     mc_put_opts_t opts;
     bool put_opts_seen;
 };
 
-static int parse_cmd_args(int argc, char **argv, bool put, struct cmd_args *a)
+static int parse_cmd_args(int argc, char **argv, bool put, bool lsrm, bool ls,
+                          struct cmd_args *a)
 {
     uint64_t v;
 
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
 
-        if (put && strcmp(s, "--upsert") == 0) {
+        if (lsrm && strcmp(s, "--prefix") == 0) {
+            if (i + 1 >= argc)
+                return usage_error("--prefix needs a prefix%s", "");
+            a->prefix = argv[++i];
+        } else if (ls && strcmp(s, "--limit") == 0) {
+            if (i + 1 >= argc || !parse_u64(argv[i + 1], UINT64_MAX, &v) || v == 0)
+                return usage_error("--limit needs a count >= 1%s", "");
+            a->limit = v;
+            i++;
+        } else if (put && strcmp(s, "--upsert") == 0) {
             a->opts.flags |= MC_PUT_UPSERT;
         } else if (put && strcmp(s, "--replicas") == 0) {
             if (i + 1 >= argc || !parse_u64(argv[i + 1], UINT32_MAX, &v) || v == 0)
@@ -258,6 +275,45 @@ static int cmd_stat(mc_client_t *c, const char *key)
     return fflush(stdout) == 0 ? 0 : EXIT_ERROR;
 }
 
+static int print_key(void *arg, const char *key, size_t key_len)
+{
+    (void)arg;
+    if (fwrite(key, 1, key_len, stdout) != key_len || putchar('\n') == EOF)
+        return MC_ERR_IO;
+    return 0;
+}
+
+static int cmd_ls(mc_client_t *c, const char *prefix, uint64_t limit)
+{
+    size_t plen = prefix != NULL ? strlen(prefix) : 0;
+    uint64_t cursor = 0, printed = 0;
+    uint32_t page;
+    int n;
+
+    do {
+        page = 1000;
+        if (limit != 0 && limit - printed < page)
+            page = (uint32_t)(limit - printed);
+        n = mc_client_list(c, prefix, plen, &cursor, page, print_key, NULL);
+        if (n < 0)
+            return n == MC_ERR_IO ? EXIT_ERROR : fail("ls", prefix, n);
+        printed += (uint64_t)n;
+    } while (cursor != 0 && (limit == 0 || printed < limit));
+    return fflush(stdout) == 0 ? 0 : EXIT_ERROR;
+}
+
+static int cmd_rm_prefix(mc_client_t *c, const char *prefix)
+{
+    uint64_t removed;
+    int err;
+
+    err = mc_client_remove_prefix(c, prefix, &removed);
+    if (err != 0)
+        return fail("rm --prefix", prefix, err);
+    printf("%" PRIu64 "\n", removed);
+    return fflush(stdout) == 0 ? 0 : EXIT_ERROR;
+}
+
 static int cmd_stats(mc_client_t *c)
 {
     char *json;
@@ -282,7 +338,7 @@ int main(int argc, char **argv)
     mc_client_t *c;
     size_t key_len;
     int i = 1, rc, err;
-    bool put;
+    bool put, ls, rm;
 
     while (i < argc && argv[i][0] == '-') {
         if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
@@ -302,14 +358,23 @@ int main(int argc, char **argv)
         return usage_error("no command%s", "");
     cmd = argv[i++];
     put = strcmp(cmd, "put") == 0;
-    if (!put && strcmp(cmd, "get") != 0 && strcmp(cmd, "exist") != 0 &&
-        strcmp(cmd, "rm") != 0 && strcmp(cmd, "stat") != 0 && strcmp(cmd, "stats") != 0)
+    ls = strcmp(cmd, "ls") == 0;
+    rm = strcmp(cmd, "rm") == 0;
+    if (!put && !ls && !rm && strcmp(cmd, "get") != 0 && strcmp(cmd, "exist") != 0 &&
+        strcmp(cmd, "stat") != 0 && strcmp(cmd, "stats") != 0)
         return usage_error("unknown command %s", cmd);
-    rc = parse_cmd_args(argc - i, argv + i, put, &a);
+    rc = parse_cmd_args(argc - i, argv + i, put, ls || rm, ls, &a);
     if (rc != 0)
         return rc;
 
-    if (strcmp(cmd, "stats") == 0) {
+    if (ls || (rm && a.prefix != NULL)) {
+        if (a.npos != 0)
+            return usage_error("unexpected argument %s", a.pos[0]);
+        key_len = a.prefix != NULL ? strlen(a.prefix) : 0;
+        if (key_len > MC_KEY_MAX || (rm && key_len == 0))
+            return usage_error("a prefix has %s bytes", rm ? "1 to 512" : "0 to 512");
+        key = NULL;
+    } else if (strcmp(cmd, "stats") == 0) {
         if (a.npos != 0)
             return usage_error("stats takes no argument%s", "");
         key = NULL;
@@ -328,7 +393,11 @@ int main(int argc, char **argv)
     if (err != 0)
         return fail("connecting to the agent", NULL, err);
 
-    if (put) {
+    if (ls) {
+        rc = cmd_ls(c, a.prefix, a.limit);
+    } else if (rm && a.prefix != NULL) {
+        rc = cmd_rm_prefix(c, a.prefix);
+    } else if (put) {
         rc = cmd_put(c, key, a.npos == 2 ? a.pos[1] : NULL, &a.opts);
     } else if (strcmp(cmd, "get") == 0) {
         rc = cmd_get(c, key, a.npos == 2 ? a.pos[1] : NULL);

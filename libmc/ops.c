@@ -258,6 +258,9 @@ MC_EXPORT int mc_put(mc_client_t *c, const char *key, const void *buf, size_t le
     if (err != 0)
         return err;
     deadline = mc_client_deadline(c);
+    /* arena memory (any size) and large buffers the agent may read itself: no copy here */
+    if (mc_client_put_is_direct(c, buf, len))
+        return mc_client_put_direct(c, key, key_len, buf, len, o, deadline);
     if (len <= c->slot_size)
         return put_small(c, key, key_len, buf, len, o, deadline);
     return put_pieces(c, key, key_len, buf, len, o, deadline);
@@ -279,7 +282,7 @@ static uint64_t load_u64(const uint8_t *p)
  * object checksum over the stored chunk values. On a mismatch the bytes written so far are
  * zeroed, so the caller's buffer never holds bytes that failed verification.
  */
-static int copy_verified(uint8_t *buf, const uint8_t *obj, uint64_t size, bool checksum)
+int mc_client_copy_verified(uint8_t *buf, const uint8_t *obj, uint64_t size, bool checksum)
 {
     const uint8_t *trailer = obj + mc_shm_trailer_off(size);
     uint64_t nchunks = mc_shm_nchunks(size);
@@ -306,7 +309,8 @@ static int copy_verified(uint8_t *buf, const uint8_t *obj, uint64_t size, bool c
 
 /* The object of a GET CQE inside our mapping of its segment, or NULL if the agent named a
  * place outside it. */
-static const uint8_t *get_location(struct mc_client *c, const struct mc_cqe *cqe, bool checksum)
+const uint8_t *mc_client_get_location(struct mc_client *c, const struct mc_cqe *cqe,
+                                      bool checksum)
 {
     uint64_t seg_size, alloc;
 
@@ -322,13 +326,13 @@ static const uint8_t *get_location(struct mc_client *c, const struct mc_cqe *cqe
     return c->seg[cqe->loc_seg] + cqe->loc_off;
 }
 
+static int get_sync(mc_client_t *c, const char *key, size_t key_len, void *buf, size_t cap,
+                    size_t *len_out);
+
 MC_EXPORT int mc_get(mc_client_t *c, const char *key, void *buf, size_t cap, size_t *len_out)
 {
-    struct mc_sqe sqe;
-    struct mc_cqe cqe;
-    const uint8_t *obj;
+    struct mc_arena_use use;
     size_t key_len;
-    bool checksum;
     int err;
 
     if (c == NULL || (buf == NULL && cap > 0))
@@ -339,6 +343,21 @@ MC_EXPORT int mc_get(mc_client_t *c, const char *key, void *buf, size_t cap, siz
     err = mc_client_enter(c);
     if (err != 0)
         return err;
+    /* an arena buffer is busy for mc_buf_free while this call may write it */
+    mc_arena_use(c, &use, buf, cap);
+    err = get_sync(c, key, key_len, buf, cap, len_out);
+    mc_arena_unuse(c, &use);
+    return err;
+}
+
+static int get_sync(mc_client_t *c, const char *key, size_t key_len, void *buf, size_t cap,
+                    size_t *len_out)
+{
+    struct mc_sqe sqe;
+    struct mc_cqe cqe;
+    const uint8_t *obj;
+    bool checksum;
+    int err;
 
     memset(&sqe, 0, sizeof(sqe));
     sqe.opcode = MC_OP_GET;
@@ -350,7 +369,7 @@ MC_EXPORT int mc_get(mc_client_t *c, const char *key, void *buf, size_t cap, siz
         return err;
 
     checksum = !(cqe.obj_flags & MC_PUT_NO_CHECKSUM);
-    obj = get_location(c, &cqe, checksum);
+    obj = mc_client_get_location(c, &cqe, checksum);
     if (obj == NULL) {
         mc_client_poison(c, MC_ERR_PROTO);
         return MC_ERR_PROTO;
@@ -364,7 +383,7 @@ MC_EXPORT int mc_get(mc_client_t *c, const char *key, void *buf, size_t cap, siz
     /* an expired lease is not released: the agent ended it, and its id may be reused */
     if (mc_client_now_ms() > cqe.deadline_ms)
         return MC_ERR_LEASE_EXPIRED;
-    err = copy_verified(buf, obj, cqe.size, checksum);
+    err = mc_client_copy_verified(buf, obj, cqe.size, checksum);
     if (err == 0 && mc_client_now_ms() > cqe.deadline_ms) {
         /* the space may have been reused while we copied: discard */
         memset(buf, 0, (size_t)cqe.size);
@@ -504,4 +523,112 @@ int mc_client_stats_json(mc_client_t *c, char **json_p, size_t *len_p)
 out_put:
     mc_client_staging_put(c, slot);
     return err;
+}
+
+/* --- listing and removal by prefix (mcctl) ---------------------------------------------- */
+
+int mc_client_list(mc_client_t *c, const char *prefix, size_t prefix_len, uint64_t *cursor_p,
+                   uint32_t max, int (*fn)(void *arg, const char *key, size_t key_len),
+                   void *arg)
+{
+    char key[MC_KEY_MAX + 1];
+    struct mc_sqe sqe;
+    struct mc_cqe cqe;
+    uint64_t deadline;
+    uint32_t slot, op;
+    const uint8_t *p, *end;
+    uint16_t klen;
+    int err, n = 0;
+
+    if (c == NULL || cursor_p == NULL || fn == NULL || prefix_len > MC_KEY_MAX ||
+        (prefix == NULL && prefix_len > 0) || max == 0)
+        return MC_ERR_INVALID;
+    err = mc_client_enter(c);
+    if (err != 0)
+        return err;
+    deadline = mc_client_deadline(c);
+    err = mc_client_staging_get(c, deadline, &slot);
+    if (err != 0)
+        return err;
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = MC_OP_LIST;
+    sqe.arg0 = *cursor_p;
+    sqe.arg1 = max;
+    sqe.data_off = mc_client_staging_off(c, slot);
+    sqe.data_len = c->slot_size;
+    /* hold_staging: the keys stay in the slot until we have read them */
+    err = mc_client_submit(c, &sqe, prefix, prefix_len, (int32_t)slot, true, deadline, &op);
+    if (err != 0) {
+        mc_client_staging_put(c, slot);
+        return err;
+    }
+    err = mc_client_wait(c, op, deadline, &cqe);
+    if (err != 0)
+        return err; /* abandoned: the slot goes back when the CQE arrives */
+    if (cqe.res < 0) {
+        err = cqe.res;
+        goto out_put;
+    }
+    if ((uint32_t)cqe.res > max) {
+        err = MC_ERR_PROTO;
+        goto out_proto;
+    }
+    /* the records are the agent's: check each against the slot and the key rules */
+    p = mc_client_staging_ptr(c, slot);
+    end = p + c->slot_size;
+    for (int32_t i = 0; i < cqe.res; i++) {
+        if ((size_t)(end - p) < sizeof(klen)) {
+            err = MC_ERR_PROTO;
+            goto out_proto;
+        }
+        memcpy(&klen, p, sizeof(klen));
+        p += sizeof(klen);
+        if (klen == 0 || klen > MC_KEY_MAX || (size_t)(end - p) < klen ||
+            klen < prefix_len || (prefix_len > 0 && memcmp(p, prefix, prefix_len) != 0)) {
+            err = MC_ERR_PROTO;
+            goto out_proto;
+        }
+        memcpy(key, p, klen);
+        key[klen] = '\0';
+        p += klen;
+        err = fn(arg, key, klen);
+        if (err != 0)
+            goto out_put;
+        n++;
+    }
+    *cursor_p = cqe.version;
+    err = n;
+    goto out_put;
+
+out_proto:
+    mc_client_poison(c, MC_ERR_PROTO);
+out_put:
+    mc_client_staging_put(c, slot);
+    return err;
+}
+
+int mc_client_remove_prefix(mc_client_t *c, const char *prefix, uint64_t *removed_p)
+{
+    struct mc_sqe sqe;
+    struct mc_cqe cqe;
+    size_t len;
+    int err;
+
+    if (c == NULL || removed_p == NULL)
+        return MC_ERR_INVALID;
+    err = key_check(prefix, &len);
+    if (err != 0)
+        return err;
+    err = mc_client_enter(c);
+    if (err != 0)
+        return err;
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = MC_OP_REMOVE_PREFIX;
+    err = run_op(c, &sqe, prefix, len, mc_client_deadline(c), &cqe);
+    if (err != 0)
+        return err;
+    if (cqe.res < 0)
+        return cqe.res;
+    *removed_p = (uint64_t)cqe.res;
+    return 0;
 }

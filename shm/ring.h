@@ -166,7 +166,9 @@ struct mc_sqe {
     uint64_t data_off;  /* staging-relative */
     uint64_t data_len;
     uint32_t replicas;
-    uint32_t timeout_ms; /* 0: the agent's op_timeout_ms */
+    uint32_t deadline_ms; /* the op's deadline: the low 32 bits of CLOCK_MONOTONIC in ms
+                             (client and agent share the host's clock; compared in serial
+                             arithmetic); 0: op_timeout_ms from when the agent takes it */
     uint64_t ttl_ms;
 };
 

@@ -708,11 +708,27 @@ static void op_list(struct mc_agent *a, struct client *c, const struct mc_sqe *s
 
 static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key)
 {
-    uint64_t deadline = now_ms() + (s->timeout_ms != 0 ? s->timeout_ms : a->cfg.op_timeout_ms);
+    uint64_t now = now_ms(), deadline;
     const uint8_t *src = NULL;
     struct put *p;
     uint32_t h;
     int err;
+
+    /* the client's absolute deadline, from its low 32 bits (same host, same clock) */
+    if (s->deadline_ms != 0) {
+        int64_t left = (int32_t)(s->deadline_ms - (uint32_t)now);
+
+        if (left <= 0 && s->opcode != MC_OP_RELEASE && s->opcode != MC_OP_PUT_ABORT) {
+            /* it waited in the ring past its deadline: dropped unstarted, and the
+             * caller's memory is never read after the caller was told it is over */
+            if (!(s->flags & MC_SQE_F_NO_CQE))
+                cqe_res(c, s->user_data, MC_ERR_TIMEOUT);
+            return;
+        }
+        deadline = now + (uint64_t)(left > 0 ? left : 0);
+    } else {
+        deadline = now + a->cfg.op_timeout_ms;
+    }
 
     a->st.ops++;
     switch (s->opcode) {

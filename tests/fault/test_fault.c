@@ -492,6 +492,20 @@ START_TEST(test_fault_arena_and_user_memory_sources_checked)
     ck_assert_int_eq(mc_exist(c, "a2"), 0);
     free(user);
 
+    /* an SQE whose deadline passed while it waited in the ring: dropped unread */
+    sqe.flags = MC_SQE_F_USER;
+    sqe.key_len = 4;
+    sqe.data_off = (uint64_t)(uintptr_t)out;
+    sqe.data_len = 100;
+    sqe.deadline_ms = (uint32_t)(t_now_ms() - 5);
+    e = t_raw_op(&r, &sqe, "late");
+    ck_assert_int_eq(e.res, MC_ERR_TIMEOUT);
+    ck_assert_int_eq(mc_exist(c, "late"), 0);
+    sqe.deadline_ms = (uint32_t)(t_now_ms() + 5000);
+    e = t_raw_op(&r, &sqe, "late");
+    ck_assert_int_eq(e.res, 0);
+    ck_assert_int_eq(mc_exist(c, "late"), 1);
+
     /* an unsealed arena: the client is cut off, the agent lives on */
     t_raw_connect(a.sock, &bad);
     {

@@ -146,6 +146,31 @@ for f in objects used_bytes capacity_bytes evictions clients; do
     check "stats has $f" grep -q "\"$f\"" "$dir/stats.json"
 done
 
+# ls and rm by prefix
+for n in 1 2 3 4 5; do
+    printf 'v%s' "$n" | mc put "pfx/$n" -
+done
+printf 'x' | mc put "other/1" -
+mc ls --prefix pfx/ >"$dir/ls.out"
+expect 0 "ls --prefix" -- test $? -eq 0
+check "ls --prefix lists the five" test "$(sort "$dir/ls.out" | tr '\n' ' ')" = "pfx/1 pfx/2 pfx/3 pfx/4 pfx/5 "
+mc ls >"$dir/ls.all"
+check "ls lists other keys too" grep -qx "other/1" "$dir/ls.all"
+check "ls lists pfx keys too" grep -qx "pfx/3" "$dir/ls.all"
+mc ls --prefix pfx/ --limit 2 >"$dir/ls.lim"
+check "ls --limit 2" test "$(wc -l <"$dir/ls.lim")" -eq 2
+out=$(mc ls --prefix nothing/)
+check "ls of an absent prefix is empty" test -z "$out"
+expect 2 "ls --limit 0" -- mc ls --limit 0
+expect 2 "rm --prefix without value" -- mc rm --prefix
+expect 2 "rm --prefix empty" -- mc rm --prefix ""
+out=$(mc rm --prefix pfx/)
+check "rm --prefix prints the count" test "$out" = "5"
+expect 1 "exist after rm --prefix" -- mc exist pfx/3
+expect 0 "other prefix untouched" -- mc exist other/1
+out=$(mc rm --prefix pfx/)
+check "rm --prefix again removes nothing" test "$out" = "0"
+
 # remove
 expect 0 "rm" -- mc rm k
 expect 1 "exist after rm" -- mc exist k

@@ -87,7 +87,7 @@ START_TEST(test_sqe_check_accepts_good_sqes)
 
         ck_assert_msg(t_check(&s) == 0, "op %u refused", op);
         /* fields no op checks: timeouts, ttl, user_data */
-        s.timeout_ms = UINT32_MAX;
+        s.deadline_ms = UINT32_MAX;
         s.ttl_ms = UINT64_MAX;
         s.user_data = UINT64_MAX;
         ck_assert_msg(t_check(&s) == 0, "op %u refused for an unchecked field", op);

@@ -1,0 +1,317 @@
+/*
+ * Arenas (mc_buf_alloc, mc_buf_free): zero-copy memory shared with the agent. Each arena is
+ * a memfd (MFD_CLOEXEC | MFD_ALLOW_SEALING) sealed against shrinking and growing, mapped
+ * read-write here and registered with the agent by sending struct mc_shm_arena_msg and the
+ * fd on the client socket (docs/protocol.md, "Extensions"). Puts from any address inside
+ * an arena name it as (arena id, offset) and the agent copies from its own mapping. Not the
+ * ops that use the memory (async.c, ops.c).
+ *
+ * The allocator is first fit over an address-ordered list of blocks per arena (free or
+ * not), coalescing free neighbours, 64-byte granules: buffers are few and long-lived (an
+ * engine allocates its KV pool once), so a list is plenty and simple to check. Arenas grow
+ * by whole arenas and are unmapped only by mc_close (an SQE may name any of them).
+ *
+ * Busy tracking: every op that owns arena memory (a put's source, a get's destination;
+ * sync or async) links a [lo, hi) record into c->uses; mc_buf_free fails with MC_ERR_BUSY
+ * while a record overlaps the buffer. So an op pays one lock and a list insert, and only
+ * the rare free walks the records (at most the ops in flight).
+ *
+ * Locking: c->arena_mu guards blocks and uses; it is taken after c->mu, never before it.
+ * Arena bases and sizes are published with the release store of c->narenas, so lookups
+ * (mc_arena_find) take no lock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "libmc/client.h"
+#include "libmc/export.h"
+#include "shm/memfd.h"
+
+struct mc_arena_blk {
+    size_t off, len;
+    bool used;
+    struct mc_arena_blk *prev, *next;
+};
+
+bool mc_arena_find(struct mc_client *c, const void *p, size_t len, uint32_t *id_p,
+                   uint64_t *off_p)
+{
+    /* acquire pairs with the release in arena_add: the arena's fields are set */
+    uint32_t n = atomic_load_explicit(&c->narenas, memory_order_acquire);
+    uintptr_t a = (uintptr_t)p;
+
+    if (p == NULL || len == 0)
+        return false;
+    for (uint32_t i = 0; i < n; i++) {
+        uintptr_t base = (uintptr_t)c->arenas[i].base;
+
+        if (a >= base && a - base < c->arenas[i].size && len <= c->arenas[i].size - (a - base)) {
+            if (id_p != NULL)
+                *id_p = i;
+            if (off_p != NULL)
+                *off_p = a - base;
+            return true;
+        }
+    }
+    return false;
+}
+
+void mc_arena_use(struct mc_client *c, struct mc_arena_use *u, const void *p, size_t len)
+{
+    u->linked = false;
+    if (!mc_arena_find(c, p, len, NULL, NULL))
+        return;
+    u->lo = (uintptr_t)p;
+    u->hi = (uintptr_t)p + len;
+    pthread_mutex_lock(&c->arena_mu);
+    u->prev = NULL;
+    u->next = c->uses;
+    if (c->uses != NULL)
+        c->uses->prev = u;
+    c->uses = u;
+    u->linked = true;
+    pthread_mutex_unlock(&c->arena_mu);
+}
+
+void mc_arena_unuse(struct mc_client *c, struct mc_arena_use *u)
+{
+    if (!u->linked)
+        return;
+    pthread_mutex_lock(&c->arena_mu);
+    if (u->prev != NULL)
+        u->prev->next = u->next;
+    else
+        c->uses = u->next;
+    if (u->next != NULL)
+        u->next->prev = u->prev;
+    u->linked = false;
+    pthread_mutex_unlock(&c->arena_mu);
+}
+
+/* Send the arena registration with its fd (SCM_RIGHTS). */
+static int arena_register(struct mc_client *c, uint32_t id, int fd, size_t size)
+{
+    struct mc_shm_arena_msg m = {.magic = MC_SHM_MAGIC, .type = MC_SHM_ARENA_ADD,
+                                 .arena_id = id, .size = size, .reserved = 0};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
+    struct msghdr msg = {0};
+    struct cmsghdr *cm;
+    ssize_t n;
+
+    memset(&ctl, 0, sizeof(ctl));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = sizeof(ctl.buf);
+    cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    do {
+        n = sendmsg(c->sock, &msg, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof(m))
+        return 0;
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)) {
+        mc_client_poison(c, MC_ERR_UNAVAILABLE);
+        return MC_ERR_UNAVAILABLE;
+    }
+    if (n < 0 && (errno == ENOMEM || errno == ENOBUFS || errno == ETOOMANYREFS))
+        return MC_ERR_NOMEM;
+    return MC_ERR_IO;
+}
+
+/* Create, map, seal and register a new arena of size bytes; arena_mu held. */
+static int arena_add_locked(struct mc_client *c, size_t size)
+{
+    uint32_t id = atomic_load_explicit(&c->narenas, memory_order_relaxed);
+    struct mc_arena *a = &c->arenas[id];
+    struct mc_arena_blk *b;
+    char name[32];
+    void *p;
+    int fd, err;
+
+    if (id >= MC_SHM_MAX_ARENAS)
+        return MC_ERR_NOMEM;
+    b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return MC_ERR_NOMEM;
+    snprintf(name, sizeof(name), "mc-arena-%u", id);
+    err = mc_shm_memfd_create(name, size, false, &fd, NULL);
+    if (err != 0)
+        goto err_free;
+    err = mc_shm_memfd_seal_size(fd);
+    if (err != 0)
+        goto err_close;
+    err = mc_shm_map(fd, size, true, &p);
+    if (err != 0)
+        goto err_close;
+    err = arena_register(c, id, fd, size);
+    if (err != 0)
+        goto err_unmap;
+    close(fd); /* the mapping and the agent's copy keep the memory */
+
+    b->off = 0;
+    b->len = size;
+    a->base = p;
+    a->size = size;
+    a->blocks = b;
+    /* release pairs with the acquire in mc_arena_find */
+    atomic_store_explicit(&c->narenas, id + 1, memory_order_release);
+    return 0;
+
+err_unmap:
+    munmap(p, size);
+err_close:
+    close(fd);
+err_free:
+    free(b);
+    return err == MC_ERR_INVALID ? MC_ERR_NOMEM : err;
+}
+
+/* First fit in arena a for len bytes (a multiple of the granule); NULL if none. */
+static void *arena_take_locked(struct mc_arena *a, size_t len)
+{
+    struct mc_arena_blk *b, *rest;
+
+    for (b = a->blocks; b != NULL; b = b->next) {
+        if (b->used || b->len < len)
+            continue;
+        if (b->len > len) {
+            rest = calloc(1, sizeof(*rest));
+            if (rest == NULL)
+                return NULL;
+            rest->off = b->off + len;
+            rest->len = b->len - len;
+            rest->prev = b;
+            rest->next = b->next;
+            if (b->next != NULL)
+                b->next->prev = rest;
+            b->next = rest;
+            b->len = len;
+        }
+        b->used = true;
+        return a->base + b->off;
+    }
+    return NULL;
+}
+
+MC_EXPORT int mc_buf_alloc(mc_client_t *c, size_t len, void **ptr)
+{
+    size_t need, asize;
+    uint32_t n;
+    void *p = NULL;
+    int err;
+
+    if (c == NULL || ptr == NULL || len == 0)
+        return MC_ERR_INVALID;
+    if (len > SIZE_MAX - MC_CLIENT_ARENA_ROUND)
+        return MC_ERR_NOMEM;
+    err = mc_client_enter(c);
+    if (err != 0)
+        return err;
+    need = (len + MC_CLIENT_ARENA_ALIGN - 1) & ~(size_t)(MC_CLIENT_ARENA_ALIGN - 1);
+    pthread_mutex_lock(&c->arena_mu);
+    n = atomic_load_explicit(&c->narenas, memory_order_relaxed);
+    for (uint32_t i = 0; i < n && p == NULL; i++)
+        p = arena_take_locked(&c->arenas[i], need);
+    if (p == NULL) {
+        asize = need < MC_CLIENT_ARENA_SIZE ? MC_CLIENT_ARENA_SIZE : need;
+        asize = (asize + MC_CLIENT_ARENA_ROUND - 1) & ~(size_t)(MC_CLIENT_ARENA_ROUND - 1);
+        err = arena_add_locked(c, asize);
+        if (err == 0) {
+            p = arena_take_locked(&c->arenas[n], need);
+            if (p == NULL)
+                err = MC_ERR_NOMEM;
+        }
+    }
+    pthread_mutex_unlock(&c->arena_mu);
+    if (err != 0)
+        return err;
+    *ptr = p;
+    return 0;
+}
+
+static bool range_busy_locked(struct mc_client *c, uintptr_t lo, uintptr_t hi)
+{
+    for (struct mc_arena_use *u = c->uses; u != NULL; u = u->next) {
+        if (u->lo < hi && lo < u->hi)
+            return true;
+    }
+    return false;
+}
+
+MC_EXPORT int mc_buf_free(mc_client_t *c, void *ptr)
+{
+    struct mc_arena_blk *b, *nb;
+    struct mc_arena *a;
+    uint32_t id;
+    uint64_t off;
+    int err = MC_ERR_INVALID;
+
+    if (c == NULL)
+        return MC_ERR_INVALID;
+    if (ptr == NULL)
+        return 0;
+    if (!mc_arena_find(c, ptr, 1, &id, &off))
+        return MC_ERR_INVALID;
+    a = &c->arenas[id];
+    pthread_mutex_lock(&c->arena_mu);
+    for (b = a->blocks; b != NULL && b->off < off; b = b->next)
+        ;
+    if (b == NULL || b->off != off || !b->used)
+        goto out_unlock; /* not a pointer mc_buf_alloc returned, or freed already */
+    if (range_busy_locked(c, (uintptr_t)ptr, (uintptr_t)ptr + b->len)) {
+        err = MC_ERR_BUSY;
+        goto out_unlock;
+    }
+    b->used = false;
+    /* coalesce with the free neighbours */
+    nb = b->next;
+    if (nb != NULL && !nb->used) {
+        b->len += nb->len;
+        b->next = nb->next;
+        if (nb->next != NULL)
+            nb->next->prev = b;
+        free(nb);
+    }
+    nb = b->prev;
+    if (nb != NULL && !nb->used) {
+        nb->len += b->len;
+        nb->next = b->next;
+        if (b->next != NULL)
+            b->next->prev = nb;
+        free(b);
+    }
+    err = 0;
+out_unlock:
+    pthread_mutex_unlock(&c->arena_mu);
+    return err;
+}
+
+void mc_arena_cleanup(struct mc_client *c)
+{
+    uint32_t n = atomic_load(&c->narenas);
+    struct mc_arena_blk *b, *next;
+
+    for (uint32_t i = 0; i < n; i++) {
+        for (b = c->arenas[i].blocks; b != NULL; b = next) {
+            next = b->next;
+            free(b);
+        }
+        munmap(c->arenas[i].base, c->arenas[i].size);
+        c->arenas[i].blocks = NULL;
+    }
+    atomic_store(&c->narenas, 0);
+}
