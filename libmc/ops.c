@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
+#include "shm/checksum.h"
 
 #include "libmc/client.h"
 #include "libmc/export.h"
@@ -276,6 +276,8 @@ static uint64_t load_u64(const uint8_t *p)
     return v;
 }
 
+#define COPY_SLICE (256u << 10)
+
 /*
  * Copy an object from its segment into buf, verifying each MC_SHM_CHUNK chunk right after
  * copying it (hashing our copy, hot in cache, rather than the segment twice), then the
@@ -286,20 +288,44 @@ int mc_client_copy_verified(uint8_t *buf, const uint8_t *obj, uint64_t size, boo
 {
     const uint8_t *trailer = obj + mc_shm_trailer_off(size);
     uint64_t nchunks = mc_shm_nchunks(size);
+    XXH3_state_t *xs = NULL;
     uint64_t off = 0, n;
 
     if (!checksum) {
         memcpy(buf, obj, (size_t)size);
         return 0;
     }
+    if (nchunks > 1) {
+        xs = XXH3_createState();
+        if (xs == NULL)
+            return MC_ERR_NOMEM;
+    }
     for (uint64_t i = 0; i < nchunks; i++, off += n) {
+        uint64_t h;
+
         n = size - off < MC_SHM_CHUNK ? size - off : MC_SHM_CHUNK;
-        memcpy(buf + off, obj + off, (size_t)n);
-        if (XXH3_64bits(buf + off, (size_t)n) != load_u64(trailer + 8 * i)) {
+        if (xs == NULL) {
+            memcpy(buf + off, obj + off, (size_t)n);
+            h = XXH3_64bits(buf + off, (size_t)n);
+        } else {
+            /* copy and hash a slice at a time, while the slice is still in L2: hashing a
+             * whole 1 MiB chunk after copying it reads it back from L3 (docs/performance.md) */
+            XXH3_64bits_reset(xs);
+            for (uint64_t s = 0; s < n; s += COPY_SLICE) {
+                size_t k = (size_t)(n - s < COPY_SLICE ? n - s : COPY_SLICE);
+
+                memcpy(buf + off + s, obj + off + s, k);
+                XXH3_64bits_update(xs, buf + off + s, k);
+            }
+            h = XXH3_64bits_digest(xs);
+        }
+        if (h != load_u64(trailer + 8 * i)) {
+            XXH3_freeState(xs);
             memset(buf, 0, (size_t)(off + n));
             return MC_ERR_CORRUPT;
         }
     }
+    XXH3_freeState(xs);
     if (XXH3_64bits(trailer, (size_t)(8 * nchunks)) != load_u64(trailer + 8 * nchunks)) {
         memset(buf, 0, (size_t)size);
         return MC_ERR_CORRUPT;

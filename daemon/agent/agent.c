@@ -41,7 +41,7 @@
 
 #include <jansson.h>
 #include <liburing.h>
-#include <xxhash.h>
+#include "shm/checksum.h"
 
 #include <mc/mc.h>
 #include <mc/mc_status.h>
