@@ -123,6 +123,8 @@ struct mc_client {
     struct mc_op_slot *ops; /* mu: nops slots */
     uint32_t *ops_free;     /* mu: stack of free op slot indices */
     uint32_t nops_free;
+    uint32_t *rel_pending; /* mu: lease ids whose RELEASE found the SQ full: sent first */
+    uint32_t nrel_pending, rel_cap;
     uint32_t *stg_free; /* mu: stack of free staging slot indices */
     uint32_t nstg_free;
 

@@ -150,7 +150,10 @@ int mc_client_engine_init(struct mc_client *c)
     c->ops = calloc(c->nops, sizeof(*c->ops));
     c->ops_free = calloc(c->nops, sizeof(*c->ops_free));
     c->stg_free = calloc(c->nslots, sizeof(*c->stg_free));
-    if (c->ops == NULL || c->ops_free == NULL || c->stg_free == NULL)
+    /* every lease the agent can hold for us (2 * max_inflight), and slack */
+    c->rel_cap = 4 * l->max_inflight;
+    c->rel_pending = calloc(c->rel_cap, sizeof(*c->rel_pending));
+    if (c->ops == NULL || c->ops_free == NULL || c->stg_free == NULL || c->rel_pending == NULL)
         goto err_free;
     /* lowest indices on top of the stacks: nicer to read in a debugger, nothing more */
     for (i = 0; i < c->nops; i++) {
@@ -187,6 +190,8 @@ err_free:
     free(c->ops);
     free(c->ops_free);
     free(c->stg_free);
+    free(c->rel_pending);
+    c->rel_pending = NULL;
     c->ops = NULL;
     c->ops_free = NULL;
     c->stg_free = NULL;
@@ -203,6 +208,7 @@ void mc_client_engine_cleanup(struct mc_client *c)
     free(c->ops);
     free(c->ops_free);
     free(c->stg_free);
+    free(c->rel_pending);
     c->ops = NULL;
 }
 
@@ -301,11 +307,35 @@ static bool sq_write_locked(struct mc_client *c, const struct mc_sqe *sqe, const
     return true;
 }
 
+/* Write the RELEASEs that found the SQ full, oldest first, while there is room: a lease
+ * left in the agent's table until its deadline would fill the table under a long batch. */
+static void rel_flush_locked(struct mc_client *c)
+{
+    struct mc_sqe sqe;
+    uint32_t i = 0;
+
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = MC_OP_RELEASE;
+    sqe.flags = MC_SQE_F_NO_CQE;
+    while (i < c->nrel_pending && atomic_load(&c->poison) == 0) {
+        sqe.arg0 = c->rel_pending[i];
+        if (!sq_write_locked(c, &sqe, NULL, 0))
+            break;
+        c->sq_unpublished = true;
+        i++;
+    }
+    if (i > 0) {
+        memmove(c->rel_pending, c->rel_pending + i, (c->nrel_pending - i) * sizeof(uint32_t));
+        c->nrel_pending -= i;
+    }
+}
+
 /* Push an SQE at our tail and publish it (with any written before it); mu held. Returns
  * false when the SQ is full now. */
 static bool sq_push_locked(struct mc_client *c, const struct mc_sqe *sqe, const char *key,
                            size_t key_len)
 {
+    rel_flush_locked(c);
     if (!sq_write_locked(c, sqe, key, key_len))
         return false;
     mc_ring_publish_tail(c->region->sq, c->sq_tail);
@@ -315,6 +345,7 @@ static bool sq_push_locked(struct mc_client *c, const struct mc_sqe *sqe, const 
 
 void mc_client_flush_locked(struct mc_client *c)
 {
+    rel_flush_locked(c);
     if (!c->sq_unpublished)
         return;
     c->sq_unpublished = false;
@@ -331,9 +362,14 @@ void mc_client_release_locked(struct mc_client *c, uint32_t lease_id)
     sqe.opcode = MC_OP_RELEASE;
     sqe.flags = MC_SQE_F_NO_CQE;
     sqe.arg0 = lease_id;
-    /* a full SQ (or poison): the lease ends at its deadline anyway */
-    if (atomic_load(&c->poison) == 0 && sq_write_locked(c, &sqe, NULL, 0))
+    if (atomic_load(&c->poison) != 0)
+        return; /* the agent is gone or broken: its leases end with it */
+    rel_flush_locked(c);
+    if (c->nrel_pending == 0 && sq_write_locked(c, &sqe, NULL, 0))
         c->sq_unpublished = true;
+    else if (c->nrel_pending < c->rel_cap)
+        c->rel_pending[c->nrel_pending++] = lease_id; /* sent with the next submission */
+    /* else: more than the agent can hold for us; the lease ends at its deadline */
 }
 
 static void op_free_locked(struct mc_client *c, uint32_t idx)
@@ -357,12 +393,8 @@ static void abandoned_done_locked(struct mc_client *c, uint32_t idx, const struc
     struct mc_sqe sqe;
 
     if (o->opcode == MC_OP_GET && cqe->res == 0) {
-        memset(&sqe, 0, sizeof(sqe));
-        sqe.opcode = MC_OP_RELEASE;
-        sqe.flags = MC_SQE_F_NO_CQE;
-        sqe.arg0 = cqe->lease_id;
-        (void)sq_push_locked(c, &sqe, NULL, 0); /* full SQ: the lease ends at its deadline */
-        mc_shm_doorbell_ring(c->region->sq);
+        mc_client_release_locked(c, cqe->lease_id);
+        mc_client_flush_locked(c);
     } else if (o->opcode == MC_OP_PUT_START && cqe->res == 0) {
         /* the put was started for an owner who gave up: abort it, reusing this slot (its
          * CQE will be dropped like this one) */
@@ -398,6 +430,11 @@ static void drain_locked(struct mc_client *c)
     while (head != tail) {
         memcpy(&cqe, mc_shm_cqe_at(r, head), sizeof(cqe)); /* read once */
         head++;
+        /* give the slot back before handling the CQE: handling it may free an op slot and
+         * submit the next op, whose answer needs CQ room (release pairs with the agent's
+         * acquire of the CQ head) */
+        c->cq_head = head;
+        mc_ring_publish_head(r->cq, head);
         idx = (uint32_t)cqe.user_data;
         o = idx < c->nops ? &c->ops[idx] : NULL;
         if (o == NULL || o->gen != (uint32_t)(cqe.user_data >> 32) ||
@@ -423,9 +460,6 @@ static void drain_locked(struct mc_client *c)
             o->state = MC_OP_STATE_DONE;
         }
     }
-    c->cq_head = head;
-    /* release pairs with the agent's acquire of the CQ head: the slots may be reused */
-    mc_ring_publish_head(r->cq, head);
     if (c->aq_head != NULL)
         mc_async_kick_locked(c);
     mc_client_flush_locked(c); /* what the async steps and releases above submitted */

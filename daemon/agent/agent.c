@@ -135,6 +135,7 @@ struct client {
     struct copy *copies;      /* FIFO ring of lay.max_inflight */
     uint32_t copy_head, copy_count;
     uint32_t violations;
+    const char *violation;    /* the last one, for the log */
     uint64_t idle_wakes, idle_window_ms;
     int efd;                  /* the client's eventfd (MC_SHM_HELLO_F_EVENTFD), or -1 */
     struct arena {
@@ -219,6 +220,7 @@ static void cqe_post(struct client *c, const struct mc_cqe *src)
     if (mc_ring_space(cq, c->lay.cq_entries) == 0) {
         /* it cannot happen while the client keeps to max_inflight <= cq_entries */
         c->violations = VIOLATIONS_MAX;
+        c->violation = "its completion ring is full";
         return;
     }
     *mc_shm_cqe_at(c->r, c->cq_tail) = *src;
@@ -850,6 +852,7 @@ static bool client_drain_sq(struct mc_agent *a, struct client *c)
 
     if (ready > c->lay.sq_entries) {
         c->violations = VIOLATIONS_MAX; /* a tail no producer could have written */
+        c->violation = "its submission tail is out of range";
         return false;
     }
     if (ready > SQES_PER_TURN)
@@ -863,11 +866,13 @@ static bool client_drain_sq(struct mc_agent *a, struct client *c)
         if (c->inflight >= c->lay.max_inflight &&
             !(s.opcode == MC_OP_RELEASE && (s.flags & MC_SQE_F_NO_CQE))) {
             c->violations = VIOLATIONS_MAX; /* more outstanding than the CQ can answer */
+            c->violation = "more ops in flight than max_inflight";
             break;
         }
         c->inflight++;
         if (mc_shm_sqe_check(&c->lay, &s) != 0) {
             c->violations++;
+            c->violation = "invalid submissions";
             a->st.violations++;
             if (s.opcode == MC_OP_RELEASE && (s.flags & MC_SQE_F_NO_CQE))
                 c->inflight--;
@@ -1310,8 +1315,10 @@ static void on_tick(struct mc_agent *a)
                 lease_end(a, c, i);
         }
         if (now - c->idle_window_ms >= 1000) {
-            if (c->idle_wakes > a->cfg.idle_wakeups_max)
+            if (c->idle_wakes > a->cfg.idle_wakeups_max) {
                 c->violations = VIOLATIONS_MAX;
+                c->violation = "too many empty doorbells";
+            }
             c->idle_wakes = 0;
             c->idle_window_ms = now;
         }
@@ -1440,7 +1447,8 @@ static bool serve_clients(struct mc_agent *a)
         if (c->cq_dirty)
             client_wake(c);
         if (c->violations >= VIOLATIONS_MAX) {
-            mc_warn("client %u (pid %d) broke the protocol: disconnected", c->id, (int)c->pid);
+            mc_warn("client %u (pid %d) broke the protocol (%s): disconnected", c->id,
+                    (int)c->pid, c->violation != NULL ? c->violation : "?");
             client_close(a, c, "protocol violations");
         }
     }

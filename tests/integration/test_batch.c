@@ -205,6 +205,55 @@ START_TEST(test_prefix_match_leading_hits)
 }
 END_TEST
 
+/* Tiny rings (8 SQEs, 8 in flight, so 16 leases at the agent) and a long batch get: the
+ * RELEASE of each copied item must reach the agent even when it finds the SQ full, or the
+ * agent's lease table fills and later items fail with MC_ERR_NOMEM. */
+START_TEST(test_batch_get_small_rings_releases_not_lost)
+{
+    enum { N = 400 };
+    const char *extra[] = {"--set", "sq_entries=8", "--set", "max_inflight=8", NULL};
+    static char names[N][32];
+    static const char *keys[N];
+    static const void *bufs[N];
+    static void *outs[N];
+    static size_t lens[N], caps[N], got[N];
+    static int res[N];
+    struct t_agent a;
+    mc_client_t *c;
+    int ok, round;
+
+    t_agent_start(&a, "64M", extra);
+    c = t_connect(&a);
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "r/%d", i);
+        keys[i] = names[i];
+        lens[i] = 1000 + (size_t)i;
+        bufs[i] = t_alloc_filled(lens[i], 7 + (uint64_t)i);
+        outs[i] = malloc(lens[i]);
+        caps[i] = lens[i];
+    }
+    ok = mc_batch_put(c, N, keys, bufs, lens, NULL, res);
+    for (int i = 0; i < N && ok != N; i++)
+        if (res[i] != 0)
+            ck_abort_msg("put item %d: %s", i, mc_strerror(res[i]));
+    for (round = 0; round < 3; round++) {
+        ok = mc_batch_get(c, N, keys, outs, caps, got, res);
+        for (int i = 0; i < N && ok != N; i++)
+            if (res[i] != 0)
+                ck_abort_msg("round %d item %d: %s", round, i, mc_strerror(res[i]));
+        ck_assert_int_eq(ok, N);
+    }
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(t_check_fill(outs[i], lens[i], 7 + (uint64_t)i), "item %d", i);
+    for (int i = 0; i < N; i++) {
+        free((void *)bufs[i]);
+        free(outs[i]);
+    }
+    mc_close(c);
+    ck_assert_int_eq(t_agent_stop(&a), 0);
+}
+END_TEST
+
 static Suite *batch_suite(void)
 {
     Suite *s = suite_create("integration");
@@ -217,6 +266,10 @@ static Suite *batch_suite(void)
     tcase_add_test(tc, test_batch_waves);
     tcase_add_test(tc, test_batch_large_items);
     tcase_add_test(tc, test_prefix_match_leading_hits);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("batch_small_rings");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_batch_get_small_rings_releases_not_lost);
     suite_add_tcase(s, tc);
     return s;
 }
