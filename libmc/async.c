@@ -343,6 +343,11 @@ static enum pump_result pump_locked(struct mc_client *c, struct mc_op *op)
     switch (op->next_step) {
     case STEP_GET:
     case STEP_EXIST:
+        /* every answered GET holds a lease at the agent until its copy is done and it is
+         * released; the agent keeps 2 * max_inflight of them for us, so GETs in flight
+         * plus copies waiting stay within the op slots */
+        if (op->next_step == STEP_GET && c->ncopies + (c->nops - c->nops_free) >= c->nops)
+            return PUMP_BLOCKED;
         sqe.opcode = op->next_step == STEP_GET ? MC_OP_GET : MC_OP_EXIST;
         err = step_submit_locked(c, op, &sqe, true, -1, op->next_step, op->deadline_ns);
         break;
@@ -410,6 +415,7 @@ static void poison_all_locked(struct mc_client *c)
     /* GETs waiting for their copy: the lease is not worth a release on a dead client */
     while ((op = c->copy_head) != NULL) {
         c->copy_head = op->cp_next;
+        c->ncopies--;
         op->in_copy = false;
         finish_locked(c, op, err);
     }
@@ -502,6 +508,7 @@ void mc_async_cqe_locked(struct mc_client *c, struct mc_op *op, uint32_t tag,
         op->in_copy = true;
         op->cp_next = c->copy_head;
         c->copy_head = op;
+        c->ncopies++;
         return;
     }
     case STEP_PUT:
@@ -577,6 +584,7 @@ void mc_async_run_copies_locked(struct mc_client *c)
         cqe = op->gcqe;
         checksum = !(cqe.obj_flags & MC_PUT_NO_CHECKSUM);
         if (op->canceled) {
+            c->ncopies--;
             mc_client_release_locked(c, cqe.lease_id);
             finish_locked(c, op, MC_ERR_CANCELED);
             continue;
@@ -595,12 +603,15 @@ void mc_async_run_copies_locked(struct mc_client *c)
         }
         pthread_mutex_lock(&c->mu);
         op->copying = false;
+        c->ncopies--;
         if (!expired)
             mc_client_release_locked(c, cqe.lease_id);
         if (err == 0)
             op->len_out = (size_t)cqe.size;
         finish_locked(c, op, err);
     }
+    if (c->aq_head != NULL)
+        mc_async_kick_locked(c); /* GETs held back while copies held their leases */
     mc_client_flush_locked(c);
 }
 

@@ -132,6 +132,7 @@ struct mc_client {
     struct mc_op *all;                /* every op not freed, and detached ones not final */
     struct mc_op *aq_head, *aq_tail;  /* ops waiting for an op or staging slot, FIFO */
     struct mc_op *copy_head;          /* GETs whose CQE arrived: copy, verify, release */
+    uint32_t ncopies;                 /* on copy_head or being copied: each holds a lease */
     uint32_t async_live;              /* async ops not final */
     bool kicking;                     /* async_kick_locked is running (no re-entry) */
     bool sq_unpublished;              /* SQEs written past the published SQ tail */
