@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <linux/capability.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
@@ -65,6 +66,7 @@ enum ud_tag {
     UD_ACCEPT = 1,
     UD_SOCK = 2,
     UD_FUTEX = 3,
+    UD_EFD = 4,
     UD_TIMER = 5,
     UD_SIGNAL = 6,
     UD_CANCEL = 7,
@@ -74,6 +76,7 @@ struct put {
     bool used;
     bool failed;
     bool abort_pending; /* PUT_ABORT arrived while pieces were still being copied */
+    bool oneshot;       /* a PUT: its handle is not the client's to name */
     bool csum;
     uint16_t key_len;
     uint32_t busy;       /* copies in progress into it */
@@ -138,6 +141,8 @@ struct client {
     const char *violation;    /* the last one, for the log */
     uint64_t idle_wakes, idle_window_ms;
     int efd;                  /* the client's eventfd (MC_SHM_HELLO_F_EVENTFD), or -1 */
+    bool efd_busy;            /* a write to it is in io_uring: at most one */
+    uint64_t efd_one;         /* the 8 bytes that write reads */
     struct arena {
         uint8_t *base;
         uint64_t size;
@@ -165,6 +170,8 @@ struct mc_agent {
     int listen_fd, timer_fd, signal_fd;
     struct io_uring ring;
     bool futex_ops;
+    bool draining;            /* SIGTERM: no new clients, finish what is under way */
+    uint64_t drain_deadline_ms;
     bool stopping;
     struct client *clients;
     uint32_t nclients;
@@ -239,10 +246,14 @@ static void cqe_res(struct client *c, uint64_t user_data, int res)
     cqe_post(c, &e);
 }
 
+static struct io_uring_sqe *get_sqe(struct mc_agent *a);
+
 /* Wake a client sleeping on its CQ: one futex syscall, at once. Queuing the wake as an
  * io_uring FUTEX_WAKE would batch it, but it then waits for the next io_uring_enter, after
- * every other ring was served: worse tails at 8 clients (docs/decisions.md). */
-static void client_wake(struct client *c)
+ * every other ring was served: worse tails at 8 clients (docs/decisions.md). The client's
+ * eventfd is written through io_uring: the client owns its blocking mode and its counter,
+ * so a synchronous write could block the agent for ever. */
+static void client_wake(struct mc_agent *a, struct client *c)
 {
     struct mc_shm_ring_ctrl *cq = c->r->cq;
 
@@ -253,10 +264,16 @@ static void client_wake(struct client *c)
         return;
     atomic_fetch_add_explicit(&cq->futex, 1, memory_order_seq_cst);
     syscall(SYS_futex, &cq->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    if (c->efd >= 0) {
-        uint64_t one = 1;
+    if (c->efd >= 0 && !c->efd_busy) {
+        struct io_uring_sqe *sqe = get_sqe(a);
 
-        (void)!write(c->efd, &one, sizeof(one)); /* full counter: it is readable anyway */
+        if (sqe == NULL)
+            return;
+        c->efd_one = 1;
+        io_uring_prep_write(sqe, c->efd, &c->efd_one, sizeof(c->efd_one), 0);
+        io_uring_sqe_set_data64(sqe, ud_make(c, UD_EFD));
+        c->efd_busy = true;
+        c->refs++;
     }
 }
 
@@ -285,7 +302,8 @@ static void put_forget(struct put *p)
 
 static struct put *put_get(struct client *c, uint64_t h)
 {
-    if (h >= c->lay.max_inflight || !c->puts[h].used)
+    /* a one-shot PUT's slot is internal: PUT_DATA/END/ABORT naming it would race its copy */
+    if (h >= c->lay.max_inflight || !c->puts[h].used || c->puts[h].oneshot)
         return NULL;
     return &c->puts[h];
 }
@@ -341,6 +359,7 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
     p->used = true;
     p->failed = false;
     p->abort_pending = false;
+    p->oneshot = s->opcode == MC_OP_PUT;
     p->csum = csum;
     p->key_len = s->key_len;
     memcpy(p->key, key, s->key_len);
@@ -414,7 +433,7 @@ static void copy_done(struct mc_agent *a, struct client *c, int res)
     p->busy--;
     if (res != 0)
         p->failed = true;
-    if (cp->opcode == MC_OP_PUT) {
+    if (cp->opcode == MC_OP_PUT && p->busy == 0) {
         if (res == 0)
             res = put_finish(a, p);
         else
@@ -635,6 +654,12 @@ static int data_source(struct mc_agent *a, struct client *c, const struct mc_sqe
                        const uint8_t **src_p)
 {
     if (s->flags & MC_SQE_F_USER) {
+        /* Reads of a client's memory carry the agent's rights, not the client's: a
+         * privileged agent could be pointed at whatever later holds the client's pid, or
+         * at a setuid image the client exec'd. So only a client of the agent's own uid
+         * (which could read that memory itself) gets them; others use staging. */
+        if (c->uid != geteuid())
+            return MC_ERR_DENIED;
         *src_p = NULL;
         return 0;
     }
@@ -955,6 +980,10 @@ static void client_close(struct mc_agent *a, struct client *c, const char *why)
         io_uring_prep_cancel64(sqe, ud_make(c, UD_FUTEX), 0);
         io_uring_sqe_set_data64(sqe, ud_make(NULL, UD_CANCEL));
     }
+    if (c->efd_busy && (sqe = get_sqe(a)) != NULL) {
+        io_uring_prep_cancel64(sqe, ud_make(c, UD_EFD), 0);
+        io_uring_sqe_set_data64(sqe, ud_make(NULL, UD_CANCEL));
+    }
     client_put_ref(a, c);
 }
 
@@ -1084,8 +1113,8 @@ static void on_accept(struct mc_agent *a, int fd)
         a->st.refused++;
         return;
     }
-    if (a->nclients >= a->cfg.max_clients || a->stopping) {
-        refuse(fd, a->stopping ? MC_ERR_UNAVAILABLE : MC_ERR_BUSY);
+    if (a->nclients >= a->cfg.max_clients || a->draining) {
+        refuse(fd, a->draining ? MC_ERR_UNAVAILABLE : MC_ERR_BUSY);
         close(fd);
         a->st.refused++;
         return;
@@ -1353,6 +1382,10 @@ static void handle_cqe(struct mc_agent *a, struct io_uring_cqe *cqe)
         }
         client_put_ref(a, c);
         break;
+    case UD_EFD:
+        c->efd_busy = false;
+        client_put_ref(a, c);
+        break;
     case UD_FUTEX:
         c->futex_armed = false;
         if (c->state == CL_ACTIVE && cqe->res == 0 && mc_ring_ready(c->r->sq) == 0)
@@ -1365,10 +1398,21 @@ static void handle_cqe(struct mc_agent *a, struct io_uring_cqe *cqe)
             arm_read(a, a->timer_fd, &a->timer_buf, sizeof(a->timer_buf), UD_TIMER);
         break;
     case UD_SIGNAL:
-        if (cqe->res > 0) {
-            mc_info("signal received: stopping");
-            a->stopping = true;
+        if (cqe->res > 0 && !a->draining) {
+            struct client *c;
+
+            mc_info("signal received: finishing in-flight operations, then stopping");
+            a->draining = true;
+            a->drain_deadline_ms = now_ms() + a->cfg.op_timeout_ms;
+            for (c = a->clients; c != NULL; c = c->next) {
+                if (c->state == CL_ACTIVE) /* libmc fails new calls with UNAVAILABLE */
+                    atomic_store_explicit(&c->r->hdr->agent_state, 1, memory_order_release);
+            }
+        } else if (cqe->res > 0) {
+            a->stopping = true; /* a second signal: stop now */
         }
+        if (!a->stopping)
+            arm_read(a, a->signal_fd, a->signal_buf, sizeof(a->signal_buf), UD_SIGNAL);
         break;
     default:
         break;
@@ -1417,6 +1461,20 @@ static void clear_doorbells(struct mc_agent *a)
     }
 }
 
+/* Nothing under way for any client: no copy queued, every op answered. */
+static bool clients_idle(const struct mc_agent *a)
+{
+    const struct client *c;
+
+    if (a->delayed != NULL)
+        return false;
+    for (c = a->clients; c != NULL; c = c->next) {
+        if (c->state == CL_ACTIVE && (c->copy_count != 0 || c->inflight != 0))
+            return false;
+    }
+    return true;
+}
+
 /* One pass over the clients: take submissions, move bytes, answer. True when any work. */
 static bool serve_clients(struct mc_agent *a)
 {
@@ -1445,7 +1503,7 @@ static bool serve_clients(struct mc_agent *a)
         if (c->state != CL_ACTIVE)
             continue;
         if (c->cq_dirty)
-            client_wake(c);
+            client_wake(a, c);
         if (c->violations >= VIOLATIONS_MAX) {
             mc_warn("client %u (pid %d) broke the protocol (%s): disconnected", c->id,
                     (int)c->pid, c->violation != NULL ? c->violation : "?");
@@ -1473,6 +1531,9 @@ int mc_agent_run(struct mc_agent *a)
         bool work = serve_clients(a);
         uint64_t t = now_ns();
 
+        if (a->draining && (clients_idle(a) || t / 1000000u >= a->drain_deadline_ms))
+            break; /* every op answered (or the grace ran out): now stop */
+
         if (work)
             a->last_active_ns = t;
         if (work || t - a->last_active_ns < a->cfg.agent_spin_us * 1000u ||
@@ -1486,7 +1547,7 @@ int mc_agent_run(struct mc_agent *a)
             /* without the futex opcodes, poll the rings every millisecond instead */
             struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
 
-            if (a->futex_ops)
+            if (a->futex_ops && !a->draining)
                 io_uring_submit_and_wait(&a->ring, 1);
             else
                 io_uring_submit_and_wait_timeout(&a->ring, &cqe, 1, &ts, NULL);

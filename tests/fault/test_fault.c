@@ -8,7 +8,9 @@
 #include <jansson.h>
 #include <linux/futex.h>
 #include <stdatomic.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -131,6 +133,7 @@ static void t_raw_connect(const char *path, struct t_raw *r)
     int fds[MC_SHM_MAX_SEGS + 1], nfds, i;
 
     strcpy(sa.sun_path, path);
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY); /* as libmc does for its agent */
     r->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(r->sock, 0);
     ck_assert_int_eq(connect(r->sock, (struct sockaddr *)&sa, sizeof(sa)), 0);
@@ -527,6 +530,210 @@ START_TEST(test_fault_arena_and_user_memory_sources_checked)
 }
 END_TEST
 
+/* Put SQEs on a raw client's ring without waiting (one doorbell for all). */
+static void t_raw_submit(struct t_raw *r, const struct mc_sqe *sqes, const char *const *keys,
+                         int n)
+{
+    struct mc_shm_hdr *hdr = (struct mc_shm_hdr *)r->base;
+    struct mc_shm_ring_ctrl *sq = (struct mc_shm_ring_ctrl *)(r->base + hdr->sq_ctrl_off);
+    uint32_t tail = atomic_load(&sq->tail);
+
+    for (int i = 0; i < n; i++) {
+        uint32_t idx = (tail + (uint32_t)i) & (hdr->sq_entries - 1);
+
+        memcpy((struct mc_sqe *)(r->base + hdr->sqes_off) + idx, &sqes[i], sizeof(sqes[i]));
+        if (sqes[i].key_len > 0)
+            memcpy(r->base + hdr->keys_off + (uint64_t)idx * MC_SHM_KEY_SLOT, keys[i],
+                   sqes[i].key_len);
+    }
+    atomic_store(&sq->tail, tail + (uint32_t)n);
+    t_ring_doorbell(sq);
+}
+
+/* Wait for n CQEs on a raw client; returns them in order of arrival. */
+static void t_raw_reap(struct t_raw *r, struct mc_cqe *out, int n, uint64_t deadline)
+{
+    struct mc_shm_hdr *hdr = (struct mc_shm_hdr *)r->base;
+    struct mc_shm_ring_ctrl *cq = (struct mc_shm_ring_ctrl *)(r->base + hdr->cq_ctrl_off);
+
+    for (int i = 0; i < n; i++) {
+        uint32_t head = atomic_load(&cq->head);
+
+        while (atomic_load(&cq->tail) == head) {
+            ck_assert_msg(t_now_ms() < deadline, "only %d of %d answers came", i, n);
+            t_poll_pause();
+        }
+        out[i] = ((struct mc_cqe *)(r->base + hdr->cqes_off))[head & (hdr->cq_entries - 1)];
+        atomic_store(&cq->head, head + 1);
+    }
+}
+
+/* A one-shot PUT's internal handle cannot be named by PUT_DATA/END/ABORT (the agent used
+ * to crash, or write into a published object, when a PUT_DATA raced the PUT's copy). */
+START_TEST(test_fault_oneshot_put_handle_not_nameable)
+{
+    struct t_agent a;
+    struct t_raw r;
+    struct mc_sqe sqe[4];
+    struct mc_cqe e[4];
+    const char *keys[4] = {"victim", NULL, NULL, NULL};
+    mc_client_t *c;
+    char out[4096];
+    size_t len;
+    int i;
+
+    t_agent_start(&a, "64M", NULL);
+    t_raw_connect(a.sock, &r);
+    memset(sqe, 0, sizeof(sqe));
+    sqe[0].opcode = MC_OP_PUT;
+    sqe[0].key_len = 6;
+    sqe[0].data_len = 4096;
+    sqe[0].user_data = 1;
+    for (i = 1; i < 4; i++) {
+        sqe[i].arg0 = 0; /* the slot index the PUT took */
+        sqe[i].user_data = (uint64_t)i + 1;
+    }
+    sqe[1].opcode = MC_OP_PUT_DATA;
+    sqe[1].data_len = 4096;
+    sqe[2].opcode = MC_OP_PUT_END;
+    sqe[3].opcode = MC_OP_PUT_ABORT;
+    t_raw_submit(&r, sqe, keys, 4);
+    t_raw_reap(&r, e, 4, t_now_ms() + 5000);
+    for (i = 0; i < 4; i++) {
+        if (e[i].user_data == 1)
+            ck_assert_int_eq(e[i].res, 0);
+        else if (e[i].user_data == 2) /* PUT_DATA: no such open put */
+            ck_assert_int_eq(e[i].res, MC_ERR_INVALID);
+        else
+            ck_assert_int_eq(e[i].res, MC_ERR_NOT_FOUND);
+    }
+    ck_assert_int_eq(kill(a.pid, 0), 0);
+    ck_assert_int_eq(mc_connect(a.sock, &c), 0);
+    ck_assert_int_eq(mc_get(c, "victim", out, sizeof(out), &len), 0);
+    ck_assert_uint_eq(len, 4096);
+    mc_close(c);
+    close(r.sock);
+    ck_assert_int_eq(t_agent_stop(&a), 0);
+}
+END_TEST
+
+/* SIGTERM: the agent tells its clients it is closing, finishes the copies under way (every
+ * piece answered), then exits 0 (DESIGN.md §6). */
+START_TEST(test_fault_sigterm_finishes_inflight_ops)
+{
+    const char *extra[] = {"--set", "copy_slice=4096", NULL};
+    struct t_agent a;
+    struct t_raw r;
+    struct mc_sqe sqe[8];
+    struct mc_cqe e[8], st;
+    const char *keys[8] = {NULL};
+    struct mc_shm_hdr *hdr;
+    int i, status;
+
+    t_agent_start(&a, "64M", extra);
+    t_raw_connect(a.sock, &r);
+    hdr = (struct mc_shm_hdr *)r.base;
+    memset(sqe, 0, sizeof(sqe));
+    sqe[0].opcode = MC_OP_PUT_START;
+    sqe[0].key_len = 4;
+    sqe[0].arg0 = 4u << 20;
+    sqe[0].user_data = 100;
+    st = t_raw_op(&r, &sqe[0], "big!");
+    ck_assert_int_eq(st.res, 0);
+    for (i = 0; i < 4; i++) {
+        memset(&sqe[i], 0, sizeof(sqe[i]));
+        sqe[i].opcode = MC_OP_PUT_DATA;
+        sqe[i].arg0 = st.lease_id;
+        sqe[i].arg1 = (uint64_t)i << 20;
+        sqe[i].data_off = (uint64_t)i << 20;
+        sqe[i].data_len = 1u << 20;
+        sqe[i].user_data = (uint64_t)i + 1;
+    }
+    t_raw_submit(&r, sqe, keys, 4);
+    kill(a.pid, SIGTERM);
+    t_raw_reap(&r, e, 4, t_now_ms() + 5000);
+    for (i = 0; i < 4; i++)
+        ck_assert_int_eq(e[i].res, 0);
+    ck_assert_uint_eq(atomic_load(&hdr->agent_state), 1);
+    ck_assert(t_agent_reap(&a, t_now_ms() + 5000, &status));
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    a.pid = 0;
+    close(r.sock);
+    t_agent_stop(&a);
+}
+END_TEST
+
+/* A client whose eventfd would block (counter at its maximum, blocking mode: the client
+ * owns both) must not stall the agent: the write goes through io_uring. */
+START_TEST(test_fault_blocking_eventfd_does_not_stall_agent)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct mc_shm_hello h = {.magic = MC_SHM_MAGIC, .abi = MC_SHM_ABI,
+                             .flags = MC_SHM_HELLO_F_EVENTFD};
+    struct mc_shm_welcome w;
+    union {
+        struct cmsghdr hdr;
+        char buf[CMSG_SPACE(sizeof(int) * (MC_SHM_MAX_SEGS + 1))];
+    } ctl;
+    struct iovec iov = {.iov_base = &h, .iov_len = sizeof(h)};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                         .msg_controllen = CMSG_SPACE(sizeof(int))};
+    struct cmsghdr *cm;
+    struct t_agent a;
+    struct t_raw r;
+    struct mc_sqe sqe;
+    struct mc_shm_hdr *hdr;
+    struct mc_shm_ring_ctrl *cq;
+    uint64_t full = UINT64_C(0xfffffffffffffffe);
+    int efd, fds[MC_SHM_MAX_SEGS + 1], nfds, status;
+
+    t_agent_start(&a, "64M", NULL);
+    efd = eventfd(0, EFD_CLOEXEC); /* blocking */
+    ck_assert_int_ge(efd, 0);
+    ck_assert_int_eq(write(efd, &full, sizeof(full)), sizeof(full));
+    strcpy(sa.sun_path, a.sock);
+    r.sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    ck_assert_int_eq(connect(r.sock, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &efd, sizeof(int));
+    ck_assert_int_eq(sendmsg(r.sock, &msg, 0), sizeof(h));
+    iov.iov_base = &w;
+    iov.iov_len = sizeof(w);
+    msg.msg_controllen = sizeof(ctl.buf);
+    ck_assert_int_eq(recvmsg(r.sock, &msg, MSG_CMSG_CLOEXEC), sizeof(w));
+    ck_assert_int_eq(w.status, 0);
+    cm = CMSG_FIRSTHDR(&msg);
+    nfds = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    memcpy(fds, CMSG_DATA(cm), sizeof(int) * (size_t)nfds);
+    for (int i = 1; i < nfds; i++)
+        close(fds[i]);
+    r.region_fd = fds[0];
+    r.region_size = w.region_size;
+    r.base = mmap(NULL, r.region_size, PROT_READ | PROT_WRITE, MAP_SHARED, r.region_fd, 0);
+    ck_assert_ptr_ne(r.base, MAP_FAILED);
+    hdr = (struct mc_shm_hdr *)r.base;
+    cq = (struct mc_shm_ring_ctrl *)(r.base + hdr->cq_ctrl_off);
+    atomic_store(&cq->need_wakeup, 1); /* ask for wake-ups: the agent writes the eventfd */
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = MC_OP_NOP;
+    sqe.user_data = 9;
+    ck_assert_int_eq(t_raw_op(&r, &sqe, "").res, 0);
+    /* another client is still served, and the agent still stops on SIGTERM */
+    t_store_still_serves(a.sock);
+    kill(a.pid, SIGTERM);
+    ck_assert(t_agent_reap(&a, t_now_ms() + 5000, &status));
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    a.pid = 0;
+    t_agent_stop(&a);
+    close(efd);
+    close(r.sock);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fault");
@@ -541,6 +748,9 @@ int main(void)
     tcase_add_test(tc, test_fault_put_on_key_being_written_busy_until_writer_gone);
     tcase_add_test(tc, test_fault_read_timeout_buffer_not_written_after_final);
     tcase_add_test(tc, test_fault_arena_and_user_memory_sources_checked);
+    tcase_add_test(tc, test_fault_oneshot_put_handle_not_nameable);
+    tcase_add_test(tc, test_fault_sigterm_finishes_inflight_ops);
+    tcase_add_test(tc, test_fault_blocking_eventfd_does_not_stall_agent);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
