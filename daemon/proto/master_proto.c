@@ -1,0 +1,1203 @@
+/*
+ * The master RPC payload codecs (master_proto.h). Layouts, all integers little-endian,
+ * "blob" = uint32 length + bytes, [..] = only when the reply's status is 0:
+ *
+ *   HELLO                 blob token, blob name, blob domain
+ *   HELLO_REPLY           i32 status [u32 node, u64 node_ttl_ms, u64 lease_ttl_ms]
+ *   MOUNT                 u32 node, u32 kind, u64 base, u64 size, blob worker_addr, blob rkey
+ *   MOUNT_REPLY           i32 status [u32 seg]
+ *   HEARTBEAT             u32 node, u32 flags
+ *   HEARTBEAT_REPLY       i32 status
+ *   PUT_START_BATCH       u32 writer, u32 n, n * {blob key, u64 size, u64 alloc_len,
+ *                         u32 replicas, u32 flags, u64 ttl_ms, u32 preferred}
+ *   PUT_START_BATCH_REPLY i32 status [u32 n, n * {i32 status [u64 version, u32 nrep,
+ *                         nrep * replica]}]
+ *   PUT_END_BATCH,
+ *   PUT_REVOKE_BATCH      u32 node, u32 n, n * {blob key, u64 version}
+ *   GET_BATCH,
+ *   EXIST_BATCH,
+ *   REMOVE_BATCH          u32 node, u32 flags, u32 n, n * blob key
+ *   GET_BATCH_REPLY       i32 status [u32 n, n * {i32 status [u64 version, u64 size,
+ *                         u32 flags, u32 nrep, nrep * replica, u32 lease_epoch,
+ *                         u64 lease_expires_ms]}]
+ *   LEASE_RELEASE_BATCH   u32 node, u32 n, n * {blob key, u64 version, u32 epoch}
+ *   LEASE_RELEASE_REPLY   i32 status [u32 released]
+ *   EXIST_BATCH_REPLY     i32 status [u32 flags, u32 n, n * {i32 status [stat, when
+ *                         flags has EXIST_F_STAT and the status is 1]}]
+ *   REMOVE_BATCH_REPLY    i32 status [u32 n, n * {i32 status, u64 count}]
+ *   FENCE                 u32 n, n * {u32 seg, u32 alloc, u64 version}
+ *   *_END/REVOKE/FENCE_REPLY  i32 status [u32 n, n * i32 status]
+ *   CLUSTER_INFO          u32 flags, u32 cursor, u32 max
+ *   CLUSTER_INFO_REPLY    i32 status [u32 flags, [24 * u64 stats], [u32 nseg,
+ *                         u32 next_cursor, nseg * segment]]
+ *
+ *   replica  u32 seg, u32 node, u32 alloc, u32 kind, u64 offset, u64 addr, u64 len
+ *   stat     u64 size, u64 version, u32 replicas, u32 flags, u64 ttl_remaining_ms
+ *   segment  u32 seg, u32 node, u32 kind, u64 base, u64 size, u64 free_bytes,
+ *            u64 largest_free, u64 hard_pinned_bytes, u64 blocks, u64 evictions,
+ *            blob worker_addr, blob rkey
+ *
+ * The lease's version is not sent: it is the result's version (a lease is granted on the
+ * version returned), so the decoder sets it and the encoder refuses anything else.
+ *
+ * Each decoder reads with the sticky reader and marks it bad on the first field that fails
+ * a check, so a message is refused by one test at the end (mc_wire_reader_done: no failed
+ * read, no trailing byte). Loops are bounded by counts checked before the loop.
+ */
+#include "daemon/proto/master_proto.h"
+
+#include <assert.h>
+#include <string.h>
+
+#include "mc/mc_status.h"
+
+/* Worst-case encodings, to show that a full batch fits in one frame. */
+#define MC_PROTO_SZ_BLOB(max) (4u + (max))
+#define MC_PROTO_SZ_REPLICA   40u
+#define MC_PROTO_SZ_PUT_START_ITEM                                                             \
+    (MC_PROTO_SZ_BLOB(MC_PROTO_KEY_MAX) + 8u + 8u + 4u + 4u + 8u + 4u)
+#define MC_PROTO_SZ_GET_REP_ITEM                                                               \
+    (4u + 8u + 8u + 4u + 4u + MC_MASTER_MAX_REPLICAS * MC_PROTO_SZ_REPLICA + 4u + 8u)
+#define MC_PROTO_SZ_PUT_START_REP_ITEM                                                         \
+    (4u + 8u + 4u + MC_MASTER_MAX_REPLICAS * MC_PROTO_SZ_REPLICA)
+#define MC_PROTO_SZ_REF_ITEM (MC_PROTO_SZ_BLOB(MC_PROTO_KEY_MAX) + 8u + 4u)
+#define MC_PROTO_SZ_STAT     32u
+#define MC_PROTO_SZ_SEG_ENTRY                                                                  \
+    (4u + 4u + 4u + 7u * 8u + MC_PROTO_SZ_BLOB(MC_PROTO_ADDR_MAX) +                            \
+     MC_PROTO_SZ_BLOB(MC_PROTO_RKEY_MAX))
+#define MC_PROTO_STATS_FIELDS 24u
+
+static_assert(12u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_PUT_START_ITEM <= MC_WIRE_PAYLOAD_MAX,
+              "put batch");
+static_assert(8u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_PUT_START_REP_ITEM <= MC_WIRE_PAYLOAD_MAX,
+              "grants");
+static_assert(8u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_GET_REP_ITEM <= MC_WIRE_PAYLOAD_MAX,
+              "get reply");
+static_assert(8u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_REF_ITEM <= MC_WIRE_PAYLOAD_MAX,
+              "ref batch");
+static_assert(12u + MC_PROTO_BATCH_MAX * (4u + MC_PROTO_SZ_STAT) <= MC_WIRE_PAYLOAD_MAX,
+              "exist reply");
+static_assert(16u + MC_PROTO_STATS_FIELDS * 8u +
+                      MC_PROTO_SEG_PAGE_MAX * MC_PROTO_SZ_SEG_ENTRY <=
+                  MC_WIRE_PAYLOAD_MAX,
+              "cluster info page");
+static_assert(MC_PROTO_KEY_MAX == 512u, "MC_KEY_MAX");
+static_assert(MC_PROTO_NAME_MAX == MC_MASTER_NAME_MAX, "names");
+static_assert(MC_PROTO_BATCH_MAX <= UINT32_MAX, "counts are u32");
+
+/* The stats travel as MC_PROTO_STATS_FIELDS u64s in this order. A field added to struct
+ * mc_master_stats breaks the size assertion below until it is added here (and the frame
+ * version bumped). */
+#define MC_PROTO_STAT_FIELD(f) offsetof(struct mc_master_stats, f)
+static const size_t stats_fields[MC_PROTO_STATS_FIELDS] = {
+    MC_PROTO_STAT_FIELD(objects),
+    MC_PROTO_STAT_FIELD(nodes_alive),
+    MC_PROTO_STAT_FIELD(segments),
+    MC_PROTO_STAT_FIELD(capacity_bytes),
+    MC_PROTO_STAT_FIELD(used_bytes),
+    MC_PROTO_STAT_FIELD(puts_started),
+    MC_PROTO_STAT_FIELD(puts_completed),
+    MC_PROTO_STAT_FIELD(puts_revoked),
+    MC_PROTO_STAT_FIELD(puts_canceled),
+    MC_PROTO_STAT_FIELD(puts_displaced),
+    MC_PROTO_STAT_FIELD(gets),
+    MC_PROTO_STAT_FIELD(get_misses),
+    MC_PROTO_STAT_FIELD(lease_grants),
+    MC_PROTO_STAT_FIELD(lease_releases),
+    MC_PROTO_STAT_FIELD(lease_expiries),
+    MC_PROTO_STAT_FIELD(evictions),
+    MC_PROTO_STAT_FIELD(evicted_bytes),
+    MC_PROTO_STAT_FIELD(ttl_expiries),
+    MC_PROTO_STAT_FIELD(removes),
+    MC_PROTO_STAT_FIELD(stale_freed_by_writer),
+    MC_PROTO_STAT_FIELD(stale_freed_by_fence),
+    MC_PROTO_STAT_FIELD(stale_freed_by_timeout),
+    MC_PROTO_STAT_FIELD(nodes_declared_dead),
+    MC_PROTO_STAT_FIELD(meta_bytes),
+};
+static_assert(sizeof(struct mc_master_stats) == MC_PROTO_STATS_FIELDS * sizeof(uint64_t),
+              "every field of struct mc_master_stats is in stats_fields");
+
+/* --- shared helpers ----------------------------------------------------------------------- */
+
+bool mc_proto_status_is_valid(int64_t status, bool allow_one)
+{
+    if (status == 0)
+        return true;
+    if (status == 1)
+        return allow_one;
+    if (status >= MC_ERR_IO && status <= MC_ERR_INVALID) /* -13 .. -1 */
+        return true;
+    return status == MC_ERR_PROTO || status == MC_ERR_UNAVAILABLE || status == MC_ERR_INTERNAL;
+}
+
+static size_t clamp_cap(size_t cap)
+{
+    return cap < MC_PROTO_BATCH_MAX ? cap : MC_PROTO_BATCH_MAX;
+}
+
+/* Two's complement without implementation-defined conversions. */
+static int32_t i32_from_u32(uint32_t v)
+{
+    if (v <= (uint32_t)INT32_MAX)
+        return (int32_t)v;
+    return (int32_t)(v - UINT32_C(0x80000000)) - INT32_MAX - 1;
+}
+
+static uint32_t u32_from_i32(int32_t v)
+{
+    return (uint32_t)v; /* well defined: modulo 2^32 */
+}
+
+static void fail(struct mc_wire_reader *r)
+{
+    r->bad = true;
+}
+
+static int32_t get_status(struct mc_wire_reader *r, bool allow_one)
+{
+    int32_t s = i32_from_u32(mc_wire_get_u32(r));
+
+    if (!mc_proto_status_is_valid(s, allow_one))
+        fail(r);
+    return s;
+}
+
+static int decode_end(const struct mc_wire_reader *r)
+{
+    return mc_wire_reader_done(r) ? 0 : MC_ERR_PROTO;
+}
+
+static int encode_end(const struct mc_wire_writer *w, const void *buf, size_t *len_p)
+{
+    if (w->bad)
+        return MC_ERR_TOO_LARGE;
+    *len_p = (size_t)(w->p - (const uint8_t *)buf);
+    return 0;
+}
+
+static bool bytes_ok(const uint8_t *p, size_t len, size_t min, size_t max)
+{
+    return len >= min && len <= max && (len == 0 || p != NULL);
+}
+
+static bool key_ok(const char *key, size_t len)
+{
+    return bytes_ok((const uint8_t *)key, len, 1, MC_PROTO_KEY_MAX);
+}
+
+/* Names go into logs and node tables: graphic ASCII only, no NUL, no spaces. */
+static bool name_ok(const struct mc_proto_bytes *b, size_t min)
+{
+    if (!bytes_ok(b->p, b->len, min, MC_PROTO_NAME_MAX))
+        return false;
+    for (size_t i = 0; i < b->len; i++) {
+        if (b->p[i] < 0x21 || b->p[i] > 0x7e)
+            return false;
+    }
+    return true;
+}
+
+static void get_bytes(struct mc_wire_reader *r, size_t min, size_t max,
+                      struct mc_proto_bytes *b)
+{
+    b->p = mc_wire_get_blob(r, max, &b->len);
+    if (!r->bad && b->len < min)
+        fail(r);
+}
+
+static void get_name(struct mc_wire_reader *r, size_t min, struct mc_proto_bytes *b)
+{
+    get_bytes(r, min, MC_PROTO_NAME_MAX, b);
+    if (!r->bad && !name_ok(b, min))
+        fail(r);
+}
+
+static void get_key(struct mc_wire_reader *r, const char **key_p, size_t *len_p)
+{
+    struct mc_proto_bytes b;
+
+    get_bytes(r, 1, MC_PROTO_KEY_MAX, &b);
+    *key_p = (const char *)b.p;
+    *len_p = b.len;
+}
+
+/* A count of items for a caller's array of `cap`: u32, at most min(cap, batch max). */
+static uint32_t get_count(struct mc_wire_reader *r, size_t cap)
+{
+    uint32_t n = mc_wire_get_u32(r);
+
+    if (n > clamp_cap(cap))
+        fail(r);
+    return r->bad ? 0 : n;
+}
+
+static bool kind_ok(uint32_t kind)
+{
+    return kind <= MC_SEG_DISK;
+}
+
+static bool replica_ok(const struct mc_master_replica *rep)
+{
+    return kind_ok(rep->kind) && rep->len > 0;
+}
+
+static void put_replica(struct mc_wire_writer *w, const struct mc_master_replica *rep)
+{
+    mc_wire_put_u32(w, rep->seg);
+    mc_wire_put_u32(w, rep->node);
+    mc_wire_put_u32(w, rep->alloc);
+    mc_wire_put_u32(w, rep->kind);
+    mc_wire_put_u64(w, rep->offset);
+    mc_wire_put_u64(w, rep->addr);
+    mc_wire_put_u64(w, rep->len);
+}
+
+static void get_replica(struct mc_wire_reader *r, struct mc_master_replica *rep)
+{
+    rep->seg = mc_wire_get_u32(r);
+    rep->node = mc_wire_get_u32(r);
+    rep->alloc = mc_wire_get_u32(r);
+    rep->kind = mc_wire_get_u32(r);
+    rep->offset = mc_wire_get_u64(r);
+    rep->addr = mc_wire_get_u64(r);
+    rep->len = mc_wire_get_u64(r);
+    if (!replica_ok(rep))
+        fail(r);
+}
+
+static bool replicas_ok(uint32_t nrep, const struct mc_master_replica *rep)
+{
+    if (nrep < 1 || nrep > MC_MASTER_MAX_REPLICAS)
+        return false;
+    for (uint32_t i = 0; i < nrep; i++) {
+        if (!replica_ok(&rep[i]))
+            return false;
+    }
+    return true;
+}
+
+static uint32_t get_nrep(struct mc_wire_reader *r)
+{
+    uint32_t nrep = mc_wire_get_u32(r);
+
+    if (nrep < 1 || nrep > MC_MASTER_MAX_REPLICAS)
+        fail(r);
+    return r->bad ? 0 : nrep;
+}
+
+/* The call status of a reply; on a failure nothing may follow it. Returns true when the
+ * body follows (status 0). */
+static bool get_call_status(struct mc_wire_reader *r, int32_t *status_p)
+{
+    *status_p = get_status(r, false);
+    return !r->bad && *status_p == 0;
+}
+
+/* --- HELLO -------------------------------------------------------------------------------- */
+
+int mc_proto_hello_req_encode(const struct mc_proto_hello_req *m, void *buf, size_t cap,
+                              size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!bytes_ok(m->token.p, m->token.len, 0, MC_PROTO_TOKEN_MAX) || !name_ok(&m->name, 1) ||
+        !name_ok(&m->domain, 0))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_blob(&w, m->token.p, m->token.len);
+    mc_wire_put_blob(&w, m->name.p, m->name.len);
+    mc_wire_put_blob(&w, m->domain.p, m->domain.len);
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_hello_req_decode(const void *buf, size_t len, struct mc_proto_hello_req *m_p)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    get_bytes(&r, 0, MC_PROTO_TOKEN_MAX, &m_p->token);
+    get_name(&r, 1, &m_p->name);
+    get_name(&r, 0, &m_p->domain);
+    return decode_end(&r);
+}
+
+int mc_proto_hello_rep_encode(const struct mc_proto_hello_rep *m, void *buf, size_t cap,
+                              size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!mc_proto_status_is_valid(m->status, false))
+        return MC_ERR_INVALID;
+    if (m->status == 0 &&
+        (m->node == MC_MASTER_NODE_NONE || m->node_ttl_ms == 0 || m->lease_ttl_ms == 0))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, u32_from_i32(m->status));
+    if (m->status == 0) {
+        mc_wire_put_u32(&w, m->node);
+        mc_wire_put_u64(&w, m->node_ttl_ms);
+        mc_wire_put_u64(&w, m->lease_ttl_ms);
+    }
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_hello_rep_decode(const void *buf, size_t len, struct mc_proto_hello_rep *m_p)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    memset(m_p, 0, sizeof(*m_p));
+    m_p->node = MC_MASTER_NODE_NONE;
+    if (get_call_status(&r, &m_p->status)) {
+        m_p->node = mc_wire_get_u32(&r);
+        m_p->node_ttl_ms = mc_wire_get_u64(&r);
+        m_p->lease_ttl_ms = mc_wire_get_u64(&r);
+        if (m_p->node == MC_MASTER_NODE_NONE || m_p->node_ttl_ms == 0 || m_p->lease_ttl_ms == 0)
+            fail(&r);
+    }
+    return decode_end(&r);
+}
+
+/* --- MOUNT -------------------------------------------------------------------------------- */
+
+static bool seg_desc_ok(const struct mc_master_seg_desc *d)
+{
+    return d->node != MC_MASTER_NODE_NONE && kind_ok(d->kind) && d->size > 0 &&
+           d->size <= UINT64_MAX - d->base;
+}
+
+int mc_proto_mount_req_encode(const struct mc_proto_mount_req *m, void *buf, size_t cap,
+                              size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!seg_desc_ok(&m->seg) ||
+        !bytes_ok(m->worker_addr.p, m->worker_addr.len, 1, MC_PROTO_ADDR_MAX) ||
+        !bytes_ok(m->rkey.p, m->rkey.len, 0, MC_PROTO_RKEY_MAX))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, m->seg.node);
+    mc_wire_put_u32(&w, m->seg.kind);
+    mc_wire_put_u64(&w, m->seg.base);
+    mc_wire_put_u64(&w, m->seg.size);
+    mc_wire_put_blob(&w, m->worker_addr.p, m->worker_addr.len);
+    mc_wire_put_blob(&w, m->rkey.p, m->rkey.len);
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_mount_req_decode(const void *buf, size_t len, struct mc_proto_mount_req *m_p)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->seg.node = mc_wire_get_u32(&r);
+    m_p->seg.kind = mc_wire_get_u32(&r);
+    m_p->seg.base = mc_wire_get_u64(&r);
+    m_p->seg.size = mc_wire_get_u64(&r);
+    if (!seg_desc_ok(&m_p->seg))
+        fail(&r);
+    get_bytes(&r, 1, MC_PROTO_ADDR_MAX, &m_p->worker_addr);
+    get_bytes(&r, 0, MC_PROTO_RKEY_MAX, &m_p->rkey);
+    return decode_end(&r);
+}
+
+int mc_proto_mount_rep_encode(const struct mc_proto_mount_rep *m, void *buf, size_t cap,
+                              size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!mc_proto_status_is_valid(m->status, false))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, u32_from_i32(m->status));
+    if (m->status == 0)
+        mc_wire_put_u32(&w, m->seg);
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_mount_rep_decode(const void *buf, size_t len, struct mc_proto_mount_rep *m_p)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->seg = 0;
+    if (get_call_status(&r, &m_p->status))
+        m_p->seg = mc_wire_get_u32(&r);
+    return decode_end(&r);
+}
+
+/* --- HEARTBEAT ---------------------------------------------------------------------------- */
+
+int mc_proto_heartbeat_req_encode(const struct mc_proto_heartbeat_req *m, void *buf, size_t cap,
+                                  size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (m->node == MC_MASTER_NODE_NONE || (m->flags & ~MC_PROTO_HEARTBEAT_F_KNOWN) != 0)
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, m->node);
+    mc_wire_put_u32(&w, m->flags);
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_heartbeat_req_decode(const void *buf, size_t len,
+                                  struct mc_proto_heartbeat_req *m_p)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->node = mc_wire_get_u32(&r);
+    m_p->flags = mc_wire_get_u32(&r);
+    if (m_p->node == MC_MASTER_NODE_NONE || (m_p->flags & ~MC_PROTO_HEARTBEAT_F_KNOWN) != 0)
+        fail(&r);
+    return decode_end(&r);
+}
+
+int mc_proto_status_rep_encode(const struct mc_proto_status_rep *m, void *buf, size_t cap,
+                               size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!mc_proto_status_is_valid(m->status, false))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, u32_from_i32(m->status));
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_status_rep_decode(const void *buf, size_t len, struct mc_proto_status_rep *m_p)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->status = get_status(&r, false);
+    return decode_end(&r);
+}
+
+/* --- PUT_START_BATCH ---------------------------------------------------------------------- */
+
+static bool put_req_ok(const struct mc_master_put_req *q)
+{
+    return key_ok(q->key, q->key_len) && q->size > 0 &&
+           (q->alloc_len == 0 || q->alloc_len >= q->size) &&
+           q->replicas <= MC_MASTER_MAX_REPLICAS && (q->flags & ~MC_MASTER_PUT_FLAGS_ALL) == 0;
+}
+
+int mc_proto_put_start_req_encode(const struct mc_proto_put_start_req *m,
+                                  const struct mc_master_put_req *items, void *buf, size_t cap,
+                                  size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (m->writer == MC_MASTER_NODE_NONE || m->n > MC_PROTO_BATCH_MAX)
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, m->writer);
+    mc_wire_put_u32(&w, m->n);
+    for (uint32_t i = 0; i < m->n; i++) {
+        const struct mc_master_put_req *q = &items[i];
+
+        if (!put_req_ok(q))
+            return MC_ERR_INVALID;
+        mc_wire_put_blob(&w, q->key, q->key_len);
+        mc_wire_put_u64(&w, q->size);
+        mc_wire_put_u64(&w, q->alloc_len);
+        mc_wire_put_u32(&w, q->replicas);
+        mc_wire_put_u32(&w, q->flags);
+        mc_wire_put_u64(&w, q->ttl_ms);
+        mc_wire_put_u32(&w, q->preferred);
+    }
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_put_start_req_decode(const void *buf, size_t len, size_t cap,
+                                  struct mc_proto_put_start_req *m_p,
+                                  struct mc_master_put_req *items)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->writer = mc_wire_get_u32(&r);
+    if (m_p->writer == MC_MASTER_NODE_NONE)
+        fail(&r);
+    m_p->n = get_count(&r, cap);
+    for (uint32_t i = 0; i < m_p->n && !r.bad; i++) {
+        struct mc_master_put_req *q = &items[i];
+
+        get_key(&r, &q->key, &q->key_len);
+        q->size = mc_wire_get_u64(&r);
+        q->alloc_len = mc_wire_get_u64(&r);
+        q->replicas = mc_wire_get_u32(&r);
+        q->flags = mc_wire_get_u32(&r);
+        q->ttl_ms = mc_wire_get_u64(&r);
+        q->preferred = mc_wire_get_u32(&r);
+        q->writer = m_p->writer;
+        if (!r.bad && !put_req_ok(q))
+            fail(&r);
+    }
+    return decode_end(&r);
+}
+
+static bool batch_rep_ok(const struct mc_proto_batch_rep *m)
+{
+    return mc_proto_status_is_valid(m->status, false) && m->n <= MC_PROTO_BATCH_MAX &&
+           (m->status == 0 || m->n == 0);
+}
+
+/* The call status and, when it is 0, the count. */
+static void put_batch_head(struct mc_wire_writer *w, const struct mc_proto_batch_rep *m)
+{
+    mc_wire_put_u32(w, u32_from_i32(m->status));
+    if (m->status == 0)
+        mc_wire_put_u32(w, m->n);
+}
+
+static bool get_batch_head(struct mc_wire_reader *r, size_t cap, struct mc_proto_batch_rep *m_p)
+{
+    m_p->flags = 0;
+    m_p->n = 0;
+    if (!get_call_status(r, &m_p->status))
+        return false;
+    m_p->n = get_count(r, cap);
+    return !r->bad;
+}
+
+int mc_proto_put_start_rep_encode(const struct mc_proto_batch_rep *m, const int *results,
+                                  const struct mc_master_put_grant *grants, void *buf,
+                                  size_t cap, size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!batch_rep_ok(m))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    put_batch_head(&w, m);
+    for (uint32_t i = 0; i < m->n; i++) {
+        const struct mc_master_put_grant *g = &grants[i];
+
+        if (!mc_proto_status_is_valid(results[i], false))
+            return MC_ERR_INVALID;
+        mc_wire_put_u32(&w, u32_from_i32(results[i]));
+        if (results[i] != 0)
+            continue;
+        if (!replicas_ok(g->nrep, g->rep))
+            return MC_ERR_INVALID;
+        mc_wire_put_u64(&w, g->version);
+        mc_wire_put_u32(&w, g->nrep);
+        for (uint32_t k = 0; k < g->nrep; k++)
+            put_replica(&w, &g->rep[k]);
+    }
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_put_start_rep_decode(const void *buf, size_t len, size_t cap,
+                                  struct mc_proto_batch_rep *m_p, int *results,
+                                  struct mc_master_put_grant *grants)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    if (get_batch_head(&r, cap, m_p)) {
+        for (uint32_t i = 0; i < m_p->n && !r.bad; i++) {
+            struct mc_master_put_grant *g = &grants[i];
+
+            memset(g, 0, sizeof(*g));
+            results[i] = get_status(&r, false);
+            if (r.bad || results[i] != 0)
+                continue;
+            g->version = mc_wire_get_u64(&r);
+            g->nrep = get_nrep(&r);
+            for (uint32_t k = 0; k < g->nrep && !r.bad; k++)
+                get_replica(&r, &g->rep[k]);
+        }
+    }
+    return decode_end(&r);
+}
+
+/* --- PUT_END_BATCH, PUT_REVOKE_BATCH, LEASE_RELEASE_BATCH -------------------------------- */
+
+static int ref_req_encode(const struct mc_proto_ref_req *m, const struct mc_master_ref *items,
+                          bool with_epoch, void *buf, size_t cap, size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (m->node == MC_MASTER_NODE_NONE || m->n > MC_PROTO_BATCH_MAX)
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, m->node);
+    mc_wire_put_u32(&w, m->n);
+    for (uint32_t i = 0; i < m->n; i++) {
+        if (!key_ok(items[i].key, items[i].key_len))
+            return MC_ERR_INVALID;
+        mc_wire_put_blob(&w, items[i].key, items[i].key_len);
+        mc_wire_put_u64(&w, items[i].version);
+        if (with_epoch)
+            mc_wire_put_u32(&w, items[i].epoch);
+    }
+    return encode_end(&w, buf, len_p);
+}
+
+static int ref_req_decode(const void *buf, size_t len, size_t cap, bool with_epoch,
+                          struct mc_proto_ref_req *m_p, struct mc_master_ref *items)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->node = mc_wire_get_u32(&r);
+    if (m_p->node == MC_MASTER_NODE_NONE)
+        fail(&r);
+    m_p->n = get_count(&r, cap);
+    for (uint32_t i = 0; i < m_p->n && !r.bad; i++) {
+        get_key(&r, &items[i].key, &items[i].key_len);
+        items[i].version = mc_wire_get_u64(&r);
+        items[i].epoch = with_epoch ? mc_wire_get_u32(&r) : 0;
+        items[i].node = m_p->node;
+    }
+    return decode_end(&r);
+}
+
+int mc_proto_put_end_req_encode(const struct mc_proto_ref_req *m,
+                                const struct mc_master_ref *items, void *buf, size_t cap,
+                                size_t *len_p)
+{
+    return ref_req_encode(m, items, false, buf, cap, len_p);
+}
+
+int mc_proto_put_end_req_decode(const void *buf, size_t len, size_t cap,
+                                struct mc_proto_ref_req *m_p, struct mc_master_ref *items)
+{
+    return ref_req_decode(buf, len, cap, false, m_p, items);
+}
+
+int mc_proto_put_revoke_req_encode(const struct mc_proto_ref_req *m,
+                                   const struct mc_master_ref *items, void *buf, size_t cap,
+                                   size_t *len_p)
+{
+    return ref_req_encode(m, items, false, buf, cap, len_p);
+}
+
+int mc_proto_put_revoke_req_decode(const void *buf, size_t len, size_t cap,
+                                   struct mc_proto_ref_req *m_p, struct mc_master_ref *items)
+{
+    return ref_req_decode(buf, len, cap, false, m_p, items);
+}
+
+int mc_proto_lease_release_req_encode(const struct mc_proto_ref_req *m,
+                                      const struct mc_master_ref *items, void *buf, size_t cap,
+                                      size_t *len_p)
+{
+    return ref_req_encode(m, items, true, buf, cap, len_p);
+}
+
+int mc_proto_lease_release_req_decode(const void *buf, size_t len, size_t cap,
+                                      struct mc_proto_ref_req *m_p, struct mc_master_ref *items)
+{
+    return ref_req_decode(buf, len, cap, true, m_p, items);
+}
+
+int mc_proto_results_rep_encode(const struct mc_proto_batch_rep *m, const int *results,
+                                void *buf, size_t cap, size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!batch_rep_ok(m))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    put_batch_head(&w, m);
+    for (uint32_t i = 0; i < m->n; i++) {
+        if (!mc_proto_status_is_valid(results[i], false))
+            return MC_ERR_INVALID;
+        mc_wire_put_u32(&w, u32_from_i32(results[i]));
+    }
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_results_rep_decode(const void *buf, size_t len, size_t cap,
+                                struct mc_proto_batch_rep *m_p, int *results)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    if (get_batch_head(&r, cap, m_p)) {
+        for (uint32_t i = 0; i < m_p->n && !r.bad; i++)
+            results[i] = get_status(&r, false);
+    }
+    return decode_end(&r);
+}
+
+int mc_proto_lease_release_rep_encode(const struct mc_proto_lease_release_rep *m, void *buf,
+                                      size_t cap, size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!mc_proto_status_is_valid(m->status, false) || m->released > MC_PROTO_BATCH_MAX)
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, u32_from_i32(m->status));
+    if (m->status == 0)
+        mc_wire_put_u32(&w, m->released);
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_lease_release_rep_decode(const void *buf, size_t len,
+                                      struct mc_proto_lease_release_rep *m_p)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->released = 0;
+    if (get_call_status(&r, &m_p->status)) {
+        m_p->released = mc_wire_get_u32(&r);
+        if (m_p->released > MC_PROTO_BATCH_MAX)
+            fail(&r);
+    }
+    return decode_end(&r);
+}
+
+/* --- GET_BATCH, EXIST_BATCH, REMOVE_BATCH requests ---------------------------------------- */
+
+static int keys_req_encode(const struct mc_proto_keys_req *m, uint32_t known_flags,
+                           const struct mc_proto_key *items, void *buf, size_t cap,
+                           size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (m->node == MC_MASTER_NODE_NONE || (m->flags & ~known_flags) != 0 ||
+        m->n > MC_PROTO_BATCH_MAX)
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, m->node);
+    mc_wire_put_u32(&w, m->flags);
+    mc_wire_put_u32(&w, m->n);
+    for (uint32_t i = 0; i < m->n; i++) {
+        if (!key_ok(items[i].key, items[i].key_len))
+            return MC_ERR_INVALID;
+        mc_wire_put_blob(&w, items[i].key, items[i].key_len);
+    }
+    return encode_end(&w, buf, len_p);
+}
+
+static int keys_req_decode(const void *buf, size_t len, size_t cap, uint32_t known_flags,
+                           struct mc_proto_keys_req *m_p, struct mc_proto_key *items)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->node = mc_wire_get_u32(&r);
+    m_p->flags = mc_wire_get_u32(&r);
+    if (m_p->node == MC_MASTER_NODE_NONE || (m_p->flags & ~known_flags) != 0)
+        fail(&r);
+    m_p->n = get_count(&r, cap);
+    for (uint32_t i = 0; i < m_p->n && !r.bad; i++)
+        get_key(&r, &items[i].key, &items[i].key_len);
+    return decode_end(&r);
+}
+
+int mc_proto_get_req_encode(const struct mc_proto_keys_req *m, const struct mc_proto_key *items,
+                            void *buf, size_t cap, size_t *len_p)
+{
+    return keys_req_encode(m, 0, items, buf, cap, len_p);
+}
+
+int mc_proto_get_req_decode(const void *buf, size_t len, size_t cap,
+                            struct mc_proto_keys_req *m_p, struct mc_proto_key *items)
+{
+    return keys_req_decode(buf, len, cap, 0, m_p, items);
+}
+
+int mc_proto_exist_req_encode(const struct mc_proto_keys_req *m,
+                              const struct mc_proto_key *items, void *buf, size_t cap,
+                              size_t *len_p)
+{
+    return keys_req_encode(m, MC_PROTO_EXIST_F_KNOWN, items, buf, cap, len_p);
+}
+
+int mc_proto_exist_req_decode(const void *buf, size_t len, size_t cap,
+                              struct mc_proto_keys_req *m_p, struct mc_proto_key *items)
+{
+    return keys_req_decode(buf, len, cap, MC_PROTO_EXIST_F_KNOWN, m_p, items);
+}
+
+int mc_proto_remove_req_encode(const struct mc_proto_keys_req *m,
+                               const struct mc_proto_key *items, void *buf, size_t cap,
+                               size_t *len_p)
+{
+    return keys_req_encode(m, MC_PROTO_REMOVE_F_KNOWN, items, buf, cap, len_p);
+}
+
+int mc_proto_remove_req_decode(const void *buf, size_t len, size_t cap,
+                               struct mc_proto_keys_req *m_p, struct mc_proto_key *items)
+{
+    return keys_req_decode(buf, len, cap, MC_PROTO_REMOVE_F_KNOWN, m_p, items);
+}
+
+/* --- GET_BATCH_REPLY ---------------------------------------------------------------------- */
+
+static bool get_result_ok(const struct mc_master_get_result *g)
+{
+    return (g->flags & ~MC_MASTER_PUT_FLAGS_ALL) == 0 && replicas_ok(g->nrep, g->rep) &&
+           g->lease.version == g->version;
+}
+
+int mc_proto_get_rep_encode(const struct mc_proto_batch_rep *m, const int *results,
+                            const struct mc_master_get_result *res, void *buf, size_t cap,
+                            size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!batch_rep_ok(m))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    put_batch_head(&w, m);
+    for (uint32_t i = 0; i < m->n; i++) {
+        const struct mc_master_get_result *g = &res[i];
+
+        if (!mc_proto_status_is_valid(results[i], false))
+            return MC_ERR_INVALID;
+        mc_wire_put_u32(&w, u32_from_i32(results[i]));
+        if (results[i] != 0)
+            continue;
+        if (!get_result_ok(g))
+            return MC_ERR_INVALID;
+        mc_wire_put_u64(&w, g->version);
+        mc_wire_put_u64(&w, g->size);
+        mc_wire_put_u32(&w, g->flags);
+        mc_wire_put_u32(&w, g->nrep);
+        for (uint32_t k = 0; k < g->nrep; k++)
+            put_replica(&w, &g->rep[k]);
+        mc_wire_put_u32(&w, g->lease.epoch);
+        mc_wire_put_u64(&w, g->lease.expires_ms);
+    }
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_get_rep_decode(const void *buf, size_t len, size_t cap,
+                            struct mc_proto_batch_rep *m_p, int *results,
+                            struct mc_master_get_result *res)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    if (get_batch_head(&r, cap, m_p)) {
+        for (uint32_t i = 0; i < m_p->n && !r.bad; i++) {
+            struct mc_master_get_result *g = &res[i];
+
+            memset(g, 0, sizeof(*g));
+            results[i] = get_status(&r, false);
+            if (r.bad || results[i] != 0)
+                continue;
+            g->version = mc_wire_get_u64(&r);
+            g->size = mc_wire_get_u64(&r);
+            g->flags = mc_wire_get_u32(&r);
+            if ((g->flags & ~MC_MASTER_PUT_FLAGS_ALL) != 0)
+                fail(&r);
+            g->nrep = get_nrep(&r);
+            for (uint32_t k = 0; k < g->nrep && !r.bad; k++)
+                get_replica(&r, &g->rep[k]);
+            g->lease.version = g->version;
+            g->lease.epoch = mc_wire_get_u32(&r);
+            g->lease.expires_ms = mc_wire_get_u64(&r);
+        }
+    }
+    return decode_end(&r);
+}
+
+/* --- EXIST_BATCH_REPLY -------------------------------------------------------------------- */
+
+static bool stat_ok(const struct mc_master_stat *st)
+{
+    return st->size > 0 && st->replicas <= MC_MASTER_MAX_REPLICAS &&
+           (st->flags & ~MC_MASTER_PUT_FLAGS_ALL) == 0;
+}
+
+int mc_proto_exist_rep_encode(const struct mc_proto_batch_rep *m, const int *results,
+                              const struct mc_master_stat *stats, void *buf, size_t cap,
+                              size_t *len_p)
+{
+    struct mc_wire_writer w;
+    bool with_stat = (m->flags & MC_PROTO_EXIST_F_STAT) != 0;
+
+    if (!batch_rep_ok(m) || (m->flags & ~MC_PROTO_EXIST_F_KNOWN) != 0 ||
+        (with_stat && m->n > 0 && stats == NULL))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, u32_from_i32(m->status));
+    if (m->status == 0) {
+        mc_wire_put_u32(&w, m->flags);
+        mc_wire_put_u32(&w, m->n);
+    }
+    for (uint32_t i = 0; i < m->n; i++) {
+        const struct mc_master_stat *st = with_stat ? &stats[i] : NULL;
+
+        if (!mc_proto_status_is_valid(results[i], true))
+            return MC_ERR_INVALID;
+        mc_wire_put_u32(&w, u32_from_i32(results[i]));
+        if (results[i] != 1 || st == NULL)
+            continue;
+        if (!stat_ok(st))
+            return MC_ERR_INVALID;
+        mc_wire_put_u64(&w, st->size);
+        mc_wire_put_u64(&w, st->version);
+        mc_wire_put_u32(&w, st->replicas);
+        mc_wire_put_u32(&w, st->flags);
+        mc_wire_put_u64(&w, st->ttl_remaining_ms);
+    }
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_exist_rep_decode(const void *buf, size_t len, size_t cap,
+                              struct mc_proto_batch_rep *m_p, int *results,
+                              struct mc_master_stat *stats)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->flags = 0;
+    m_p->n = 0;
+    if (get_call_status(&r, &m_p->status)) {
+        m_p->flags = mc_wire_get_u32(&r);
+        if ((m_p->flags & ~MC_PROTO_EXIST_F_KNOWN) != 0)
+            fail(&r);
+        m_p->n = get_count(&r, cap);
+    }
+    for (uint32_t i = 0; i < m_p->n && !r.bad; i++) {
+        struct mc_master_stat st = {0};
+
+        results[i] = get_status(&r, true);
+        if (!r.bad && results[i] == 1 && (m_p->flags & MC_PROTO_EXIST_F_STAT) != 0) {
+            st.size = mc_wire_get_u64(&r);
+            st.version = mc_wire_get_u64(&r);
+            st.replicas = mc_wire_get_u32(&r);
+            st.flags = mc_wire_get_u32(&r);
+            st.ttl_remaining_ms = mc_wire_get_u64(&r);
+            if (!r.bad && !stat_ok(&st))
+                fail(&r);
+        }
+        if (stats != NULL)
+            stats[i] = st;
+    }
+    return decode_end(&r);
+}
+
+/* --- REMOVE_BATCH_REPLY ------------------------------------------------------------------- */
+
+int mc_proto_remove_rep_encode(const struct mc_proto_batch_rep *m, const int *results,
+                               const uint64_t *counts, void *buf, size_t cap, size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!batch_rep_ok(m))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    put_batch_head(&w, m);
+    for (uint32_t i = 0; i < m->n; i++) {
+        if (!mc_proto_status_is_valid(results[i], false) || (results[i] != 0 && counts[i] != 0))
+            return MC_ERR_INVALID;
+        mc_wire_put_u32(&w, u32_from_i32(results[i]));
+        mc_wire_put_u64(&w, counts[i]);
+    }
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_remove_rep_decode(const void *buf, size_t len, size_t cap,
+                               struct mc_proto_batch_rep *m_p, int *results, uint64_t *counts)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    if (get_batch_head(&r, cap, m_p)) {
+        for (uint32_t i = 0; i < m_p->n && !r.bad; i++) {
+            uint64_t count;
+
+            results[i] = get_status(&r, false);
+            count = mc_wire_get_u64(&r);
+            if (results[i] != 0 && count != 0)
+                fail(&r);
+            if (counts != NULL)
+                counts[i] = count;
+        }
+    }
+    return decode_end(&r);
+}
+
+/* --- FENCE -------------------------------------------------------------------------------- */
+
+int mc_proto_fence_req_encode(const struct mc_proto_fence_req *m,
+                              const struct mc_proto_fence_item *items, void *buf, size_t cap,
+                              size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (m->n > MC_PROTO_BATCH_MAX)
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, m->n);
+    for (uint32_t i = 0; i < m->n; i++) {
+        mc_wire_put_u32(&w, items[i].seg);
+        mc_wire_put_u32(&w, items[i].alloc);
+        mc_wire_put_u64(&w, items[i].version);
+    }
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_fence_req_decode(const void *buf, size_t len, size_t cap,
+                              struct mc_proto_fence_req *m_p, struct mc_proto_fence_item *items)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->n = get_count(&r, cap);
+    for (uint32_t i = 0; i < m_p->n && !r.bad; i++) {
+        items[i].seg = mc_wire_get_u32(&r);
+        items[i].alloc = mc_wire_get_u32(&r);
+        items[i].version = mc_wire_get_u64(&r);
+    }
+    return decode_end(&r);
+}
+
+/* --- CLUSTER_INFO ------------------------------------------------------------------------- */
+
+static bool info_req_ok(const struct mc_proto_info_req *m)
+{
+    if ((m->flags & ~MC_PROTO_INFO_F_KNOWN) != 0)
+        return false;
+    if (m->flags & MC_PROTO_INFO_F_SEGMENTS)
+        return m->max >= 1 && m->max <= MC_PROTO_SEG_PAGE_MAX;
+    return m->max == 0 && m->cursor == 0;
+}
+
+int mc_proto_info_req_encode(const struct mc_proto_info_req *m, void *buf, size_t cap,
+                             size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!info_req_ok(m))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, m->flags);
+    mc_wire_put_u32(&w, m->cursor);
+    mc_wire_put_u32(&w, m->max);
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_info_req_decode(const void *buf, size_t len, struct mc_proto_info_req *m_p)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->flags = mc_wire_get_u32(&r);
+    m_p->cursor = mc_wire_get_u32(&r);
+    m_p->max = mc_wire_get_u32(&r);
+    if (!info_req_ok(m_p))
+        fail(&r);
+    return decode_end(&r);
+}
+
+static bool seg_info_ok(const struct mc_master_seg_info *s)
+{
+    return kind_ok(s->kind) && s->free_bytes <= s->size && s->largest_free <= s->free_bytes &&
+           s->hard_pinned_bytes <= s->size;
+}
+
+static bool seg_entry_ok(const struct mc_proto_seg_entry *e)
+{
+    return seg_info_ok(&e->info) &&
+           bytes_ok(e->worker_addr.p, e->worker_addr.len, 1, MC_PROTO_ADDR_MAX) &&
+           bytes_ok(e->rkey.p, e->rkey.len, 0, MC_PROTO_RKEY_MAX);
+}
+
+int mc_proto_info_rep_encode(const struct mc_proto_info_rep *m,
+                             const struct mc_proto_seg_entry *segs, void *buf, size_t cap,
+                             size_t *len_p)
+{
+    struct mc_wire_writer w;
+    bool with_segs = (m->flags & MC_PROTO_INFO_F_SEGMENTS) != 0;
+
+    if (!mc_proto_status_is_valid(m->status, false) ||
+        (m->flags & ~MC_PROTO_INFO_F_KNOWN) != 0 ||
+        (with_segs ? m->nseg > MC_PROTO_SEG_PAGE_MAX : m->nseg != 0 || m->next_cursor != 0))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, u32_from_i32(m->status));
+    if (m->status != 0)
+        return encode_end(&w, buf, len_p);
+    mc_wire_put_u32(&w, m->flags);
+    if (m->flags & MC_PROTO_INFO_F_STATS) {
+        for (size_t i = 0; i < MC_PROTO_STATS_FIELDS; i++) {
+            uint64_t v;
+
+            memcpy(&v, (const char *)&m->stats + stats_fields[i], sizeof(v));
+            mc_wire_put_u64(&w, v);
+        }
+    }
+    if (!with_segs)
+        return encode_end(&w, buf, len_p);
+    mc_wire_put_u32(&w, m->nseg);
+    mc_wire_put_u32(&w, m->next_cursor);
+    for (uint32_t i = 0; i < m->nseg; i++) {
+        const struct mc_proto_seg_entry *e = &segs[i];
+
+        if (!seg_entry_ok(e))
+            return MC_ERR_INVALID;
+        mc_wire_put_u32(&w, e->seg);
+        mc_wire_put_u32(&w, e->info.node);
+        mc_wire_put_u32(&w, e->info.kind);
+        mc_wire_put_u64(&w, e->info.base);
+        mc_wire_put_u64(&w, e->info.size);
+        mc_wire_put_u64(&w, e->info.free_bytes);
+        mc_wire_put_u64(&w, e->info.largest_free);
+        mc_wire_put_u64(&w, e->info.hard_pinned_bytes);
+        mc_wire_put_u64(&w, e->info.blocks);
+        mc_wire_put_u64(&w, e->info.evictions);
+        mc_wire_put_blob(&w, e->worker_addr.p, e->worker_addr.len);
+        mc_wire_put_blob(&w, e->rkey.p, e->rkey.len);
+    }
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_info_rep_decode(const void *buf, size_t len, size_t cap,
+                             struct mc_proto_info_rep *m_p, struct mc_proto_seg_entry *segs)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    memset(m_p, 0, sizeof(*m_p));
+    if (!get_call_status(&r, &m_p->status))
+        return decode_end(&r);
+    m_p->flags = mc_wire_get_u32(&r);
+    if ((m_p->flags & ~MC_PROTO_INFO_F_KNOWN) != 0)
+        fail(&r);
+    if (!r.bad && (m_p->flags & MC_PROTO_INFO_F_STATS) != 0) {
+        for (size_t i = 0; i < MC_PROTO_STATS_FIELDS; i++) {
+            uint64_t v = mc_wire_get_u64(&r);
+
+            memcpy((char *)&m_p->stats + stats_fields[i], &v, sizeof(v));
+        }
+    }
+    if (!r.bad && (m_p->flags & MC_PROTO_INFO_F_SEGMENTS) != 0) {
+        m_p->nseg = get_count(&r, cap < MC_PROTO_SEG_PAGE_MAX ? cap : MC_PROTO_SEG_PAGE_MAX);
+        m_p->next_cursor = mc_wire_get_u32(&r);
+        for (uint32_t i = 0; i < m_p->nseg && !r.bad; i++) {
+            struct mc_proto_seg_entry *e = &segs[i];
+
+            memset(e, 0, sizeof(*e));
+            e->seg = mc_wire_get_u32(&r);
+            e->info.node = mc_wire_get_u32(&r);
+            e->info.kind = mc_wire_get_u32(&r);
+            e->info.base = mc_wire_get_u64(&r);
+            e->info.size = mc_wire_get_u64(&r);
+            e->info.free_bytes = mc_wire_get_u64(&r);
+            e->info.largest_free = mc_wire_get_u64(&r);
+            e->info.hard_pinned_bytes = mc_wire_get_u64(&r);
+            e->info.blocks = mc_wire_get_u64(&r);
+            e->info.evictions = mc_wire_get_u64(&r);
+            if (!seg_info_ok(&e->info))
+                fail(&r);
+            get_bytes(&r, 1, MC_PROTO_ADDR_MAX, &e->worker_addr);
+            get_bytes(&r, 0, MC_PROTO_RKEY_MAX, &e->rkey);
+        }
+    }
+    return decode_end(&r);
+}

@@ -1,0 +1,352 @@
+/*
+ * mc_proto: the payload codecs of the master RPCs (DESIGN.md §5), one encoder and one
+ * decoder for the request and for the reply of each master message of ucx_backend/wire.h
+ * (HELLO .. CLUSTER_INFO). The frame header is not here: the payload is what follows it.
+ * Agent-to-agent messages (WRITE, READ) are not here either.
+ *
+ * Built on the bounded reader/writer of ucx_backend/wire.h: every integer is little-endian,
+ * every byte string (key, name, token, address, rkey) is a uint32 length and the bytes.
+ * The byte layouts are listed at the top of master_proto.c.
+ *
+ * Decoders take hostile input. They check every field before the caller sees any of it:
+ * counts (<= MC_PROTO_BATCH_MAX and <= the caller's capacity), key lengths
+ * (1..MC_PROTO_KEY_MAX), names (1..MC_PROTO_NAME_MAX graphic ASCII bytes), blob lengths, enums,
+ * flags (known bits only), status codes (0, 1 where the message allows it, or a known
+ * MC_ERR_*), and that the payload ends exactly where the message does. A decoder that fails
+ * returns MC_ERR_PROTO and leaves its outputs in an unspecified state (they may be partly
+ * written); the caller drops the message (and, for a request, answers MC_ERR_PROTO or closes
+ * the endpoint).
+ *
+ * Zero copy: decoded keys, names, tokens and blobs point INTO the decoded buffer and are not
+ * NUL-terminated. They are valid while that buffer is (for an AM payload: until the handler
+ * returns, unless the caller kept the data). Copy what must outlive it.
+ *
+ * Encoders refuse (MC_ERR_INVALID, nothing usable written) what the decoder would refuse,
+ * so a peer never receives a payload this side would reject; a payload that does not fit in
+ * `cap` is MC_ERR_TOO_LARGE (split the batch). On success *len_p is the payload length.
+ * Every batch at MC_PROTO_BATCH_MAX items fits in MC_WIRE_PAYLOAD_MAX (static_asserts in
+ * master_proto.c); MC_PROTO_PAYLOAD_MAX is a capacity that fits every message.
+ *
+ * Replies: every reply starts with an int32 call status. When it is not 0 the call failed
+ * as a whole (unknown node, not authenticated, ...) and nothing follows it; the decoded
+ * reply then has n = 0 and the caller's arrays are untouched. Batch replies carry one status
+ * per item, in request order; pass `cap` = the number of items sent so that a reply with more
+ * items is refused (the caller also checks n == items sent).
+ *
+ * Thread-safety: every function is pure or touches only the caller's storage. No function
+ * allocates.
+ */
+#ifndef MC_PROTO_MASTER_PROTO_H
+#define MC_PROTO_MASTER_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/master/master.h"
+#include "ucx_backend/wire.h"
+
+#define MC_PROTO_BATCH_MAX    1024u /* items in one batch request or reply */
+#define MC_PROTO_KEY_MAX      512u  /* = MC_KEY_MAX (include/mc/mc.h) */
+#define MC_PROTO_NAME_MAX     63u   /* = MC_MASTER_NAME_MAX: node and failure-domain names */
+#define MC_PROTO_TOKEN_MAX    256u  /* cluster token */
+#define MC_PROTO_ADDR_MAX     4096u /* packed UCX worker address */
+#define MC_PROTO_RKEY_MAX     4096u /* packed UCX rkey */
+#define MC_PROTO_SEG_PAGE_MAX 256u  /* segments in one CLUSTER_INFO reply */
+#define MC_PROTO_PAYLOAD_MAX  MC_WIRE_PAYLOAD_MAX
+
+/* HEARTBEAT flags */
+#define MC_PROTO_HEARTBEAT_F_LEAVE 0x1u /* graceful exit: unregister the node (and unmount) */
+#define MC_PROTO_HEARTBEAT_F_KNOWN MC_PROTO_HEARTBEAT_F_LEAVE
+
+/* EXIST_BATCH flags */
+#define MC_PROTO_EXIST_F_STAT 0x1u /* reply with a stat record for each present key */
+/* prefix match: items after the first absent key are answered 0 without a lookup */
+#define MC_PROTO_EXIST_F_PREFIX 0x2u
+#define MC_PROTO_EXIST_F_KNOWN  (MC_PROTO_EXIST_F_STAT | MC_PROTO_EXIST_F_PREFIX)
+
+/* REMOVE_BATCH flags */
+#define MC_PROTO_REMOVE_F_PREFIX 0x1u /* each key is a prefix: mc_master_remove_prefix */
+#define MC_PROTO_REMOVE_F_KNOWN  MC_PROTO_REMOVE_F_PREFIX
+
+/* CLUSTER_INFO flags */
+#define MC_PROTO_INFO_F_STATS    0x1u /* the reply has struct mc_master_stats */
+#define MC_PROTO_INFO_F_SEGMENTS 0x2u /* the reply has a page of segments */
+#define MC_PROTO_INFO_F_KNOWN    (MC_PROTO_INFO_F_STATS | MC_PROTO_INFO_F_SEGMENTS)
+
+/* A byte string inside a decoded buffer (or the caller's, to encode). Not NUL-terminated. */
+struct mc_proto_bytes {
+    const uint8_t *p;
+    size_t len;
+};
+
+/* A key of a key-only batch (GET, EXIST, REMOVE). */
+struct mc_proto_key {
+    const char *key;
+    size_t key_len;
+};
+
+/* --- HELLO: authentication and node registration ------------------------------------------ */
+
+struct mc_proto_hello_req {
+    struct mc_proto_bytes token;  /* 0..MC_PROTO_TOKEN_MAX bytes; the master decides
+                                     whether an empty token is acceptable */
+    struct mc_proto_bytes name;   /* node name, 1..MC_PROTO_NAME_MAX graphic ASCII */
+    struct mc_proto_bytes domain; /* failure domain, 0..MC_PROTO_NAME_MAX (0: the node's own) */
+};
+
+struct mc_proto_hello_rep {
+    int32_t status;        /* 0, MC_ERR_DENIED (token), MC_ERR_INVALID, MC_ERR_NO_SPACE, ... */
+    uint32_t node;         /* the node id (status 0) */
+    uint64_t node_ttl_ms;  /* liveness TTL: heartbeat well within it (status 0, > 0) */
+    uint64_t lease_ttl_ms; /* read lease lifetime (status 0, > 0) */
+};
+
+/* --- MOUNT: a segment --------------------------------------------------------------------- */
+
+struct mc_proto_mount_req {
+    struct mc_master_seg_desc seg;     /* node, kind (enum mc_seg_kind), base, size (> 0) */
+    struct mc_proto_bytes worker_addr; /* 1..MC_PROTO_ADDR_MAX bytes */
+    struct mc_proto_bytes rkey;        /* 0..MC_PROTO_RKEY_MAX bytes (0: no one-sided access) */
+};
+
+struct mc_proto_mount_rep {
+    int32_t status;
+    uint32_t seg; /* the segment id (status 0) */
+};
+
+/* --- HEARTBEAT ---------------------------------------------------------------------------- */
+
+struct mc_proto_heartbeat_req {
+    uint32_t node;
+    uint32_t flags; /* MC_PROTO_HEARTBEAT_F_* */
+};
+
+struct mc_proto_status_rep { /* a reply that is only a status: HEARTBEAT */
+    int32_t status;
+};
+
+/* --- batches ------------------------------------------------------------------------------ */
+
+/* PUT_START_BATCH: items are struct mc_master_put_req; the batch names the writer once. */
+struct mc_proto_put_start_req {
+    uint32_t writer; /* node id of the writing agent; decoding copies it into every item */
+    uint32_t n;
+};
+
+/* PUT_END_BATCH, PUT_REVOKE_BATCH, LEASE_RELEASE_BATCH: items are struct mc_master_ref
+ * (key, version; epoch only for LEASE_RELEASE). The batch names the node once. */
+struct mc_proto_ref_req {
+    uint32_t node; /* writer (put end/revoke) or reader (lease release) */
+    uint32_t n;
+};
+
+/* GET_BATCH, EXIST_BATCH, REMOVE_BATCH: items are struct mc_proto_key. */
+struct mc_proto_keys_req {
+    uint32_t node;  /* the asking agent */
+    uint32_t flags; /* EXIST: MC_PROTO_EXIST_F_*, REMOVE: MC_PROTO_REMOVE_F_*, GET: 0 */
+    uint32_t n;
+};
+
+/* FENCE (master -> owner agent): no write may land in these allocations any more. */
+struct mc_proto_fence_item {
+    uint32_t seg;
+    uint32_t alloc;
+    uint64_t version;
+};
+
+struct mc_proto_fence_req {
+    uint32_t n;
+};
+
+/* A batch reply: the call status and the item count; item arrays are the caller's. */
+struct mc_proto_batch_rep {
+    int32_t status;
+    uint32_t flags; /* EXIST: the request's flags, echoed; other messages: 0 */
+    uint32_t n;     /* items (0 when status != 0) */
+};
+
+/* LEASE_RELEASE_BATCH reply: how many leases were ended. */
+struct mc_proto_lease_release_rep {
+    int32_t status;
+    uint32_t released; /* <= MC_PROTO_BATCH_MAX */
+};
+
+/* --- CLUSTER_INFO ------------------------------------------------------------------------- */
+
+struct mc_proto_info_req {
+    uint32_t flags;  /* MC_PROTO_INFO_F_* */
+    uint32_t cursor; /* first segment id of the page (0: from the start) */
+    uint32_t max;    /* segments wanted, 1..MC_PROTO_SEG_PAGE_MAX (with F_SEGMENTS; else 0) */
+};
+
+struct mc_proto_seg_entry {
+    uint32_t seg;
+    struct mc_master_seg_info info;    /* kind in range, node, base, size, free, ... */
+    struct mc_proto_bytes worker_addr; /* the owner's, as mounted: 1..MC_PROTO_ADDR_MAX */
+    struct mc_proto_bytes rkey;        /* 0..MC_PROTO_RKEY_MAX */
+};
+
+struct mc_proto_info_rep {
+    int32_t status;
+    uint32_t flags;               /* the sections present: MC_PROTO_INFO_F_* */
+    struct mc_master_stats stats; /* with F_STATS */
+    uint32_t nseg;                /* with F_SEGMENTS: entries in the page */
+    uint32_t next_cursor;         /* with F_SEGMENTS: where the next page starts, 0 = done */
+};
+
+/* --- status codes ------------------------------------------------------------------------- */
+
+/* 0, a known MC_ERR_* code (include/mc/mc_status.h), or 1 when `allow_one`. */
+bool mc_proto_status_is_valid(int64_t status, bool allow_one);
+
+/* --- codecs ----------------------------------------------------------------------------------
+ *
+ * Encoders: (message, item arrays, buf, cap, len_p). Returns 0 and *len_p, MC_ERR_INVALID (a
+ * field the decoder would refuse), or MC_ERR_TOO_LARGE (does not fit in cap).
+ * Decoders: (buf, len, [cap,] outputs). Returns 0 or MC_ERR_PROTO. Item arrays have room
+ * for `cap` items; cap above MC_PROTO_BATCH_MAX is treated as MC_PROTO_BATCH_MAX.
+ * Decoded pointers point into buf (see the top of this file).
+ */
+
+int mc_proto_hello_req_encode(const struct mc_proto_hello_req *m, void *buf, size_t cap,
+                              size_t *len_p);
+int mc_proto_hello_req_decode(const void *buf, size_t len, struct mc_proto_hello_req *m_p);
+int mc_proto_hello_rep_encode(const struct mc_proto_hello_rep *m, void *buf, size_t cap,
+                              size_t *len_p);
+int mc_proto_hello_rep_decode(const void *buf, size_t len, struct mc_proto_hello_rep *m_p);
+
+int mc_proto_mount_req_encode(const struct mc_proto_mount_req *m, void *buf, size_t cap,
+                              size_t *len_p);
+int mc_proto_mount_req_decode(const void *buf, size_t len, struct mc_proto_mount_req *m_p);
+int mc_proto_mount_rep_encode(const struct mc_proto_mount_rep *m, void *buf, size_t cap,
+                              size_t *len_p);
+int mc_proto_mount_rep_decode(const void *buf, size_t len, struct mc_proto_mount_rep *m_p);
+
+int mc_proto_heartbeat_req_encode(const struct mc_proto_heartbeat_req *m, void *buf, size_t cap,
+                                  size_t *len_p);
+int mc_proto_heartbeat_req_decode(const void *buf, size_t len,
+                                  struct mc_proto_heartbeat_req *m_p);
+/* A status-only reply (HEARTBEAT_REPLY): status 0 or a known MC_ERR_*. */
+int mc_proto_status_rep_encode(const struct mc_proto_status_rep *m, void *buf, size_t cap,
+                               size_t *len_p);
+int mc_proto_status_rep_decode(const void *buf, size_t len, struct mc_proto_status_rep *m_p);
+
+/* PUT_START_BATCH. Items: key 1..512 bytes, size > 0, alloc_len 0 or >= size, replicas
+ * 0..MC_MASTER_MAX_REPLICAS, flags MC_MASTER_PUT_FLAGS_ALL bits. `writer` of the items is
+ * not sent (the batch's is); decoding sets it. */
+int mc_proto_put_start_req_encode(const struct mc_proto_put_start_req *m,
+                                  const struct mc_master_put_req *items, void *buf, size_t cap,
+                                  size_t *len_p);
+int mc_proto_put_start_req_decode(const void *buf, size_t len, size_t cap,
+                                  struct mc_proto_put_start_req *m_p,
+                                  struct mc_master_put_req *items);
+/* PUT_START_BATCH_REPLY: results[i] 0 (grants[i] holds 1..MC_MASTER_MAX_REPLICAS replicas,
+ * kinds in range, len > 0) or a known MC_ERR_* (grants[i] is not sent; decoding zeroes it). */
+int mc_proto_put_start_rep_encode(const struct mc_proto_batch_rep *m, const int *results,
+                                  const struct mc_master_put_grant *grants, void *buf,
+                                  size_t cap, size_t *len_p);
+int mc_proto_put_start_rep_decode(const void *buf, size_t len, size_t cap,
+                                  struct mc_proto_batch_rep *m_p, int *results,
+                                  struct mc_master_put_grant *grants);
+
+/* PUT_END_BATCH and PUT_REVOKE_BATCH (same layout): items key + version; decoding sets
+ * node = the batch's node and epoch = 0. */
+int mc_proto_put_end_req_encode(const struct mc_proto_ref_req *m,
+                                const struct mc_master_ref *items, void *buf, size_t cap,
+                                size_t *len_p);
+int mc_proto_put_end_req_decode(const void *buf, size_t len, size_t cap,
+                                struct mc_proto_ref_req *m_p, struct mc_master_ref *items);
+int mc_proto_put_revoke_req_encode(const struct mc_proto_ref_req *m,
+                                   const struct mc_master_ref *items, void *buf, size_t cap,
+                                   size_t *len_p);
+int mc_proto_put_revoke_req_decode(const void *buf, size_t len, size_t cap,
+                                   struct mc_proto_ref_req *m_p, struct mc_master_ref *items);
+
+/* A reply of one status per item, 0 or a known MC_ERR_*: the reply of PUT_END_BATCH,
+ * PUT_REVOKE_BATCH and FENCE (m->flags is not sent; decoding sets it to 0). */
+int mc_proto_results_rep_encode(const struct mc_proto_batch_rep *m, const int *results,
+                                void *buf, size_t cap, size_t *len_p);
+int mc_proto_results_rep_decode(const void *buf, size_t len, size_t cap,
+                                struct mc_proto_batch_rep *m_p, int *results);
+
+/* GET_BATCH: keys; flags must be 0. */
+int mc_proto_get_req_encode(const struct mc_proto_keys_req *m, const struct mc_proto_key *items,
+                            void *buf, size_t cap, size_t *len_p);
+int mc_proto_get_req_decode(const void *buf, size_t len, size_t cap,
+                            struct mc_proto_keys_req *m_p, struct mc_proto_key *items);
+/* GET_BATCH_REPLY: results[i] 0 (res[i]: version, size, flags (MC_MASTER_PUT_FLAGS_ALL
+ * bits), 1..MC_MASTER_MAX_REPLICAS replicas, lease with lease.version == version) or a
+ * known MC_ERR_* (res[i] zeroed). */
+int mc_proto_get_rep_encode(const struct mc_proto_batch_rep *m, const int *results,
+                            const struct mc_master_get_result *res, void *buf, size_t cap,
+                            size_t *len_p);
+int mc_proto_get_rep_decode(const void *buf, size_t len, size_t cap,
+                            struct mc_proto_batch_rep *m_p, int *results,
+                            struct mc_master_get_result *res);
+
+/* LEASE_RELEASE_BATCH: items key + version + epoch; decoding sets node = the batch's. */
+int mc_proto_lease_release_req_encode(const struct mc_proto_ref_req *m,
+                                      const struct mc_master_ref *items, void *buf, size_t cap,
+                                      size_t *len_p);
+int mc_proto_lease_release_req_decode(const void *buf, size_t len, size_t cap,
+                                      struct mc_proto_ref_req *m_p,
+                                      struct mc_master_ref *items);
+int mc_proto_lease_release_rep_encode(const struct mc_proto_lease_release_rep *m, void *buf,
+                                      size_t cap, size_t *len_p);
+int mc_proto_lease_release_rep_decode(const void *buf, size_t len,
+                                      struct mc_proto_lease_release_rep *m_p);
+
+/* EXIST_BATCH: keys, flags MC_PROTO_EXIST_F_*. */
+int mc_proto_exist_req_encode(const struct mc_proto_keys_req *m,
+                              const struct mc_proto_key *items, void *buf, size_t cap,
+                              size_t *len_p);
+int mc_proto_exist_req_decode(const void *buf, size_t len, size_t cap,
+                              struct mc_proto_keys_req *m_p, struct mc_proto_key *items);
+/* EXIST_BATCH_REPLY: m->flags echoes the request's; results[i] 1, 0 or a known MC_ERR_*;
+ * with MC_PROTO_EXIST_F_STAT, stats[i] for each result 1 (flags MC_MASTER_PUT_FLAGS_ALL
+ * bits). Encoding reads stats only then; decoding zeroes the others. `stats` may be NULL
+ * when decoding: stat records are then checked and skipped. */
+int mc_proto_exist_rep_encode(const struct mc_proto_batch_rep *m, const int *results,
+                              const struct mc_master_stat *stats, void *buf, size_t cap,
+                              size_t *len_p);
+int mc_proto_exist_rep_decode(const void *buf, size_t len, size_t cap,
+                              struct mc_proto_batch_rep *m_p, int *results,
+                              struct mc_master_stat *stats);
+
+/* REMOVE_BATCH: keys (prefixes with MC_PROTO_REMOVE_F_PREFIX), flags MC_PROTO_REMOVE_F_*. */
+int mc_proto_remove_req_encode(const struct mc_proto_keys_req *m,
+                               const struct mc_proto_key *items, void *buf, size_t cap,
+                               size_t *len_p);
+int mc_proto_remove_req_decode(const void *buf, size_t len, size_t cap,
+                               struct mc_proto_keys_req *m_p, struct mc_proto_key *items);
+/* REMOVE_BATCH_REPLY: results[i] 0 or a known MC_ERR_*, counts[i] objects removed (1 for a
+ * plain remove that succeeded, the count for a prefix, 0 on error). `counts` may be NULL
+ * when decoding. */
+int mc_proto_remove_rep_encode(const struct mc_proto_batch_rep *m, const int *results,
+                               const uint64_t *counts, void *buf, size_t cap, size_t *len_p);
+int mc_proto_remove_rep_decode(const void *buf, size_t len, size_t cap,
+                               struct mc_proto_batch_rep *m_p, int *results, uint64_t *counts);
+
+/* FENCE: (seg, alloc, version) items; the reply is mc_proto_results_rep_* (one status
+ * each: 0 = fenced, the master then calls mc_master_fence_ack). */
+int mc_proto_fence_req_encode(const struct mc_proto_fence_req *m,
+                              const struct mc_proto_fence_item *items, void *buf, size_t cap,
+                              size_t *len_p);
+int mc_proto_fence_req_decode(const void *buf, size_t len, size_t cap,
+                              struct mc_proto_fence_req *m_p,
+                              struct mc_proto_fence_item *items);
+
+/* CLUSTER_INFO: which sections, and the page of segments. */
+int mc_proto_info_req_encode(const struct mc_proto_info_req *m, void *buf, size_t cap,
+                             size_t *len_p);
+int mc_proto_info_req_decode(const void *buf, size_t len, struct mc_proto_info_req *m_p);
+/* CLUSTER_INFO_REPLY: stats with F_STATS; with F_SEGMENTS nseg (<= cap, <=
+ * MC_PROTO_SEG_PAGE_MAX) entries, each with its worker address and rkey. */
+int mc_proto_info_rep_encode(const struct mc_proto_info_rep *m,
+                             const struct mc_proto_seg_entry *segs, void *buf, size_t cap,
+                             size_t *len_p);
+int mc_proto_info_rep_decode(const void *buf, size_t len, size_t cap,
+                             struct mc_proto_info_rep *m_p, struct mc_proto_seg_entry *segs);
+
+#endif /* MC_PROTO_MASTER_PROTO_H */
