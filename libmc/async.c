@@ -86,36 +86,6 @@ struct mc_op {
     char key[MC_KEY_MAX];
 };
 
-static int key_check(const char *key, size_t *len_p)
-{
-    size_t n;
-
-    if (key == NULL)
-        return MC_ERR_INVALID;
-    n = strnlen(key, MC_KEY_MAX + 1);
-    if (n == 0 || n > MC_KEY_MAX)
-        return MC_ERR_INVALID;
-    *len_p = n;
-    return 0;
-}
-
-static int opts_check(const mc_put_opts_t *o)
-{
-    if (o == NULL)
-        return 0;
-    if ((o->flags & ~(uint32_t)MC_PUT_FLAGS_ALL) != 0)
-        return MC_ERR_INVALID;
-    if ((o->flags & MC_PUT_PIN_SOFT) && (o->flags & MC_PUT_PIN_HARD))
-        return MC_ERR_INVALID;
-    for (size_t i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++) {
-        if (o->reserved[i] != 0)
-            return MC_ERR_INVALID;
-    }
-    if (o->replicas > MC_SHM_MAX_REPLICAS)
-        return MC_ERR_NO_SPACE; /* as mc_put: the ABI carries no more (ops.c says why) */
-    return 0;
-}
-
 /* --- lists -------------------------------------------------------------------------------- */
 
 static void all_link_locked(struct mc_client *c, struct mc_op *op)
@@ -861,7 +831,7 @@ MC_EXPORT int mc_get_async(mc_client_t *c, const char *key, void *buf, size_t ca
 
     if (c == NULL || op_p == NULL || (buf == NULL && cap > 0))
         return MC_ERR_INVALID;
-    err = key_check(key, &key_len);
+    err = mc_client_key_check(key, &key_len);
     if (err != 0)
         return err;
     err = async_new(c, &op);
@@ -888,10 +858,10 @@ MC_EXPORT int mc_put_async(mc_client_t *c, const char *key, const void *buf, siz
 
     if (c == NULL || buf == NULL || len == 0 || op_p == NULL)
         return MC_ERR_INVALID;
-    err = key_check(key, &key_len);
+    err = mc_client_key_check(key, &key_len);
     if (err != 0)
         return err;
-    err = opts_check(o);
+    err = mc_client_opts_check(o);
     if (err != 0 && err != MC_ERR_NO_SPACE) /* NO_SPACE is the op's outcome (put_init) */
         return err;
     err = async_new(c, &op);
@@ -1130,7 +1100,7 @@ static int batch_put_init(struct mc_client *c, struct mc_op *op, size_t i, void 
 
     if (a->bufs[i] == NULL || a->lens[i] == 0)
         return MC_ERR_INVALID;
-    err = key_check(a->keys[i], &key_len);
+    err = mc_client_key_check(a->keys[i], &key_len);
     if (err != 0)
         return err;
     if (a->opts_err != 0 && a->opts_err != MC_ERR_NO_SPACE)
@@ -1152,7 +1122,7 @@ MC_EXPORT int mc_batch_put(mc_client_t *c, size_t n, const char *const keys[],
         return MC_ERR_INVALID;
     if (n == 0)
         return 0;
-    a.opts_err = opts_check(o);
+    a.opts_err = mc_client_opts_check(o);
     return batch_run(c, n, batch_put_init, &a, results, NULL);
 }
 
@@ -1170,7 +1140,7 @@ static int batch_get_init(struct mc_client *c, struct mc_op *op, size_t i, void 
 
     if (a->bufs[i] == NULL && a->caps[i] > 0)
         return MC_ERR_INVALID;
-    err = key_check(a->keys[i], &key_len);
+    err = mc_client_key_check(a->keys[i], &key_len);
     if (err != 0)
         return err;
     op_init(c, op, AOP_GET, a->keys[i], key_len, op->deadline_ns);
@@ -1214,7 +1184,7 @@ static int batch_exist_init(struct mc_client *c, struct mc_op *op, size_t i, voi
     size_t key_len;
     int err;
 
-    err = key_check(keys[i], &key_len);
+    err = mc_client_key_check(keys[i], &key_len);
     if (err != 0)
         return err;
     op_init(c, op, AOP_EXIST, keys[i], key_len, op->deadline_ns);
@@ -1244,7 +1214,7 @@ MC_EXPORT int mc_prefix_match(mc_client_t *c, size_t n, const char *const keys[]
     if (n == 0)
         return 0;
     for (size_t i = 0; i < n; i++) {
-        if (key_check(keys[i], &key_len) != 0)
+        if (mc_client_key_check(keys[i], &key_len) != 0)
             return MC_ERR_INVALID;
     }
     results = malloc(n * sizeof(*results));

@@ -147,6 +147,10 @@ struct mc_client {
     struct mc_arena_use *uses;        /* arena_mu: ranges owned by ops */
 };
 
+/* Argument checks shared by the sync and async entry points (ops.c). */
+int mc_client_key_check(const char *key, size_t *len_p);
+int mc_client_opts_check(const mc_put_opts_t *o);
+
 /* CLOCK_MONOTONIC in ns and in ms. */
 uint64_t mc_client_now_ns(void);
 uint64_t mc_client_now_ms(void);

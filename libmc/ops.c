@@ -19,7 +19,7 @@
 #include "shm/sqe_check.h"
 
 /* The key's length if it is valid (1 .. MC_KEY_MAX bytes), else MC_ERR_INVALID. */
-static int key_check(const char *key, size_t *len_p)
+int mc_client_key_check(const char *key, size_t *len_p)
 {
     size_t n;
 
@@ -32,7 +32,10 @@ static int key_check(const char *key, size_t *len_p)
     return 0;
 }
 
-static int opts_check(const mc_put_opts_t *o)
+/* Put options: MC_ERR_INVALID for unknown flags, both pins or reserved fields set;
+ * MC_ERR_NO_SPACE for more replicas than the ring ABI carries (mc.h: they cannot be
+ * placed), answered here because the agent counts such an SQE as a protocol violation. */
+int mc_client_opts_check(const mc_put_opts_t *o)
 {
     if (o == NULL)
         return 0;
@@ -44,6 +47,8 @@ static int opts_check(const mc_put_opts_t *o)
         if (o->reserved[i] != 0)
             return MC_ERR_INVALID;
     }
+    if (o->replicas > MC_SHM_MAX_REPLICAS)
+        return MC_ERR_NO_SPACE;
     return 0;
 }
 
@@ -244,16 +249,12 @@ MC_EXPORT int mc_put(mc_client_t *c, const char *key, const void *buf, size_t le
 
     if (c == NULL || buf == NULL || len == 0)
         return MC_ERR_INVALID;
-    err = key_check(key, &key_len);
+    err = mc_client_key_check(key, &key_len);
     if (err != 0)
         return err;
-    err = opts_check(o);
+    err = mc_client_opts_check(o);
     if (err != 0)
         return err;
-    /* More replicas than the ring ABI carries cannot be placed (mc.h: MC_ERR_NO_SPACE);
-     * answered here, because the agent counts such an SQE as a protocol violation. */
-    if (o != NULL && o->replicas > MC_SHM_MAX_REPLICAS)
-        return MC_ERR_NO_SPACE;
     err = mc_client_enter(c);
     if (err != 0)
         return err;
@@ -363,7 +364,7 @@ MC_EXPORT int mc_get(mc_client_t *c, const char *key, void *buf, size_t cap, siz
 
     if (c == NULL || (buf == NULL && cap > 0))
         return MC_ERR_INVALID;
-    err = key_check(key, &key_len);
+    err = mc_client_key_check(key, &key_len);
     if (err != 0)
         return err;
     err = mc_client_enter(c);
@@ -434,7 +435,7 @@ static int key_op(mc_client_t *c, uint8_t opcode, const char *key, struct mc_cqe
 
     if (c == NULL)
         return MC_ERR_INVALID;
-    err = key_check(key, &key_len);
+    err = mc_client_key_check(key, &key_len);
     if (err != 0)
         return err;
     err = mc_client_enter(c);
@@ -642,7 +643,7 @@ int mc_client_remove_prefix(mc_client_t *c, const char *prefix, uint64_t *remove
 
     if (c == NULL || removed_p == NULL)
         return MC_ERR_INVALID;
-    err = key_check(prefix, &len);
+    err = mc_client_key_check(prefix, &len);
     if (err != 0)
         return err;
     err = mc_client_enter(c);
