@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: setup, build (warnings are errors), every meson test suite, then the
-# unit, integration and fault suites again in an AddressSanitizer + UBSan build (the agent
+# unit, integration, fault and cluster suites again in an AddressSanitizer + UBSan build (the agent
 # runs instrumented too, and must exit with no leak).
 #
 # usage: scripts/test.sh
@@ -17,6 +17,7 @@ scripts/setup.sh build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lun
     -Dbuildtype=debug
 ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson test -C build-asan --suite unit --suite integration --suite fault --print-errorlogs \
+    meson test -C build-asan --suite unit --suite integration --suite fault --suite cluster \
+    --print-errorlogs \
     --num-processes 2
 echo "test: all suites passed"

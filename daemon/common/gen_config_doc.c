@@ -11,6 +11,7 @@
 #include "daemon/common/config.h"
 #include "daemon/agent/agent_config.h"
 #include "daemon/master/master_config.h"
+#include "daemon/mcmaster/mcmaster_config.h"
 
 static const char mc_config_doc_intro[] =
     "# mcstore configuration\n"
@@ -83,6 +84,16 @@ int main(void)
                                "`--set socket=PATH` and `--set dram=SIZE`. `sq_entries` must be "
                                "a power of two,\n`staging_slot_size` a multiple of 1 MiB, and "
                                "`max_inflight` at most `sq_entries`.",
+                               MC_CONFIG_ENV_PREFIX, stdout) != 0)
+        return EXIT_FAILURE;
+
+    if (fputs("\n", stdout) == EOF ||
+        mc_config_doc_markdown(mc_mcmaster_own_config_table,
+                               "## Cluster master (mc-master)\n\n"
+                               "mc-master's own knobs; it also reads the master service's table "
+                               "and `log_level`.\n`--listen HOST:PORT` is `--set listen=...`. "
+                               "It refuses to start without a cluster token\nunless "
+                               "`allow_no_token` is set.",
                                MC_CONFIG_ENV_PREFIX, stdout) != 0)
         return EXIT_FAILURE;
 

@@ -1,0 +1,81 @@
+/*
+ * The config table of mc-master: its own knobs plus the included daemon and master tables.
+ */
+#include "daemon/mcmaster/mcmaster_config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <mc/mc_status.h>
+
+#include "daemon/proto/master_proto.h"
+
+#define FIELD(f) offsetof(struct mc_mcmaster_config, f)
+
+const struct mc_config_entry mc_mcmaster_own_config_table[] = {
+    {.name = "listen",
+     .type = MC_CFG_STRING,
+     .def = NULL,
+     .offset = FIELD(listen),
+     .doc = "HOST:PORT of the TCP bootstrap listener that hands peers the master's UCX worker "
+            "address (port 0: any free port, written to the ready file)."},
+    {.name = "cluster_token",
+     .type = MC_CFG_STRING,
+     .def = NULL,
+     .offset = FIELD(cluster_token),
+     .doc = "Shared secret every node's HELLO must carry (compared in constant time); prefer "
+            "MC_CLUSTER_TOKEN or the config file to the command line."},
+    {.name = "allow_no_token",
+     .type = MC_CFG_BOOL,
+     .def = "false",
+     .offset = FIELD(allow_no_token),
+     .doc = "With no cluster_token set, accept every HELLO (tests and trusted networks only)."},
+    {.name = "keepalive_ms",
+     .type = MC_CFG_MS,
+     .def = "1000",
+     .min = 100,
+     .max = 600000,
+     .offset = FIELD(keepalive_ms),
+     .doc = "UCX keepalive interval of the master's endpoints (UCX_KEEPALIVE_INTERVAL)."},
+    {.name = "max_peers",
+     .type = MC_CFG_U64,
+     .def = "4096",
+     .min = 1,
+     .max = 1000000,
+     .offset = FIELD(max_peers),
+     .doc = "Accepted UCX endpoints at most; requests from more are dropped."},
+    {.name = NULL},
+};
+
+const struct mc_config_entry mc_mcmaster_config_table[] = {
+    MC_CONFIG_INCLUDE(struct mc_mcmaster_config, daemon, mc_config_daemon_table),
+    {.name = "mcmaster",
+     .type = MC_CFG_TABLE,
+     .offset = 0,
+     .sub = mc_mcmaster_own_config_table,
+     .doc = ""},
+    MC_CONFIG_INCLUDE(struct mc_mcmaster_config, master, mc_master_config_table),
+    {.name = NULL},
+};
+
+int mc_mcmaster_config_validate(const void *base, char *err, size_t errlen)
+{
+    const struct mc_mcmaster_config *cfg = base;
+    bool has_token = cfg->cluster_token != NULL && cfg->cluster_token[0] != '\0';
+
+    if (cfg->listen == NULL || cfg->listen[0] == '\0') {
+        snprintf(err, errlen, "listen: no HOST:PORT given (--listen)");
+        return MC_ERR_INVALID;
+    }
+    if (!has_token && !cfg->allow_no_token) {
+        snprintf(err, errlen,
+                 "cluster_token: not set (set it, e.g. MC_CLUSTER_TOKEN, or "
+                 "allow_no_token=true)");
+        return MC_ERR_INVALID;
+    }
+    if (has_token && strlen(cfg->cluster_token) > MC_PROTO_TOKEN_MAX) {
+        snprintf(err, errlen, "cluster_token: longer than %u bytes", MC_PROTO_TOKEN_MAX);
+        return MC_ERR_INVALID;
+    }
+    return mc_master_config_validate(&cfg->master, err, errlen);
+}

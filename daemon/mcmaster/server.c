@@ -1,0 +1,838 @@
+/*
+ * The RPC front end of the master service (server.h): one poll() loop over the TCP
+ * bootstrap listener, the UCX worker's event fd, a timerfd (the service tick) and a
+ * signalfd (SIGTERM, SIGINT). Handlers run inside mc_ucx_progress and answer at once: the
+ * service does no I/O, so nothing is ever deferred.
+ *
+ * Scratch arrays for one batch (requests, grants, results) and the reply buffer live in
+ * the server struct, sized for MC_PROTO_BATCH_MAX items at start-up, so a request costs no
+ * allocation beyond the reply copy UCX makes.
+ */
+#include "daemon/mcmaster/server.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <mc/mc_status.h>
+
+#include "daemon/common/log.h"
+#include "daemon/master/master.h"
+#include "daemon/mcmaster/bootstrap.h"
+#include "daemon/proto/master_proto.h"
+#include "ucx_backend/ucx.h"
+
+#define MC_MCMASTER_LISTEN_BACKLOG 128
+#define MC_MCMASTER_DRAIN_MS       200 /* at exit: time given to flush the last replies */
+
+/* One accepted endpoint: whether it passed HELLO, and as which node. */
+struct peer {
+    struct mc_ucx_ep *ep;
+    bool authed;
+    uint32_t node;
+    struct peer *prev, *next;
+};
+
+/* What MOUNT brought along with a segment, for CLUSTER_INFO. */
+struct seg_blobs {
+    uint8_t *addr;
+    size_t addr_len;
+    uint8_t *rkey;
+    size_t rkey_len;
+};
+
+struct mc_mcmaster_server {
+    struct mc_master *m;
+    struct mc_ucx *u;
+    int listen_fd, timer_fd, signal_fd;
+    uint16_t port;
+    char *token; /* NULL: every token is accepted (allow_no_token) */
+    size_t token_len;
+    uint64_t max_peers, npeers;
+    struct peer *peers;
+    struct seg_blobs *segs;
+    size_t nsegs;
+    bool stopping;
+    /* boot message: header + worker address */
+    uint8_t *boot;
+    size_t boot_len;
+    /* per-request scratch */
+    struct mc_master_put_req puts[MC_PROTO_BATCH_MAX];
+    struct mc_master_put_grant grants[MC_PROTO_BATCH_MAX];
+    struct mc_master_ref refs[MC_PROTO_BATCH_MAX];
+    struct mc_proto_key keys[MC_PROTO_BATCH_MAX];
+    struct mc_master_get_result gets[MC_PROTO_BATCH_MAX];
+    struct mc_master_stat stats[MC_PROTO_BATCH_MAX];
+    struct mc_proto_fence_item fences[MC_PROTO_BATCH_MAX];
+    struct mc_proto_seg_entry seg_page[MC_PROTO_SEG_PAGE_MAX];
+    int results[MC_PROTO_BATCH_MAX];
+    uint64_t counts[MC_PROTO_BATCH_MAX];
+    uint8_t out[MC_PROTO_PAYLOAD_MAX];
+};
+
+static int err_from_errno(int e)
+{
+    return e == ENOMEM ? MC_ERR_NOMEM : MC_ERR_IO;
+}
+
+/* --- peers ------------------------------------------------------------------------------ */
+
+static void peer_drop(struct mc_mcmaster_server *s, struct peer *p, bool force)
+{
+    if (p->prev != NULL)
+        p->prev->next = p->next;
+    else
+        s->peers = p->next;
+    if (p->next != NULL)
+        p->next->prev = p->prev;
+    s->npeers--;
+    mc_ucx_ep_set_user(p->ep, NULL);
+    mc_ucx_ep_close(p->ep, force);
+    free(p);
+}
+
+/* The endpoint's record, made on its first request; NULL when over max_peers (the endpoint
+ * is then closed) or out of memory. */
+static struct peer *peer_of(struct mc_mcmaster_server *s, struct mc_ucx_ep *ep)
+{
+    struct peer *p = mc_ucx_ep_user(ep);
+
+    if (p != NULL)
+        return p;
+    if (s->npeers >= s->max_peers || (p = calloc(1, sizeof(*p))) == NULL) {
+        mc_warn("refusing a new endpoint: %llu peers (max_peers)",
+                (unsigned long long)s->npeers);
+        mc_ucx_ep_close(ep, true);
+        return NULL;
+    }
+    p->ep = ep;
+    p->node = MC_MASTER_NODE_NONE;
+    p->next = s->peers;
+    if (s->peers != NULL)
+        s->peers->prev = p;
+    s->peers = p;
+    s->npeers++;
+    mc_ucx_ep_set_user(ep, p);
+    return p;
+}
+
+static void on_ep_error(void *ctx, struct mc_ucx_ep *ep, int status)
+{
+    struct mc_mcmaster_server *s = ctx;
+    struct peer *p = mc_ucx_ep_user(ep);
+
+    if (p == NULL) {
+        mc_ucx_ep_close(ep, true);
+        return;
+    }
+    mc_info("endpoint of node %u failed: %s", p->node, mc_strerror(status));
+    peer_drop(s, p, true);
+}
+
+/* --- request handlers: each decodes, calls the service and encodes the reply into s->out.
+ * A non-zero return is sent as a status-only reply (every reply starts with the status
+ * and carries nothing else when it is not 0). */
+
+/* Constant-time over the configured token: the time depends on its length only. */
+static bool token_ok(const struct mc_mcmaster_server *s, const struct mc_proto_bytes *t)
+{
+    volatile unsigned char diff;
+    unsigned char d = 0;
+    size_t i;
+
+    if (s->token == NULL)
+        return true;
+    d |= (unsigned char)(t->len != s->token_len);
+    for (i = 0; i < s->token_len; i++) {
+        unsigned char b = i < t->len ? t->p[i] : 0;
+
+        d |= (unsigned char)((unsigned char)s->token[i] ^ b);
+    }
+    diff = d;
+    return diff == 0;
+}
+
+static void copy_name(char *dst, const struct mc_proto_bytes *b)
+{
+    memcpy(dst, b->p, b->len); /* len <= MC_PROTO_NAME_MAX, checked by the decoder */
+    dst[b->len] = '\0';
+}
+
+static int h_hello(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                   size_t *out_len)
+{
+    struct mc_proto_hello_req req;
+    struct mc_proto_hello_rep rep = {0};
+    char name[MC_PROTO_NAME_MAX + 1], domain[MC_PROTO_NAME_MAX + 1];
+    const struct mc_master_config *mcfg = mc_master_config(s->m);
+    struct peer *q, *next;
+    uint32_t node;
+    int rc;
+
+    if (mc_proto_hello_req_decode(pl, len, &req) != 0)
+        return MC_ERR_PROTO;
+    if (!token_ok(s, &req.token)) {
+        p->authed = false;
+        p->node = MC_MASTER_NODE_NONE;
+        mc_warn("HELLO with a wrong cluster token refused");
+        return MC_ERR_DENIED;
+    }
+    copy_name(name, &req.name);
+    copy_name(domain, &req.domain);
+    rc = mc_master_node_register(s->m, name, domain[0] != '\0' ? domain : NULL, &node);
+    if (rc != 0)
+        return rc;
+    if (!p->authed || p->node != node)
+        mc_info("node %s (domain %s) joined as %u", name, domain[0] != '\0' ? domain : name,
+                node);
+    /* a node has one endpoint to the master: a reconnect replaces the old one, which
+     * would otherwise linger (an accepted endpoint learns of nothing but protocol errors) */
+    for (q = s->peers; q != NULL; q = next) {
+        next = q->next;
+        if (q != p && q->authed && q->node == node)
+            peer_drop(s, q, true);
+    }
+    p->authed = true;
+    p->node = node;
+    rep.node = node;
+    rep.node_ttl_ms = mcfg->node_ttl_ms;
+    rep.lease_ttl_ms = mcfg->lease_ttl_ms;
+    return mc_proto_hello_rep_encode(&rep, s->out, sizeof(s->out), out_len);
+}
+
+static void blobs_clear(struct seg_blobs *b)
+{
+    free(b->addr);
+    free(b->rkey);
+    memset(b, 0, sizeof(*b));
+}
+
+static int h_mount(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                   size_t *out_len)
+{
+    struct mc_proto_mount_req req;
+    struct mc_proto_mount_rep rep = {0};
+    struct seg_blobs nb = {0}, *b;
+    uint32_t seg;
+    int rc;
+
+    if (mc_proto_mount_req_decode(pl, len, &req) != 0)
+        return MC_ERR_PROTO;
+    if (req.seg.node != p->node)
+        return MC_ERR_DENIED;
+    nb.addr = malloc(req.worker_addr.len);
+    nb.rkey = malloc(req.rkey.len + 1); /* +1: a 0-byte rkey still gets a pointer */
+    if (nb.addr == NULL || nb.rkey == NULL) {
+        blobs_clear(&nb);
+        return MC_ERR_NOMEM;
+    }
+    memcpy(nb.addr, req.worker_addr.p, req.worker_addr.len);
+    nb.addr_len = req.worker_addr.len;
+    if (req.rkey.len > 0)
+        memcpy(nb.rkey, req.rkey.p, req.rkey.len);
+    nb.rkey_len = req.rkey.len;
+    rc = mc_master_segment_mount(s->m, &req.seg, &seg);
+    if (rc != 0) {
+        blobs_clear(&nb);
+        return rc;
+    }
+    if (seg >= s->nsegs) {
+        size_t n = (size_t)seg + 1 > s->nsegs * 2 ? (size_t)seg + 1 : s->nsegs * 2;
+        struct seg_blobs *t = realloc(s->segs, n * sizeof(*t));
+
+        if (t == NULL) {
+            mc_master_segment_unmount(s->m, seg);
+            blobs_clear(&nb);
+            return MC_ERR_NOMEM;
+        }
+        memset(t + s->nsegs, 0, (n - s->nsegs) * sizeof(*t));
+        s->segs = t;
+        s->nsegs = n;
+    }
+    b = &s->segs[seg];
+    blobs_clear(b); /* a reused id: the previous owner's blobs */
+    *b = nb;
+    mc_info("node %u mounted segment %u (kind %u, %llu bytes)", p->node, seg, req.seg.kind,
+            (unsigned long long)req.seg.size);
+    rep.seg = seg;
+    return mc_proto_mount_rep_encode(&rep, s->out, sizeof(s->out), out_len);
+}
+
+static int h_heartbeat(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                       size_t *out_len)
+{
+    struct mc_proto_heartbeat_req req;
+    struct mc_proto_status_rep rep = {0};
+    int rc;
+
+    if (mc_proto_heartbeat_req_decode(pl, len, &req) != 0)
+        return MC_ERR_PROTO;
+    if (req.node != p->node)
+        return MC_ERR_DENIED;
+    if (req.flags & MC_PROTO_HEARTBEAT_F_LEAVE) {
+        rc = mc_master_node_unregister(s->m, req.node);
+        if (rc == 0) {
+            mc_info("node %u left", req.node);
+            p->authed = false; /* a new HELLO is needed to come back */
+            p->node = MC_MASTER_NODE_NONE;
+        }
+    } else {
+        rc = mc_master_node_heartbeat(s->m, req.node);
+    }
+    if (rc != 0)
+        return rc;
+    return mc_proto_status_rep_encode(&rep, s->out, sizeof(s->out), out_len);
+}
+
+static int h_put_start(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                       size_t *out_len)
+{
+    struct mc_proto_put_start_req req;
+    struct mc_proto_batch_rep rep = {0};
+
+    if (mc_proto_put_start_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->puts) != 0)
+        return MC_ERR_PROTO;
+    if (req.writer != p->node)
+        return MC_ERR_DENIED;
+    mc_master_put_start_batch(s->m, req.n, s->puts, s->grants, s->results);
+    rep.n = req.n;
+    return mc_proto_put_start_rep_encode(&rep, s->results, s->grants, s->out, sizeof(s->out),
+                                         out_len);
+}
+
+static int h_put_end(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                     size_t *out_len, bool revoke)
+{
+    struct mc_proto_ref_req req;
+    struct mc_proto_batch_rep rep = {0};
+    int rc = revoke ? mc_proto_put_revoke_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->refs)
+                    : mc_proto_put_end_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->refs);
+
+    if (rc != 0)
+        return MC_ERR_PROTO;
+    if (req.node != p->node)
+        return MC_ERR_DENIED;
+    if (revoke)
+        mc_master_put_revoke_batch(s->m, req.n, s->refs, s->results);
+    else
+        mc_master_put_end_batch(s->m, req.n, s->refs, s->results);
+    rep.n = req.n;
+    return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
+}
+
+static int h_get(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                 size_t *out_len)
+{
+    struct mc_proto_keys_req req;
+    struct mc_proto_batch_rep rep = {0};
+    uint32_t i;
+
+    if (mc_proto_get_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->keys) != 0)
+        return MC_ERR_PROTO;
+    if (req.node != p->node)
+        return MC_ERR_DENIED;
+    for (i = 0; i < req.n; i++) {
+        memset(&s->gets[i], 0, sizeof(s->gets[i]));
+        s->results[i] =
+            mc_master_get_replicas(s->m, s->keys[i].key, s->keys[i].key_len, &s->gets[i]);
+    }
+    rep.n = req.n;
+    return mc_proto_get_rep_encode(&rep, s->results, s->gets, s->out, sizeof(s->out), out_len);
+}
+
+static int h_lease_release(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
+                           size_t len, size_t *out_len)
+{
+    struct mc_proto_ref_req req;
+    struct mc_proto_lease_release_rep rep = {0};
+
+    if (mc_proto_lease_release_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->refs) != 0)
+        return MC_ERR_PROTO;
+    if (req.node != p->node)
+        return MC_ERR_DENIED;
+    rep.released = (uint32_t)mc_master_lease_release(s->m, req.n, s->refs);
+    return mc_proto_lease_release_rep_encode(&rep, s->out, sizeof(s->out), out_len);
+}
+
+static int h_exist(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                   size_t *out_len)
+{
+    struct mc_proto_keys_req req;
+    struct mc_proto_batch_rep rep = {0};
+    bool stat, absent_seen = false;
+    uint32_t i;
+
+    if (mc_proto_exist_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->keys) != 0)
+        return MC_ERR_PROTO;
+    if (req.node != p->node)
+        return MC_ERR_DENIED;
+    stat = (req.flags & MC_PROTO_EXIST_F_STAT) != 0;
+    for (i = 0; i < req.n; i++) {
+        const struct mc_proto_key *k = &s->keys[i];
+        int r;
+
+        memset(&s->stats[i], 0, sizeof(s->stats[i]));
+        if (absent_seen) {
+            r = 0; /* prefix match: not looked up */
+        } else if (stat) {
+            r = mc_master_stat(s->m, k->key, k->key_len, &s->stats[i]);
+            r = r == 0 ? 1 : r == MC_ERR_NOT_FOUND ? 0 : r;
+        } else {
+            r = mc_master_exist(s->m, k->key, k->key_len);
+        }
+        if (r != 1 && (req.flags & MC_PROTO_EXIST_F_PREFIX))
+            absent_seen = true;
+        s->results[i] = r;
+    }
+    rep.flags = req.flags;
+    rep.n = req.n;
+    return mc_proto_exist_rep_encode(&rep, s->results, s->stats, s->out, sizeof(s->out),
+                                     out_len);
+}
+
+static int h_remove(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                    size_t *out_len)
+{
+    struct mc_proto_keys_req req;
+    struct mc_proto_batch_rep rep = {0};
+    uint32_t i;
+
+    if (mc_proto_remove_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->keys) != 0)
+        return MC_ERR_PROTO;
+    if (req.node != p->node)
+        return MC_ERR_DENIED;
+    for (i = 0; i < req.n; i++) {
+        const struct mc_proto_key *k = &s->keys[i];
+
+        if (req.flags & MC_PROTO_REMOVE_F_PREFIX) {
+            int64_t r = mc_master_remove_prefix(s->m, k->key, k->key_len);
+
+            s->results[i] = r < 0 ? (int)r : 0;
+            s->counts[i] = r < 0 ? 0 : (uint64_t)r;
+        } else {
+            s->results[i] = mc_master_remove(s->m, k->key, k->key_len);
+            s->counts[i] = s->results[i] == 0 ? 1 : 0;
+        }
+    }
+    rep.n = req.n;
+    return mc_proto_remove_rep_encode(&rep, s->results, s->counts, s->out, sizeof(s->out),
+                                      out_len);
+}
+
+static int h_fence(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                   size_t *out_len)
+{
+    struct mc_proto_fence_req req;
+    struct mc_proto_batch_rep rep = {0};
+    uint32_t i;
+
+    if (mc_proto_fence_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->fences) != 0)
+        return MC_ERR_PROTO;
+    for (i = 0; i < req.n; i++) {
+        const struct mc_proto_fence_item *f = &s->fences[i];
+        struct mc_master_seg_info info;
+        int r = mc_master_segment_info(s->m, f->seg, &info);
+
+        if (r == 0 && info.node != p->node)
+            r = MC_ERR_DENIED; /* only the owner may say its segment is fenced */
+        if (r == 0)
+            r = mc_master_fence_ack(s->m, f->seg, f->alloc, f->version);
+        s->results[i] = r;
+    }
+    rep.n = req.n;
+    return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
+}
+
+static int h_info(struct mc_mcmaster_server *s, const void *pl, size_t len, size_t *out_len)
+{
+    struct mc_proto_info_req req;
+    struct mc_proto_info_rep rep = {0};
+    size_t seg;
+
+    if (mc_proto_info_req_decode(pl, len, &req) != 0)
+        return MC_ERR_PROTO;
+    rep.flags = req.flags;
+    if (req.flags & MC_PROTO_INFO_F_STATS)
+        mc_master_get_stats(s->m, &rep.stats);
+    if (req.flags & MC_PROTO_INFO_F_SEGMENTS) {
+        for (seg = req.cursor; seg < s->nsegs; seg++) {
+            struct mc_proto_seg_entry *e = &s->seg_page[rep.nseg];
+
+            if (rep.nseg == req.max) {
+                rep.next_cursor = (uint32_t)seg; /* > 0: the page holds at least one */
+                break;
+            }
+            if (s->segs[seg].addr == NULL ||
+                mc_master_segment_info(s->m, (uint32_t)seg, &e->info) != 0)
+                continue; /* never mounted, or unmounted since */
+            e->seg = (uint32_t)seg;
+            e->worker_addr = (struct mc_proto_bytes){s->segs[seg].addr, s->segs[seg].addr_len};
+            e->rkey = (struct mc_proto_bytes){s->segs[seg].rkey, s->segs[seg].rkey_len};
+            rep.nseg++;
+        }
+    }
+    return mc_proto_info_rep_encode(&rep, s->seg_page, s->out, sizeof(s->out), out_len);
+}
+
+static void reply_status(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, int status)
+{
+    struct mc_proto_status_rep rep = {.status = status};
+    uint8_t buf[8];
+    size_t len;
+
+    if (mc_proto_status_rep_encode(&rep, buf, sizeof(buf), &len) == 0)
+        mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, buf, len);
+}
+
+static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                       const void *pl)
+{
+    struct mc_mcmaster_server *s = ctx;
+    size_t len = hdr->payload_len, out_len = 0;
+    struct peer *p;
+    int rc;
+
+    if (s->stopping) {
+        reply_status(ep, hdr, MC_ERR_UNAVAILABLE);
+        return;
+    }
+    p = peer_of(s, ep);
+    if (p == NULL)
+        return;
+    if (hdr->type != MC_WIRE_HELLO && !p->authed) {
+        reply_status(ep, hdr, MC_ERR_DENIED);
+        return;
+    }
+    switch (hdr->type) {
+    case MC_WIRE_HELLO:
+        rc = h_hello(s, p, pl, len, &out_len);
+        break;
+    case MC_WIRE_MOUNT:
+        rc = h_mount(s, p, pl, len, &out_len);
+        break;
+    case MC_WIRE_HEARTBEAT:
+        rc = h_heartbeat(s, p, pl, len, &out_len);
+        break;
+    case MC_WIRE_PUT_START_BATCH:
+        rc = h_put_start(s, p, pl, len, &out_len);
+        break;
+    case MC_WIRE_PUT_END_BATCH:
+        rc = h_put_end(s, p, pl, len, &out_len, false);
+        break;
+    case MC_WIRE_PUT_REVOKE_BATCH:
+        rc = h_put_end(s, p, pl, len, &out_len, true);
+        break;
+    case MC_WIRE_GET_BATCH:
+        rc = h_get(s, p, pl, len, &out_len);
+        break;
+    case MC_WIRE_LEASE_RELEASE_BATCH:
+        rc = h_lease_release(s, p, pl, len, &out_len);
+        break;
+    case MC_WIRE_EXIST_BATCH:
+        rc = h_exist(s, p, pl, len, &out_len);
+        break;
+    case MC_WIRE_REMOVE_BATCH:
+        rc = h_remove(s, p, pl, len, &out_len);
+        break;
+    case MC_WIRE_FENCE:
+        rc = h_fence(s, p, pl, len, &out_len);
+        break;
+    case MC_WIRE_CLUSTER_INFO:
+        rc = h_info(s, pl, len, &out_len);
+        break;
+    default: /* WRITE, READ: agent-to-agent messages */
+        rc = MC_ERR_PROTO;
+        break;
+    }
+    if (rc == MC_ERR_PROTO)
+        mc_debug("node %u: malformed request type %u (%zu bytes)", p->node, hdr->type, len);
+    if (rc != 0)
+        reply_status(ep, hdr, rc);
+    else
+        mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, s->out, out_len);
+}
+
+/* --- bootstrap listener ----------------------------------------------------------------- */
+
+static int listen_open(struct mc_mcmaster_server *s, const char *hostport)
+{
+    struct addrinfo hints = {0}, *res = NULL, *ai;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char host[256];
+    const char *colon = strrchr(hostport, ':');
+    size_t hl;
+    int fd = -1, one = 1, rc, err = MC_ERR_IO;
+
+    if (colon == NULL || colon[1] == '\0' || (size_t)(colon - hostport) >= sizeof(host)) {
+        mc_error("listen: '%s' is not HOST:PORT", hostport);
+        return MC_ERR_INVALID;
+    }
+    hl = (size_t)(colon - hostport);
+    if (hl >= 2 && hostport[0] == '[' && hostport[hl - 1] == ']') {
+        memcpy(host, hostport + 1, hl - 2); /* [v6 address] */
+        host[hl - 2] = '\0';
+    } else {
+        memcpy(host, hostport, hl);
+        host[hl] = '\0';
+    }
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    rc = getaddrinfo(host[0] != '\0' ? host : NULL, colon + 1, &hints, &res);
+    if (rc != 0) {
+        mc_error("listen: %s: %s", hostport, gai_strerror(rc));
+        return MC_ERR_INVALID;
+    }
+    for (ai = res; ai != NULL; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    ai->ai_protocol);
+        if (fd < 0)
+            continue;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            listen(fd, MC_MCMASTER_LISTEN_BACKLOG) == 0)
+            break;
+        err = err_from_errno(errno);
+        mc_error("listen: %s: %s", hostport, strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        return err;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        close(fd);
+        return MC_ERR_IO;
+    }
+    s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                       : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    s->listen_fd = fd;
+    return 0;
+}
+
+/* Answer every pending connection with the boot message and close it. The message is a
+ * few hundred bytes, far below a fresh socket's send buffer, so a short send means a
+ * broken peer: it is dropped (it will retry). */
+static void listen_accept(struct mc_mcmaster_server *s)
+{
+    for (;;) {
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        ssize_t n;
+
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                mc_warn("accept: %s", strerror(errno));
+            return;
+        }
+        n = send(fd, s->boot, s->boot_len, MSG_NOSIGNAL);
+        if (n != (ssize_t)s->boot_len)
+            mc_debug("bootstrap connection: short send");
+        close(fd);
+    }
+}
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+/* --- life cycle ------------------------------------------------------------------------- */
+
+int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
+                              struct mc_mcmaster_server **s_p)
+{
+    char keepalive[64];
+    const char *ucx_cfg[] = {"MM_ERROR_HANDLING=y", keepalive, NULL};
+    struct mc_ucx_params up = {.name = "mc-master", .config = ucx_cfg, .ep_error = on_ep_error};
+    struct itimerspec its = {0};
+    struct mc_mcmaster_server *s;
+    const void *addr;
+    size_t addr_len;
+    sigset_t sigs;
+    int err;
+
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return MC_ERR_NOMEM;
+    s->listen_fd = s->timer_fd = s->signal_fd = -1;
+    s->max_peers = cfg->max_peers;
+    if (cfg->cluster_token != NULL && cfg->cluster_token[0] != '\0') {
+        s->token = strdup(cfg->cluster_token);
+        if (s->token == NULL) {
+            err = MC_ERR_NOMEM;
+            goto err_destroy;
+        }
+        s->token_len = strlen(s->token);
+    } else {
+        mc_warn("no cluster_token: every HELLO is accepted (allow_no_token)");
+    }
+    /* block before UCX starts its threads, so they inherit the mask and the signals reach
+     * only the signalfd */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    if (sigprocmask(SIG_BLOCK, &sigs, NULL) != 0) {
+        err = MC_ERR_IO;
+        goto err_destroy;
+    }
+    s->signal_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+    s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (s->signal_fd < 0 || s->timer_fd < 0) {
+        err = err_from_errno(errno);
+        mc_error("signalfd/timerfd: %s", strerror(errno));
+        goto err_destroy;
+    }
+    its.it_interval.tv_sec = (time_t)(cfg->master.tick_ms / 1000);
+    its.it_interval.tv_nsec = (long)(cfg->master.tick_ms % 1000) * 1000000L;
+    its.it_value = its.it_interval;
+    if (timerfd_settime(s->timer_fd, 0, &its, NULL) != 0) {
+        err = MC_ERR_IO;
+        goto err_destroy;
+    }
+    err = mc_master_create(&cfg->master, NULL, NULL, &s->m);
+    if (err != 0) {
+        mc_error("master service: %s", mc_strerror(err));
+        goto err_destroy;
+    }
+    snprintf(keepalive, sizeof(keepalive), "KEEPALIVE_INTERVAL=%llums",
+             (unsigned long long)cfg->keepalive_ms);
+    up.ep_error_ctx = s;
+    err = mc_ucx_create(&up, &s->u);
+    if (err != 0) {
+        mc_error("UCX: %s", mc_strerror(err));
+        goto err_destroy;
+    }
+    mc_ucx_rpc_register(s->u, on_request, s);
+    mc_ucx_address(s->u, &addr, &addr_len);
+    if (addr_len == 0 || addr_len > MC_MCMASTER_BOOT_ADDR_MAX) {
+        mc_error("UCX worker address of %zu bytes does not fit the bootstrap message",
+                 addr_len);
+        err = MC_ERR_INTERNAL;
+        goto err_destroy;
+    }
+    s->boot_len = MC_MCMASTER_BOOT_HDR + addr_len;
+    s->boot = malloc(s->boot_len);
+    if (s->boot == NULL) {
+        err = MC_ERR_NOMEM;
+        goto err_destroy;
+    }
+    put_le32(s->boot, MC_MCMASTER_BOOT_MAGIC);
+    put_le32(s->boot + 4, (uint32_t)addr_len);
+    memcpy(s->boot + MC_MCMASTER_BOOT_HDR, addr, addr_len);
+    err = listen_open(s, cfg->listen);
+    if (err != 0)
+        goto err_destroy;
+    mc_info("listening on %s (port %u), worker address %zu bytes", cfg->listen,
+            (unsigned)s->port, addr_len);
+    *s_p = s;
+    return 0;
+
+err_destroy:
+    mc_mcmaster_server_destroy(s);
+    return err;
+}
+
+uint16_t mc_mcmaster_server_port(const struct mc_mcmaster_server *s)
+{
+    return s->port;
+}
+
+static void on_signal(struct mc_mcmaster_server *s)
+{
+    struct signalfd_siginfo si;
+
+    while (read(s->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        mc_info("signal %u: stopping", si.ssi_signo);
+        s->stopping = true;
+    }
+}
+
+static void on_timer(struct mc_mcmaster_server *s)
+{
+    uint64_t ticks;
+
+    if (read(s->timer_fd, &ticks, sizeof(ticks)) != (ssize_t)sizeof(ticks))
+        return;
+    mc_master_tick(s->m);
+    mc_ucx_expire(s->u, mc_ucx_now_ms());
+}
+
+int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
+{
+    uint64_t drain_end;
+
+    while (!s->stopping) {
+        struct pollfd pfd[4] = {
+            {.fd = s->signal_fd, .events = POLLIN},
+            {.fd = s->timer_fd, .events = POLLIN},
+            {.fd = s->listen_fd, .events = POLLIN},
+            {.fd = mc_ucx_efd(s->u), .events = POLLIN},
+        };
+        /* sleep only when UCX says it is safe; otherwise just look at the other fds */
+        int timeout = (mc_ucx_progress(s->u) || !mc_ucx_arm(s->u)) ? 0 : 1000;
+
+        if (poll(pfd, 4, timeout) < 0) {
+            if (errno == EINTR)
+                continue;
+            mc_error("poll: %s", strerror(errno));
+            return MC_ERR_IO;
+        }
+        if (pfd[0].revents & POLLIN)
+            on_signal(s);
+        if (pfd[1].revents & POLLIN)
+            on_timer(s);
+        if (pfd[2].revents & POLLIN)
+            listen_accept(s);
+    }
+    /* refuse new work (on_request answers MC_ERR_UNAVAILABLE) and let the replies already
+     * queued go out before the endpoints are closed */
+    drain_end = mc_ucx_now_ms() + MC_MCMASTER_DRAIN_MS;
+    while (s->peers != NULL)
+        peer_drop(s, s->peers, false);
+    while (mc_ucx_now_ms() < drain_end) {
+        if (!mc_ucx_progress(s->u))
+            poll(NULL, 0, 5);
+    }
+    return 0;
+}
+
+void mc_mcmaster_server_destroy(struct mc_mcmaster_server *s)
+{
+    size_t i;
+
+    if (s == NULL)
+        return;
+    while (s->peers != NULL)
+        peer_drop(s, s->peers, true);
+    mc_ucx_destroy(s->u);
+    mc_master_destroy(s->m);
+    for (i = 0; i < s->nsegs; i++)
+        blobs_clear(&s->segs[i]);
+    free(s->segs);
+    free(s->boot);
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    if (s->timer_fd >= 0)
+        close(s->timer_fd);
+    if (s->signal_fd >= 0)
+        close(s->signal_fd);
+    if (s->token != NULL) {
+        memset(s->token, 0, s->token_len);
+        free(s->token);
+    }
+    free(s);
+}

@@ -1,0 +1,668 @@
+/*
+ * Tests of mc-master (suite 'cluster'): the real daemon ($MC_MASTER_BIN) started on
+ * 127.0.0.1:0 with a ready file, its worker address fetched over the TCP bootstrap, and
+ * every RPC driven from this process's own UCX worker with the daemon/proto codecs.
+ * mc-master gets PR_SET_PDEATHSIG, so a failing test never leaves it behind; passing tests
+ * stop it themselves.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <mc/mc_status.h>
+
+#include "daemon/mcmaster/bootstrap.h"
+#include "daemon/proto/master_proto.h"
+#include "ucx_backend/ucx.h"
+
+#define T_TOKEN     "t0ken-for-tests"
+#define T_WAIT_MS   10000u
+#define T_REPLY_MAX (256u << 10)
+
+struct t_master {
+    pid_t pid;
+    char dir[64];
+    uint16_t port;
+    struct mc_ucx *u;
+    struct mc_ucx_ep *ep;
+    uint32_t node;
+};
+
+static struct t_master t_m = {.pid = -1};
+
+/* the last reply */
+static bool t_done;
+static int t_status;
+static uint8_t t_reply[T_REPLY_MAX];
+static size_t t_reply_len;
+
+static void t_on_done(void *ctx, int status, const struct mc_wire_hdr *h, const void *payload,
+                      size_t len)
+{
+    (void)ctx;
+    (void)h;
+    t_status = status;
+    if (status == 0 && len <= sizeof(t_reply)) {
+        memcpy(t_reply, payload, len);
+        t_reply_len = len;
+    } else if (status == 0) {
+        t_status = MC_ERR_TOO_LARGE;
+    }
+    t_done = true;
+}
+
+static void t_turn(struct mc_ucx *u, int max_ms)
+{
+    struct pollfd pfd = {.fd = mc_ucx_efd(u), .events = POLLIN};
+
+    if (mc_ucx_progress(u) || !mc_ucx_arm(u))
+        return;
+    poll(&pfd, 1, max_ms);
+}
+
+/* One RPC: returns the transport status; the reply payload is in t_reply. */
+static int t_call(uint16_t type, const void *payload, size_t len)
+{
+    uint64_t deadline = mc_ucx_now_ms() + T_WAIT_MS;
+    int rc;
+
+    t_done = false;
+    rc = mc_ucx_rpc_call(t_m.ep, type, payload, len, deadline, t_on_done, NULL, NULL);
+    if (rc != 0)
+        return rc;
+    while (!t_done)
+        t_turn(t_m.u, 5);
+    return t_status;
+}
+
+/* The status that starts every reply. */
+static int t_reply_status(void)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, t_reply, t_reply_len);
+    return (int32_t)mc_wire_get_u32(&r);
+}
+
+static void t_sleep_ms(unsigned ms)
+{
+    uint64_t end = mc_ucx_now_ms() + ms;
+
+    while (mc_ucx_now_ms() < end)
+        t_turn(t_m.u, 5); /* keep progressing our worker meanwhile */
+}
+
+/* Starts mc-master with extra --set arguments (NULL-terminated), waits for its ready file,
+ * fetches its worker address and connects to it. */
+static void t_start(const char *const *sets)
+{
+    char ready[128];
+    const char *bin = getenv("MC_MASTER_BIN");
+    uint64_t deadline;
+    uint8_t boot[MC_MCMASTER_BOOT_HDR + MC_MCMASTER_BOOT_ADDR_MAX];
+    size_t got = 0;
+    uint32_t magic, alen;
+    struct sockaddr_in sa = {0};
+    const char *mm_cfg[] = {"MM_ERROR_HANDLING=y", NULL};
+    struct mc_ucx_params up = {.name = "t-cluster", .config = mm_cfg};
+    unsigned port = 0;
+    int fd, pid_in_file = 0;
+    FILE *f = NULL;
+
+    ck_assert_msg(bin != NULL, "MC_MASTER_BIN is not set");
+    strcpy(t_m.dir, "/tmp/mc-cluster-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(t_m.dir));
+    snprintf(ready, sizeof(ready), "%s/ready", t_m.dir);
+    t_m.pid = fork();
+    ck_assert_int_ge(t_m.pid, 0);
+    if (t_m.pid == 0) {
+        const char *argv[64] = {bin,   "--listen", "127.0.0.1:0", "--ready-file",
+                                ready, "--set",    "tick_ms=50"};
+        int n = 7, i;
+
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        for (i = 0; sets != NULL && sets[i] != NULL && n < 60; i++) {
+            argv[n++] = "--set";
+            argv[n++] = sets[i];
+        }
+        argv[n] = NULL;
+        setenv("MC_CLUSTER_TOKEN", T_TOKEN, 1); /* through the config engine's env prefix */
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    /* the ready file appears by rename: poll for it with a deadline */
+    deadline = mc_ucx_now_ms() + T_WAIT_MS;
+    while ((f = fopen(ready, "r")) == NULL) {
+        int st;
+
+        ck_assert_msg(waitpid(t_m.pid, &st, WNOHANG) == 0, "mc-master exited at start-up");
+        ck_assert_msg(mc_ucx_now_ms() < deadline, "no ready file");
+        poll(NULL, 0, 10);
+    }
+    ck_assert_int_eq(fscanf(f, "%d %u", &pid_in_file, &port), 2);
+    fclose(f);
+    ck_assert_int_eq(pid_in_file, t_m.pid);
+    ck_assert(port > 0 && port < 65536);
+    t_m.port = (uint16_t)port;
+
+    /* bootstrap: read the whole message until the master closes */
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(t_m.port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    for (;;) {
+        ssize_t n = read(fd, boot + got, sizeof(boot) - got);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        ck_assert_int_ge(n, 0);
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    ck_assert_uint_ge(got, MC_MCMASTER_BOOT_HDR);
+    magic = (uint32_t)boot[0] | (uint32_t)boot[1] << 8 | (uint32_t)boot[2] << 16 |
+            (uint32_t)boot[3] << 24;
+    alen = (uint32_t)boot[4] | (uint32_t)boot[5] << 8 | (uint32_t)boot[6] << 16 |
+           (uint32_t)boot[7] << 24;
+    ck_assert_uint_eq(magic, MC_MCMASTER_BOOT_MAGIC);
+    ck_assert_uint_eq(got, MC_MCMASTER_BOOT_HDR + alen);
+
+    ck_assert_int_eq(mc_ucx_create(&up, &t_m.u), 0);
+    ck_assert_int_eq(mc_ucx_ep_connect(t_m.u, boot + MC_MCMASTER_BOOT_HDR, alen, &t_m.ep), 0);
+}
+
+/* Waits up to `ms` for mc-master to exit; its wait status, or -1 if it did not. */
+static int t_wait_exit(unsigned ms)
+{
+    uint64_t deadline = mc_ucx_now_ms() + ms;
+    int st;
+
+    for (;;) {
+        pid_t r = waitpid(t_m.pid, &st, WNOHANG);
+
+        if (r == t_m.pid) {
+            t_m.pid = -1;
+            return st;
+        }
+        if (mc_ucx_now_ms() >= deadline)
+            return -1;
+        if (t_m.u != NULL)
+            t_turn(t_m.u, 5);
+        else
+            poll(NULL, 0, 5);
+    }
+}
+
+static void t_stop(void)
+{
+    char path[128];
+
+    if (t_m.ep != NULL)
+        mc_ucx_ep_close(t_m.ep, true);
+    t_m.ep = NULL;
+    mc_ucx_destroy(t_m.u);
+    t_m.u = NULL;
+    if (t_m.pid > 0) {
+        kill(t_m.pid, SIGKILL);
+        waitpid(t_m.pid, NULL, 0);
+        t_m.pid = -1;
+    }
+    snprintf(path, sizeof(path), "%s/ready", t_m.dir);
+    unlink(path);
+    rmdir(t_m.dir);
+}
+
+/* --- message helpers ---------------------------------------------------------------------- */
+
+static uint8_t t_buf[T_REPLY_MAX];
+
+#define T_BYTES(s) ((struct mc_proto_bytes){(const uint8_t *)(s), strlen(s)})
+
+static int t_hello(const char *token, const char *name, uint32_t *node_p)
+{
+    struct mc_proto_hello_req req = {T_BYTES(token), T_BYTES(name), T_BYTES("")};
+    struct mc_proto_hello_rep rep;
+    size_t len;
+    int rc;
+
+    ck_assert_int_eq(mc_proto_hello_req_encode(&req, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_call(MC_WIRE_HELLO, t_buf, len), 0);
+    ck_assert_int_eq(mc_proto_hello_rep_decode(t_reply, t_reply_len, &rep), 0);
+    rc = rep.status;
+    if (rc == 0) {
+        ck_assert_uint_gt(rep.node_ttl_ms, 0);
+        ck_assert_uint_gt(rep.lease_ttl_ms, 0);
+        *node_p = rep.node;
+    }
+    return rc;
+}
+
+static int t_heartbeat(uint32_t node, uint32_t flags)
+{
+    struct mc_proto_heartbeat_req req = {node, flags};
+    struct mc_proto_status_rep rep;
+    size_t len;
+
+    ck_assert_int_eq(mc_proto_heartbeat_req_encode(&req, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_call(MC_WIRE_HEARTBEAT, t_buf, len), 0);
+    ck_assert_int_eq(mc_proto_status_rep_decode(t_reply, t_reply_len, &rep), 0);
+    return rep.status;
+}
+
+static int t_mount(uint32_t node, uint32_t *seg_p)
+{
+    const void *addr;
+    size_t alen, len;
+    struct mc_proto_mount_req req = {
+        .seg = {.node = node, .kind = MC_SEG_DRAM, .base = 0x10000000, .size = 64u << 20}};
+    struct mc_proto_mount_rep rep;
+
+    mc_ucx_address(t_m.u, &addr, &alen);
+    req.worker_addr = (struct mc_proto_bytes){addr, alen};
+    req.rkey = T_BYTES("rk");
+    ck_assert_int_eq(mc_proto_mount_req_encode(&req, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_call(MC_WIRE_MOUNT, t_buf, len), 0);
+    ck_assert_int_eq(mc_proto_mount_rep_decode(t_reply, t_reply_len, &rep), 0);
+    if (rep.status == 0)
+        *seg_p = rep.seg;
+    return rep.status;
+}
+
+static struct mc_master_put_req t_put_item(const char *key, uint64_t size)
+{
+    return (struct mc_master_put_req){.key = key,
+                                      .key_len = strlen(key),
+                                      .size = size,
+                                      .replicas = 1,
+                                      .preferred = MC_MASTER_NODE_NONE};
+}
+
+/* PUT_START_BATCH: the call status; per-item results and grants. */
+static int t_put_start(uint32_t node, uint32_t n, const struct mc_master_put_req *items,
+                       int *results, struct mc_master_put_grant *grants)
+{
+    struct mc_proto_put_start_req req = {node, n};
+    struct mc_proto_batch_rep rep;
+    size_t len;
+
+    ck_assert_int_eq(mc_proto_put_start_req_encode(&req, items, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_call(MC_WIRE_PUT_START_BATCH, t_buf, len), 0);
+    ck_assert_int_eq(
+        mc_proto_put_start_rep_decode(t_reply, t_reply_len, n, &rep, results, grants), 0);
+    if (rep.status == 0)
+        ck_assert_uint_eq(rep.n, n);
+    return rep.status;
+}
+
+static int t_put_end(uint32_t node, uint32_t n, const struct mc_master_ref *refs, int *results)
+{
+    struct mc_proto_ref_req req = {node, n};
+    struct mc_proto_batch_rep rep;
+    size_t len;
+
+    ck_assert_int_eq(mc_proto_put_end_req_encode(&req, refs, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_call(MC_WIRE_PUT_END_BATCH, t_buf, len), 0);
+    ck_assert_int_eq(mc_proto_results_rep_decode(t_reply, t_reply_len, n, &rep, results), 0);
+    if (rep.status == 0)
+        ck_assert_uint_eq(rep.n, n);
+    return rep.status;
+}
+
+static void t_keys(uint32_t n, const char *const *keys, struct mc_proto_key *out)
+{
+    uint32_t i;
+
+    for (i = 0; i < n; i++)
+        out[i] = (struct mc_proto_key){keys[i], strlen(keys[i])};
+}
+
+static int t_get(uint32_t node, uint32_t n, const char *const *keys, int *results,
+                 struct mc_master_get_result *res)
+{
+    struct mc_proto_keys_req req = {node, 0, n};
+    struct mc_proto_key k[8];
+    struct mc_proto_batch_rep rep;
+    size_t len;
+
+    t_keys(n, keys, k);
+    ck_assert_int_eq(mc_proto_get_req_encode(&req, k, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_call(MC_WIRE_GET_BATCH, t_buf, len), 0);
+    ck_assert_int_eq(mc_proto_get_rep_decode(t_reply, t_reply_len, n, &rep, results, res), 0);
+    return rep.status;
+}
+
+static int t_exist(uint32_t node, uint32_t flags, uint32_t n, const char *const *keys,
+                   int *results, struct mc_master_stat *stats)
+{
+    struct mc_proto_keys_req req = {node, flags, n};
+    struct mc_proto_key k[8];
+    struct mc_proto_batch_rep rep;
+    size_t len;
+
+    t_keys(n, keys, k);
+    ck_assert_int_eq(mc_proto_exist_req_encode(&req, k, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_call(MC_WIRE_EXIST_BATCH, t_buf, len), 0);
+    ck_assert_int_eq(mc_proto_exist_rep_decode(t_reply, t_reply_len, n, &rep, results, stats),
+                     0);
+    if (rep.status == 0)
+        ck_assert_uint_eq(rep.flags, flags);
+    return rep.status;
+}
+
+static int t_remove(uint32_t node, uint32_t flags, uint32_t n, const char *const *keys,
+                    int *results, uint64_t *counts)
+{
+    struct mc_proto_keys_req req = {node, flags, n};
+    struct mc_proto_key k[8];
+    struct mc_proto_batch_rep rep;
+    size_t len;
+
+    t_keys(n, keys, k);
+    ck_assert_int_eq(mc_proto_remove_req_encode(&req, k, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_call(MC_WIRE_REMOVE_BATCH, t_buf, len), 0);
+    ck_assert_int_eq(mc_proto_remove_rep_decode(t_reply, t_reply_len, n, &rep, results, counts),
+                     0);
+    return rep.status;
+}
+
+static struct mc_proto_seg_entry t_segs[16];
+
+static int t_info(struct mc_proto_info_rep *rep)
+{
+    struct mc_proto_info_req req = {MC_PROTO_INFO_F_STATS | MC_PROTO_INFO_F_SEGMENTS, 0, 16};
+    size_t len;
+
+    ck_assert_int_eq(mc_proto_info_req_encode(&req, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_call(MC_WIRE_CLUSTER_INFO, t_buf, len), 0);
+    ck_assert_int_eq(mc_proto_info_rep_decode(t_reply, t_reply_len, 16, rep, t_segs), 0);
+    return rep->status;
+}
+
+/* One object "key" of `size` bytes, put and published. */
+static void t_put_one(uint32_t node, const char *key)
+{
+    struct mc_master_put_req it = t_put_item(key, 4096);
+    struct mc_master_put_grant g;
+    struct mc_master_ref ref;
+    int r;
+
+    ck_assert_int_eq(t_put_start(node, 1, &it, &r, &g), 0);
+    ck_assert_int_eq(r, 0);
+    ref = (struct mc_master_ref){.key = key, .key_len = strlen(key), .version = g.version};
+    ck_assert_int_eq(t_put_end(node, 1, &ref, &r), 0);
+    ck_assert_int_eq(r, 0);
+}
+
+/* --- tests -------------------------------------------------------------------------------- */
+
+START_TEST(test_cluster_token_required)
+{
+    struct mc_proto_info_rep info;
+    const char *k[] = {"k"};
+    int r;
+    uint32_t node = 0;
+
+    t_start(NULL);
+    /* nothing but HELLO is served before HELLO */
+    ck_assert_int_eq(t_heartbeat(0, 0), MC_ERR_DENIED);
+    ck_assert_int_eq(t_hello("wrong-token", "n1", &node), MC_ERR_DENIED);
+    ck_assert_int_eq(t_hello("", "n1", &node), MC_ERR_DENIED);
+    ck_assert_int_eq(t_heartbeat(0, 0), MC_ERR_DENIED);
+    ck_assert_int_eq(t_info(&info), MC_ERR_DENIED);
+    ck_assert_int_eq(t_exist(0, 0, 1, k, &r, NULL), MC_ERR_DENIED);
+    ck_assert_int_eq(t_mount(0, &node), MC_ERR_DENIED);
+    /* the right token opens the endpoint */
+    ck_assert_int_eq(t_hello(T_TOKEN, "n1", &node), 0);
+    ck_assert_int_eq(t_heartbeat(node, 0), 0);
+    /* a wrong one closes it again */
+    ck_assert_int_eq(t_hello(T_TOKEN "x", "n1", &node), MC_ERR_DENIED);
+    ck_assert_int_eq(t_heartbeat(node, 0), MC_ERR_DENIED);
+    t_stop();
+}
+END_TEST
+
+START_TEST(test_cluster_rpc_roundtrip)
+{
+    uint32_t node, seg;
+    struct mc_master_put_req items[3];
+    struct mc_master_put_grant grants[3];
+    struct mc_master_ref refs[3];
+    struct mc_master_get_result res[3];
+    struct mc_master_stat stats[3];
+    struct mc_proto_info_rep info;
+    uint64_t counts[3];
+    int results[3];
+    const char *gk[] = {"k/a", "k/none", "k/b"};
+    const void *addr;
+    size_t alen;
+    uint32_t i;
+
+    t_start(NULL);
+    ck_assert_int_eq(t_hello(T_TOKEN, "n1", &node), 0);
+    ck_assert_int_eq(t_mount(node + 1, &seg), MC_ERR_DENIED); /* not our node */
+    ck_assert_int_eq(t_mount(node, &seg), 0);
+    ck_assert_int_eq(t_heartbeat(node + 1, 0), MC_ERR_DENIED);
+
+    /* PUT_START: the middle item can never fit (per-item MC_ERR_TOO_LARGE) */
+    items[0] = t_put_item("k/a", 4096);
+    items[1] = t_put_item("k/big", 1ull << 40);
+    items[2] = t_put_item("k/b", 8192);
+    ck_assert_int_eq(t_put_start(node, 3, items, results, grants), 0);
+    ck_assert_int_eq(results[0], 0);
+    ck_assert_int_eq(results[1], MC_ERR_TOO_LARGE);
+    ck_assert_int_eq(results[2], 0);
+    for (i = 0; i < 3; i += 2) {
+        ck_assert_uint_eq(grants[i].nrep, 1);
+        ck_assert_uint_eq(grants[i].rep[0].node, node);
+        ck_assert_uint_eq(grants[i].rep[0].seg, seg);
+        ck_assert_uint_ge(grants[i].rep[0].len, items[i].size);
+    }
+    /* PUT_END: the middle item names no put */
+    refs[0] = (struct mc_master_ref){.key = "k/a", .key_len = 3, .version = grants[0].version};
+    refs[1] = (struct mc_master_ref){.key = "k/big", .key_len = 5, .version = 1};
+    refs[2] = (struct mc_master_ref){.key = "k/b", .key_len = 3, .version = grants[2].version};
+    ck_assert_int_eq(t_put_end(node, 3, refs, results), 0);
+    ck_assert_int_eq(results[0], 0);
+    ck_assert_int_eq(results[1], MC_ERR_NOT_FOUND);
+    ck_assert_int_eq(results[2], 0);
+
+    /* GET: replicas (node, offset) and a lease */
+    ck_assert_int_eq(t_get(node, 3, gk, results, res), 0);
+    ck_assert_int_eq(results[0], 0);
+    ck_assert_int_eq(results[1], MC_ERR_NOT_FOUND);
+    ck_assert_int_eq(results[2], 0);
+    ck_assert_uint_eq(res[0].size, 4096);
+    ck_assert_uint_eq(res[0].nrep, 1);
+    ck_assert_uint_eq(res[0].rep[0].node, node);
+    ck_assert_uint_eq(res[0].rep[0].offset, grants[0].rep[0].offset);
+    ck_assert_uint_eq(res[0].lease.version, grants[0].version);
+    ck_assert_uint_gt(res[0].lease.expires_ms, 0);
+    ck_assert_uint_eq(res[2].rep[0].offset, grants[2].rep[0].offset);
+
+    /* LEASE_RELEASE of both leases */
+    {
+        struct mc_proto_ref_req req = {node, 2};
+        struct mc_master_ref lr[2] = {
+            {.key = "k/a",
+             .key_len = 3,
+             .version = res[0].version,
+             .epoch = res[0].lease.epoch},
+            {.key = "k/b",
+             .key_len = 3,
+             .version = res[2].version,
+             .epoch = res[2].lease.epoch},
+        };
+        struct mc_proto_lease_release_rep rep;
+        size_t len;
+
+        ck_assert_int_eq(
+            mc_proto_lease_release_req_encode(&req, lr, t_buf, sizeof(t_buf), &len), 0);
+        ck_assert_int_eq(t_call(MC_WIRE_LEASE_RELEASE_BATCH, t_buf, len), 0);
+        ck_assert_int_eq(mc_proto_lease_release_rep_decode(t_reply, t_reply_len, &rep), 0);
+        ck_assert_int_eq(rep.status, 0);
+        ck_assert_uint_eq(rep.released, 2);
+    }
+
+    /* EXIST with STAT, then as a prefix match */
+    ck_assert_int_eq(t_exist(node, MC_PROTO_EXIST_F_STAT, 3, gk, results, stats), 0);
+    ck_assert_int_eq(results[0], 1);
+    ck_assert_int_eq(results[1], 0);
+    ck_assert_int_eq(results[2], 1);
+    ck_assert_uint_eq(stats[0].size, 4096);
+    ck_assert_uint_eq(stats[2].size, 8192);
+    ck_assert_int_eq(t_exist(node, MC_PROTO_EXIST_F_PREFIX, 3, gk, results, NULL), 0);
+    ck_assert_int_eq(results[0], 1);
+    ck_assert_int_eq(results[1], 0);
+    ck_assert_int_eq(results[2], 0); /* after the first absent key */
+
+    /* CLUSTER_INFO: our node's segment with our worker address and rkey */
+    ck_assert_int_eq(t_info(&info), 0);
+    ck_assert_uint_eq(info.stats.nodes_alive, 1);
+    ck_assert_uint_eq(info.stats.segments, 1);
+    ck_assert_uint_eq(info.stats.objects, 2);
+    ck_assert_uint_eq(info.nseg, 1);
+    ck_assert_uint_eq(info.next_cursor, 0);
+    ck_assert_uint_eq(t_segs[0].seg, seg);
+    ck_assert_uint_eq(t_segs[0].info.node, node);
+    ck_assert_uint_eq(t_segs[0].info.size, 64u << 20);
+    mc_ucx_address(t_m.u, &addr, &alen);
+    ck_assert_uint_eq(t_segs[0].worker_addr.len, alen);
+    ck_assert_int_eq(memcmp(t_segs[0].worker_addr.p, addr, alen), 0);
+    ck_assert_uint_eq(t_segs[0].rkey.len, 2);
+
+    /* REMOVE one key, then by prefix */
+    ck_assert_int_eq(t_remove(node, 0, 2, gk, results, counts), 0);
+    ck_assert_int_eq(results[0], 0);
+    ck_assert_uint_eq(counts[0], 1);
+    ck_assert_int_eq(results[1], MC_ERR_NOT_FOUND);
+    ck_assert_int_eq(t_exist(node, 0, 1, gk, results, NULL), 0);
+    ck_assert_int_eq(results[0], 0);
+    {
+        const char *pk[] = {"k/"};
+
+        ck_assert_int_eq(t_remove(node, MC_PROTO_REMOVE_F_PREFIX, 1, pk, results, counts), 0);
+        ck_assert_int_eq(results[0], 0);
+        ck_assert_uint_eq(counts[0], 1);
+    }
+    ck_assert_int_eq(t_exist(node, 0, 3, gk, results, NULL), 0);
+    ck_assert_int_eq(results[2], 0);
+
+    /* a graceful LEAVE: the endpoint must HELLO again */
+    ck_assert_int_eq(t_heartbeat(node, MC_PROTO_HEARTBEAT_F_LEAVE), 0);
+    ck_assert_int_eq(t_heartbeat(node, 0), MC_ERR_DENIED);
+    t_stop();
+}
+END_TEST
+
+START_TEST(test_cluster_bad_payload)
+{
+    uint32_t node;
+    static const uint8_t junk[3] = {1, 2, 3};
+
+    t_start(NULL);
+    ck_assert_int_eq(t_hello(T_TOKEN, "n1", &node), 0);
+    ck_assert_int_eq(t_call(MC_WIRE_HEARTBEAT, junk, sizeof(junk)), 0);
+    ck_assert_int_eq(t_reply_status(), MC_ERR_PROTO);
+    ck_assert_int_eq(t_call(MC_WIRE_HELLO, junk, sizeof(junk)), 0);
+    ck_assert_int_eq(t_reply_status(), MC_ERR_PROTO);
+    /* the endpoint still works */
+    ck_assert_int_eq(t_heartbeat(node, 0), 0);
+    t_stop();
+}
+END_TEST
+
+START_TEST(test_cluster_heartbeat_liveness)
+{
+    static const char *const sets[] = {"node_ttl_ms=500", NULL};
+    const char *k[] = {"live/key"};
+    struct mc_proto_info_rep info;
+    uint32_t node, seg;
+    uint64_t end, deadline;
+    int r = 1;
+
+    t_start(sets);
+    ck_assert_int_eq(t_hello(T_TOKEN, "n1", &node), 0);
+    ck_assert_int_eq(t_mount(node, &seg), 0);
+    t_put_one(node, k[0]);
+    /* heartbeats keep the node alive for three times its TTL */
+    end = mc_ucx_now_ms() + 1500;
+    while (mc_ucx_now_ms() < end) {
+        ck_assert_int_eq(t_heartbeat(node, 0), 0);
+        t_sleep_ms(100);
+    }
+    ck_assert_int_eq(t_exist(node, 0, 1, k, &r, NULL), 0);
+    ck_assert_int_eq(r, 1);
+    /* silence: the node is declared dead and its objects vanish */
+    deadline = mc_ucx_now_ms() + T_WAIT_MS;
+    while (r == 1 && mc_ucx_now_ms() < deadline) {
+        t_sleep_ms(50);
+        ck_assert_int_eq(t_exist(node, 0, 1, k, &r, NULL), 0);
+    }
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(t_heartbeat(node, 0), MC_ERR_NOT_FOUND);
+    ck_assert_int_eq(t_info(&info), 0);
+    ck_assert_uint_eq(info.stats.nodes_alive, 0);
+    ck_assert_uint_eq(info.stats.nodes_declared_dead, 1);
+    ck_assert_uint_eq(info.nseg, 0);
+    /* a new HELLO brings the node back under a new id */
+    ck_assert_int_eq(t_hello(T_TOKEN, "n1", &seg), 0);
+    ck_assert_uint_ne(seg, node);
+    t_stop();
+}
+END_TEST
+
+START_TEST(test_cluster_sigterm)
+{
+    uint32_t node;
+    int st;
+
+    t_start(NULL);
+    ck_assert_int_eq(t_hello(T_TOKEN, "n1", &node), 0);
+    ck_assert_int_eq(kill(t_m.pid, SIGTERM), 0);
+    st = t_wait_exit(T_WAIT_MS);
+    ck_assert_int_ne(st, -1);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    t_stop();
+}
+END_TEST
+
+static Suite *t_suite(void)
+{
+    Suite *s = suite_create("cluster");
+    TCase *tc = tcase_create("mcmaster");
+
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cluster_token_required);
+    tcase_add_test(tc, test_cluster_rpc_roundtrip);
+    tcase_add_test(tc, test_cluster_bad_payload);
+    tcase_add_test(tc, test_cluster_heartbeat_liveness);
+    tcase_add_test(tc, test_cluster_sigterm);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(t_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
