@@ -20,6 +20,7 @@
 
 #include "daemon/agent/agent.h"
 #include "daemon/common/log.h"
+#include "daemon/common/ready.h"
 
 static void usage(FILE *f)
 {
@@ -33,24 +34,6 @@ static void usage(FILE *f)
             "  --help             this text\n"
             "Every setting is listed in docs/config.md; MC_<KEY> environment variables apply.\n",
             MC_CONFIG_USAGE);
-}
-
-static int write_ready_file(const char *path)
-{
-    char tmp[4096];
-    FILE *f;
-
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
-        return MC_ERR_INVALID;
-    f = fopen(tmp, "w");
-    if (f == NULL)
-        return MC_ERR_IO;
-    fprintf(f, "%d\n", (int)getpid());
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return MC_ERR_IO;
-    }
-    return 0;
 }
 
 static const char *default_socket(void)
@@ -82,7 +65,7 @@ static int run(const struct mc_agent_config *cfg, const char *ready)
         mc_error("cannot start: %s", mc_strerror(rc));
         return rc == MC_ERR_INVALID ? 2 : 1;
     }
-    if (ready != NULL && (rc = write_ready_file(ready)) != 0) {
+    if (ready != NULL && (rc = mc_ready_file_write(ready, NULL)) != 0) {
         mc_error("ready file %s: %s", ready, mc_strerror(rc));
         mc_agent_destroy(a);
         return 1;

@@ -18,6 +18,7 @@
 #include <mc/mc_status.h>
 
 #include "daemon/common/log.h"
+#include "daemon/common/ready.h"
 #include "daemon/mcmaster/mcmaster_config.h"
 #include "daemon/mcmaster/server.h"
 
@@ -35,27 +36,10 @@ static void usage(FILE *f)
             MC_CONFIG_USAGE);
 }
 
-static int write_ready_file(const char *path, unsigned port)
-{
-    char tmp[4096];
-    FILE *f;
-
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
-        return MC_ERR_INVALID;
-    f = fopen(tmp, "w");
-    if (f == NULL)
-        return MC_ERR_IO;
-    fprintf(f, "%d %u\n", (int)getpid(), port);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return MC_ERR_IO;
-    }
-    return 0;
-}
-
 static int run(const struct mc_mcmaster_config *cfg, const char *ready)
 {
     struct mc_mcmaster_server *s = NULL;
+    char port[16];
     int rc;
 
     mc_log_set_ident("mc-master");
@@ -65,7 +49,8 @@ static int run(const struct mc_mcmaster_config *cfg, const char *ready)
         mc_error("cannot start: %s", mc_strerror(rc));
         return rc == MC_ERR_INVALID ? 2 : 1;
     }
-    if (ready != NULL && (rc = write_ready_file(ready, mc_mcmaster_server_port(s))) != 0) {
+    snprintf(port, sizeof(port), "%u", mc_mcmaster_server_port(s));
+    if (ready != NULL && (rc = mc_ready_file_write(ready, port)) != 0) {
         mc_error("ready file %s: %s", ready, mc_strerror(rc));
         mc_mcmaster_server_destroy(s);
         return 1;

@@ -1,0 +1,12 @@
+/*
+ * The ready file of a daemon: written once it serves (scripts and tests wait for it instead
+ * of sleeping), atomically by rename so a reader never sees it half-written.
+ */
+#ifndef MC_COMMON_READY_H
+#define MC_COMMON_READY_H
+
+/* Write "<pid> <line>\n" ("<pid>\n" when line is NULL) to path.tmp.<pid>, then rename it
+ * to path. Returns 0, MC_ERR_INVALID (path too long) or MC_ERR_IO. */
+int mc_ready_file_write(const char *path, const char *line);
+
+#endif /* MC_COMMON_READY_H */
