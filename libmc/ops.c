@@ -497,12 +497,41 @@ MC_EXPORT int mc_stat(mc_client_t *c, const char *key, mc_obj_info_t *info)
 
 /* --- agent statistics (mcctl) ---------------------------------------------------------- */
 
+/*
+ * Run an op whose answer the agent writes into a staging slot (STATS, LIST): the slot is
+ * held past the CQE (hold_staging) until the caller has read it. On 0, *slot_p is the
+ * caller's to give back with mc_client_staging_put; on an error nothing is left to undo
+ * (an abandoned op's slot goes back when its CQE arrives).
+ */
+static int staging_answer_op(struct mc_client *c, struct mc_sqe *sqe, const char *key,
+                             size_t key_len, uint32_t *slot_p, struct mc_cqe *cqe_p)
+{
+    uint64_t deadline = mc_client_deadline(c);
+    uint32_t slot, op;
+    int err;
+
+    err = mc_client_staging_get(c, deadline, &slot);
+    if (err != 0)
+        return err;
+    sqe->data_off = mc_client_staging_off(c, slot);
+    sqe->data_len = c->slot_size;
+    err = mc_client_submit(c, sqe, key, key_len, (int32_t)slot, true, deadline, &op);
+    if (err != 0) {
+        mc_client_staging_put(c, slot);
+        return err;
+    }
+    err = mc_client_wait(c, op, deadline, cqe_p);
+    if (err != 0)
+        return err;
+    *slot_p = slot;
+    return 0;
+}
+
 int mc_client_stats_json(mc_client_t *c, char **json_p, size_t *len_p)
 {
     struct mc_sqe sqe;
     struct mc_cqe cqe;
-    uint64_t deadline;
-    uint32_t slot, op;
+    uint32_t slot;
     char *json;
     int err;
 
@@ -511,23 +540,11 @@ int mc_client_stats_json(mc_client_t *c, char **json_p, size_t *len_p)
     err = mc_client_enter(c);
     if (err != 0)
         return err;
-    deadline = mc_client_deadline(c);
-    err = mc_client_staging_get(c, deadline, &slot);
-    if (err != 0)
-        return err;
     memset(&sqe, 0, sizeof(sqe));
     sqe.opcode = MC_OP_STATS;
-    sqe.data_off = mc_client_staging_off(c, slot);
-    sqe.data_len = c->slot_size;
-    /* hold_staging: the slot stays ours after the CQE, until we have read the JSON */
-    err = mc_client_submit(c, &sqe, NULL, 0, (int32_t)slot, true, deadline, &op);
-    if (err != 0) {
-        mc_client_staging_put(c, slot);
-        return err;
-    }
-    err = mc_client_wait(c, op, deadline, &cqe);
+    err = staging_answer_op(c, &sqe, NULL, 0, &slot, &cqe);
     if (err != 0)
-        return err; /* abandoned: the slot goes back when the CQE arrives */
+        return err;
     if (cqe.res < 0) {
         err = cqe.res;
         goto out_put;
@@ -561,8 +578,7 @@ int mc_client_list(mc_client_t *c, const char *prefix, size_t prefix_len, uint64
     char key[MC_KEY_MAX + 1];
     struct mc_sqe sqe;
     struct mc_cqe cqe;
-    uint64_t deadline;
-    uint32_t slot, op;
+    uint32_t slot;
     const uint8_t *p, *end;
     uint16_t klen;
     int err, n = 0;
@@ -573,25 +589,13 @@ int mc_client_list(mc_client_t *c, const char *prefix, size_t prefix_len, uint64
     err = mc_client_enter(c);
     if (err != 0)
         return err;
-    deadline = mc_client_deadline(c);
-    err = mc_client_staging_get(c, deadline, &slot);
-    if (err != 0)
-        return err;
     memset(&sqe, 0, sizeof(sqe));
     sqe.opcode = MC_OP_LIST;
     sqe.arg0 = *cursor_p;
     sqe.arg1 = max;
-    sqe.data_off = mc_client_staging_off(c, slot);
-    sqe.data_len = c->slot_size;
-    /* hold_staging: the keys stay in the slot until we have read them */
-    err = mc_client_submit(c, &sqe, prefix, prefix_len, (int32_t)slot, true, deadline, &op);
-    if (err != 0) {
-        mc_client_staging_put(c, slot);
-        return err;
-    }
-    err = mc_client_wait(c, op, deadline, &cqe);
+    err = staging_answer_op(c, &sqe, prefix, prefix_len, &slot, &cqe);
     if (err != 0)
-        return err; /* abandoned: the slot goes back when the CQE arrives */
+        return err;
     if (cqe.res < 0) {
         err = cqe.res;
         goto out_put;
