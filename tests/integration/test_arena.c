@@ -33,12 +33,7 @@ static void setup_slow(void)
 
 static void teardown(void)
 {
-    int rc;
-
-    mc_close(g_c);
-    g_c = NULL;
-    rc = t_agent_stop(&g_agent);
-    ck_assert_msg(rc == 0, "mc-agent did not exit cleanly on SIGTERM (%d)", rc);
+    t_client_and_agent_stop(&g_agent, &g_c);
 }
 
 START_TEST(test_arena_odd_offsets_round_trip)

@@ -24,12 +24,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    int rc;
-
-    mc_close(g_c);
-    g_c = NULL;
-    rc = t_agent_stop(&g_agent);
-    ck_assert_msg(rc == 0, "mc-agent did not exit cleanly on SIGTERM (%d)", rc);
+    t_client_and_agent_stop(&g_agent, &g_c);
 }
 
 START_TEST(test_batch_missing_key_in_the_middle)
