@@ -75,7 +75,9 @@ enum mc_wire_type {
     MC_WIRE_WRITE_REPLY = 26,
     MC_WIRE_READ = 27, /* agent -> owner agent: send me these bytes */
     MC_WIRE_READ_REPLY = 28,
-    MC_WIRE__COUNT = 29, /* valid types are 1 .. MC_WIRE__COUNT - 1 */
+    MC_WIRE_LIST = 29, /* agent -> master: a page of keys by prefix */
+    MC_WIRE_LIST_REPLY = 30,
+    MC_WIRE__COUNT = 31, /* valid types are 1 .. MC_WIRE__COUNT - 1 */
 };
 
 /* The decoded header, in host byte order. Not the wire layout: see the table above. */

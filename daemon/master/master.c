@@ -1445,6 +1445,51 @@ int mc_master_node_unregister(struct mc_master *m, uint32_t node)
     return 0;
 }
 
+static uint32_t node_segments(const struct mc_master *m, uint32_t node)
+{
+    uint32_t i, n = 0;
+
+    for (i = 0; i < m->nsegs; i++) {
+        if (m->segs[i].state == SEG_MOUNTED && m->segs[i].node == node)
+            n++;
+    }
+    return n;
+}
+
+/* The cursor is a slot index. A page always holds at least one node when there is one, so
+ * a next page never starts at slot 0 and 0 can mean "done". Counting segments walks the
+ * segment table per node: a page costs max * nsegs, fine for a monitoring call. */
+size_t mc_master_node_list(const struct mc_master *m, uint32_t *cursor_p,
+                           struct mc_master_node_info *out, size_t max)
+{
+    uint64_t ms = now_ms(m);
+    uint32_t slot;
+    size_t n = 0;
+
+    if (max == 0)
+        return 0;
+    for (slot = *cursor_p; slot < m->nnodes; slot++) {
+        const struct node *nd = &m->nodes[slot];
+        struct mc_master_node_info *o;
+
+        if (nd->state == NODE_FREE)
+            continue;
+        if (n == max) {
+            *cursor_p = slot;
+            return n;
+        }
+        o = &out[n++];
+        o->id = nd->id;
+        o->alive = nd->state == NODE_ALIVE;
+        o->segments = o->alive ? node_segments(m, nd->id) : 0;
+        o->idle_ms = ms >= nd->last_hb_ms ? ms - nd->last_hb_ms : 0;
+        memcpy(o->name, nd->name, sizeof(o->name));
+        memcpy(o->domain, nd->domain, sizeof(o->domain));
+    }
+    *cursor_p = 0;
+    return n;
+}
+
 int mc_master_segment_mount(struct mc_master *m, const struct mc_master_seg_desc *d,
                             uint32_t *seg_p)
 {

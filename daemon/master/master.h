@@ -158,6 +158,23 @@ int mc_master_node_heartbeat(struct mc_master *m, uint32_t node);
 int mc_master_node_unregister(struct mc_master *m, uint32_t node);
 bool mc_master_node_is_alive(const struct mc_master *m, uint32_t node);
 
+struct mc_master_node_info {
+    uint32_t id;       /* node id as handed out by mc_master_node_register */
+    bool alive;        /* false once declared dead or unregistered (its slot is kept
+                          until a new node reuses it) */
+    uint32_t segments; /* segments it has mounted (0 when not alive) */
+    uint64_t idle_ms;  /* ms since its last heartbeat or registration (master clock) */
+    char name[MC_MASTER_NAME_MAX + 1];   /* NUL-terminated */
+    char domain[MC_MASTER_NAME_MAX + 1]; /* NUL-terminated; the node's name when it gave none */
+};
+
+/* Up to `max` registered nodes from *cursor_p on (0: from the start), in slot order, dead
+ * ones included (alive = false) until their slot is reused; *cursor_p is left where the next
+ * page starts (0: done). Returns how many were written to out[]. Not a snapshot: nodes that
+ * register between pages may be missed. max 0 writes nothing and leaves *cursor_p as it is. */
+size_t mc_master_node_list(const struct mc_master *m, uint32_t *cursor_p,
+                           struct mc_master_node_info *out, size_t max);
+
 /* --- segments -------------------------------------------------------------------------- */
 
 /* Errors: MC_ERR_INVALID (unknown node, bad kind, size below one granule or above what the

@@ -10,6 +10,7 @@
  */
 #include "daemon/mcmaster/server.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -75,6 +76,8 @@ struct mc_mcmaster_server {
     struct mc_master_stat stats[MC_PROTO_BATCH_MAX];
     struct mc_proto_fence_item fences[MC_PROTO_BATCH_MAX];
     struct mc_proto_seg_entry seg_page[MC_PROTO_SEG_PAGE_MAX];
+    struct mc_master_node_info node_info[MC_PROTO_NODE_PAGE_MAX];
+    struct mc_proto_node_entry node_page[MC_PROTO_NODE_PAGE_MAX];
     int results[MC_PROTO_BATCH_MAX];
     uint64_t counts[MC_PROTO_BATCH_MAX];
     uint8_t out[MC_PROTO_PAYLOAD_MAX];
@@ -453,6 +456,30 @@ static int h_fence(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
 }
 
+/* The node page of CLUSTER_INFO. Entries point into s->node_info, alive until the reply is
+ * encoded. */
+static void info_nodes(struct mc_mcmaster_server *s, const struct mc_proto_info_req *req,
+                       struct mc_proto_info_rep *rep)
+{
+    uint32_t cursor = req->node_cursor;
+    size_t i, n = mc_master_node_list(s->m, &cursor, s->node_info, req->node_max);
+
+    for (i = 0; i < n; i++) {
+        const struct mc_master_node_info *ni = &s->node_info[i];
+
+        s->node_page[i] = (struct mc_proto_node_entry){
+            .id = ni->id,
+            .alive = ni->alive ? 1 : 0,
+            .segments = ni->segments,
+            .idle_ms = ni->idle_ms,
+            .name = {(const uint8_t *)ni->name, strlen(ni->name)},
+            .domain = {(const uint8_t *)ni->domain, strlen(ni->domain)},
+        };
+    }
+    rep->nnode = (uint32_t)n;
+    rep->next_node_cursor = cursor;
+}
+
 static int h_info(struct mc_mcmaster_server *s, const void *pl, size_t len, size_t *out_len)
 {
     struct mc_proto_info_req req;
@@ -481,7 +508,55 @@ static int h_info(struct mc_mcmaster_server *s, const void *pl, size_t len, size
             rep.nseg++;
         }
     }
-    return mc_proto_info_rep_encode(&rep, s->seg_page, s->out, sizeof(s->out), out_len);
+    if (req.flags & MC_PROTO_INFO_F_NODES)
+        info_nodes(s, &req, &rep);
+    return mc_proto_info_rep_encode(&rep, s->seg_page, s->node_page, s->out, sizeof(s->out),
+                                    out_len);
+}
+
+/* mc_master_list hands each key over as it walks; the keys point into the directory, which
+ * nothing changes before the reply is encoded. */
+struct list_ctx {
+    struct mc_proto_key *keys;
+    uint32_t n;
+};
+
+static void list_add(const char *key, size_t key_len, void *ctx)
+{
+    struct list_ctx *lc = ctx;
+
+    lc->keys[lc->n++] = (struct mc_proto_key){key, key_len};
+}
+
+/* A full page of the longest keys fits in the reply buffer (also asserted in master_proto.c
+ * against the frame), so a page is never cut short: a key mc_master_list has handed over is
+ * past the cursor and could not be sent later. */
+static_assert(16u + MC_PROTO_LIST_MAX * (4u + MC_PROTO_KEY_MAX) <= MC_PROTO_PAYLOAD_MAX,
+              "a LIST page fits in the reply buffer");
+static_assert(MC_PROTO_LIST_MAX <= MC_PROTO_BATCH_MAX, "LIST keys fit in s->keys");
+
+static int h_list(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                  size_t *out_len)
+{
+    struct mc_proto_list_req req;
+    struct mc_proto_list_rep rep = {0};
+    struct list_ctx lc = {s->keys, 0};
+    uint64_t cursor;
+    int rc;
+
+    if (mc_proto_list_req_decode(pl, len, &req) != 0)
+        return MC_ERR_PROTO;
+    if (req.node != p->node)
+        return MC_ERR_DENIED;
+    cursor = req.cursor;
+    /* an empty prefix may decode as NULL: give the service a real pointer */
+    rc = mc_master_list(s->m, req.prefix.len > 0 ? (const char *)req.prefix.p : "",
+                        req.prefix.len, &cursor, req.max, list_add, &lc);
+    if (rc < 0)
+        return rc;
+    rep.n = lc.n;
+    rep.next_cursor = cursor;
+    return mc_proto_list_rep_encode(&rep, s->keys, s->out, sizeof(s->out), out_len);
 }
 
 static void reply_status(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, int status)
@@ -549,6 +624,9 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         break;
     case MC_WIRE_CLUSTER_INFO:
         rc = h_info(s, pl, len, &out_len);
+        break;
+    case MC_WIRE_LIST:
+        rc = h_list(s, p, pl, len, &out_len);
         break;
     default: /* WRITE, READ: agent-to-agent messages */
         rc = MC_ERR_PROTO;

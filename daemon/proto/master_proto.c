@@ -27,15 +27,19 @@
  *   REMOVE_BATCH_REPLY    i32 status [u32 n, n * {i32 status, u64 count}]
  *   FENCE                 u32 n, n * {u32 seg, u32 alloc, u64 version}
  *   *_END/REVOKE/FENCE_REPLY  i32 status [u32 n, n * i32 status]
- *   CLUSTER_INFO          u32 flags, u32 cursor, u32 max
+ *   CLUSTER_INFO          u32 flags, u32 cursor, u32 max, u32 node_cursor, u32 node_max
  *   CLUSTER_INFO_REPLY    i32 status [u32 flags, [24 * u64 stats], [u32 nseg,
- *                         u32 next_cursor, nseg * segment]]
+ *                         u32 next_cursor, nseg * segment], [u32 nnode,
+ *                         u32 next_node_cursor, nnode * node]]
+ *   LIST                  u32 node, u32 max, u64 cursor, blob prefix
+ *   LIST_REPLY            i32 status [u32 n, u64 next_cursor, n * blob key]
  *
  *   replica  u32 seg, u32 node, u32 alloc, u32 kind, u64 offset, u64 addr, u64 len
  *   stat     u64 size, u64 version, u32 replicas, u32 flags, u64 ttl_remaining_ms
  *   segment  u32 seg, u32 node, u32 kind, u64 base, u64 size, u64 free_bytes,
  *            u64 largest_free, u64 hard_pinned_bytes, u64 blocks, u64 evictions,
  *            blob worker_addr, blob rkey
+ *   node     u32 id, u32 alive, u32 segments, u64 idle_ms, blob name, blob domain
  *
  * The lease's version is not sent: it is the result's version (a lease is granted on the
  * version returned), so the decoder sets it and the encoder refuses anything else.
@@ -65,7 +69,8 @@
 #define MC_PROTO_SZ_SEG_ENTRY                                                                  \
     (4u + 4u + 4u + 7u * 8u + MC_PROTO_SZ_BLOB(MC_PROTO_ADDR_MAX) +                            \
      MC_PROTO_SZ_BLOB(MC_PROTO_RKEY_MAX))
-#define MC_PROTO_STATS_FIELDS 24u
+#define MC_PROTO_SZ_NODE_ENTRY (4u + 4u + 4u + 8u + 2u * MC_PROTO_SZ_BLOB(MC_PROTO_NAME_MAX))
+#define MC_PROTO_STATS_FIELDS  24u
 
 static_assert(12u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_PUT_START_ITEM <= MC_WIRE_PAYLOAD_MAX,
               "put batch");
@@ -77,13 +82,20 @@ static_assert(8u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_REF_ITEM <= MC_WIRE_PAYLOAD_
               "ref batch");
 static_assert(12u + MC_PROTO_BATCH_MAX * (4u + MC_PROTO_SZ_STAT) <= MC_WIRE_PAYLOAD_MAX,
               "exist reply");
-static_assert(16u + MC_PROTO_STATS_FIELDS * 8u +
-                      MC_PROTO_SEG_PAGE_MAX * MC_PROTO_SZ_SEG_ENTRY <=
+static_assert(24u + MC_PROTO_STATS_FIELDS * 8u + MC_PROTO_SEG_PAGE_MAX * MC_PROTO_SZ_SEG_ENTRY +
+                      MC_PROTO_NODE_PAGE_MAX * MC_PROTO_SZ_NODE_ENTRY <=
                   MC_WIRE_PAYLOAD_MAX,
               "cluster info page");
+/* a full LIST page of the longest keys always fits: the server never has to cut one short */
+static_assert(16u + MC_PROTO_LIST_MAX * MC_PROTO_SZ_BLOB(MC_PROTO_KEY_MAX) <=
+                  MC_WIRE_PAYLOAD_MAX,
+              "list reply");
 static_assert(MC_PROTO_KEY_MAX == 512u, "MC_KEY_MAX");
 static_assert(MC_PROTO_NAME_MAX == MC_MASTER_NAME_MAX, "names");
 static_assert(MC_PROTO_BATCH_MAX <= UINT32_MAX, "counts are u32");
+static_assert(MC_PROTO_LIST_MAX <= MC_PROTO_BATCH_MAX, "get_count clamps to the batch max");
+static_assert(MC_PROTO_NODE_PAGE_MAX <= MC_PROTO_BATCH_MAX,
+              "get_count clamps to the batch max");
 
 /* The stats travel as MC_PROTO_STATS_FIELDS u64s in this order. A field added to struct
  * mc_master_stats breaks the size assertion below until it is added here (and the frame
@@ -1063,9 +1075,15 @@ static bool info_req_ok(const struct mc_proto_info_req *m)
 {
     if ((m->flags & ~MC_PROTO_INFO_F_KNOWN) != 0)
         return false;
-    if (m->flags & MC_PROTO_INFO_F_SEGMENTS)
-        return m->max >= 1 && m->max <= MC_PROTO_SEG_PAGE_MAX;
-    return m->max == 0 && m->cursor == 0;
+    if (m->flags & MC_PROTO_INFO_F_SEGMENTS) {
+        if (m->max < 1 || m->max > MC_PROTO_SEG_PAGE_MAX)
+            return false;
+    } else if (m->max != 0 || m->cursor != 0) {
+        return false;
+    }
+    if (m->flags & MC_PROTO_INFO_F_NODES)
+        return m->node_max >= 1 && m->node_max <= MC_PROTO_NODE_PAGE_MAX;
+    return m->node_max == 0 && m->node_cursor == 0;
 }
 
 int mc_proto_info_req_encode(const struct mc_proto_info_req *m, void *buf, size_t cap,
@@ -1079,6 +1097,8 @@ int mc_proto_info_req_encode(const struct mc_proto_info_req *m, void *buf, size_
     mc_wire_put_u32(&w, m->flags);
     mc_wire_put_u32(&w, m->cursor);
     mc_wire_put_u32(&w, m->max);
+    mc_wire_put_u32(&w, m->node_cursor);
+    mc_wire_put_u32(&w, m->node_max);
     return encode_end(&w, buf, len_p);
 }
 
@@ -1090,6 +1110,8 @@ int mc_proto_info_req_decode(const void *buf, size_t len, struct mc_proto_info_r
     m_p->flags = mc_wire_get_u32(&r);
     m_p->cursor = mc_wire_get_u32(&r);
     m_p->max = mc_wire_get_u32(&r);
+    m_p->node_cursor = mc_wire_get_u32(&r);
+    m_p->node_max = mc_wire_get_u32(&r);
     if (!info_req_ok(m_p))
         fail(&r);
     return decode_end(&r);
@@ -1108,16 +1130,90 @@ static bool seg_entry_ok(const struct mc_proto_seg_entry *e)
            bytes_ok(e->rkey.p, e->rkey.len, 0, MC_PROTO_RKEY_MAX);
 }
 
+static bool node_entry_ok(const struct mc_proto_node_entry *e)
+{
+    return e->alive <= 1 && name_ok(&e->name, 1) && name_ok(&e->domain, 1);
+}
+
+static bool info_rep_ok(const struct mc_proto_info_rep *m)
+{
+    bool with_segs = (m->flags & MC_PROTO_INFO_F_SEGMENTS) != 0;
+    bool with_nodes = (m->flags & MC_PROTO_INFO_F_NODES) != 0;
+
+    if (!mc_proto_status_is_valid(m->status, false) || (m->flags & ~MC_PROTO_INFO_F_KNOWN) != 0)
+        return false;
+    if (with_segs ? m->nseg > MC_PROTO_SEG_PAGE_MAX : m->nseg != 0 || m->next_cursor != 0)
+        return false;
+    return with_nodes ? m->nnode <= MC_PROTO_NODE_PAGE_MAX
+                      : m->nnode == 0 && m->next_node_cursor == 0;
+}
+
+static void put_seg_entry(struct mc_wire_writer *w, const struct mc_proto_seg_entry *e)
+{
+    mc_wire_put_u32(w, e->seg);
+    mc_wire_put_u32(w, e->info.node);
+    mc_wire_put_u32(w, e->info.kind);
+    mc_wire_put_u64(w, e->info.base);
+    mc_wire_put_u64(w, e->info.size);
+    mc_wire_put_u64(w, e->info.free_bytes);
+    mc_wire_put_u64(w, e->info.largest_free);
+    mc_wire_put_u64(w, e->info.hard_pinned_bytes);
+    mc_wire_put_u64(w, e->info.blocks);
+    mc_wire_put_u64(w, e->info.evictions);
+    mc_wire_put_blob(w, e->worker_addr.p, e->worker_addr.len);
+    mc_wire_put_blob(w, e->rkey.p, e->rkey.len);
+}
+
+static void get_seg_entry(struct mc_wire_reader *r, struct mc_proto_seg_entry *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->seg = mc_wire_get_u32(r);
+    e->info.node = mc_wire_get_u32(r);
+    e->info.kind = mc_wire_get_u32(r);
+    e->info.base = mc_wire_get_u64(r);
+    e->info.size = mc_wire_get_u64(r);
+    e->info.free_bytes = mc_wire_get_u64(r);
+    e->info.largest_free = mc_wire_get_u64(r);
+    e->info.hard_pinned_bytes = mc_wire_get_u64(r);
+    e->info.blocks = mc_wire_get_u64(r);
+    e->info.evictions = mc_wire_get_u64(r);
+    if (!seg_info_ok(&e->info))
+        fail(r);
+    get_bytes(r, 1, MC_PROTO_ADDR_MAX, &e->worker_addr);
+    get_bytes(r, 0, MC_PROTO_RKEY_MAX, &e->rkey);
+}
+
+static void put_node_entry(struct mc_wire_writer *w, const struct mc_proto_node_entry *e)
+{
+    mc_wire_put_u32(w, e->id);
+    mc_wire_put_u32(w, e->alive);
+    mc_wire_put_u32(w, e->segments);
+    mc_wire_put_u64(w, e->idle_ms);
+    mc_wire_put_blob(w, e->name.p, e->name.len);
+    mc_wire_put_blob(w, e->domain.p, e->domain.len);
+}
+
+static void get_node_entry(struct mc_wire_reader *r, struct mc_proto_node_entry *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->id = mc_wire_get_u32(r);
+    e->alive = mc_wire_get_u32(r);
+    if (e->alive > 1)
+        fail(r);
+    e->segments = mc_wire_get_u32(r);
+    e->idle_ms = mc_wire_get_u64(r);
+    get_name(r, 1, &e->name);
+    get_name(r, 1, &e->domain);
+}
+
 int mc_proto_info_rep_encode(const struct mc_proto_info_rep *m,
-                             const struct mc_proto_seg_entry *segs, void *buf, size_t cap,
+                             const struct mc_proto_seg_entry *segs,
+                             const struct mc_proto_node_entry *nodes, void *buf, size_t cap,
                              size_t *len_p)
 {
     struct mc_wire_writer w;
-    bool with_segs = (m->flags & MC_PROTO_INFO_F_SEGMENTS) != 0;
 
-    if (!mc_proto_status_is_valid(m->status, false) ||
-        (m->flags & ~MC_PROTO_INFO_F_KNOWN) != 0 ||
-        (with_segs ? m->nseg > MC_PROTO_SEG_PAGE_MAX : m->nseg != 0 || m->next_cursor != 0))
+    if (!info_rep_ok(m))
         return MC_ERR_INVALID;
     mc_wire_writer_init(&w, buf, cap);
     mc_wire_put_u32(&w, u32_from_i32(m->status));
@@ -1132,33 +1228,30 @@ int mc_proto_info_rep_encode(const struct mc_proto_info_rep *m,
             mc_wire_put_u64(&w, v);
         }
     }
-    if (!with_segs)
-        return encode_end(&w, buf, len_p);
-    mc_wire_put_u32(&w, m->nseg);
-    mc_wire_put_u32(&w, m->next_cursor);
-    for (uint32_t i = 0; i < m->nseg; i++) {
-        const struct mc_proto_seg_entry *e = &segs[i];
-
-        if (!seg_entry_ok(e))
-            return MC_ERR_INVALID;
-        mc_wire_put_u32(&w, e->seg);
-        mc_wire_put_u32(&w, e->info.node);
-        mc_wire_put_u32(&w, e->info.kind);
-        mc_wire_put_u64(&w, e->info.base);
-        mc_wire_put_u64(&w, e->info.size);
-        mc_wire_put_u64(&w, e->info.free_bytes);
-        mc_wire_put_u64(&w, e->info.largest_free);
-        mc_wire_put_u64(&w, e->info.hard_pinned_bytes);
-        mc_wire_put_u64(&w, e->info.blocks);
-        mc_wire_put_u64(&w, e->info.evictions);
-        mc_wire_put_blob(&w, e->worker_addr.p, e->worker_addr.len);
-        mc_wire_put_blob(&w, e->rkey.p, e->rkey.len);
+    if (m->flags & MC_PROTO_INFO_F_SEGMENTS) {
+        mc_wire_put_u32(&w, m->nseg);
+        mc_wire_put_u32(&w, m->next_cursor);
+        for (uint32_t i = 0; i < m->nseg; i++) {
+            if (!seg_entry_ok(&segs[i]))
+                return MC_ERR_INVALID;
+            put_seg_entry(&w, &segs[i]);
+        }
+    }
+    if (m->flags & MC_PROTO_INFO_F_NODES) {
+        mc_wire_put_u32(&w, m->nnode);
+        mc_wire_put_u32(&w, m->next_node_cursor);
+        for (uint32_t i = 0; i < m->nnode; i++) {
+            if (!node_entry_ok(&nodes[i]))
+                return MC_ERR_INVALID;
+            put_node_entry(&w, &nodes[i]);
+        }
     }
     return encode_end(&w, buf, len_p);
 }
 
 int mc_proto_info_rep_decode(const void *buf, size_t len, size_t cap,
-                             struct mc_proto_info_rep *m_p, struct mc_proto_seg_entry *segs)
+                             struct mc_proto_info_rep *m_p, struct mc_proto_seg_entry *segs,
+                             size_t node_cap, struct mc_proto_node_entry *nodes)
 {
     struct mc_wire_reader r;
 
@@ -1179,25 +1272,90 @@ int mc_proto_info_rep_decode(const void *buf, size_t len, size_t cap,
     if (!r.bad && (m_p->flags & MC_PROTO_INFO_F_SEGMENTS) != 0) {
         m_p->nseg = get_count(&r, cap < MC_PROTO_SEG_PAGE_MAX ? cap : MC_PROTO_SEG_PAGE_MAX);
         m_p->next_cursor = mc_wire_get_u32(&r);
-        for (uint32_t i = 0; i < m_p->nseg && !r.bad; i++) {
-            struct mc_proto_seg_entry *e = &segs[i];
+        for (uint32_t i = 0; i < m_p->nseg && !r.bad; i++)
+            get_seg_entry(&r, &segs[i]);
+    }
+    if (!r.bad && (m_p->flags & MC_PROTO_INFO_F_NODES) != 0) {
+        m_p->nnode = get_count(&r, node_cap < MC_PROTO_NODE_PAGE_MAX ? node_cap
+                                                                     : MC_PROTO_NODE_PAGE_MAX);
+        m_p->next_node_cursor = mc_wire_get_u32(&r);
+        for (uint32_t i = 0; i < m_p->nnode && !r.bad; i++)
+            get_node_entry(&r, &nodes[i]);
+    }
+    return decode_end(&r);
+}
 
-            memset(e, 0, sizeof(*e));
-            e->seg = mc_wire_get_u32(&r);
-            e->info.node = mc_wire_get_u32(&r);
-            e->info.kind = mc_wire_get_u32(&r);
-            e->info.base = mc_wire_get_u64(&r);
-            e->info.size = mc_wire_get_u64(&r);
-            e->info.free_bytes = mc_wire_get_u64(&r);
-            e->info.largest_free = mc_wire_get_u64(&r);
-            e->info.hard_pinned_bytes = mc_wire_get_u64(&r);
-            e->info.blocks = mc_wire_get_u64(&r);
-            e->info.evictions = mc_wire_get_u64(&r);
-            if (!seg_info_ok(&e->info))
-                fail(&r);
-            get_bytes(&r, 1, MC_PROTO_ADDR_MAX, &e->worker_addr);
-            get_bytes(&r, 0, MC_PROTO_RKEY_MAX, &e->rkey);
-        }
+/* --- LIST --------------------------------------------------------------------------------- */
+
+static bool list_req_ok(const struct mc_proto_list_req *m)
+{
+    return m->node != MC_MASTER_NODE_NONE && m->max >= 1 && m->max <= MC_PROTO_LIST_MAX &&
+           bytes_ok(m->prefix.p, m->prefix.len, 0, MC_PROTO_KEY_MAX);
+}
+
+int mc_proto_list_req_encode(const struct mc_proto_list_req *m, void *buf, size_t cap,
+                             size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!list_req_ok(m))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, m->node);
+    mc_wire_put_u32(&w, m->max);
+    mc_wire_put_u64(&w, m->cursor);
+    mc_wire_put_blob(&w, m->prefix.p, m->prefix.len);
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_list_req_decode(const void *buf, size_t len, struct mc_proto_list_req *m_p)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->node = mc_wire_get_u32(&r);
+    m_p->max = mc_wire_get_u32(&r);
+    m_p->cursor = mc_wire_get_u64(&r);
+    if (m_p->node == MC_MASTER_NODE_NONE || m_p->max < 1 || m_p->max > MC_PROTO_LIST_MAX)
+        fail(&r);
+    get_bytes(&r, 0, MC_PROTO_KEY_MAX, &m_p->prefix);
+    return decode_end(&r);
+}
+
+int mc_proto_list_rep_encode(const struct mc_proto_list_rep *m, const struct mc_proto_key *keys,
+                             void *buf, size_t cap, size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!mc_proto_status_is_valid(m->status, false) || m->n > MC_PROTO_LIST_MAX ||
+        (m->status != 0 && (m->n != 0 || m->next_cursor != 0)))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, u32_from_i32(m->status));
+    if (m->status != 0)
+        return encode_end(&w, buf, len_p);
+    mc_wire_put_u32(&w, m->n);
+    mc_wire_put_u64(&w, m->next_cursor);
+    for (uint32_t i = 0; i < m->n; i++) {
+        if (!key_ok(keys[i].key, keys[i].key_len))
+            return MC_ERR_INVALID;
+        mc_wire_put_blob(&w, keys[i].key, keys[i].key_len);
+    }
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_list_rep_decode(const void *buf, size_t len, size_t cap,
+                             struct mc_proto_list_rep *m_p, struct mc_proto_key *keys)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    memset(m_p, 0, sizeof(*m_p));
+    if (get_call_status(&r, &m_p->status)) {
+        m_p->n = get_count(&r, cap < MC_PROTO_LIST_MAX ? cap : MC_PROTO_LIST_MAX);
+        m_p->next_cursor = mc_wire_get_u64(&r);
+        for (uint32_t i = 0; i < m_p->n && !r.bad; i++)
+            get_key(&r, &keys[i].key, &keys[i].key_len);
     }
     return decode_end(&r);
 }

@@ -1,7 +1,7 @@
 /*
  * mc_proto: the payload codecs of the master RPCs (DESIGN.md §5), one encoder and one
  * decoder for the request and for the reply of each master message of ucx_backend/wire.h
- * (HELLO .. CLUSTER_INFO). The frame header is not here: the payload is what follows it.
+ * (HELLO .. CLUSTER_INFO, LIST). The frame header is not here: the payload is what follows it.
  * Agent-to-agent messages (WRITE, READ) are not here either.
  *
  * Built on the bounded reader/writer of ucx_backend/wire.h: every integer is little-endian,
@@ -46,14 +46,16 @@
 #include "daemon/master/master.h"
 #include "ucx_backend/wire.h"
 
-#define MC_PROTO_BATCH_MAX    1024u /* items in one batch request or reply */
-#define MC_PROTO_KEY_MAX      512u  /* = MC_KEY_MAX (include/mc/mc.h) */
-#define MC_PROTO_NAME_MAX     63u   /* = MC_MASTER_NAME_MAX: node and failure-domain names */
-#define MC_PROTO_TOKEN_MAX    256u  /* cluster token */
-#define MC_PROTO_ADDR_MAX     4096u /* packed UCX worker address */
-#define MC_PROTO_RKEY_MAX     4096u /* packed UCX rkey */
-#define MC_PROTO_SEG_PAGE_MAX 256u  /* segments in one CLUSTER_INFO reply */
-#define MC_PROTO_PAYLOAD_MAX  MC_WIRE_PAYLOAD_MAX
+#define MC_PROTO_BATCH_MAX     1024u /* items in one batch request or reply */
+#define MC_PROTO_KEY_MAX       512u  /* = MC_KEY_MAX (include/mc/mc.h) */
+#define MC_PROTO_NAME_MAX      63u   /* = MC_MASTER_NAME_MAX: node and failure-domain names */
+#define MC_PROTO_TOKEN_MAX     256u  /* cluster token */
+#define MC_PROTO_ADDR_MAX      4096u /* packed UCX worker address */
+#define MC_PROTO_RKEY_MAX      4096u /* packed UCX rkey */
+#define MC_PROTO_SEG_PAGE_MAX  256u  /* segments in one CLUSTER_INFO reply */
+#define MC_PROTO_NODE_PAGE_MAX 256u  /* nodes in one CLUSTER_INFO reply */
+#define MC_PROTO_LIST_MAX      1024u /* keys in one LIST reply */
+#define MC_PROTO_PAYLOAD_MAX   MC_WIRE_PAYLOAD_MAX
 
 /* HEARTBEAT flags */
 #define MC_PROTO_HEARTBEAT_F_LEAVE 0x1u /* graceful exit: unregister the node (and unmount) */
@@ -72,7 +74,9 @@
 /* CLUSTER_INFO flags */
 #define MC_PROTO_INFO_F_STATS    0x1u /* the reply has struct mc_master_stats */
 #define MC_PROTO_INFO_F_SEGMENTS 0x2u /* the reply has a page of segments */
-#define MC_PROTO_INFO_F_KNOWN    (MC_PROTO_INFO_F_STATS | MC_PROTO_INFO_F_SEGMENTS)
+#define MC_PROTO_INFO_F_NODES    0x4u /* the reply has a page of nodes */
+#define MC_PROTO_INFO_F_KNOWN                                                                  \
+    (MC_PROTO_INFO_F_STATS | MC_PROTO_INFO_F_SEGMENTS | MC_PROTO_INFO_F_NODES)
 
 /* A byte string inside a decoded buffer (or the caller's, to encode). Not NUL-terminated. */
 struct mc_proto_bytes {
@@ -178,6 +182,9 @@ struct mc_proto_info_req {
     uint32_t flags;  /* MC_PROTO_INFO_F_* */
     uint32_t cursor; /* first segment id of the page (0: from the start) */
     uint32_t max;    /* segments wanted, 1..MC_PROTO_SEG_PAGE_MAX (with F_SEGMENTS; else 0) */
+    uint32_t node_cursor; /* where the node page starts (0: from the start; with F_NODES,
+                             else 0): a next_node_cursor of an earlier reply */
+    uint32_t node_max;    /* nodes wanted, 1..MC_PROTO_NODE_PAGE_MAX (with F_NODES; else 0) */
 };
 
 struct mc_proto_seg_entry {
@@ -187,12 +194,39 @@ struct mc_proto_seg_entry {
     struct mc_proto_bytes rkey;        /* 0..MC_PROTO_RKEY_MAX */
 };
 
+/* A registered node (mc_master_node_list), live or dead. */
+struct mc_proto_node_entry {
+    uint32_t id;
+    uint32_t alive;               /* 0 or 1 */
+    uint32_t segments;            /* segments it has mounted */
+    uint64_t idle_ms;             /* since its last heartbeat, master clock */
+    struct mc_proto_bytes name;   /* 1..MC_PROTO_NAME_MAX graphic ASCII */
+    struct mc_proto_bytes domain; /* 1..MC_PROTO_NAME_MAX graphic ASCII */
+};
+
 struct mc_proto_info_rep {
     int32_t status;
     uint32_t flags;               /* the sections present: MC_PROTO_INFO_F_* */
     struct mc_master_stats stats; /* with F_STATS */
     uint32_t nseg;                /* with F_SEGMENTS: entries in the page */
     uint32_t next_cursor;         /* with F_SEGMENTS: where the next page starts, 0 = done */
+    uint32_t nnode;               /* with F_NODES: entries in the node page */
+    uint32_t next_node_cursor;    /* with F_NODES: where the next node page starts, 0 = done */
+};
+
+/* --- LIST: keys by prefix ----------------------------------------------------------------- */
+
+struct mc_proto_list_req {
+    uint32_t node;                /* the asking agent */
+    uint32_t max;                 /* 1..MC_PROTO_LIST_MAX keys */
+    uint64_t cursor;              /* 0: start; else a next_cursor of an earlier reply */
+    struct mc_proto_bytes prefix; /* 0..MC_PROTO_KEY_MAX bytes (0: every key) */
+};
+
+struct mc_proto_list_rep {
+    int32_t status;
+    uint32_t n;           /* keys in the reply (0 when status != 0) */
+    uint64_t next_cursor; /* 0 = done */
 };
 
 /* --- status codes ------------------------------------------------------------------------- */
@@ -337,16 +371,34 @@ int mc_proto_fence_req_decode(const void *buf, size_t len, size_t cap,
                               struct mc_proto_fence_req *m_p,
                               struct mc_proto_fence_item *items);
 
-/* CLUSTER_INFO: which sections, and the page of segments. */
+/* CLUSTER_INFO: which sections, the page of segments and the page of nodes. */
 int mc_proto_info_req_encode(const struct mc_proto_info_req *m, void *buf, size_t cap,
                              size_t *len_p);
 int mc_proto_info_req_decode(const void *buf, size_t len, struct mc_proto_info_req *m_p);
 /* CLUSTER_INFO_REPLY: stats with F_STATS; with F_SEGMENTS nseg (<= cap, <=
- * MC_PROTO_SEG_PAGE_MAX) entries, each with its worker address and rkey. */
+ * MC_PROTO_SEG_PAGE_MAX) entries, each with its worker address and rkey; with F_NODES nnode
+ * (<= node_cap, <= MC_PROTO_NODE_PAGE_MAX) node entries, each with its name and domain.
+ * `segs` / `nodes` are read or written only when their section is present and not empty:
+ * NULL is fine when encoding a reply without that section, and when decoding with its cap 0
+ * (segs: cap, nodes: node_cap), which refuses a reply carrying any entry there. */
 int mc_proto_info_rep_encode(const struct mc_proto_info_rep *m,
-                             const struct mc_proto_seg_entry *segs, void *buf, size_t cap,
+                             const struct mc_proto_seg_entry *segs,
+                             const struct mc_proto_node_entry *nodes, void *buf, size_t cap,
                              size_t *len_p);
 int mc_proto_info_rep_decode(const void *buf, size_t len, size_t cap,
-                             struct mc_proto_info_rep *m_p, struct mc_proto_seg_entry *segs);
+                             struct mc_proto_info_rep *m_p, struct mc_proto_seg_entry *segs,
+                             size_t node_cap, struct mc_proto_node_entry *nodes);
+
+/* LIST: a page of at most `max` readable keys starting with `prefix`, from `cursor`. */
+int mc_proto_list_req_encode(const struct mc_proto_list_req *m, void *buf, size_t cap,
+                             size_t *len_p);
+int mc_proto_list_req_decode(const void *buf, size_t len, struct mc_proto_list_req *m_p);
+/* LIST_REPLY: n (<= cap, <= MC_PROTO_LIST_MAX) keys of 1..MC_PROTO_KEY_MAX bytes and where
+ * the next page starts (0 = done). A failed call carries neither (next_cursor decodes as 0).
+ * A full page of the longest keys fits in MC_PROTO_PAYLOAD_MAX (static_assert). */
+int mc_proto_list_rep_encode(const struct mc_proto_list_rep *m, const struct mc_proto_key *keys,
+                             void *buf, size_t cap, size_t *len_p);
+int mc_proto_list_rep_decode(const void *buf, size_t len, size_t cap,
+                             struct mc_proto_list_rep *m_p, struct mc_proto_key *keys);
 
 #endif /* MC_PROTO_MASTER_PROTO_H */

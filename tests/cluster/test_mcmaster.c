@@ -36,6 +36,12 @@ struct t_master {
     struct mc_ucx *u;
     struct mc_ucx_ep *ep;
     uint32_t node;
+    uint8_t addr[MC_MCMASTER_BOOT_ADDR_MAX]; /* the master's worker address */
+    size_t addr_len;
+    /* a second client (another agent), made by t_connect_other; t_swap_client swaps it
+     * with the first so that t_call and the helpers speak for it */
+    struct mc_ucx *u2;
+    struct mc_ucx_ep *ep2;
 };
 
 static struct t_master t_m = {.pid = -1};
@@ -181,8 +187,31 @@ static void t_start(const char *const *sets)
     ck_assert_uint_eq(magic, MC_MCMASTER_BOOT_MAGIC);
     ck_assert_uint_eq(got, MC_MCMASTER_BOOT_HDR + alen);
 
+    memcpy(t_m.addr, boot + MC_MCMASTER_BOOT_HDR, alen);
+    t_m.addr_len = alen;
     ck_assert_int_eq(mc_ucx_create(&up, &t_m.u), 0);
-    ck_assert_int_eq(mc_ucx_ep_connect(t_m.u, boot + MC_MCMASTER_BOOT_HDR, alen, &t_m.ep), 0);
+    ck_assert_int_eq(mc_ucx_ep_connect(t_m.u, t_m.addr, t_m.addr_len, &t_m.ep), 0);
+}
+
+/* A second client with its own worker and endpoint to the master. */
+static void t_connect_other(void)
+{
+    const char *mm_cfg[] = {"MM_ERROR_HANDLING=y", NULL};
+    struct mc_ucx_params up = {.name = "t-cluster-2", .config = mm_cfg};
+
+    ck_assert_int_eq(mc_ucx_create(&up, &t_m.u2), 0);
+    ck_assert_int_eq(mc_ucx_ep_connect(t_m.u2, t_m.addr, t_m.addr_len, &t_m.ep2), 0);
+}
+
+static void t_swap_client(void)
+{
+    struct mc_ucx *u = t_m.u;
+    struct mc_ucx_ep *ep = t_m.ep;
+
+    t_m.u = t_m.u2;
+    t_m.ep = t_m.ep2;
+    t_m.u2 = u;
+    t_m.ep2 = ep;
 }
 
 /* Waits up to `ms` for mc-master to exit; its wait status, or -1 if it did not. */
@@ -216,6 +245,11 @@ static void t_stop(void)
     t_m.ep = NULL;
     mc_ucx_destroy(t_m.u);
     t_m.u = NULL;
+    if (t_m.ep2 != NULL)
+        mc_ucx_ep_close(t_m.ep2, true);
+    t_m.ep2 = NULL;
+    mc_ucx_destroy(t_m.u2);
+    t_m.u2 = NULL;
     if (t_m.pid > 0) {
         kill(t_m.pid, SIGKILL);
         waitpid(t_m.pid, NULL, 0);
@@ -232,9 +266,9 @@ static uint8_t t_buf[T_REPLY_MAX];
 
 #define T_BYTES(s) ((struct mc_proto_bytes){(const uint8_t *)(s), strlen(s)})
 
-static int t_hello(const char *token, const char *name, uint32_t *node_p)
+static int t_hello_in(const char *token, const char *name, const char *domain, uint32_t *node_p)
 {
-    struct mc_proto_hello_req req = {T_BYTES(token), T_BYTES(name), T_BYTES("")};
+    struct mc_proto_hello_req req = {T_BYTES(token), T_BYTES(name), T_BYTES(domain)};
     struct mc_proto_hello_rep rep;
     size_t len;
     int rc;
@@ -249,6 +283,11 @@ static int t_hello(const char *token, const char *name, uint32_t *node_p)
         *node_p = rep.node;
     }
     return rc;
+}
+
+static int t_hello(const char *token, const char *name, uint32_t *node_p)
+{
+    return t_hello_in(token, name, "", node_p);
 }
 
 static int t_heartbeat(uint32_t node, uint32_t flags)
@@ -383,12 +422,67 @@ static struct mc_proto_seg_entry t_segs[16];
 
 static int t_info(struct mc_proto_info_rep *rep)
 {
-    struct mc_proto_info_req req = {MC_PROTO_INFO_F_STATS | MC_PROTO_INFO_F_SEGMENTS, 0, 16};
+    struct mc_proto_info_req req = {MC_PROTO_INFO_F_STATS | MC_PROTO_INFO_F_SEGMENTS, 0, 16, 0,
+                                    0};
     size_t len;
 
     ck_assert_int_eq(mc_proto_info_req_encode(&req, t_buf, sizeof(t_buf), &len), 0);
     ck_assert_int_eq(t_call(MC_WIRE_CLUSTER_INFO, t_buf, len), 0);
-    ck_assert_int_eq(mc_proto_info_rep_decode(t_reply, t_reply_len, 16, rep, t_segs), 0);
+    ck_assert_int_eq(mc_proto_info_rep_decode(t_reply, t_reply_len, 16, rep, t_segs, 0, NULL),
+                     0);
+    return rep->status;
+}
+
+static struct mc_proto_node_entry t_nodes[16];
+
+/* CLUSTER_INFO with only the node page: up to node_max nodes from *cursor_p on. */
+static int t_info_nodes(uint32_t *cursor_p, uint32_t node_max, struct mc_proto_info_rep *rep)
+{
+    struct mc_proto_info_req req = {
+        .flags = MC_PROTO_INFO_F_NODES, .node_cursor = *cursor_p, .node_max = node_max};
+    size_t len;
+
+    ck_assert_uint_le(node_max, 16);
+    ck_assert_int_eq(mc_proto_info_req_encode(&req, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_call(MC_WIRE_CLUSTER_INFO, t_buf, len), 0);
+    ck_assert_int_eq(mc_proto_info_rep_decode(t_reply, t_reply_len, 0, rep, NULL, 16, t_nodes),
+                     0);
+    if (rep->status == 0) {
+        ck_assert_uint_eq(rep->flags, MC_PROTO_INFO_F_NODES);
+        ck_assert_uint_le(rep->nnode, node_max);
+        *cursor_p = rep->next_node_cursor;
+    }
+    return rep->status;
+}
+
+/* The node named `name` in the last node page, or NULL. */
+static const struct mc_proto_node_entry *t_node_named(const struct mc_proto_info_rep *rep,
+                                                      const char *name)
+{
+    for (uint32_t i = 0; i < rep->nnode; i++) {
+        if (t_nodes[i].name.len == strlen(name) &&
+            memcmp(t_nodes[i].name.p, name, t_nodes[i].name.len) == 0)
+            return &t_nodes[i];
+    }
+    return NULL;
+}
+
+static struct mc_proto_key t_list_keys[16];
+
+/* LIST: a page of at most `max` keys; *cursor_p in and out. The keys (t_list_keys) point
+ * into t_reply: valid until the next call. */
+static int t_list(uint32_t node, const char *prefix, uint64_t *cursor_p, uint32_t max,
+                  struct mc_proto_list_rep *rep)
+{
+    struct mc_proto_list_req req = {node, max, *cursor_p, T_BYTES(prefix)};
+    size_t len;
+
+    ck_assert_uint_le(max, 16);
+    ck_assert_int_eq(mc_proto_list_req_encode(&req, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_call(MC_WIRE_LIST, t_buf, len), 0);
+    ck_assert_int_eq(mc_proto_list_rep_decode(t_reply, t_reply_len, max, rep, t_list_keys), 0);
+    if (rep->status == 0)
+        *cursor_p = rep->next_cursor;
     return rep->status;
 }
 
@@ -425,6 +519,14 @@ START_TEST(test_cluster_token_required)
     ck_assert_int_eq(t_info(&info), MC_ERR_DENIED);
     ck_assert_int_eq(t_exist(0, 0, 1, k, &r, NULL), MC_ERR_DENIED);
     ck_assert_int_eq(t_mount(0, &node), MC_ERR_DENIED);
+    {
+        struct mc_proto_list_rep lr;
+        uint64_t lc = 0;
+        uint32_t nc = 0;
+
+        ck_assert_int_eq(t_list(0, "", &lc, 4, &lr), MC_ERR_DENIED);
+        ck_assert_int_eq(t_info_nodes(&nc, 4, &info), MC_ERR_DENIED);
+    }
     /* the right token opens the endpoint */
     ck_assert_int_eq(t_hello(T_TOKEN, "n1", &node), 0);
     ck_assert_int_eq(t_heartbeat(node, 0), 0);
@@ -568,6 +670,116 @@ START_TEST(test_cluster_rpc_roundtrip)
 }
 END_TEST
 
+/* LIST over the RPC: keys by prefix, in pages of two, each key once; only our own node. */
+START_TEST(test_cluster_list_by_prefix_pages)
+{
+    static const char *const keys[] = {"ls/a/1", "ls/a/2", "ls/a/3", "ls/a/4",
+                                       "ls/a/5", "ls/b/1", "other"};
+    struct mc_proto_list_rep rep;
+    uint32_t node, seg, i, k, pages = 0, seen = 0;
+    uint64_t cursor = 0;
+    uint8_t bad[16] = {0};
+
+    t_start(NULL);
+    ck_assert_int_eq(t_hello(T_TOKEN, "n1", &node), 0);
+    ck_assert_int_eq(t_mount(node, &seg), 0);
+    for (i = 0; i < 7; i++)
+        t_put_one(node, keys[i]);
+    do {
+        ck_assert_int_eq(t_list(node, "ls/a/", &cursor, 2, &rep), 0);
+        ck_assert_uint_le(rep.n, 2);
+        for (k = 0; k < rep.n; k++) {
+            for (i = 0; i < 7; i++) {
+                if (t_list_keys[k].key_len == strlen(keys[i]) &&
+                    memcmp(t_list_keys[k].key, keys[i], t_list_keys[k].key_len) == 0)
+                    break;
+            }
+            ck_assert_uint_lt(i, 5);                /* a key of the prefix */
+            ck_assert_uint_eq(seen & (1u << i), 0); /* listed once */
+            seen |= 1u << i;
+        }
+        ck_assert_uint_lt(++pages, 20);
+    } while (cursor != 0);
+    ck_assert_uint_eq(seen, 0x1f);
+    ck_assert_uint_ge(pages, 3);
+    /* an empty prefix: every key */
+    ck_assert_int_eq(t_list(node, "", &cursor, 16, &rep), 0);
+    ck_assert_uint_eq(rep.n, 7);
+    ck_assert_uint_eq(rep.next_cursor, 0);
+    /* nothing under another prefix */
+    ck_assert_int_eq(t_list(node, "none/", &cursor, 16, &rep), 0);
+    ck_assert_uint_eq(rep.n, 0);
+    /* another node's listing is refused, a malformed one too */
+    ck_assert_int_eq(t_list(node + 1, "ls/", &cursor, 16, &rep), MC_ERR_DENIED);
+    bad[0] = (uint8_t)node; /* node, then max 0 */
+    ck_assert_int_eq(t_call(MC_WIRE_LIST, bad, sizeof(bad)), 0);
+    ck_assert_int_eq(t_reply_status(), MC_ERR_PROTO);
+    t_stop();
+}
+END_TEST
+
+/* CLUSTER_INFO's node page lists a node that mounted nothing (a client node), with its name
+ * and domain, and keeps one that left, as not alive. */
+START_TEST(test_cluster_info_lists_every_node)
+{
+    struct mc_proto_info_rep rep;
+    const struct mc_proto_node_entry *e;
+    uint32_t n1, n2, seg, cursor = 0, first;
+
+    t_start(NULL);
+    ck_assert_int_eq(t_hello_in(T_TOKEN, "n1", "rack1", &n1), 0);
+    ck_assert_int_eq(t_mount(n1, &seg), 0);
+    t_connect_other();
+    t_swap_client();
+    ck_assert_int_eq(t_hello_in(T_TOKEN, "client-b", "rackB", &n2), 0);
+    t_swap_client();
+
+    ck_assert_int_eq(t_info_nodes(&cursor, 16, &rep), 0);
+    ck_assert_uint_eq(rep.nnode, 2);
+    ck_assert_uint_eq(cursor, 0);
+    e = t_node_named(&rep, "n1");
+    ck_assert_ptr_nonnull(e);
+    ck_assert_uint_eq(e->id, n1);
+    ck_assert_uint_eq(e->alive, 1);
+    ck_assert_uint_eq(e->segments, 1);
+    ck_assert_uint_eq(e->domain.len, 5);
+    ck_assert_mem_eq(e->domain.p, "rack1", 5);
+    e = t_node_named(&rep, "client-b");
+    ck_assert_ptr_nonnull(e);
+    ck_assert_uint_eq(e->id, n2);
+    ck_assert_uint_eq(e->alive, 1);
+    ck_assert_uint_eq(e->segments, 0);
+    ck_assert_mem_eq(e->domain.p, "rackB", 5);
+    ck_assert_uint_lt(e->idle_ms, T_WAIT_MS);
+
+    /* pages of one */
+    ck_assert_int_eq(t_info_nodes(&cursor, 1, &rep), 0);
+    ck_assert_uint_eq(rep.nnode, 1);
+    ck_assert_uint_ne(cursor, 0);
+    first = t_nodes[0].id;
+    ck_assert_int_eq(t_info_nodes(&cursor, 1, &rep), 0);
+    ck_assert_uint_eq(rep.nnode, 1);
+    ck_assert_uint_ne(t_nodes[0].id, first);
+    if (cursor != 0) { /* the last page may come back empty */
+        ck_assert_int_eq(t_info_nodes(&cursor, 1, &rep), 0);
+        ck_assert_uint_eq(rep.nnode, 0);
+        ck_assert_uint_eq(cursor, 0);
+    }
+
+    /* the client node leaves: still listed, not alive */
+    t_swap_client();
+    ck_assert_int_eq(t_heartbeat(n2, MC_PROTO_HEARTBEAT_F_LEAVE), 0);
+    t_swap_client();
+    ck_assert_int_eq(t_info_nodes(&cursor, 16, &rep), 0);
+    ck_assert_uint_eq(rep.nnode, 2);
+    e = t_node_named(&rep, "client-b");
+    ck_assert_ptr_nonnull(e);
+    ck_assert_uint_eq(e->alive, 0);
+    ck_assert_uint_eq(t_node_named(&rep, "n1")->alive, 1);
+    t_stop();
+}
+END_TEST
+
 START_TEST(test_cluster_bad_payload)
 {
     uint32_t node;
@@ -649,6 +861,8 @@ static Suite *t_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_cluster_token_required);
     tcase_add_test(tc, test_cluster_rpc_roundtrip);
+    tcase_add_test(tc, test_cluster_list_by_prefix_pages);
+    tcase_add_test(tc, test_cluster_info_lists_every_node);
     tcase_add_test(tc, test_cluster_bad_payload);
     tcase_add_test(tc, test_cluster_heartbeat_liveness);
     tcase_add_test(tc, test_cluster_sigterm);

@@ -1,7 +1,8 @@
 /* libFuzzer target: every master RPC payload decoder (daemon/proto/master_proto.h), the code
  * that reads what agents and the master send each other. The first input byte selects the
- * message: type 1 + b % 24 (HELLO .. CLUSTER_INFO_REPLY), and b / 24 the item capacity the
- * decoder is given (0: MC_PROTO_BATCH_MAX, else a small one, to exercise the cap check).
+ * message: t_type_at(b % T_NTYPES) (HELLO .. CLUSTER_INFO_REPLY, LIST, LIST_REPLY), and
+ * b / T_NTYPES the item capacity the decoder is given (0: MC_PROTO_BATCH_MAX, else a small
+ * one, to exercise the cap check).
  * The rest is the payload, decoded from an allocation of exactly its size. A payload that
  * decodes must re-encode to the same bytes (the decoder checked everything the encoder
  * checks, and every field was carried), and its keys must point into the payload.
@@ -12,19 +13,22 @@
 
 #include "tests/unit/proto/t_master_msg.h"
 
-#define T_NTYPES (T_LAST_TYPE - T_FIRST_TYPE + 1)
-
 static struct t_msg t_m;
 static uint8_t t_out[MC_PROTO_PAYLOAD_MAX];
 
 static void t_check_keys(unsigned int type, const uint8_t *p, size_t len)
 {
     const struct mc_proto_key *keys = t_m.keys;
-    uint32_t n = t_m.keys_req.n;
+    uint32_t n;
 
-    if (type != MC_WIRE_GET_BATCH && type != MC_WIRE_EXIST_BATCH &&
-        type != MC_WIRE_REMOVE_BATCH)
+    if (type == MC_WIRE_LIST_REPLY) {
+        n = t_m.list_rep.n;
+    } else if (type == MC_WIRE_GET_BATCH || type == MC_WIRE_EXIST_BATCH ||
+               type == MC_WIRE_REMOVE_BATCH) {
+        n = t_m.keys_req.n;
+    } else {
         return;
+    }
     for (uint32_t i = 0; i < n; i++) {
         const uint8_t *k = (const uint8_t *)keys[i].key;
 
@@ -43,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (size == 0)
         return 0;
-    type = T_FIRST_TYPE + data[0] % T_NTYPES;
+    type = t_type_at(data[0] % T_NTYPES);
     sel = data[0] / T_NTYPES;
     cap = sel == 0 ? MC_PROTO_BATCH_MAX : sel % 5;
     len = size - 1;

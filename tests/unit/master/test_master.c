@@ -1054,6 +1054,85 @@ START_TEST(test_list_by_prefix_pages_and_remove_prefix)
 }
 END_TEST
 
+/* Every registered node is listed, also one that mounted nothing and one declared dead
+ * (until its slot is reused), with its name, domain, segment count and idle time; pages
+ * resume at the cursor. */
+START_TEST(test_node_list_pages_live_and_dead_nodes)
+{
+    struct mc_master *m = t_master();
+    struct mc_master_node_info info[8];
+    const struct mc_master_config *cfg = mc_master_config(m);
+    uint32_t a = t_node(m, "node-a", "rack1");
+    uint32_t b = t_node(m, "node-b", NULL); /* a client node: no segment */
+    uint32_t c = t_node(m, "node-c", "rack2"), cursor = 0, seen = 0, d;
+    size_t n;
+
+    t_seg(m, a, MiB);
+    t_seg(m, a, MiB);
+    t_seg(m, c, MiB);
+    t_advance(250);
+    ck_assert_int_eq(mc_master_node_heartbeat(m, a), 0);
+
+    ck_assert_uint_eq(mc_master_node_list(m, &cursor, info, 8), 3);
+    ck_assert_uint_eq(cursor, 0);
+    ck_assert_uint_eq(info[0].id, a);
+    ck_assert(info[0].alive);
+    ck_assert_uint_eq(info[0].segments, 2);
+    ck_assert_uint_eq(info[0].idle_ms, 0);
+    ck_assert_str_eq(info[0].name, "node-a");
+    ck_assert_str_eq(info[0].domain, "rack1");
+    ck_assert_uint_eq(info[1].id, b);
+    ck_assert_uint_eq(info[1].segments, 0);
+    ck_assert_uint_eq(info[1].idle_ms, 250);
+    ck_assert_str_eq(info[1].name, "node-b");
+    ck_assert_str_eq(info[1].domain, "node-b"); /* a domain of its own */
+    ck_assert_uint_eq(info[2].id, c);
+    ck_assert_uint_eq(info[2].segments, 1);
+
+    /* pages of one: the cursor walks the three and ends at 0 */
+    cursor = 0;
+    do {
+        n = mc_master_node_list(m, &cursor, info, 1);
+        ck_assert_uint_eq(n, 1);
+        seen |= 1u << (info[0].id & 0xFFFFu);
+    } while (cursor != 0);
+    ck_assert_uint_eq(seen,
+                      (1u << (a & 0xFFFFu)) | (1u << (b & 0xFFFFu)) | (1u << (c & 0xFFFFu)));
+    /* max 0 writes nothing and leaves the cursor alone */
+    cursor = 2;
+    ck_assert_uint_eq(mc_master_node_list(m, &cursor, info, 0), 0);
+    ck_assert_uint_eq(cursor, 2);
+    /* a cursor past the table is the end */
+    cursor = 1000;
+    ck_assert_uint_eq(mc_master_node_list(m, &cursor, info, 8), 0);
+    ck_assert_uint_eq(cursor, 0);
+
+    /* c goes silent past the TTL, b leaves: both stay listed, dead, without segments */
+    t_advance(cfg->node_ttl_ms + 1);
+    ck_assert_int_eq(mc_master_node_heartbeat(m, a), 0);
+    ck_assert_int_eq(mc_master_node_unregister(m, b), 0);
+    mc_master_tick(m);
+    ck_assert(!mc_master_node_is_alive(m, c));
+    cursor = 0;
+    ck_assert_uint_eq(mc_master_node_list(m, &cursor, info, 8), 3);
+    ck_assert(info[0].alive);
+    ck_assert(!info[1].alive);
+    ck_assert(!info[2].alive);
+    ck_assert_uint_eq(info[2].segments, 0);
+    ck_assert_str_eq(info[2].name, "node-c");
+    ck_assert_uint_eq(info[2].idle_ms, 250 + cfg->node_ttl_ms + 1);
+
+    /* a new node takes the first dead slot: listed once, alive, under its new id */
+    d = t_node(m, "node-d", "rack3");
+    cursor = 0;
+    ck_assert_uint_eq(mc_master_node_list(m, &cursor, info, 8), 3);
+    ck_assert_uint_eq(info[1].id, d);
+    ck_assert(info[1].alive);
+    ck_assert_str_eq(info[1].domain, "rack3");
+    mc_master_destroy(m);
+}
+END_TEST
+
 static Suite *master_suite(void)
 {
     Suite *s = suite_create("master");
@@ -1098,6 +1177,7 @@ static Suite *master_suite(void)
     tcase_add_test(tc, test_late_fence_ack_does_not_free_newer_put);
     tcase_add_test(tc, test_put_end_after_writer_unregistered_is_canceled);
     tcase_add_test(tc, test_list_by_prefix_pages_and_remove_prefix);
+    tcase_add_test(tc, test_node_list_pages_live_and_dead_nodes);
     suite_add_tcase(s, tc);
     return s;
 }

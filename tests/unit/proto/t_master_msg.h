@@ -13,9 +13,16 @@
 #include "daemon/proto/master_proto.h"
 #include "mc/mc_status.h"
 
-#define T_POOL       (256u << 10)
-#define T_FIRST_TYPE MC_WIRE_HELLO
-#define T_LAST_TYPE  MC_WIRE_CLUSTER_INFO_REPLY /* the master messages are 1 .. 24 */
+#define T_POOL (256u << 10)
+
+/* The master messages: HELLO .. CLUSTER_INFO_REPLY (1 .. 24), then LIST, LIST_REPLY (29, 30);
+ * 25 .. 28 are agent-to-agent messages. Tests walk t_type_at(0 .. T_NTYPES - 1). */
+#define T_NTYPES 26u
+static inline unsigned int t_type_at(size_t i)
+{
+    i %= T_NTYPES;
+    return i < 24 ? MC_WIRE_HELLO + (unsigned int)i : MC_WIRE_LIST + (unsigned int)(i - 24);
+}
 
 /* Any master message. Large (a few MiB): allocate it. */
 struct t_msg {
@@ -33,6 +40,8 @@ struct t_msg {
     struct mc_proto_lease_release_rep lease_rep;
     struct mc_proto_info_req info_req;
     struct mc_proto_info_rep info_rep;
+    struct mc_proto_list_req list_req;
+    struct mc_proto_list_rep list_rep;
     struct mc_master_put_req put_reqs[MC_PROTO_BATCH_MAX];
     struct mc_master_ref refs[MC_PROTO_BATCH_MAX];
     struct mc_proto_key keys[MC_PROTO_BATCH_MAX];
@@ -43,6 +52,7 @@ struct t_msg {
     struct mc_master_stat stats[MC_PROTO_BATCH_MAX];
     uint64_t counts[MC_PROTO_BATCH_MAX];
     struct mc_proto_seg_entry segs[MC_PROTO_SEG_PAGE_MAX];
+    struct mc_proto_node_entry nodes[MC_PROTO_NODE_PAGE_MAX];
     uint8_t pool[T_POOL]; /* bytes the random keys, names and blobs point to */
     size_t pool_used;
 };
@@ -98,7 +108,11 @@ static inline int t_encode(unsigned int type, const struct t_msg *m, void *buf, 
     case MC_WIRE_CLUSTER_INFO:
         return mc_proto_info_req_encode(&m->info_req, buf, cap, len_p);
     case MC_WIRE_CLUSTER_INFO_REPLY:
-        return mc_proto_info_rep_encode(&m->info_rep, m->segs, buf, cap, len_p);
+        return mc_proto_info_rep_encode(&m->info_rep, m->segs, m->nodes, buf, cap, len_p);
+    case MC_WIRE_LIST:
+        return mc_proto_list_req_encode(&m->list_req, buf, cap, len_p);
+    case MC_WIRE_LIST_REPLY:
+        return mc_proto_list_rep_encode(&m->list_rep, m->keys, buf, cap, len_p);
     default:
         return MC_ERR_INVALID;
     }
@@ -109,6 +123,7 @@ static inline int t_decode(unsigned int type, const void *buf, size_t len, size_
                            struct t_msg *m)
 {
     size_t segcap = cap < MC_PROTO_SEG_PAGE_MAX ? cap : MC_PROTO_SEG_PAGE_MAX;
+    size_t nodecap = cap < MC_PROTO_NODE_PAGE_MAX ? cap : MC_PROTO_NODE_PAGE_MAX;
 
     switch (type) {
     case MC_WIRE_HELLO:
@@ -157,7 +172,12 @@ static inline int t_decode(unsigned int type, const void *buf, size_t len, size_
     case MC_WIRE_CLUSTER_INFO:
         return mc_proto_info_req_decode(buf, len, &m->info_req);
     case MC_WIRE_CLUSTER_INFO_REPLY:
-        return mc_proto_info_rep_decode(buf, len, segcap, &m->info_rep, m->segs);
+        return mc_proto_info_rep_decode(buf, len, segcap, &m->info_rep, m->segs, nodecap,
+                                        m->nodes);
+    case MC_WIRE_LIST:
+        return mc_proto_list_req_decode(buf, len, &m->list_req);
+    case MC_WIRE_LIST_REPLY:
+        return mc_proto_list_rep_decode(buf, len, cap, &m->list_rep, m->keys);
     default:
         return MC_ERR_PROTO;
     }
@@ -416,11 +436,15 @@ static inline void t_random(unsigned int type, uint64_t *s, size_t nmax, struct 
             m->fences[i] = (struct mc_proto_fence_item){t_u32(s), t_u32(s), t_u64(s)};
         break;
     case MC_WIRE_CLUSTER_INFO:
-        m->info_req =
-            (struct mc_proto_info_req){(uint32_t)t_below(s, MC_PROTO_INFO_F_KNOWN + 1), 0, 0};
+        m->info_req = (struct mc_proto_info_req){
+            (uint32_t)t_below(s, MC_PROTO_INFO_F_KNOWN + 1), 0, 0, 0, 0};
         if (m->info_req.flags & MC_PROTO_INFO_F_SEGMENTS) {
             m->info_req.cursor = t_u32(s);
             m->info_req.max = 1 + (uint32_t)t_below(s, MC_PROTO_SEG_PAGE_MAX);
+        }
+        if (m->info_req.flags & MC_PROTO_INFO_F_NODES) {
+            m->info_req.node_cursor = t_u32(s);
+            m->info_req.node_max = 1 + (uint32_t)t_below(s, MC_PROTO_NODE_PAGE_MAX);
         }
         break;
     case MC_WIRE_CLUSTER_INFO_REPLY: {
@@ -437,6 +461,20 @@ static inline void t_random(unsigned int type, uint64_t *s, size_t nmax, struct 
 
             for (size_t i = 0; i < sizeof(r->stats) / sizeof(uint64_t); i++)
                 f[i] = t_u64(s);
+        }
+        if (r->flags & MC_PROTO_INFO_F_NODES) {
+            r->nnode = (uint32_t)t_below(s, (nmax < 8 ? nmax : 8) + 1);
+            r->next_node_cursor = t_u32(s);
+            for (uint32_t i = 0; i < r->nnode; i++) {
+                struct mc_proto_node_entry *e = &m->nodes[i];
+
+                e->id = t_u32(s);
+                e->alive = (uint32_t)t_below(s, 2);
+                e->segments = t_u32(s);
+                e->idle_ms = t_u64(s);
+                e->name = t_bytes(m, s, 1, MC_PROTO_NAME_MAX, true);
+                e->domain = t_bytes(m, s, 1, MC_PROTO_NAME_MAX, true);
+            }
         }
         if (!(r->flags & MC_PROTO_INFO_F_SEGMENTS))
             break;
@@ -461,6 +499,16 @@ static inline void t_random(unsigned int type, uint64_t *s, size_t nmax, struct 
         }
         break;
     }
+    case MC_WIRE_LIST:
+        m->list_req = (struct mc_proto_list_req){
+            t_node(s), 1 + (uint32_t)t_below(s, MC_PROTO_LIST_MAX), t_u64(s),
+            t_bytes(m, s, 0, t_below(s, 8) == 0 ? MC_PROTO_KEY_MAX : 16, false)};
+        break;
+    case MC_WIRE_LIST_REPLY:
+        m->list_rep = (struct mc_proto_list_rep){call, n, call == 0 ? t_u64(s) : 0};
+        for (uint32_t i = 0; i < n; i++)
+            t_key(m, s, &m->keys[i].key, &m->keys[i].key_len);
+        break;
     default:
         break;
     }

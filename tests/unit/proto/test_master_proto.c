@@ -460,8 +460,8 @@ START_TEST(test_proto_cluster_info_round_trip)
     struct mc_proto_info_rep *r = &m->info_rep;
     size_t len;
 
-    m->info_req =
-        (struct mc_proto_info_req){MC_PROTO_INFO_F_STATS | MC_PROTO_INFO_F_SEGMENTS, 10, 64};
+    m->info_req = (struct mc_proto_info_req){MC_PROTO_INFO_F_STATS | MC_PROTO_INFO_F_SEGMENTS,
+                                             10, 64, 0, 0};
     ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO, m, t_buf, sizeof(t_buf), &len), 0);
     ck_assert_int_eq(t_decode(MC_WIRE_CLUSTER_INFO, t_buf, len, 0, d), 0);
     ck_assert_mem_eq(&d->info_req, &m->info_req, sizeof(m->info_req));
@@ -501,6 +501,134 @@ START_TEST(test_proto_cluster_info_round_trip)
 }
 END_TEST
 
+START_TEST(test_proto_cluster_info_nodes_round_trip)
+{
+    struct t_msg *m = t_msg_new(), *d = t_msg_new();
+    struct mc_proto_info_rep *r = &m->info_rep;
+    struct mc_proto_info_rep dr;
+    struct mc_proto_node_entry nodes[2];
+    size_t len;
+
+    m->info_req = (struct mc_proto_info_req){MC_PROTO_INFO_F_NODES, 0, 0, 3, 100};
+    ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO, m, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_uint_eq(len, 20);
+    ck_assert_int_eq(t_decode(MC_WIRE_CLUSTER_INFO, t_buf, len, 0, d), 0);
+    ck_assert_mem_eq(&d->info_req, &m->info_req, sizeof(m->info_req));
+
+    /* all three sections: stats, then segments, then nodes */
+    memset(r, 0, sizeof(*r));
+    r->flags = MC_PROTO_INFO_F_KNOWN;
+    r->stats.nodes_alive = 1;
+    r->nseg = 1;
+    r->next_cursor = 0;
+    m->segs[0] = (struct mc_proto_seg_entry){4,
+                                             {1, MC_SEG_DRAM, 0, 4096, 4096, 4096, 0, 0, 0},
+                                             {(const uint8_t *)"w", 1},
+                                             {NULL, 0}};
+    r->nnode = 2;
+    r->next_node_cursor = 9;
+    m->nodes[0] = (struct mc_proto_node_entry){
+        1, 1, 1, 20, {(const uint8_t *)"node-a", 6}, {(const uint8_t *)"rack1", 5}};
+    m->nodes[1] = (struct mc_proto_node_entry){0x10002,
+                                               0,
+                                               0,
+                                               UINT64_MAX,
+                                               {(const uint8_t *)"client-b", 8},
+                                               {(const uint8_t *)"client-b", 8}};
+    ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO_REPLY, m, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_decode(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, len, 2, d), 0);
+    ck_assert_uint_eq(d->info_rep.flags, MC_PROTO_INFO_F_KNOWN);
+    ck_assert_uint_eq(d->info_rep.stats.nodes_alive, 1);
+    ck_assert_uint_eq(d->info_rep.nseg, 1);
+    ck_assert_uint_eq(d->segs[0].seg, 4);
+    ck_assert_uint_eq(d->info_rep.nnode, 2);
+    ck_assert_uint_eq(d->info_rep.next_node_cursor, 9);
+    ck_assert_uint_eq(d->nodes[0].id, 1);
+    ck_assert_uint_eq(d->nodes[0].alive, 1);
+    ck_assert_uint_eq(d->nodes[0].segments, 1);
+    ck_assert_uint_eq(d->nodes[0].idle_ms, 20);
+    ck_assert_uint_eq(d->nodes[0].name.len, 6);
+    ck_assert_mem_eq(d->nodes[0].name.p, "node-a", 6);
+    ck_assert_mem_eq(d->nodes[0].domain.p, "rack1", 5);
+    ck_assert(t_inside(d->nodes[0].name.p, t_buf, len));
+    ck_assert_uint_eq(d->nodes[1].id, 0x10002);
+    ck_assert_uint_eq(d->nodes[1].alive, 0);
+    ck_assert_uint_eq(d->nodes[1].idle_ms, UINT64_MAX);
+    ck_assert_mem_eq(d->nodes[1].domain.p, "client-b", 8);
+    /* a node page larger than the caller's array is refused */
+    ck_assert_int_eq(mc_proto_info_rep_decode(t_buf, len, 2, &dr, d->segs, 1, nodes),
+                     MC_ERR_PROTO);
+    ck_assert_int_eq(mc_proto_info_rep_decode(t_buf, len, 2, &dr, d->segs, 2, nodes), 0);
+
+    /* nodes alone: no stats, no segment section, and no segment array needed */
+    r->flags = MC_PROTO_INFO_F_NODES;
+    r->nseg = 0;
+    r->nnode = 1;
+    r->next_node_cursor = 0;
+    ck_assert_int_eq(mc_proto_info_rep_encode(r, NULL, m->nodes, t_buf, sizeof(t_buf), &len),
+                     0);
+    ck_assert_uint_eq(len, 4 + 4 + 8 + (20 + 4 + 6 + 4 + 5));
+    ck_assert_int_eq(mc_proto_info_rep_decode(t_buf, len, 0, &dr, NULL, 2, nodes), 0);
+    ck_assert_uint_eq(dr.nnode, 1);
+    ck_assert_uint_eq(dr.nseg, 0);
+    ck_assert_mem_eq(nodes[0].name.p, "node-a", 6);
+    free(m);
+    free(d);
+}
+END_TEST
+
+START_TEST(test_proto_list_round_trip)
+{
+    struct t_msg *m = t_msg_new(), *d = t_msg_new();
+    size_t len;
+
+    m->list_req = (struct mc_proto_list_req){
+        7, 2, UINT64_C(0x123456789a), {(const uint8_t *)"model/", 6}};
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST, m, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_uint_eq(len, 4 + 4 + 8 + 4 + 6);
+    ck_assert_int_eq(t_decode(MC_WIRE_LIST, t_buf, len, 0, d), 0);
+    ck_assert_uint_eq(d->list_req.node, 7);
+    ck_assert_uint_eq(d->list_req.max, 2);
+    ck_assert_uint_eq(d->list_req.cursor, UINT64_C(0x123456789a));
+    ck_assert_uint_eq(d->list_req.prefix.len, 6);
+    ck_assert_mem_eq(d->list_req.prefix.p, "model/", 6);
+    ck_assert(t_inside(d->list_req.prefix.p, t_buf, len));
+    m->list_req.prefix = (struct mc_proto_bytes){NULL, 0}; /* every key */
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST, m, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_decode(MC_WIRE_LIST, t_buf, len, 0, d), 0);
+    ck_assert_uint_eq(d->list_req.prefix.len, 0);
+
+    m->list_rep = (struct mc_proto_list_rep){0, 3, 42};
+    m->keys[0] = (struct mc_proto_key){"model/a", 7};
+    m->keys[1] = (struct mc_proto_key){"model/b", 7};
+    m->keys[2] = (struct mc_proto_key){"model/ccc", 9};
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST_REPLY, m, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_uint_eq(len, 4 + 4 + 8 + (4 + 7) * 2 + 4 + 9);
+    ck_assert_int_eq(t_decode(MC_WIRE_LIST_REPLY, t_buf, len, 3, d), 0);
+    ck_assert_int_eq(d->list_rep.status, 0);
+    ck_assert_uint_eq(d->list_rep.n, 3);
+    ck_assert_uint_eq(d->list_rep.next_cursor, 42);
+    ck_assert_uint_eq(d->keys[2].key_len, 9);
+    ck_assert_mem_eq(d->keys[2].key, "model/ccc", 9);
+    ck_assert(t_inside(d->keys[0].key, t_buf, len));
+    /* more keys than the caller's array */
+    ck_assert_int_eq(t_decode(MC_WIRE_LIST_REPLY, t_buf, len, 2, d), MC_ERR_PROTO);
+
+    /* the last page: no keys, cursor 0; a failed call: the status alone */
+    m->list_rep = (struct mc_proto_list_rep){0, 0, 0};
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST_REPLY, m, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_uint_eq(len, 16);
+    m->list_rep = (struct mc_proto_list_rep){MC_ERR_DENIED, 0, 0};
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST_REPLY, m, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_uint_eq(len, 4);
+    ck_assert_int_eq(t_decode(MC_WIRE_LIST_REPLY, t_buf, len, 3, d), 0);
+    ck_assert_int_eq(d->list_rep.status, MC_ERR_DENIED);
+    ck_assert_uint_eq(d->list_rep.n, 0);
+    free(m);
+    free(d);
+}
+END_TEST
+
 /* --- every message: truncation, trailing bytes, random round trips ------------------------ */
 
 START_TEST(test_proto_truncated_every_offset)
@@ -508,7 +636,9 @@ START_TEST(test_proto_truncated_every_offset)
     struct t_msg *m = t_msg_new(), *d = t_msg_new();
     uint64_t seed = 0x1234567u;
 
-    for (unsigned int type = T_FIRST_TYPE; type <= T_LAST_TYPE; type++) {
+    for (size_t ti = 0; ti < T_NTYPES; ti++) {
+        unsigned int type = t_type_at(ti);
+
         for (int round = 0; round < 4; round++) {
             size_t len;
 
@@ -531,7 +661,9 @@ START_TEST(test_proto_trailing_byte_refused)
     struct t_msg *m = t_msg_new(), *d = t_msg_new();
     uint64_t seed = 77;
 
-    for (unsigned int type = T_FIRST_TYPE; type <= T_LAST_TYPE; type++) {
+    for (size_t ti = 0; ti < T_NTYPES; ti++) {
+        unsigned int type = t_type_at(ti);
+
         for (int round = 0; round < 8; round++) {
             size_t len;
 
@@ -552,7 +684,7 @@ START_TEST(test_proto_random_round_trip)
     uint64_t seed = 0x9e3779b97f4a7c15u;
 
     for (int i = 0; i < 3000; i++) {
-        unsigned int type = T_FIRST_TYPE + (unsigned int)t_below(&seed, T_LAST_TYPE);
+        unsigned int type = t_type_at(t_below(&seed, T_NTYPES));
         size_t nmax = t_below(&seed, 16) == 0 ? 200 : 8;
         size_t len, len2;
 
@@ -727,7 +859,7 @@ static size_t t_raw_put_start_item(uint64_t size, uint64_t alloc_len, uint32_t r
 START_TEST(test_proto_enum_and_flag_bounds)
 {
     struct t_msg *d = t_msg_new();
-    uint32_t v[4];
+    uint32_t v[5];
 
     /* heartbeat flags */
     v[0] = 1, v[1] = MC_PROTO_HEARTBEAT_F_LEAVE;
@@ -749,19 +881,30 @@ START_TEST(test_proto_enum_and_flag_bounds)
     v[1] = 2;
     T_REFUSE(MC_WIRE_REMOVE_BATCH, t_buf, t_raw_u32s(3, v), d);
 
-    /* cluster info request */
-    v[0] = MC_PROTO_INFO_F_SEGMENTS, v[1] = 5, v[2] = MC_PROTO_SEG_PAGE_MAX;
-    T_ACCEPT(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(3, v), d);
+    /* cluster info request: flags, segment cursor and page, node cursor and page */
+    v[0] = MC_PROTO_INFO_F_SEGMENTS, v[1] = 5, v[2] = MC_PROTO_SEG_PAGE_MAX, v[3] = 0, v[4] = 0;
+    T_ACCEPT(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(5, v), d);
+    T_REFUSE(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(3, v), d); /* the old, shorter form */
     v[2] = MC_PROTO_SEG_PAGE_MAX + 1;
-    T_REFUSE(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(3, v), d);
+    T_REFUSE(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(5, v), d);
     v[2] = 0;
-    T_REFUSE(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(3, v), d);
+    T_REFUSE(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(5, v), d);
     v[0] = MC_PROTO_INFO_F_STATS, v[1] = 0, v[2] = 0;
-    T_ACCEPT(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(3, v), d);
+    T_ACCEPT(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(5, v), d);
     v[2] = 1; /* a page size without F_SEGMENTS */
-    T_REFUSE(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(3, v), d);
-    v[0] = 4, v[2] = 0;
-    T_REFUSE(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(3, v), d);
+    T_REFUSE(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(5, v), d);
+    v[0] = 8, v[2] = 0; /* an unknown section */
+    T_REFUSE(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(5, v), d);
+    v[0] = MC_PROTO_INFO_F_NODES, v[3] = 7, v[4] = MC_PROTO_NODE_PAGE_MAX;
+    T_ACCEPT(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(5, v), d);
+    v[4] = MC_PROTO_NODE_PAGE_MAX + 1;
+    T_REFUSE(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(5, v), d);
+    v[4] = 0;
+    T_REFUSE(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(5, v), d);
+    v[0] = MC_PROTO_INFO_F_STATS, v[3] = 0, v[4] = 1; /* a node page without F_NODES */
+    T_REFUSE(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(5, v), d);
+    v[3] = 1, v[4] = 0; /* a node cursor without F_NODES */
+    T_REFUSE(MC_WIRE_CLUSTER_INFO, t_buf, t_raw_u32s(5, v), d);
 
     /* put items: size, alloc_len, replicas, flags */
     T_ACCEPT(MC_WIRE_PUT_START_BATCH, t_buf,
@@ -922,6 +1065,103 @@ START_TEST(test_proto_cluster_info_bounds)
 }
 END_TEST
 
+/* A CLUSTER_INFO_REPLY with one node entry; bad_byte < 0: none, else put into the name. */
+static size_t t_raw_node_rep(uint32_t nnode, uint32_t alive, size_t name, size_t domain,
+                             int bad_byte)
+{
+    t_raw();
+    mc_wire_put_u32(&t_w, 0);
+    mc_wire_put_u32(&t_w, MC_PROTO_INFO_F_NODES);
+    mc_wire_put_u32(&t_w, nnode);
+    mc_wire_put_u32(&t_w, 0); /* next node cursor */
+    mc_wire_put_u32(&t_w, 1); /* id */
+    mc_wire_put_u32(&t_w, alive);
+    mc_wire_put_u32(&t_w, 0);  /* segments */
+    mc_wire_put_u64(&t_w, 10); /* idle_ms */
+    if (bad_byte >= 0)
+        t_fill[name / 2] = (uint8_t)bad_byte;
+    t_blob(name);
+    t_fill[name / 2] = 'k';
+    t_blob(domain);
+    return t_raw_len();
+}
+
+START_TEST(test_proto_cluster_info_node_bounds)
+{
+    struct t_msg *d = t_msg_new();
+    uint32_t v[4] = {0, MC_PROTO_INFO_F_NODES, MC_PROTO_NODE_PAGE_MAX + 1, 0};
+    size_t len;
+
+    T_ACCEPT(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_node_rep(1, 1, 63, 63, -1), d);
+    T_ACCEPT(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_node_rep(1, 0, 1, 1, -1), d);
+    T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_node_rep(1, 2, 8, 8, -1), d);
+    T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_node_rep(1, 1, 0, 8, -1), d);
+    T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_node_rep(1, 1, 8, 0, -1), d);
+    T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_node_rep(1, 1, 64, 8, -1), d);
+    T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_node_rep(1, 1, 8, 64, -1), d);
+    T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_node_rep(1, 1, 8, 8, ' '), d);
+    T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_node_rep(1, 1, 8, 8, '\0'), d);
+    T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_node_rep(1, 1, 8, 8, 0x7f), d);
+    T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_node_rep(2, 1, 8, 8, -1), d); /* lying */
+    len = t_raw_node_rep(1, 1, 8, 8, -1);
+    ck_assert_int_eq(t_decode_exact(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, len, 0, d),
+                     MC_ERR_PROTO);                                   /* > the caller's cap */
+    T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_u32s(4, v), d); /* page > max */
+    free(d);
+}
+END_TEST
+
+static size_t t_raw_list_req(uint32_t node, uint32_t max, size_t prefix)
+{
+    t_raw();
+    mc_wire_put_u32(&t_w, node);
+    mc_wire_put_u32(&t_w, max);
+    mc_wire_put_u64(&t_w, UINT64_MAX); /* any cursor: the service checks it */
+    t_blob(prefix);
+    return t_raw_len();
+}
+
+/* A LIST_REPLY claiming n keys and carrying min(n, 4) of key_len bytes. */
+static size_t t_raw_list_rep(uint32_t status, uint32_t n, size_t key_len)
+{
+    t_raw();
+    mc_wire_put_u32(&t_w, status);
+    mc_wire_put_u32(&t_w, n);
+    mc_wire_put_u64(&t_w, 5);
+    for (uint32_t i = 0; i < n && i < 4; i++)
+        t_blob(key_len);
+    return t_raw_len();
+}
+
+START_TEST(test_proto_list_bounds)
+{
+    struct t_msg *d = t_msg_new();
+    size_t len;
+
+    T_ACCEPT(MC_WIRE_LIST, t_buf, t_raw_list_req(1, 1, 0), d);
+    T_ACCEPT(MC_WIRE_LIST, t_buf, t_raw_list_req(1, MC_PROTO_LIST_MAX, MC_PROTO_KEY_MAX), d);
+    T_REFUSE(MC_WIRE_LIST, t_buf, t_raw_list_req(MC_MASTER_NODE_NONE, 1, 0), d);
+    T_REFUSE(MC_WIRE_LIST, t_buf, t_raw_list_req(1, 0, 0), d);
+    T_REFUSE(MC_WIRE_LIST, t_buf, t_raw_list_req(1, MC_PROTO_LIST_MAX + 1, 0), d);
+    T_REFUSE(MC_WIRE_LIST, t_buf, t_raw_list_req(1, 1, MC_PROTO_KEY_MAX + 1), d);
+
+    T_ACCEPT(MC_WIRE_LIST_REPLY, t_buf, t_raw_list_rep(0, 4, MC_PROTO_KEY_MAX), d);
+    T_ACCEPT(MC_WIRE_LIST_REPLY, t_buf, t_raw_list_rep(0, 0, 1), d);
+    T_REFUSE(MC_WIRE_LIST_REPLY, t_buf, t_raw_list_rep(0, 4, 0), d);
+    T_REFUSE(MC_WIRE_LIST_REPLY, t_buf, t_raw_list_rep(0, 4, MC_PROTO_KEY_MAX + 1), d);
+    T_REFUSE(MC_WIRE_LIST_REPLY, t_buf, t_raw_list_rep(0, 5, 1), d); /* a lying count */
+    T_REFUSE(MC_WIRE_LIST_REPLY, t_buf, t_raw_list_rep(0, MC_PROTO_LIST_MAX + 1, 1), d);
+    T_REFUSE(MC_WIRE_LIST_REPLY, t_buf, t_raw_list_rep(0, UINT32_MAX, 1), d);
+    T_REFUSE(MC_WIRE_LIST_REPLY, t_buf, t_raw_list_rep(1, 0, 1), d); /* status 1 */
+    /* a failed call carries nothing after its status */
+    T_REFUSE(MC_WIRE_LIST_REPLY, t_buf, t_raw_list_rep((uint32_t)MC_ERR_DENIED, 0, 1), d);
+    len = t_raw_list_rep(0, 3, 1);
+    ck_assert_int_eq(t_decode_exact(MC_WIRE_LIST_REPLY, t_buf, len, 2, d), MC_ERR_PROTO);
+    ck_assert_int_eq(t_decode_exact(MC_WIRE_LIST_REPLY, t_buf, len, 3, d), 0);
+    free(d);
+}
+END_TEST
+
 START_TEST(test_proto_encoders_refuse_invalid)
 {
     struct t_msg *m = t_msg_new();
@@ -980,8 +1220,60 @@ START_TEST(test_proto_encoders_refuse_invalid)
     m->results[0] = 1;
     ck_assert_int_eq(t_encode(MC_WIRE_PUT_END_BATCH_REPLY, m, t_buf, sizeof(t_buf), &len),
                      MC_ERR_INVALID);
-    m->info_req = (struct mc_proto_info_req){MC_PROTO_INFO_F_SEGMENTS, 0, 0};
+    m->info_req = (struct mc_proto_info_req){MC_PROTO_INFO_F_SEGMENTS, 0, 0, 0, 0};
     ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    m->info_req = (struct mc_proto_info_req){MC_PROTO_INFO_F_NODES, 0, 0, 0, 0};
+    ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    m->info_req = (struct mc_proto_info_req){MC_PROTO_INFO_F_STATS, 0, 0, 0, 1};
+    ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    memset(&m->info_rep, 0, sizeof(m->info_rep));
+    m->info_rep.flags = MC_PROTO_INFO_F_NODES;
+    m->info_rep.nnode = 1;
+    m->nodes[0] = (struct mc_proto_node_entry){
+        1, 1, 0, 0, {(const uint8_t *)"a b", 3}, {(const uint8_t *)"d", 1}};
+    ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO_REPLY, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    m->nodes[0].name.len = 1;
+    m->nodes[0].alive = 2;
+    ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO_REPLY, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    m->nodes[0].alive = 1;
+    m->nodes[0].domain.len = 0;
+    ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO_REPLY, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    m->info_rep.flags = MC_PROTO_INFO_F_STATS; /* a node page without its section */
+    ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO_REPLY, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    m->info_rep.flags = MC_PROTO_INFO_F_NODES;
+    m->info_rep.nnode = MC_PROTO_NODE_PAGE_MAX + 1;
+    ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO_REPLY, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    m->list_req = (struct mc_proto_list_req){1, 0, 0, {NULL, 0}};
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
+    m->list_req = (struct mc_proto_list_req){1, MC_PROTO_LIST_MAX + 1, 0, {NULL, 0}};
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
+    m->list_req = (struct mc_proto_list_req){MC_MASTER_NODE_NONE, 1, 0, {NULL, 0}};
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
+    m->list_req = (struct mc_proto_list_req){1, 1, 0, {big, MC_PROTO_KEY_MAX + 1}};
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
+    m->list_req = (struct mc_proto_list_req){1, 1, 0, {NULL, 3}};
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
+    m->list_rep = (struct mc_proto_list_rep){0, 1, 0};
+    m->keys[0] = (struct mc_proto_key){"", 0};
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST_REPLY, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    m->keys[0] = (struct mc_proto_key){"k", 1};
+    m->list_rep = (struct mc_proto_list_rep){0, MC_PROTO_LIST_MAX + 1, 0};
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST_REPLY, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    m->list_rep = (struct mc_proto_list_rep){MC_ERR_DENIED, 1, 0}; /* keys after a failure */
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST_REPLY, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    m->list_rep = (struct mc_proto_list_rep){1, 0, 0};
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST_REPLY, m, t_buf, sizeof(t_buf), &len),
                      MC_ERR_INVALID);
     ck_assert_uint_eq(len, 12345);
 
@@ -1020,6 +1312,13 @@ START_TEST(test_proto_full_batches_fit)
                      0);
     ck_assert_int_eq(t_decode(MC_WIRE_GET_BATCH_REPLY, t_buf, len, MC_PROTO_BATCH_MAX, d), 0);
     ck_assert_uint_eq(d->gets[MC_PROTO_BATCH_MAX - 1].nrep, MC_MASTER_MAX_REPLICAS);
+    /* a full LIST page of the longest keys */
+    m->list_rep = (struct mc_proto_list_rep){0, MC_PROTO_LIST_MAX, 1};
+    for (uint32_t i = 0; i < MC_PROTO_LIST_MAX; i++)
+        m->keys[i] = (struct mc_proto_key){key, sizeof(key)};
+    ck_assert_int_eq(t_encode(MC_WIRE_LIST_REPLY, m, t_buf, MC_PROTO_PAYLOAD_MAX, &len), 0);
+    ck_assert_int_eq(t_decode(MC_WIRE_LIST_REPLY, t_buf, len, MC_PROTO_LIST_MAX, d), 0);
+    ck_assert_uint_eq(d->list_rep.n, MC_PROTO_LIST_MAX);
     free(m);
     free(d);
 }
@@ -1035,16 +1334,22 @@ static int t_write_corpus(const char *dir)
 
     if (m == NULL)
         return 1;
-    for (unsigned int type = T_FIRST_TYPE; type <= T_LAST_TYPE; type++) {
+    for (size_t ti = 0; ti < T_NTYPES; ti++) {
+        unsigned int type = t_type_at(ti);
         size_t len;
         FILE *f;
 
-        do { /* a successful call with items, where the message has them */
+        do { /* a successful call with items, where the message has them, and every
+                section of CLUSTER_INFO */
             t_random(type, &seed, 3, m);
-        } while (m->batch_rep.status != 0 || m->batch_rep.n == 0);
+        } while (m->batch_rep.status != 0 || m->batch_rep.n == 0 ||
+                 (type == MC_WIRE_CLUSTER_INFO && m->info_req.flags != MC_PROTO_INFO_F_KNOWN) ||
+                 (type == MC_WIRE_CLUSTER_INFO_REPLY &&
+                  (m->info_rep.flags != MC_PROTO_INFO_F_KNOWN || m->info_rep.nnode == 0 ||
+                   m->info_rep.nseg == 0)));
         if (t_encode(type, m, t_buf + 1, sizeof(t_buf) - 1, &len) != 0)
             return 1;
-        t_buf[0] = (uint8_t)(type - T_FIRST_TYPE);
+        t_buf[0] = (uint8_t)ti;
         snprintf(path, sizeof(path), "%s/type%02u", dir, type);
         f = fopen(path, "wb");
         if (f == NULL || fwrite(t_buf, 1, len + 1, f) != len + 1 || fclose(f) != 0)
@@ -1071,6 +1376,8 @@ static Suite *proto_suite(void)
     tcase_add_test(tc, test_proto_remove_round_trip);
     tcase_add_test(tc, test_proto_fence_round_trip);
     tcase_add_test(tc, test_proto_cluster_info_round_trip);
+    tcase_add_test(tc, test_proto_cluster_info_nodes_round_trip);
+    tcase_add_test(tc, test_proto_list_round_trip);
     tcase_add_test(tc, test_proto_truncated_every_offset);
     tcase_add_test(tc, test_proto_trailing_byte_refused);
     tcase_add_test(tc, test_proto_random_round_trip);
@@ -1080,6 +1387,8 @@ static Suite *proto_suite(void)
     tcase_add_test(tc, test_proto_enum_and_flag_bounds);
     tcase_add_test(tc, test_proto_reply_bounds);
     tcase_add_test(tc, test_proto_cluster_info_bounds);
+    tcase_add_test(tc, test_proto_cluster_info_node_bounds);
+    tcase_add_test(tc, test_proto_list_bounds);
     tcase_add_test(tc, test_proto_encoders_refuse_invalid);
     tcase_add_test(tc, test_proto_full_batches_fit);
     suite_add_tcase(s, tc);
