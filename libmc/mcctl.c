@@ -10,6 +10,7 @@
  *   mcctl [--socket PATH] ls [--prefix P] [--limit N]   one key per line
  *   mcctl [--socket PATH] stat KEY
  *   mcctl [--socket PATH] stats
+ *   mcctl [--socket PATH] cluster
  *
  * Exit status: 0 success (exist: present), 1 not found (exist: absent), 2 usage, 3 any
  * other failure, described in words on stderr. put reads the whole input into memory; get
@@ -45,6 +46,8 @@ static void usage(FILE *f)
                "  ls [--prefix P] [--limit N]   one key per line\n"
                "  stat KEY           one JSON object\n"
                "  stats              the agent's statistics (JSON)\n"
+               "  cluster            the cluster: nodes, domains, segments, capacity, used,\n"
+               "                     state (JSON)\n"
                "exit status: 0 success, 1 not found, 2 usage, 3 other failure\n");
 }
 
@@ -314,15 +317,15 @@ static int cmd_rm_prefix(mc_client_t *c, const char *prefix)
     return fflush(stdout) == 0 ? 0 : EXIT_ERROR;
 }
 
-static int cmd_stats(mc_client_t *c)
+static int cmd_stats(mc_client_t *c, bool cluster)
 {
     char *json;
     size_t len;
     int err;
 
-    err = mc_client_stats_json(c, &json, &len);
+    err = cluster ? mc_client_cluster_json(c, &json, &len) : mc_client_stats_json(c, &json, &len);
     if (err != 0)
-        return fail("stats", NULL, err);
+        return fail(cluster ? "cluster" : "stats", NULL, err);
     fputs(json, stdout);
     if (len == 0 || json[len - 1] != '\n')
         putchar('\n');
@@ -361,7 +364,7 @@ int main(int argc, char **argv)
     ls = strcmp(cmd, "ls") == 0;
     rm = strcmp(cmd, "rm") == 0;
     if (!put && !ls && !rm && strcmp(cmd, "get") != 0 && strcmp(cmd, "exist") != 0 &&
-        strcmp(cmd, "stat") != 0 && strcmp(cmd, "stats") != 0)
+        strcmp(cmd, "stat") != 0 && strcmp(cmd, "stats") != 0 && strcmp(cmd, "cluster") != 0)
         return usage_error("unknown command %s", cmd);
     rc = parse_cmd_args(argc - i, argv + i, put, ls || rm, ls, &a);
     if (rc != 0)
@@ -374,9 +377,9 @@ int main(int argc, char **argv)
         if (key_len > MC_KEY_MAX || (rm && key_len == 0))
             return usage_error("a prefix has %s bytes", rm ? "1 to 512" : "0 to 512");
         key = NULL;
-    } else if (strcmp(cmd, "stats") == 0) {
+    } else if (strcmp(cmd, "stats") == 0 || strcmp(cmd, "cluster") == 0) {
         if (a.npos != 0)
-            return usage_error("stats takes no argument%s", "");
+            return usage_error("%s takes no argument", cmd);
         key = NULL;
     } else {
         if (a.npos == 0)
@@ -410,7 +413,7 @@ int main(int argc, char **argv)
     } else if (strcmp(cmd, "stat") == 0) {
         rc = cmd_stat(c, key);
     } else {
-        rc = cmd_stats(c);
+        rc = cmd_stats(c, strcmp(cmd, "cluster") == 0);
     }
     mc_close(c);
     return rc;

@@ -527,7 +527,7 @@ static int staging_answer_op(struct mc_client *c, struct mc_sqe *sqe, const char
     return 0;
 }
 
-int mc_client_stats_json(mc_client_t *c, char **json_p, size_t *len_p)
+static int stats_json(mc_client_t *c, uint64_t flags, char **json_p, size_t *len_p)
 {
     struct mc_sqe sqe;
     struct mc_cqe cqe;
@@ -542,6 +542,7 @@ int mc_client_stats_json(mc_client_t *c, char **json_p, size_t *len_p)
         return err;
     memset(&sqe, 0, sizeof(sqe));
     sqe.opcode = MC_OP_STATS;
+    sqe.arg0 = flags;
     err = staging_answer_op(c, &sqe, NULL, 0, &slot, &cqe);
     if (err != 0)
         return err;
@@ -567,6 +568,16 @@ int mc_client_stats_json(mc_client_t *c, char **json_p, size_t *len_p)
 out_put:
     mc_client_staging_put(c, slot);
     return err;
+}
+
+int mc_client_stats_json(mc_client_t *c, char **json_p, size_t *len_p)
+{
+    return stats_json(c, 0, json_p, len_p);
+}
+
+int mc_client_cluster_json(mc_client_t *c, char **json_p, size_t *len_p)
+{
+    return stats_json(c, MC_STATS_F_CLUSTER, json_p, len_p);
 }
 
 /* --- listing and removal by prefix (mcctl) ---------------------------------------------- */

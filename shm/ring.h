@@ -138,7 +138,8 @@ enum mc_shm_op {
     MC_OP_REMOVE = 9,    /* key */
     MC_OP_STAT = 10,     /* key */
     MC_OP_STATS = 11,    /* JSON of the agent's stats written into staging [data_off, +data_len);
-                            res = bytes written */
+                            res = bytes written; arg0 MC_STATS_F_CLUSTER: the cluster's
+                            nodes, domains and segments instead (mcctl cluster) */
     MC_OP_LIST = 12,     /* key = prefix (0..512 bytes), arg0 = cursor (0: from the start),
                             arg1 = most keys; the keys go to staging [data_off, +data_len) as
                             (uint16_t length, bytes) records; res = keys written,
@@ -146,6 +147,8 @@ enum mc_shm_op {
     MC_OP_REMOVE_PREFIX = 13, /* key = prefix (1..512 bytes): res = objects removed */
     MC_OP__COUNT = 14,
 };
+
+#define MC_STATS_F_CLUSTER 0x1u /* MC_OP_STATS arg0 */
 
 #define MC_SQE_F_NO_CQE 0x1u /* RELEASE only: no completion wanted */
 /* Where PUT / PUT_DATA take their bytes from (default: staging [data_off, +data_len)): */

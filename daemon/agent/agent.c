@@ -13,7 +13,7 @@
  * from it and writes CQEs into it, and checks every index, offset and length against its
  * own copy of the layout. Segment memory is written only here; clients map it read-only.
  */
-#include "daemon/agent/agent.h"
+#include "daemon/agent/agent_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,143 +47,13 @@
 #include <mc/mc.h>
 #include <mc/mc_status.h>
 
+#include "daemon/agent/cluster.h"
 #include "daemon/common/log.h"
 #include "daemon/master/master.h"
 #include "shm/memfd.h"
 #include "shm/region.h"
 #include "shm/ring.h"
 #include "shm/sqe_check.h"
-
-#define UR_ENTRIES 1024
-#define OP_FUTEX_WAIT 51 /* IORING_OP_FUTEX_WAIT: liburing 2.3 has neither name nor helper */
-#define OP_FUTEX_WAKE 52 /* probed with WAIT: the kernel has both or neither */
-#define FUTEX2_U32 0x02 /* FUTEX2_SIZE_U32; not FUTEX2_PRIVATE: the word is shared */
-#define HANDSHAKE_MS 5000
-#define SQES_PER_TURN 64 /* per client, for fairness */
-#define VIOLATIONS_MAX 64
-
-enum ud_tag {
-    UD_ACCEPT = 1,
-    UD_SOCK = 2,
-    UD_FUTEX = 3,
-    UD_EFD = 4,
-    UD_TIMER = 5,
-    UD_SIGNAL = 6,
-    UD_CANCEL = 7,
-};
-
-struct put {
-    bool used;
-    bool failed;
-    bool abort_pending; /* PUT_ABORT arrived while pieces were still being copied */
-    bool oneshot;       /* a PUT: its handle is not the client's to name */
-    bool csum;
-    uint16_t key_len;
-    uint32_t busy;       /* copies in progress into it */
-    uint64_t version;
-    uint64_t size;
-    uint64_t received;   /* bytes of distinct chunks copied */
-    uint8_t *dst;        /* the allocation in our segment */
-    uint8_t *seen;       /* one byte per chunk: copied */
-    char key[MC_SHM_KEY_SLOT];
-};
-
-struct lease {
-    bool used;
-    uint16_t key_len;
-    uint32_t epoch;
-    uint64_t version;
-    uint64_t deadline_ms;
-    char key[MC_SHM_KEY_SLOT];
-};
-
-/* A put's bytes moving from staging into the segment, a slice per loop turn. */
-struct copy {
-    uint64_t user_data;
-    uint64_t deadline_ms;
-    uint32_t put;         /* handle */
-    uint8_t opcode;       /* MC_OP_PUT (ends the put when done) or MC_OP_PUT_DATA */
-    const uint8_t *src;   /* staging or arena bytes; NULL: the client's memory at uaddr */
-    uint64_t uaddr;
-    uint64_t obj_off;
-    uint64_t len;
-    uint64_t done;
-    XXH3_state_t *xs;     /* the chunk being summed */
-};
-
-enum client_state { CL_HANDSHAKE, CL_ACTIVE, CL_CLOSING };
-
-struct client {
-    struct mc_agent *a;
-    struct client *next;
-    enum client_state state;
-    int sock;
-    uint32_t id;
-    uid_t uid;
-    pid_t pid;
-    uint64_t accepted_ms;
-    struct mc_shm_region *r;
-    struct mc_shm_layout lay; /* our copy: the region's header is the client's to scribble */
-    uint32_t sq_head;
-    uint32_t cq_tail;
-    uint32_t inflight;        /* SQEs taken whose CQE is not posted */
-    bool cq_dirty;            /* CQEs posted this turn: maybe wake */
-    bool futex_armed;
-    uint32_t refs;            /* io_uring requests naming this client */
-    struct put *puts;         /* lay.max_inflight */
-    struct lease *leases;     /* nleases: reads outlive their op until RELEASE */
-    uint32_t nleases;         /* 2 * lay.max_inflight */
-    uint32_t *lease_free;     /* stack of free lease slots: O(1) per GET */
-    uint32_t nlease_free;
-    struct copy *copies;      /* FIFO ring of lay.max_inflight */
-    uint32_t copy_head, copy_count;
-    uint32_t violations;
-    const char *violation;    /* the last one, for the log */
-    uint64_t idle_wakes, idle_window_ms;
-    int efd;                  /* the client's eventfd (MC_SHM_HELLO_F_EVENTFD), or -1 */
-    bool efd_busy;            /* a write to it is in io_uring: at most one */
-    uint64_t efd_one;         /* the 8 bytes that write reads */
-    struct arena {
-        uint8_t *base;
-        uint64_t size;
-    } *arenas;                /* MC_SHM_MAX_ARENAS, registered over the socket */
-};
-
-/* An answer held back by the test-only test_get_delay_ms knob. */
-struct delayed {
-    struct delayed *next;
-    struct client *c;
-    uint64_t due_ms;
-    struct mc_cqe cqe;
-};
-
-struct mc_agent {
-    struct mc_agent_config cfg;
-    char *socket_path;
-    struct mc_master *master;
-    uint32_t node;
-    uint32_t seg_id;
-    int seg_fd, seg_ro_fd;
-    uint8_t *seg;
-    uint64_t seg_size;
-    bool seg_huge;
-    int listen_fd, timer_fd, signal_fd;
-    struct io_uring ring;
-    bool futex_ops;
-    bool draining;            /* SIGTERM: no new clients, finish what is under way */
-    uint64_t drain_deadline_ms;
-    bool stopping;
-    struct client *clients;
-    uint32_t nclients;
-    uint32_t next_client_id;
-    uint64_t last_active_ns;
-    uint64_t timer_buf, signal_buf[16];
-    struct delayed *delayed;
-    struct stats {
-        uint64_t ops, puts, gets, hits, bytes_in, disconnects, refused, violations;
-        uint64_t delayed_answers;
-    } st;
-};
 
 /* ---------------------------------------------------------------------------------------- */
 
@@ -195,17 +65,18 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t now_ms(void)
+uint64_t agent_now_ms(void)
 {
     return now_ns() / 1000000u;
 }
+
 
 static inline uint64_t ud_make(void *p, enum ud_tag tag)
 {
     return (uint64_t)(uintptr_t)p | (uint64_t)tag;
 }
 
-static struct io_uring_sqe *get_sqe(struct mc_agent *a)
+struct io_uring_sqe *agent_get_sqe(struct mc_agent *a)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&a->ring);
 
@@ -219,7 +90,7 @@ static struct io_uring_sqe *get_sqe(struct mc_agent *a)
 /* ---------------------------------------------------------------------------------------- */
 /* completions to clients */
 
-static void cqe_post(struct client *c, const struct mc_cqe *src)
+void agent_cqe_post(struct client *c, const struct mc_cqe *src)
 {
     struct mc_shm_ring_ctrl *cq = c->r->cq;
 
@@ -236,17 +107,16 @@ static void cqe_post(struct client *c, const struct mc_cqe *src)
     c->cq_dirty = true;
 }
 
-static void cqe_res(struct client *c, uint64_t user_data, int res)
+void agent_cqe_res(struct client *c, uint64_t user_data, int res)
 {
     struct mc_cqe e;
 
     memset(&e, 0, sizeof(e));
     e.user_data = user_data;
     e.res = res;
-    cqe_post(c, &e);
+    agent_cqe_post(c, &e);
 }
 
-static struct io_uring_sqe *get_sqe(struct mc_agent *a);
 
 /* Wake a client sleeping on its CQ: one futex syscall, at once. Queuing the wake as an
  * io_uring FUTEX_WAKE would batch it, but it then waits for the next io_uring_enter, after
@@ -265,7 +135,7 @@ static void client_wake(struct mc_agent *a, struct client *c)
     atomic_fetch_add_explicit(&cq->futex, 1, memory_order_seq_cst);
     syscall(SYS_futex, &cq->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     if (c->efd >= 0 && !c->efd_busy) {
-        struct io_uring_sqe *sqe = get_sqe(a);
+        struct io_uring_sqe *sqe = agent_get_sqe(a);
 
         if (sqe == NULL)
             return;
@@ -293,110 +163,69 @@ static int put_alloc(struct client *c, uint32_t *h_p)
     return MC_ERR_NOMEM; /* more open puts than this client's table (docs/protocol.md) */
 }
 
+/* Only once no transfer reads the image any more (every send to a peer is final). */
 static void put_forget(struct put *p)
 {
     free(p->seen);
     p->seen = NULL;
+    free(p->image);
+    p->image = NULL;
     p->used = false;
+    p->waiting = false;
 }
 
 static struct put *put_get(struct client *c, uint64_t h)
 {
-    /* a one-shot PUT's slot is internal: PUT_DATA/END/ABORT naming it would race its copy */
-    if (h >= c->lay.max_inflight || !c->puts[h].used || c->puts[h].oneshot)
+    /* a one-shot PUT's slot is internal: PUT_DATA/END/ABORT naming it would race its copy;
+     * a put whose master call or peer writes are under way is not the client's either */
+    if (h >= c->lay.max_inflight || !c->puts[h].used || c->puts[h].oneshot ||
+        c->puts[h].waiting)
         return NULL;
     return &c->puts[h];
 }
 
-static struct mc_master_ref put_ref(const struct mc_agent *a, const struct put *p)
-{
-    struct mc_master_ref ref = {.key = p->key, .key_len = p->key_len, .version = p->version,
-                                .node = a->node};
-
-    return ref;
-}
-
+/* Abandon at the master (fire-and-forget: the writer's transfers are final) and forget. */
 static void put_revoke(struct mc_agent *a, struct put *p)
 {
-    struct mc_master_ref ref = put_ref(a, p);
+    struct ml_req *r = ml_req_new(a->ml, ML_PUT_REVOKE, p->key, p->key_len, NULL, NULL);
 
-    (void)mc_master_put_revoke(a->master, &ref);
+    if (r != NULL) {
+        r->in.ref.version = p->version;
+        r->in.ref.node = a->node;
+        ml_submit(a->ml, r);
+    } else {
+        mc_warn("out of memory: put of version %" PRIu64 " left to the master's timeout",
+                p->version);
+    }
     put_forget(p);
 }
 
-static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
-                     const char *key, uint64_t size, uint32_t *h_p)
+/* Where the bytes go while they arrive: our replica when we hold one, else a buffer that
+ * the writes to the peers are sent from. */
+static int put_image(struct mc_agent *a, struct put *p)
 {
-    bool csum = (s->put_flags & MC_PUT_NO_CHECKSUM) == 0;
-    struct mc_master_put_req req = {
-        .key = key, .key_len = s->key_len, .size = size,
-        .alloc_len = mc_shm_alloc_len(size, csum), .replicas = s->replicas,
-        .flags = s->put_flags, .ttl_ms = s->ttl_ms, .writer = a->node,
-        .preferred = MC_MASTER_NODE_NONE,
-    };
-    struct mc_master_put_grant g;
-    struct put *p;
-    uint32_t h;
-    int err;
+    uint64_t len = mc_shm_alloc_len(p->size, p->csum);
+    uint32_t i;
 
-    if (size == 0)
-        return MC_ERR_INVALID;
-    if (req.alloc_len > a->seg_size)
-        return MC_ERR_TOO_LARGE;
-    err = put_alloc(c, &h);
-    if (err != 0)
-        return err;
-    p = &c->puts[h];
-    p->seen = calloc(mc_shm_nchunks(size), 1);
-    if (p->seen == NULL)
-        return MC_ERR_NOMEM;
-    err = mc_master_put_start(a->master, &req, &g);
-    if (err != 0) {
-        free(p->seen);
-        p->seen = NULL;
-        return err;
+    for (i = 0; i < p->nrep; i++) {
+        if (a->seg_size != 0 && p->rep[i].seg == a->seg_id &&
+            p->rep[i].offset <= a->seg_size && len <= a->seg_size - p->rep[i].offset) {
+            p->dst = a->seg + p->rep[i].offset;
+            return 0;
+        }
     }
-    p->used = true;
-    p->failed = false;
-    p->abort_pending = false;
-    p->oneshot = s->opcode == MC_OP_PUT;
-    p->csum = csum;
-    p->key_len = s->key_len;
-    memcpy(p->key, key, s->key_len);
-    p->busy = 0;
-    p->version = g.version;
-    p->size = size;
-    p->received = 0;
-    p->dst = a->seg + g.rep[0].offset; /* one node: every replica is ours */
-    *h_p = h;
+    if (a->cl == NULL || p->nrep == 0)
+        return MC_ERR_INTERNAL; /* one node: every replica is ours */
+    p->image = aligned_alloc(64, (len + 63) & ~UINT64_C(63));
+    if (p->image == NULL)
+        return MC_ERR_NOMEM;
+    p->dst = p->image;
     return 0;
 }
 
-/* Publish: the object checksum over the chunk values, then put_end. */
-static int put_finish(struct mc_agent *a, struct put *p)
-{
-    struct mc_master_ref ref = put_ref(a, p);
-    int err;
-
-    if (p->failed || p->received != p->size) {
-        put_revoke(a, p);
-        return p->failed ? MC_ERR_TIMEOUT : MC_ERR_INVALID;
-    }
-    if (p->csum) {
-        uint64_t n = mc_shm_nchunks(p->size);
-        uint64_t *tr = (uint64_t *)(p->dst + mc_shm_trailer_off(p->size));
-
-        tr[n] = XXH3_64bits(tr, n * sizeof(uint64_t));
-    }
-    err = mc_master_put_end(a->master, &ref);
-    put_forget(p);
-    if (err == 0)
-        a->st.puts++;
-    return err;
-}
-
-static int copy_queue(struct client *c, const struct mc_sqe *s, uint32_t h, uint64_t obj_off,
-                      const uint8_t *src, uint64_t deadline_ms)
+static int copy_queue(struct client *c, uint32_t h, uint8_t opcode, uint64_t user_data,
+                      uint64_t obj_off, uint64_t len, const uint8_t *src, uint64_t uaddr,
+                      uint64_t deadline_ms)
 {
     struct copy *cp;
 
@@ -408,17 +237,173 @@ static int copy_queue(struct client *c, const struct mc_sqe *s, uint32_t h, uint
     if (cp->xs == NULL)
         return MC_ERR_NOMEM;
     XXH3_64bits_reset(cp->xs);
-    cp->user_data = s->user_data;
+    cp->user_data = user_data;
     cp->deadline_ms = deadline_ms;
     cp->put = h;
-    cp->opcode = s->opcode;
+    cp->opcode = opcode;
     cp->src = src;
-    cp->uaddr = s->data_off;
+    cp->uaddr = uaddr;
     cp->obj_off = obj_off;
-    cp->len = s->data_len;
+    cp->len = len;
     c->puts[h].busy++;
     c->copy_count++;
     return 0;
+}
+
+static void put_granted(void *ctx, struct ml_req *r)
+{
+    struct put *p = ctx;
+    struct client *c = p->c;
+    struct mc_agent *a = c->a;
+    uint32_t h = (uint32_t)(p - c->puts);
+    int err = r->res;
+
+    p->waiting = false;
+    if (err == 0) {
+        p->version = r->out.grant.version;
+        p->nrep = r->out.grant.nrep;
+        memcpy(p->rep, r->out.grant.rep, p->nrep * sizeof(p->rep[0]));
+        err = c->state == CL_ACTIVE ? put_image(a, p) : MC_ERR_CANCELED;
+        if (err == 0 && p->oneshot) {
+            err = copy_queue(c, h, MC_OP_PUT, p->user_data, 0, p->size, p->src, p->uaddr,
+                             p->deadline_ms);
+        }
+        if (err != 0)
+            put_revoke(a, p);
+    } else {
+        put_forget(p);
+    }
+    ml_req_free(a->ml, r);
+    if (c->state == CL_ACTIVE && err != 0) {
+        agent_cqe_res(c, p->user_data, err);
+    } else if (c->state == CL_ACTIVE && !p->oneshot) {
+        struct mc_cqe e;
+
+        memset(&e, 0, sizeof(e));
+        e.user_data = p->user_data;
+        e.lease_id = h;
+        e.version = p->version;
+        agent_cqe_post(c, &e);
+    }
+    agent_client_put_ref(a, c);
+}
+
+/* PUT and PUT_START: ask the master for the replicas; the op goes on in put_granted. */
+static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
+                     const char *key, uint64_t size, const uint8_t *src, uint64_t deadline_ms)
+{
+    bool csum = (s->put_flags & MC_PUT_NO_CHECKSUM) == 0;
+    struct ml_req *r;
+    struct put *p;
+    uint32_t h;
+    int err;
+
+    if (size == 0)
+        return MC_ERR_INVALID;
+    if (a->cl == NULL && mc_shm_alloc_len(size, csum) > a->seg_size)
+        return MC_ERR_TOO_LARGE;
+    err = put_alloc(c, &h);
+    if (err != 0)
+        return err;
+    p = &c->puts[h];
+    memset(p, 0, sizeof(*p));
+    p->seen = calloc(mc_shm_nchunks(size), 1);
+    r = ml_req_new(a->ml, ML_PUT_START, key, s->key_len, put_granted, p);
+    if (p->seen == NULL || r == NULL) {
+        free(p->seen);
+        p->seen = NULL;
+        if (r != NULL)
+            ml_req_free(a->ml, r);
+        return MC_ERR_NOMEM;
+    }
+    r->in.put = (struct mc_master_put_req){
+        .size = size, .alloc_len = mc_shm_alloc_len(size, csum), .replicas = s->replicas,
+        .flags = s->put_flags, .ttl_ms = s->ttl_ms, .writer = a->node,
+        .preferred = MC_MASTER_NODE_NONE,
+    };
+    p->c = c;
+    p->used = true;
+    p->waiting = true;
+    p->oneshot = s->opcode == MC_OP_PUT;
+    p->csum = csum;
+    p->key_len = s->key_len;
+    memcpy(p->key, key, s->key_len);
+    p->size = size;
+    p->user_data = s->user_data;
+    p->deadline_ms = deadline_ms;
+    p->src = src;
+    p->uaddr = s->data_off;
+    c->refs++;
+    ml_submit(a->ml, r);
+    return 0;
+}
+
+static void put_ended(void *ctx, struct ml_req *r)
+{
+    struct put *p = ctx;
+    struct client *c = p->c;
+    struct mc_agent *a = c->a;
+    int res = r->res;
+
+    ml_req_free(a->ml, r);
+    if (res == 0)
+        a->st.puts++;
+    put_forget(p);
+    if (c->state == CL_ACTIVE)
+        agent_cqe_res(c, p->user_data, res);
+    agent_client_put_ref(a, c);
+}
+
+void agent_put_sent(struct mc_agent *a, struct put *p)
+{
+    struct client *c = p->c;
+    struct ml_req *r = NULL;
+    int err = p->send_err;
+
+    if (err == 0 && c->state != CL_ACTIVE)
+        err = MC_ERR_CANCELED; /* its writer went away before it was published */
+    if (err == 0) {
+        r = ml_req_new(a->ml, ML_PUT_END, p->key, p->key_len, put_ended, p);
+        if (r == NULL)
+            err = MC_ERR_NOMEM;
+    }
+    if (err != 0) {
+        put_revoke(a, p);
+        if (c->state == CL_ACTIVE)
+            agent_cqe_res(c, p->user_data, err);
+        agent_client_put_ref(a, c);
+        return;
+    }
+    r->in.ref.version = p->version;
+    r->in.ref.node = a->node;
+    ml_submit(a->ml, r);
+}
+
+/* Publish: the object checksum over the chunk values, the writes to peers holding other
+ * replicas, then put_end. Answers p->user_data when it is over. */
+static void put_finish(struct mc_agent *a, struct put *p)
+{
+    struct client *c = p->c;
+
+    if (p->failed || p->received != p->size) {
+        int res = p->failed ? MC_ERR_TIMEOUT : MC_ERR_INVALID;
+
+        put_revoke(a, p);
+        agent_cqe_res(c, p->user_data, res);
+        return;
+    }
+    if (p->csum) {
+        uint64_t n = mc_shm_nchunks(p->size);
+        uint64_t *tr = (uint64_t *)(p->dst + mc_shm_trailer_off(p->size));
+
+        tr[n] = XXH3_64bits(tr, n * sizeof(uint64_t));
+    }
+    p->waiting = true;
+    p->send_err = 0;
+    c->refs++;
+    if (a->cl != NULL && cluster_put_send(a, p) > 0)
+        return; /* agent_put_sent when the last write is final */
+    agent_put_sent(a, p);
 }
 
 /* The copy at the head of c's FIFO is over: answer it. */
@@ -426,6 +411,7 @@ static void copy_done(struct mc_agent *a, struct client *c, int res)
 {
     struct copy *cp = &c->copies[c->copy_head];
     struct put *p = &c->puts[cp->put];
+    uint64_t user_data = cp->user_data;
 
     XXH3_freeState(cp->xs);
     c->copy_head = (c->copy_head + 1) % c->lay.max_inflight;
@@ -434,14 +420,15 @@ static void copy_done(struct mc_agent *a, struct client *c, int res)
     if (res != 0)
         p->failed = true;
     if (cp->opcode == MC_OP_PUT && p->busy == 0) {
-        if (res == 0)
-            res = put_finish(a, p);
-        else
-            put_revoke(a, p);
+        if (res == 0) {
+            put_finish(a, p); /* it answers */
+            return;
+        }
+        put_revoke(a, p);
     } else if (p->abort_pending && p->busy == 0) {
         put_revoke(a, p); /* the abort waited for this last piece */
     }
-    cqe_res(c, cp->user_data, res);
+    agent_cqe_res(c, user_data, res);
 }
 
 /* Copy up to `budget` bytes of c's head copy; returns the bytes copied. */
@@ -507,50 +494,46 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
 /* ---------------------------------------------------------------------------------------- */
 /* ops */
 
-static void op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key)
+static void lease_slot_free(struct client *c, struct lease *l)
 {
-    struct mc_master_get_result g;
-    struct mc_master_ref ref;
-    struct mc_cqe e;
-    uint32_t i;
-    int err;
+    l->used = false;
+    l->waiting = false;
+    c->lease_free[c->nlease_free++] = (uint32_t)(l - c->leases);
+}
 
-    a->st.gets++;
-    if (c->nlease_free == 0) {
-        cqe_res(c, s->user_data, MC_ERR_NOMEM); /* reads holding leases: docs/protocol.md */
-        return;
+/* The read is over: end the lease at the master (fire-and-forget) and free the slot. */
+static void lease_end(struct mc_agent *a, struct client *c, uint32_t i)
+{
+    struct lease *l = &c->leases[i];
+    struct ml_req *r = ml_req_new(a->ml, ML_LEASE_RELEASE, l->key, l->key_len, NULL, NULL);
+
+    if (r != NULL) {
+        r->in.ref.version = l->version;
+        r->in.ref.epoch = l->epoch;
+        ml_submit(a->ml, r); /* else the master's lease TTL ends it */
     }
-    i = c->lease_free[c->nlease_free - 1];
-    err = mc_master_get_replicas(a->master, key, s->key_len, &g);
-    if (err != 0) {
-        cqe_res(c, s->user_data, err);
-        return;
+    if (l->landed) {
+        mc_alloc_free(a->land, l->land_id); /* its bytes were in place before we answered */
+        l->landed = false;
     }
-    if (g.nrep == 0 || g.rep[0].seg != a->seg_id) {
-        ref = (struct mc_master_ref){.key = key, .key_len = s->key_len,
-                                     .version = g.lease.version, .epoch = g.lease.epoch};
-        mc_master_lease_release(a->master, 1, &ref);
-        cqe_res(c, s->user_data, MC_ERR_NOT_FOUND);
-        return;
-    }
-    c->nlease_free--;
-    c->leases[i].used = true;
-    c->leases[i].key_len = s->key_len;
-    memcpy(c->leases[i].key, key, s->key_len);
-    c->leases[i].version = g.lease.version;
-    c->leases[i].epoch = g.lease.epoch;
-    c->leases[i].deadline_ms = g.lease.expires_ms > a->cfg.lease_margin_ms
-                                   ? g.lease.expires_ms - a->cfg.lease_margin_ms
-                                   : 0;
+    lease_slot_free(c, l);
+}
+
+/* Answer a GET whose bytes are readable at segment `seg_idx`, offset `off`. */
+static void get_answer(struct mc_agent *a, struct client *c, struct lease *l,
+                       const struct mc_master_get_result *g, uint32_t seg_idx, uint64_t off)
+{
+    struct mc_cqe e;
+
     memset(&e, 0, sizeof(e));
-    e.user_data = s->user_data;
-    e.size = g.size;
-    e.version = g.version;
-    e.obj_flags = g.flags;
-    e.loc_seg = 0;
-    e.loc_off = g.rep[0].offset;
-    e.lease_id = i;
-    e.deadline_ms = c->leases[i].deadline_ms;
+    e.user_data = l->user_data;
+    e.size = g->size;
+    e.version = g->version;
+    e.obj_flags = g->flags;
+    e.loc_seg = seg_idx;
+    e.loc_off = off;
+    e.lease_id = (uint32_t)(l - c->leases);
+    e.deadline_ms = l->deadline_ms;
     a->st.hits++;
     if (a->cfg.test_get_delay_ms != 0) {
         struct delayed *d = malloc(sizeof(*d));
@@ -558,92 +541,194 @@ static void op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
         if (d != NULL) {
             d->c = c;
             d->cqe = e;
-            d->due_ms = now_ms() + a->cfg.test_get_delay_ms;
+            d->due_ms = agent_now_ms() + a->cfg.test_get_delay_ms;
             d->next = a->delayed;
             a->delayed = d;
             c->refs++;
             return;
         }
     }
-    cqe_post(c, &e);
+    agent_cqe_post(c, &e);
 }
 
-static void lease_end(struct mc_agent *a, struct client *c, uint32_t i)
+static void get_answered(void *ctx, struct ml_req *r)
 {
-    struct lease *l = &c->leases[i];
+    struct lease *l = ctx;
+    struct client *c = l->c;
+    struct mc_agent *a = c->a;
+    struct mc_master_get_result *g = &r->out.get;
+    uint32_t i, j;
+    int err = r->res;
 
-    struct mc_master_ref ref = {.key = l->key, .key_len = l->key_len, .version = l->version,
-                                .epoch = l->epoch};
-
-    mc_master_lease_release(a->master, 1, &ref);
-    l->used = false;
-    c->lease_free[c->nlease_free++] = i;
-}
-
-static void op_stat(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key)
-{
-    struct mc_master_stat st;
-    struct mc_cqe e;
-    int err = mc_master_stat(a->master, key, s->key_len, &st);
-
+    i = (uint32_t)(l - c->leases);
     if (err != 0) {
-        cqe_res(c, s->user_data, err);
+        lease_slot_free(c, l);
+        if (c->state == CL_ACTIVE)
+            agent_cqe_res(c, l->user_data, err);
+        goto out;
+    }
+    l->waiting = false;
+    l->version = g->lease.version;
+    l->epoch = g->lease.epoch;
+    if (a->master != NULL) {
+        l->deadline_ms = g->lease.expires_ms > a->cfg.lease_margin_ms
+                             ? g->lease.expires_ms - a->cfg.lease_margin_ms
+                             : 0;
+    } else {
+        /* the master's clock is not ours: its lease began after we asked (l->deadline_ms
+         * holds when we asked, plus the lease TTL) */
+        l->deadline_ms = l->deadline_ms > a->cfg.lease_margin_ms
+                             ? l->deadline_ms - a->cfg.lease_margin_ms
+                             : 0;
+    }
+    if (c->state != CL_ACTIVE) {
+        lease_end(a, c, i);
+        goto out;
+    }
+    for (j = 0; j < g->nrep; j++) {
+        if (a->seg_size != 0 && g->rep[j].seg == a->seg_id) {
+            get_answer(a, c, l, g, 0, g->rep[j].offset); /* the reader maps it: no copy */
+            goto out;
+        }
+    }
+    if (a->cl != NULL && g->nrep > 0) {
+        l->waiting = true;
+        err = cluster_get_remote(a, l, g); /* agent_get_landed answers */
+        if (err == 0)
+            goto out;
+        l->waiting = false;
+    } else {
+        err = MC_ERR_NOT_FOUND;
+    }
+    lease_end(a, c, i);
+    agent_cqe_res(c, l->user_data, err);
+out:
+    ml_req_free(a->ml, r);
+    agent_client_put_ref(a, c);
+}
+
+void agent_get_landed(struct mc_agent *a, struct lease *l, int res)
+{
+    struct client *c = l->c;
+    struct mc_master_get_result *g = l->g;
+
+    l->g = NULL;
+    l->waiting = false;
+    if (res == 0)
+        l->landed = true;
+    if (res == 0 && c->state == CL_ACTIVE) {
+        get_answer(a, c, l, g, a->land_idx, mc_alloc_offset(a->land, l->land_id));
+    } else {
+        lease_end(a, c, (uint32_t)(l - c->leases));
+        if (c->state == CL_ACTIVE)
+            agent_cqe_res(c, l->user_data, res);
+    }
+    free(g);
+    agent_client_put_ref(a, c);
+}
+
+static void op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key,
+                   uint64_t deadline_ms)
+{
+    struct ml_req *r;
+    struct lease *l;
+
+    a->st.gets++;
+    if (c->nlease_free == 0) {
+        agent_cqe_res(c, s->user_data, MC_ERR_NOMEM); /* reads holding leases: docs/protocol.md */
         return;
     }
-    memset(&e, 0, sizeof(e));
-    e.user_data = s->user_data;
-    e.size = st.size;
-    e.version = st.version;
-    e.replicas = st.replicas;
-    e.obj_flags = st.flags;
-    e.deadline_ms = st.ttl_remaining_ms;
-    cqe_post(c, &e);
+    l = &c->leases[c->lease_free[c->nlease_free - 1]];
+    r = ml_req_new(a->ml, ML_GET, key, s->key_len, get_answered, l);
+    if (r == NULL) {
+        agent_cqe_res(c, s->user_data, MC_ERR_NOMEM);
+        return;
+    }
+    c->nlease_free--;
+    memset(l, 0, sizeof(*l));
+    l->used = true;
+    l->waiting = true;
+    l->c = c;
+    l->user_data = s->user_data;
+    l->op_deadline_ms = deadline_ms;
+    l->key_len = s->key_len;
+    memcpy(l->key, key, s->key_len);
+    if (a->cl != NULL)
+        l->deadline_ms = agent_now_ms() + cluster_lease_ttl_ms(a);
+    c->refs++;
+    ml_submit(a->ml, r);
 }
 
-static char *stats_json(struct mc_agent *a)
+/* EXIST, STAT, REMOVE, REMOVE_PREFIX: one master call, one answer. */
+static void simple_answered(void *ctx, struct ml_req *r)
 {
-    struct mc_master_stats ms;
-    json_t *o;
-    char *s;
+    struct client *c = ctx;
+    struct mc_agent *a = c->a;
+    struct mc_cqe e;
 
-    mc_master_get_stats(a->master, &ms);
-    o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}",
-                  "objects", (json_int_t)ms.objects, "used_bytes", (json_int_t)ms.used_bytes,
-                  "capacity_bytes", (json_int_t)ms.capacity_bytes, "evictions",
-                  (json_int_t)ms.evictions, "clients", (json_int_t)a->nclients, "puts",
-                  (json_int_t)ms.puts_completed, "gets", (json_int_t)ms.gets, "get_misses",
-                  (json_int_t)ms.get_misses, "lease_expiries", (json_int_t)ms.lease_expiries,
-                  "ttl_expiries", (json_int_t)ms.ttl_expiries, "removes",
-                  (json_int_t)ms.removes, "bytes_written", (json_int_t)a->st.bytes_in,
-                  "clients_disconnected", (json_int_t)a->st.disconnects, "hugepages",
-                  a->seg_huge);
-    if (o != NULL && a->st.delayed_answers != 0)
-        json_object_set_new(o, "test_delayed_answers", json_integer((json_int_t)a->st.delayed_answers));
-    if (o == NULL)
-        return NULL;
-    s = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    return s;
+    if (c->state == CL_ACTIVE) {
+        switch (r->kind) {
+        case ML_EXIST:
+            agent_cqe_res(c, r->user_data, r->res < 0 ? r->res : (int)r->out.count);
+            break;
+        case ML_STAT:
+            if (r->res != 0) {
+                agent_cqe_res(c, r->user_data, r->res);
+                break;
+            }
+            memset(&e, 0, sizeof(e));
+            e.user_data = r->user_data;
+            e.size = r->out.stat.size;
+            e.version = r->out.stat.version;
+            e.replicas = r->out.stat.replicas;
+            e.obj_flags = r->out.stat.flags;
+            e.deadline_ms = r->out.stat.ttl_remaining_ms;
+            agent_cqe_post(c, &e);
+            break;
+        case ML_REMOVE_PREFIX:
+            agent_cqe_res(c, r->user_data,
+                          r->res < 0 ? r->res
+                          : r->out.count > INT32_MAX ? INT32_MAX : (int)r->out.count);
+            break;
+        default:
+            agent_cqe_res(c, r->user_data, r->res);
+            break;
+        }
+    }
+    ml_req_free(a->ml, r);
+    agent_client_put_ref(a, c);
 }
+
+static void op_simple(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
+                      const char *key, enum ml_kind kind)
+{
+    struct ml_req *r = ml_req_new(a->ml, kind, key, s->key_len, simple_answered, c);
+
+    if (r == NULL) {
+        agent_cqe_res(c, s->user_data, MC_ERR_NOMEM);
+        return;
+    }
+    r->user_data = s->user_data;
+    c->refs++;
+    ml_submit(a->ml, r);
+}
+
 
 static void op_stats(struct mc_agent *a, struct client *c, const struct mc_sqe *s)
 {
-    char *js = stats_json(a);
-    size_t n;
+    struct mc_master_stats ms;
 
-    if (js == NULL) {
-        cqe_res(c, s->user_data, MC_ERR_NOMEM);
+    if (a->cl != NULL) {
+        cluster_op_stats(a, c, s); /* the master's figures come over the network */
         return;
     }
-    n = strlen(js);
-    if (n > s->data_len) {
-        free(js);
-        cqe_res(c, s->user_data, MC_ERR_TOO_LARGE);
+    if (s->arg0 & MC_STATS_F_CLUSTER) {
+        agent_answer_json(c, s->user_data, s->data_off, s->data_len,
+                          agent_local_cluster_json(a));
         return;
     }
-    memcpy(c->r->staging + s->data_off, js, n);
-    free(js);
-    cqe_res(c, s->user_data, (int)n);
+    mc_master_get_stats(a->master, &ms);
+    agent_answer_json(c, s->user_data, s->data_off, s->data_len, agent_stats_json(a, &ms));
 }
 
 static void client_read_socket(struct mc_agent *a, struct client *c);
@@ -680,12 +765,7 @@ static int data_source(struct mc_agent *a, struct client *c, const struct mc_sqe
     return 0;
 }
 
-struct list_out {
-    uint8_t *p, *end;
-    bool full;
-};
-
-static void list_one(const char *key, size_t len, void *ctx)
+void agent_list_one(const char *key, size_t len, void *ctx)
 {
     struct list_out *o = ctx;
     uint16_t l = (uint16_t)len;
@@ -710,12 +790,16 @@ static void op_list(struct mc_agent *a, struct client *c, const struct mc_sqe *s
     struct mc_cqe e;
     int n, total = 0;
 
+    if (a->cl != NULL) {
+        cluster_op_list(a, c, s, key);
+        return;
+    }
     /* page by one key at a time near the end so a key that would not fit is not skipped */
     while ((size_t)total < max) {
         before = cursor;
-        n = mc_master_list(a->master, key, s->key_len, &cursor, 1, list_one, &o);
+        n = mc_master_list(a->master, key, s->key_len, &cursor, 1, agent_list_one, &o);
         if (n < 0) {
-            cqe_res(c, s->user_data, n);
+            agent_cqe_res(c, s->user_data, n);
             return;
         }
         if (o.full) {
@@ -730,15 +814,14 @@ static void op_list(struct mc_agent *a, struct client *c, const struct mc_sqe *s
     e.user_data = s->user_data;
     e.res = total;
     e.version = cursor;
-    cqe_post(c, &e);
+    agent_cqe_post(c, &e);
 }
 
 static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key)
 {
-    uint64_t now = now_ms(), deadline;
+    uint64_t now = agent_now_ms(), deadline;
     const uint8_t *src = NULL;
     struct put *p;
-    uint32_t h;
     int err;
 
     /* the client's absolute deadline, from its low 32 bits (same host, same clock) */
@@ -749,7 +832,7 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
             /* it waited in the ring past its deadline: dropped unstarted, and the
              * caller's memory is never read after the caller was told it is over */
             if (!(s->flags & MC_SQE_F_NO_CQE))
-                cqe_res(c, s->user_data, MC_ERR_TIMEOUT);
+                agent_cqe_res(c, s->user_data, MC_ERR_TIMEOUT);
             return;
         }
         deadline = now + (uint64_t)(left > 0 ? left : 0);
@@ -760,35 +843,20 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
     a->st.ops++;
     switch (s->opcode) {
     case MC_OP_NOP:
-        cqe_res(c, s->user_data, 0);
+        agent_cqe_res(c, s->user_data, 0);
         return;
     case MC_OP_PUT:
         err = data_source(a, c, s, &src);
         if (err == 0)
-            err = put_begin(a, c, s, key, s->data_len, &h);
-        if (err == 0) {
-            err = copy_queue(c, s, h, 0, src, deadline);
-            if (err != 0)
-                put_revoke(a, &c->puts[h]);
-        }
+            err = put_begin(a, c, s, key, s->data_len, src, deadline); /* it answers */
         if (err != 0)
-            cqe_res(c, s->user_data, err);
+            agent_cqe_res(c, s->user_data, err);
         return;
-    case MC_OP_PUT_START: {
-        struct mc_cqe e;
-
-        err = put_begin(a, c, s, key, s->arg0, &h);
-        if (err != 0) {
-            cqe_res(c, s->user_data, err);
-            return;
-        }
-        memset(&e, 0, sizeof(e));
-        e.user_data = s->user_data;
-        e.lease_id = h;
-        e.version = c->puts[h].version;
-        cqe_post(c, &e);
+    case MC_OP_PUT_START:
+        err = put_begin(a, c, s, key, s->arg0, NULL, deadline); /* it answers */
+        if (err != 0)
+            agent_cqe_res(c, s->user_data, err);
         return;
-    }
     case MC_OP_PUT_DATA:
         p = put_get(c, s->arg0);
         /* pieces start on a chunk and end on one or at the object's end, so each chunk's
@@ -796,20 +864,21 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
         if (p == NULL || s->arg1 % MC_SHM_CHUNK != 0 || s->arg1 >= p->size ||
             s->data_len > p->size - s->arg1 ||
             (s->data_len % MC_SHM_CHUNK != 0 && s->arg1 + s->data_len != p->size)) {
-            cqe_res(c, s->user_data, MC_ERR_INVALID);
+            agent_cqe_res(c, s->user_data, MC_ERR_INVALID);
             return;
         }
         err = data_source(a, c, s, &src);
         if (err == 0)
-            err = copy_queue(c, s, (uint32_t)s->arg0, s->arg1, src, deadline);
+            err = copy_queue(c, (uint32_t)s->arg0, s->opcode, s->user_data, s->arg1,
+                             s->data_len, src, s->data_off, deadline);
         if (err != 0)
-            cqe_res(c, s->user_data, err);
+            agent_cqe_res(c, s->user_data, err);
         return;
     case MC_OP_PUT_END:
     case MC_OP_PUT_ABORT:
         p = put_get(c, s->arg0);
         if (p == NULL || p->abort_pending) {
-            cqe_res(c, s->user_data, MC_ERR_NOT_FOUND);
+            agent_cqe_res(c, s->user_data, MC_ERR_NOT_FOUND);
             return;
         }
         if (s->opcode == MC_OP_PUT_ABORT) {
@@ -818,18 +887,19 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
                 p->abort_pending = p->failed = true;
             else
                 put_revoke(a, p);
-            cqe_res(c, s->user_data, 0);
+            agent_cqe_res(c, s->user_data, 0);
         } else if (p->busy != 0) {
-            cqe_res(c, s->user_data, MC_ERR_BUSY); /* END before its pieces completed */
+            agent_cqe_res(c, s->user_data, MC_ERR_BUSY); /* END before its pieces completed */
         } else {
-            cqe_res(c, s->user_data, put_finish(a, p));
+            p->user_data = s->user_data;
+            put_finish(a, p); /* it answers */
         }
         return;
     case MC_OP_GET:
-        op_get(a, c, s, key);
+        op_get(a, c, s, key, deadline);
         return;
     case MC_OP_RELEASE:
-        if (s->arg0 < c->nleases && c->leases[s->arg0].used) {
+        if (s->arg0 < c->nleases && c->leases[s->arg0].used && !c->leases[s->arg0].waiting) {
             lease_end(a, c, (uint32_t)s->arg0);
             err = 0;
         } else {
@@ -838,16 +908,16 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
         if (s->flags & MC_SQE_F_NO_CQE)
             c->inflight--;
         else
-            cqe_res(c, s->user_data, err);
+            agent_cqe_res(c, s->user_data, err);
         return;
     case MC_OP_EXIST:
-        cqe_res(c, s->user_data, mc_master_exist(a->master, key, s->key_len));
+        op_simple(a, c, s, key, ML_EXIST);
         return;
     case MC_OP_REMOVE:
-        cqe_res(c, s->user_data, mc_master_remove(a->master, key, s->key_len));
+        op_simple(a, c, s, key, ML_REMOVE);
         return;
     case MC_OP_STAT:
-        op_stat(a, c, s, key);
+        op_simple(a, c, s, key, ML_STAT);
         return;
     case MC_OP_STATS:
         op_stats(a, c, s);
@@ -855,14 +925,11 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
     case MC_OP_LIST:
         op_list(a, c, s, key);
         return;
-    case MC_OP_REMOVE_PREFIX: {
-        int64_t n = mc_master_remove_prefix(a->master, key, s->key_len);
-
-        cqe_res(c, s->user_data, n > INT32_MAX ? INT32_MAX : (int)n);
+    case MC_OP_REMOVE_PREFIX:
+        op_simple(a, c, s, key, ML_REMOVE_PREFIX);
         return;
-    }
     default:
-        cqe_res(c, s->user_data, MC_ERR_INVALID);
+        agent_cqe_res(c, s->user_data, MC_ERR_INVALID);
         return;
     }
 }
@@ -902,7 +969,7 @@ static bool client_drain_sq(struct mc_agent *a, struct client *c)
             if (s.opcode == MC_OP_RELEASE && (s.flags & MC_SQE_F_NO_CQE))
                 c->inflight--;
             else
-                cqe_res(c, s.user_data, MC_ERR_INVALID);
+                agent_cqe_res(c, s.user_data, MC_ERR_INVALID);
             continue;
         }
         op_run(a, c, &s, key);
@@ -917,13 +984,12 @@ static bool client_drain_sq(struct mc_agent *a, struct client *c)
 /* ---------------------------------------------------------------------------------------- */
 /* clients */
 
-static void client_put_ref(struct mc_agent *a, struct client *c);
 
 /* Answers held back by test_get_delay_ms whose time has come. */
 static void post_delayed(struct mc_agent *a)
 {
     struct delayed **pp = &a->delayed, *d;
-    uint64_t now = now_ms();
+    uint64_t now = agent_now_ms();
 
     while ((d = *pp) != NULL) {
         if (d->due_ms > now) {
@@ -932,10 +998,10 @@ static void post_delayed(struct mc_agent *a)
         }
         *pp = d->next;
         if (d->c->state == CL_ACTIVE) {
-            cqe_post(d->c, &d->cqe);
+            agent_cqe_post(d->c, &d->cqe);
             a->st.delayed_answers++;
         }
-        client_put_ref(a, d->c);
+        agent_client_put_ref(a, d->c);
         free(d);
     }
 }
@@ -958,12 +1024,14 @@ static void client_close(struct mc_agent *a, struct client *c, const char *why)
             c->copy_head = (c->copy_head + 1) % c->lay.max_inflight;
             c->copy_count--;
         }
+        /* puts and reads waiting for the master or a peer end themselves, on their
+         * answer (they hold references to c) */
         for (i = 0; i < c->lay.max_inflight; i++) {
-            if (c->puts[i].used)
+            if (c->puts[i].used && !c->puts[i].waiting)
                 put_revoke(a, &c->puts[i]);
         }
         for (i = 0; i < c->nleases; i++) {
-            if (c->leases[i].used)
+            if (c->leases[i].used && !c->leases[i].waiting)
                 lease_end(a, c, i);
         }
     }
@@ -971,20 +1039,20 @@ static void client_close(struct mc_agent *a, struct client *c, const char *why)
     a->st.disconnects++;
     a->nclients--;
     /* cancel what io_uring holds on the client; free when every request is back */
-    sqe = get_sqe(a);
+    sqe = agent_get_sqe(a);
     if (sqe != NULL) {
         io_uring_prep_cancel64(sqe, ud_make(c, UD_SOCK), 0);
         io_uring_sqe_set_data64(sqe, ud_make(NULL, UD_CANCEL));
     }
-    if (c->futex_armed && (sqe = get_sqe(a)) != NULL) {
+    if (c->futex_armed && (sqe = agent_get_sqe(a)) != NULL) {
         io_uring_prep_cancel64(sqe, ud_make(c, UD_FUTEX), 0);
         io_uring_sqe_set_data64(sqe, ud_make(NULL, UD_CANCEL));
     }
-    if (c->efd_busy && (sqe = get_sqe(a)) != NULL) {
+    if (c->efd_busy && (sqe = agent_get_sqe(a)) != NULL) {
         io_uring_prep_cancel64(sqe, ud_make(c, UD_EFD), 0);
         io_uring_sqe_set_data64(sqe, ud_make(NULL, UD_CANCEL));
     }
-    client_put_ref(a, c);
+    agent_client_put_ref(a, c);
 }
 
 static void client_free(struct mc_agent *a, struct client *c)
@@ -1017,7 +1085,7 @@ static void client_free(struct mc_agent *a, struct client *c)
 }
 
 /* Drop one reference; the creation reference is dropped by client_close. */
-static void client_put_ref(struct mc_agent *a, struct client *c)
+void agent_client_put_ref(struct mc_agent *a, struct client *c)
 {
     if (--c->refs == 0)
         client_free(a, c);
@@ -1025,7 +1093,7 @@ static void client_put_ref(struct mc_agent *a, struct client *c)
 
 static void arm_sock_poll(struct mc_agent *a, struct client *c)
 {
-    struct io_uring_sqe *sqe = get_sqe(a);
+    struct io_uring_sqe *sqe = agent_get_sqe(a);
 
     if (sqe == NULL) {
         client_close(a, c, "io_uring full");
@@ -1132,7 +1200,7 @@ static void on_accept(struct mc_agent *a, int fd)
     c->id = ++a->next_client_id;
     c->state = CL_HANDSHAKE;
     c->efd = -1;
-    c->accepted_ms = now_ms();
+    c->accepted_ms = agent_now_ms();
     c->refs = 1;
     c->next = a->clients;
     a->clients = c;
@@ -1240,7 +1308,7 @@ static void client_handshake(struct mc_agent *a, struct client *c)
     struct mc_shm_welcome w;
     struct mc_shm_layout lay;
     char name[32];
-    int err, fds[2], rfd = -1;
+    int err, fds[1 + MC_SHM_MAX_SEGS], rfd = -1;
     ssize_t n = recv_with_fd(c->sock, &h, sizeof(h), &rfd);
 
     if (n != (ssize_t)sizeof(h) || h.magic != MC_SHM_MAGIC || h.abi != MC_SHM_ABI ||
@@ -1285,12 +1353,17 @@ static void client_handshake(struct mc_agent *a, struct client *c)
     w.magic = MC_SHM_MAGIC;
     w.abi = MC_SHM_ABI;
     w.client_id = c->id;
-    w.nsegs = 1;
     w.region_size = c->lay.region_size;
-    w.seg_size[0] = a->seg_size;
     fds[0] = c->r->fd;
-    fds[1] = a->seg_ro_fd;
-    send_welcome(c->sock, &w, fds, 2);
+    if (a->seg_size != 0) {
+        w.seg_size[w.nsegs] = a->seg_size;
+        fds[1 + w.nsegs++] = a->seg_ro_fd;
+    }
+    if (a->land_ro_fd >= 0) { /* at a->land_idx: reads from peers land there */
+        w.seg_size[w.nsegs] = a->land_size;
+        fds[1 + w.nsegs++] = a->land_ro_fd;
+    }
+    send_welcome(c->sock, &w, fds, 1 + (int)w.nsegs);
     c->state = CL_ACTIVE;
     mc_debug("client %u: pid %d uid %u connected", c->id, (int)c->pid, (unsigned)c->uid);
     arm_sock_poll(a, c); /* from now on the socket only tells life */
@@ -1301,7 +1374,7 @@ static void client_handshake(struct mc_agent *a, struct client *c)
 
 static int arm_read(struct mc_agent *a, int fd, void *buf, unsigned len, enum ud_tag tag)
 {
-    struct io_uring_sqe *sqe = get_sqe(a);
+    struct io_uring_sqe *sqe = agent_get_sqe(a);
 
     if (sqe == NULL)
         return MC_ERR_NOMEM;
@@ -1312,7 +1385,7 @@ static int arm_read(struct mc_agent *a, int fd, void *buf, unsigned len, enum ud
 
 static int arm_accept(struct mc_agent *a)
 {
-    struct io_uring_sqe *sqe = get_sqe(a);
+    struct io_uring_sqe *sqe = agent_get_sqe(a);
 
     if (sqe == NULL)
         return MC_ERR_NOMEM;
@@ -1323,12 +1396,16 @@ static int arm_accept(struct mc_agent *a)
 
 static void on_tick(struct mc_agent *a)
 {
-    uint64_t now = now_ms();
+    uint64_t now = agent_now_ms();
     struct client *c, *next;
     uint32_t i;
 
-    mc_master_node_heartbeat(a->master, a->node);
-    mc_master_tick(a->master);
+    if (a->master != NULL) {
+        mc_master_node_heartbeat(a->master, a->node);
+        mc_master_tick(a->master);
+    } else {
+        cluster_tick(a);
+    }
     for (c = a->clients; c != NULL; c = next) {
         next = c->next;
         if (c->state == CL_HANDSHAKE && now - c->accepted_ms > HANDSHAKE_MS) {
@@ -1340,7 +1417,8 @@ static void on_tick(struct mc_agent *a)
         /* leases the client never released end at their deadline (the master ends them
          * too, at its own, later one) */
         for (i = 0; i < c->nleases; i++) {
-            if (c->leases[i].used && now > c->leases[i].deadline_ms + a->cfg.lease_margin_ms)
+            if (c->leases[i].used && !c->leases[i].waiting &&
+                now > c->leases[i].deadline_ms + a->cfg.lease_margin_ms)
                 lease_end(a, c, i);
         }
         if (now - c->idle_window_ms >= 1000) {
@@ -1361,6 +1439,9 @@ static void handle_cqe(struct mc_agent *a, struct io_uring_cqe *cqe)
     struct client *c = (struct client *)(uintptr_t)(ud & ~UINT64_C(7));
 
     switch (tag) {
+    case UD_UCX:
+        cluster_on_cqe(a, c, cqe->res);
+        break;
     case UD_ACCEPT:
         if (cqe->res >= 0)
             on_accept(a, cqe->res);
@@ -1380,17 +1461,17 @@ static void handle_cqe(struct mc_agent *a, struct io_uring_cqe *cqe)
         } else if (c->state != CL_CLOSING) {
             client_close(a, c, "socket closed");
         }
-        client_put_ref(a, c);
+        agent_client_put_ref(a, c);
         break;
     case UD_EFD:
         c->efd_busy = false;
-        client_put_ref(a, c);
+        agent_client_put_ref(a, c);
         break;
     case UD_FUTEX:
         c->futex_armed = false;
         if (c->state == CL_ACTIVE && cqe->res == 0 && mc_ring_ready(c->r->sq) == 0)
             c->idle_wakes++; /* woken with nothing to do */
-        client_put_ref(a, c);
+        agent_client_put_ref(a, c);
         break;
     case UD_TIMER:
         on_tick(a);
@@ -1403,7 +1484,7 @@ static void handle_cqe(struct mc_agent *a, struct io_uring_cqe *cqe)
 
             mc_info("signal received: finishing in-flight operations, then stopping");
             a->draining = true;
-            a->drain_deadline_ms = now_ms() + a->cfg.op_timeout_ms;
+            a->drain_deadline_ms = agent_now_ms() + a->cfg.op_timeout_ms;
             for (c = a->clients; c != NULL; c = c->next) {
                 if (c->state == CL_ACTIVE) /* libmc fails new calls with UNAVAILABLE */
                     atomic_store_explicit(&c->r->hdr->agent_state, 1, memory_order_release);
@@ -1439,7 +1520,7 @@ static bool arm_doorbells(struct mc_agent *a)
         val = atomic_load_explicit(&c->r->sq->futex, memory_order_seq_cst);
         if (mc_ring_ready(c->r->sq) != 0 || c->copy_count != 0)
             return false; /* work arrived: do not sleep */
-        if (!a->futex_ops || c->futex_armed || (sqe = get_sqe(a)) == NULL)
+        if (!a->futex_ops || c->futex_armed || (sqe = agent_get_sqe(a)) == NULL)
             continue;
         /* a bump after `val` was read makes the wait return at once: nothing is lost */
         io_uring_prep_rw(OP_FUTEX_WAIT, sqe, FUTEX2_U32, &c->r->sq->futex, 0, val);
@@ -1478,7 +1559,7 @@ static bool clients_idle(const struct mc_agent *a)
 /* One pass over the clients: take submissions, move bytes, answer. True when any work. */
 static bool serve_clients(struct mc_agent *a)
 {
-    uint64_t budget = a->cfg.copy_slice, now = now_ms();
+    uint64_t budget = a->cfg.copy_slice, now = agent_now_ms();
     struct client *c, *next;
     bool work = false;
 
@@ -1529,7 +1610,11 @@ int mc_agent_run(struct mc_agent *a)
     a->last_active_ns = now_ns();
     while (!a->stopping) {
         bool work = serve_clients(a);
-        uint64_t t = now_ns();
+        uint64_t t;
+
+        if (a->cl != NULL && cluster_turn(a))
+            work = true;
+        t = now_ns();
 
         if (a->draining && (clients_idle(a) || t / 1000000u >= a->drain_deadline_ms))
             break; /* every op answered (or the grace ran out): now stop */
@@ -1537,7 +1622,7 @@ int mc_agent_run(struct mc_agent *a)
         if (work)
             a->last_active_ns = t;
         if (work || t - a->last_active_ns < a->cfg.agent_spin_us * 1000u ||
-            !arm_doorbells(a)) {
+            !arm_doorbells(a) || (a->cl != NULL && !cluster_arm(a))) {
             io_uring_submit(&a->ring); /* spinning: no waiting */
             /* an idle spin yields the CPU: on a small machine the client we wait for may
              * be queued behind us on this very core (docs/decisions.md) */
@@ -1567,6 +1652,11 @@ int mc_agent_run(struct mc_agent *a)
 void mc_agent_stop(struct mc_agent *a)
 {
     a->stopping = true;
+}
+
+unsigned mc_agent_listen_port(const struct mc_agent *a)
+{
+    return cluster_listen_port(a);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1604,18 +1694,37 @@ static int listen_on(const char *path, int *fd_p)
 
 /* Fault the whole segment in now: a first write to a shmem page costs an allocation, a
  * zeroing and a fault, which would otherwise land on the put that touches it. */
-static void seg_prefault(struct mc_agent *a)
+static void seg_prefault(uint8_t *base, uint64_t size)
 {
     uint64_t t0 = now_ns(), off;
     long page = sysconf(_SC_PAGESIZE);
 
-    if (madvise(a->seg, a->seg_size, MADV_POPULATE_WRITE) != 0) {
+    if (madvise(base, size, MADV_POPULATE_WRITE) != 0) {
         /* kernels before 5.14: touch each page ourselves */
-        for (off = 0; off < a->seg_size; off += (uint64_t)page)
-            ((volatile uint8_t *)a->seg)[off] = 0;
+        for (off = 0; off < size; off += (uint64_t)page)
+            ((volatile uint8_t *)base)[off] = 0;
     }
-    mc_info("prefaulted %" PRIu64 " bytes in %" PRIu64 " ms", a->seg_size,
-            (now_ns() - t0) / 1000000u);
+    mc_info("prefaulted %" PRIu64 " bytes in %" PRIu64 " ms", size, (now_ns() - t0) / 1000000u);
+}
+
+/* A segment clients map read-only: a sealed memfd, our writable map, a read-only fd. */
+static int seg_create(struct mc_agent *a, const char *name, uint64_t size, bool hugepages,
+                      int *fd_p, int *ro_fd_p, uint8_t **map_p, bool *huge_p)
+{
+    int err = mc_shm_memfd_create(name, size, hugepages, fd_p, huge_p);
+
+    (void)a;
+    if (err == 0)
+        err = mc_shm_memfd_seal_size(*fd_p);
+    if (err == 0)
+        err = mc_shm_map(*fd_p, size, true, (void **)map_p);
+    /* after our writable mapping exists, no one may map it writable again: clients get a
+     * read-only fd, but could reopen it read-write through /proc/self/fd */
+    if (err == 0)
+        err = mc_shm_memfd_seal_future_write(*fd_p);
+    if (err == 0)
+        err = mc_shm_fd_reopen_ro(*fd_p, ro_fd_p);
+    return err;
 }
 
 static char *dup_or_null(const char *s)
@@ -1639,11 +1748,16 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
         return MC_ERR_NOMEM;
     a->cfg = *cfg;
     a->cfg.socket = NULL;
-    a->cfg.node_name = NULL;
+    a->cfg.node_name = dup_or_null(cfg->node_name);
+    a->cfg.master_addr = dup_or_null(cfg->master_addr);
+    a->cfg.listen = dup_or_null(cfg->listen);
+    a->cfg.domain = dup_or_null(cfg->domain);
+    a->cfg.cluster_token = dup_or_null(cfg->cluster_token);
     a->cfg.allow_uids = dup_or_null(cfg->allow_uids);
     a->cfg.allow_gids = dup_or_null(cfg->allow_gids);
     a->socket_path = strdup(socket_path);
     a->seg_fd = a->seg_ro_fd = a->listen_fd = a->timer_fd = a->signal_fd = -1;
+    a->land_fd = a->land_ro_fd = -1;
     if (a->socket_path == NULL) {
         err = MC_ERR_NOMEM;
         goto err_destroy;
@@ -1652,41 +1766,61 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     prctl(PR_SET_DUMPABLE, 0);
 
     a->seg_size = cfg->dram;
-    err = mc_shm_memfd_create("mc-dram", a->seg_size, cfg->hugepages, &a->seg_fd, &a->seg_huge);
-    if (err == 0)
-        err = mc_shm_memfd_seal_size(a->seg_fd);
-    if (err == 0)
-        err = mc_shm_map(a->seg_fd, a->seg_size, true, (void **)&a->seg);
-    /* after our writable mapping exists, no one may map it writable again: clients get a
-     * read-only fd, but could reopen it read-write through /proc/self/fd */
-    if (err == 0)
-        err = mc_shm_memfd_seal_future_write(a->seg_fd);
-    if (err == 0)
-        err = mc_shm_fd_reopen_ro(a->seg_fd, &a->seg_ro_fd);
-    if (err != 0) {
-        mc_error("DRAM segment of %" PRIu64 " bytes: %s", a->seg_size, mc_strerror(err));
-        goto err_destroy;
+    if (a->seg_size != 0) {
+        err = seg_create(a, "mc-dram", a->seg_size, cfg->hugepages, &a->seg_fd, &a->seg_ro_fd,
+                         &a->seg, &a->seg_huge);
+        if (err != 0) {
+            mc_error("DRAM segment of %" PRIu64 " bytes: %s", a->seg_size, mc_strerror(err));
+            goto err_destroy;
+        }
+        if (cfg->prefault)
+            seg_prefault(a->seg, a->seg_size);
+        if (cfg->hugepages && !a->seg_huge)
+            mc_warn("no huge pages available: the DRAM segment uses normal pages");
     }
-    if (cfg->prefault)
-        seg_prefault(a);
-    if (cfg->hugepages && !a->seg_huge)
-        mc_warn("no huge pages available: the DRAM segment uses normal pages");
 
-    err = mc_master_create(&cfg->master, NULL, NULL, &a->master);
-    if (err != 0)
-        goto err_destroy;
-    if (cfg->node_name == NULL && gethostname(host, sizeof(host)) != 0)
-        strcpy(host, "local");
-    host[sizeof(host) - 1] = '\0';
-    err = mc_master_node_register(a->master, cfg->node_name ? cfg->node_name : host, NULL,
-                                  &a->node);
-    if (err != 0)
-        goto err_destroy;
-    d = (struct mc_master_seg_desc){.node = a->node, .kind = MC_SEG_DRAM,
-                                    .base = (uint64_t)(uintptr_t)a->seg, .size = a->seg_size};
-    err = mc_master_segment_mount(a->master, &d, &a->seg_id);
-    if (err != 0)
-        goto err_destroy;
+    if (cfg->master_addr != NULL) {
+        /* cluster mode: reads from peers land in a segment of their own, which clients map
+         * read-only like the DRAM segment */
+        bool huge = false;
+
+        a->land_size = cfg->landing;
+        err = seg_create(a, "mc-landing", a->land_size, false, &a->land_fd, &a->land_ro_fd,
+                         &a->land_base, &huge);
+        if (err == 0)
+            err = mc_alloc_create(a->land_size, MC_SHM_CHUNK / 16, &a->land);
+        if (err != 0) {
+            mc_error("landing segment of %" PRIu64 " bytes: %s", a->land_size,
+                     mc_strerror(err));
+            goto err_destroy;
+        }
+        if (cfg->prefault)
+            seg_prefault(a->land_base, a->land_size);
+        a->land_idx = a->seg_size != 0 ? 1 : 0;
+        a->seg_id = UINT32_MAX;
+        err = cluster_create(a);
+        if (err != 0)
+            goto err_destroy;
+    } else {
+        err = mc_master_create(&cfg->master, NULL, NULL, &a->master);
+        if (err != 0)
+            goto err_destroy;
+        if (cfg->node_name == NULL && gethostname(host, sizeof(host)) != 0)
+            strcpy(host, "local");
+        host[sizeof(host) - 1] = '\0';
+        err = mc_master_node_register(a->master, cfg->node_name ? cfg->node_name : host, NULL,
+                                      &a->node);
+        if (err != 0)
+            goto err_destroy;
+        d = (struct mc_master_seg_desc){.node = a->node, .kind = MC_SEG_DRAM,
+                                        .base = (uint64_t)(uintptr_t)a->seg,
+                                        .size = a->seg_size};
+        err = mc_master_segment_mount(a->master, &d, &a->seg_id);
+        if (err == 0)
+            err = ml_create_local(a->master, &a->ml);
+        if (err != 0)
+            goto err_destroy;
+    }
 
     err = io_uring_queue_init(UR_ENTRIES, &a->ring, 0);
     if (err < 0) {
@@ -1718,8 +1852,9 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     err = listen_on(a->socket_path, &a->listen_fd);
     if (err != 0)
         goto err_destroy;
-    mc_info("agent up: socket %s, DRAM %" PRIu64 " bytes%s, io_uring futex %s", a->socket_path,
-            a->seg_size, a->seg_huge ? " (huge pages)" : "", a->futex_ops ? "yes" : "no");
+    mc_info("agent up (%s): socket %s, DRAM %" PRIu64 " bytes%s, io_uring futex %s",
+            a->cl != NULL ? "cluster" : "standalone", a->socket_path, a->seg_size,
+            a->seg_huge ? " (huge pages)" : "", a->futex_ops ? "yes" : "no");
     *a_p = a;
     return 0;
 
@@ -1741,15 +1876,25 @@ void mc_agent_destroy(struct mc_agent *a)
         d->c->refs--; /* the client goes below anyway */
         free(d);
     }
+    for (c = a->clients; c != NULL;) {
+        struct client *next = c->next;
+
+        if (c->state != CL_CLOSING)
+            client_close(a, c, "agent stopping"); /* may free it */
+        c = next;
+    }
+    /* transfers and master calls under way end now (their callbacks see closing clients),
+     * before the clients they hold go */
+    if (a->cl != NULL)
+        cluster_leave(a);
+    cluster_destroy(a);
+    ml_destroy(a->ml);
+    a->ml = NULL;
     while ((c = a->clients) != NULL) {
-        if (c->state != CL_CLOSING) {
-            client_close(a, c, "agent stopping");
-            continue; /* close may have freed it */
-        }
         a->clients = c->next; /* io_uring is torn down below: drop the rest now */
         c->next = NULL;
         c->refs = 1;
-        client_put_ref(a, c);
+        agent_client_put_ref(a, c);
     }
     if (a->ring.ring_fd > 0)
         io_uring_queue_exit(&a->ring);
@@ -1762,6 +1907,13 @@ void mc_agent_destroy(struct mc_agent *a)
     if (a->signal_fd >= 0)
         close(a->signal_fd);
     mc_master_destroy(a->master);
+    mc_alloc_destroy(a->land);
+    if (a->land_base != NULL)
+        munmap(a->land_base, a->land_size);
+    if (a->land_ro_fd >= 0)
+        close(a->land_ro_fd);
+    if (a->land_fd >= 0)
+        close(a->land_fd);
     if (a->seg != NULL)
         munmap(a->seg, a->seg_size);
     if (a->seg_ro_fd >= 0)
@@ -1770,6 +1922,14 @@ void mc_agent_destroy(struct mc_agent *a)
         close(a->seg_fd);
     free(a->cfg.allow_uids);
     free(a->cfg.allow_gids);
+    free(a->cfg.node_name);
+    free(a->cfg.master_addr);
+    free(a->cfg.listen);
+    free(a->cfg.domain);
+    if (a->cfg.cluster_token != NULL) {
+        memset(a->cfg.cluster_token, 0, strlen(a->cfg.cluster_token));
+        free(a->cfg.cluster_token);
+    }
     free(a->socket_path);
     free(a);
 }

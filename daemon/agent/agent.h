@@ -1,6 +1,7 @@
 /*
  * mc-agent: the node agent. It owns this node's DRAM segment, hosts the master service
- * in-process (--standalone), and serves local clients through per-client shared-memory
+ * in-process (--standalone) or joins mc-master (cluster mode, DESIGN.md §5: the agent
+ * moves bytes to and from its peers over UCX), and serves local clients through per-client shared-memory
  * rings driven by one io_uring event loop (DESIGN.md §1, §4; docs/protocol.md).
  *
  * One thread: the loop. Nothing here is thread-safe, and nothing needs to be.
@@ -29,6 +30,9 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
 int mc_agent_run(struct mc_agent *a);
 
 void mc_agent_stop(struct mc_agent *a);
+
+/* Cluster mode: the TCP port of the bootstrap listener (--listen); 0 standalone. */
+unsigned mc_agent_listen_port(const struct mc_agent *a);
 
 /* Frees everything: clients are disconnected, their puts revoked. Accepts NULL. */
 void mc_agent_destroy(struct mc_agent *a);

@@ -18,8 +18,10 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
             "$XDG_RUNTIME_DIR/mc/agent.sock, else /run/mc/agent.sock)."},
     {.name = "node_name", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(node_name),
      .doc = "This node's name at the master (unset: the host name)."},
-    {.name = "dram", .type = MC_CFG_SIZE, .def = "256M", .min = 1 << 20, .max = 1ull << 44,
-     .offset = FIELD(dram), .doc = "Bytes of DRAM the agent contributes to the pool."},
+    {.name = "dram", .type = MC_CFG_SIZE, .def = "256M", .min = 0, .max = 1ull << 44,
+     .offset = FIELD(dram),
+     .doc = "Bytes of DRAM the agent contributes to the pool (at least 1 MiB; 0 in cluster "
+            "mode makes a node that holds no data, a pure client node)."},
     {.name = "hugepages", .type = MC_CFG_BOOL, .def = "false", .offset = FIELD(hugepages),
      .doc = "Back the DRAM segment with huge pages (MFD_HUGETLB); falls back to normal pages "
             "with a warning when none are reserved."},
@@ -70,6 +72,33 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
      .offset = FIELD(test_get_delay_ms),
      .doc = "Test only (fault tests of deadlines): hold every GET answer back this long. "
             "0, the default, in production."},
+    {.name = "master_addr", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(master_addr),
+     .doc = "Cluster mode: HOST:PORT of mc-master (its TCP bootstrap listener). Unset: the "
+            "agent runs standalone with the master service in-process."},
+    {.name = "listen", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(listen),
+     .doc = "Cluster mode: HOST:PORT of this agent's TCP bootstrap listener, which hands "
+            "peers its UCX worker address (port 0: any free port, written to the ready "
+            "file). HOST is the address peers reach this node at."},
+    {.name = "domain", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(domain),
+     .doc = "Cluster mode: the node's failure domain (unset: a domain of its own). Replicas "
+            "of one object go to distinct domains."},
+    {.name = "cluster_token", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(cluster_token),
+     .doc = "Cluster mode: the shared secret presented to the master and to peers; prefer "
+            "MC_CLUSTER_TOKEN or the config file to the command line."},
+    {.name = "landing", .type = MC_CFG_SIZE, .def = "256M", .min = 16 << 20, .max = 1ull << 40,
+     .offset = FIELD(landing),
+     .doc = "Cluster mode: bytes of the landing segment, where reads from peers land before "
+            "local clients copy them out (clients map it read-only)."},
+    {.name = "heartbeat_ms", .type = MC_CFG_MS, .def = "1000", .min = 10, .max = 600000,
+     .offset = FIELD(heartbeat_ms),
+     .doc = "Cluster mode: heartbeat period to the master (well within its node_ttl_ms)."},
+    {.name = "connect_timeout_ms", .type = MC_CFG_MS, .def = "10000", .min = 100,
+     .max = 600000, .offset = FIELD(connect_timeout_ms),
+     .doc = "Cluster mode: how long start-up may take to reach the master, authenticate "
+            "and mount; past it the agent exits non-zero."},
+    {.name = "keepalive_ms", .type = MC_CFG_MS, .def = "1000", .min = 100, .max = 600000,
+     .offset = FIELD(keepalive_ms),
+     .doc = "Cluster mode: UCX keepalive interval of the agent's endpoints."},
     {.name = NULL},
 };
 
@@ -97,6 +126,15 @@ int mc_agent_config_validate(const void *base, char *err, size_t errlen)
     if (cfg->max_inflight > cfg->sq_entries) {
         snprintf(err, errlen, "max_inflight (%llu) must not exceed sq_entries (%llu)",
                  (unsigned long long)cfg->max_inflight, (unsigned long long)cfg->sq_entries);
+        return MC_ERR_INVALID;
+    }
+    if (cfg->master_addr == NULL && cfg->dram < (1u << 20)) {
+        snprintf(err, errlen, "dram: a standalone agent needs at least 1 MiB (0 is for "
+                              "client nodes of a cluster)");
+        return MC_ERR_INVALID;
+    }
+    if (cfg->dram != 0 && cfg->dram < (1u << 20)) {
+        snprintf(err, errlen, "dram: at least 1 MiB, or 0 for a client node");
         return MC_ERR_INVALID;
     }
     return mc_master_config_validate(&cfg->master, err, errlen);

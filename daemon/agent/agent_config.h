@@ -32,6 +32,15 @@ struct mc_agent_config {
     char *allow_gids;          /* comma-separated gids allowed to connect (NULL: none) */
     uint64_t idle_wakeups_max; /* empty doorbells per second before a client is cut off */
     uint64_t test_get_delay_ms; /* test only: hold every GET answer back this long */
+    /* cluster mode (a master address is set) */
+    char *master_addr;         /* HOST:PORT of mc-master's bootstrap listener (NULL: standalone) */
+    char *listen;              /* HOST:PORT: this agent's bootstrap listener for peers */
+    char *domain;              /* failure domain (NULL: the node's own) */
+    char *cluster_token;       /* shared secret (MC_CLUSTER_TOKEN) */
+    uint64_t landing;          /* bytes of the landing segment for reads from peers */
+    uint64_t heartbeat_ms;     /* heartbeat period to the master */
+    uint64_t connect_timeout_ms; /* start-up: reaching and joining the master */
+    uint64_t keepalive_ms;     /* UCX KEEPALIVE_INTERVAL */
 };
 
 /* The whole key space of mc-agent: daemon + agent + master tables. */

@@ -3,11 +3,16 @@
  *
  *   mc-agent --standalone --socket PATH --dram SIZE [--config FILE] [--set k=v]...
  *            [--ready-file F] [--dump-config]
+ *   mc-agent --master HOST:PORT --listen HOST:PORT --node NAME [--domain NAME]
+ *            --socket PATH --dram SIZE [--ready-file F] [options]
  *
- * --socket and --dram are the same as --set socket=PATH / --set dram=SIZE (SIZE takes
- * suffixes: 512M, 4G). The ready file is written (by rename, with our pid) once the socket
- * accepts. SIGTERM or SIGINT stops the agent cleanly. Exit: 0 clean stop, 2 usage or
- * config error, 1 anything else.
+ * --socket, --dram, --master, --listen, --node and --domain are the same as --set socket=,
+ * dram=, master_addr=, listen=, node_name=, domain= (SIZE takes suffixes: 512M, 4G). The
+ * ready file is written (by rename, with our pid; in cluster mode "PID PORT" with the port
+ * of --listen) once the socket accepts and, in cluster mode, once the agent is
+ * authenticated at the master and its segment is mounted. SIGTERM or SIGINT stops the
+ * agent cleanly. Exit: 0 clean stop, 2 usage or config error, 3 refused by the master
+ * (token, name), 1 anything else.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +31,18 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: mc-agent --standalone --socket PATH --dram SIZE [options]\n"
+            "       mc-agent --master HOST:PORT --listen HOST:PORT --node NAME [--domain NAME]\n"
+            "                --socket PATH --dram SIZE [options]\n"
             "  --standalone       run the master service in-process (a one-node store)\n"
+            "  --master HOST:PORT cluster mode: join mc-master there (= --set master_addr=)\n"
+            "  --listen HOST:PORT cluster mode: where peers reach this agent (= --set listen=)\n"
+            "  --node NAME        this node's name (= --set node_name=NAME)\n"
+            "  --domain NAME      its failure domain (= --set domain=NAME)\n"
             "  --socket PATH      unix socket for local clients (= --set socket=PATH)\n"
-            "  --dram SIZE        DRAM contributed to the pool, e.g. 512M, 4G (= --set dram=SIZE)\n"
+            "  --dram SIZE        DRAM contributed to the pool, e.g. 512M, 4G (= --set dram=SIZE);\n"
+            "                     0 in cluster mode: a client node that holds no data\n"
             "  --ready-file F     write our pid to F (atomically) once clients can connect\n"
+            "                     (cluster mode: once joined and mounted, \"PID PORT\")\n"
             "%s"
             "  --help             this text\n"
             "Every setting is listed in docs/config.md; MC_<KEY> environment variables apply.\n",
@@ -56,6 +69,7 @@ static const char *default_socket(void)
 static int run(const struct mc_agent_config *cfg, const char *ready)
 {
     struct mc_agent *a = NULL;
+    char port[16];
     int rc;
 
     mc_log_set_ident("mc-agent");
@@ -63,9 +77,12 @@ static int run(const struct mc_agent_config *cfg, const char *ready)
     rc = mc_agent_create(cfg, cfg->socket != NULL ? cfg->socket : default_socket(), &a);
     if (rc != 0) {
         mc_error("cannot start: %s", mc_strerror(rc));
-        return rc == MC_ERR_INVALID ? 2 : 1;
+        return rc == MC_ERR_INVALID ? 2 : rc == MC_ERR_DENIED ? 3 : 1;
     }
-    if (ready != NULL && (rc = mc_ready_file_write(ready, NULL)) != 0) {
+    if (cfg->master_addr != NULL)
+        snprintf(port, sizeof(port), "%u", (unsigned)mc_agent_listen_port(a));
+    if (ready != NULL &&
+        (rc = mc_ready_file_write(ready, cfg->master_addr != NULL ? port : NULL)) != 0) {
         mc_error("ready file %s: %s", ready, mc_strerror(rc));
         mc_agent_destroy(a);
         return 1;
@@ -98,6 +115,14 @@ int main(int argc, char **argv)
             key = "socket";
         } else if (strcmp(argv[i], "--dram") == 0) {
             key = "dram";
+        } else if (strcmp(argv[i], "--master") == 0) {
+            key = "master_addr";
+        } else if (strcmp(argv[i], "--listen") == 0) {
+            key = "listen";
+        } else if (strcmp(argv[i], "--node") == 0) {
+            key = "node_name";
+        } else if (strcmp(argv[i], "--domain") == 0) {
+            key = "domain";
         } else if (strcmp(argv[i], "--standalone") == 0) {
             standalone = true;
             continue;
@@ -140,9 +165,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "mc-agent: unexpected argument '%s'\n", args[1]);
         usage(stderr);
         rc = 2;
-    } else if (!standalone) {
-        fprintf(stderr, "mc-agent: only --standalone is available in this version "
-                        "(cluster mode needs mc-master)\n");
+    } else if (standalone == (cfg.master_addr != NULL)) {
+        fprintf(stderr, "mc-agent: give either --standalone or --master HOST:PORT\n");
+        usage(stderr);
+        rc = 2;
+    } else if (!standalone && cfg.listen == NULL) {
+        fprintf(stderr, "mc-agent: cluster mode needs --listen HOST:PORT\n");
         rc = 2;
     } else {
         rc = run(&cfg, ready);

@@ -1,0 +1,1470 @@
+/*
+ * The agent's cluster mode: join, peers, remote bytes (cluster.h).
+ */
+#include "daemon/agent/cluster.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mc/mc_status.h>
+
+#include "daemon/agent/agent_int.h"
+#include "daemon/common/bootstrap.h"
+#include "daemon/common/log.h"
+#include "daemon/proto/master_proto.h"
+#include "daemon/proto/peer_proto.h"
+#include "shm/ring.h"
+#include "ucx_backend/ucx.h"
+
+#define PEER_HASH 64u
+#define READ_HASH 256u
+#define HELLO_TIMEOUT_MS 3000u /* a peer that does not answer HELLO in time is unreachable */
+#define INFO_TIMEOUT_MS 3000u
+#define FENCE_RETRY_MS 1000u
+#define BOOT_BACKLOG 128
+
+/* What a bulk completion's `op` points at: the first field of both. */
+enum op_what { OP_READ = 1, OP_INWRITE = 2 };
+
+enum peer_state { PEER_HELLO, PEER_READY };
+
+struct xfer;
+
+/* Another agent we send to or read from: one endpoint, authenticated once. */
+struct peer {
+    struct peer *next;
+    struct cluster *cl;
+    uint32_t node;
+    struct mc_ucx_ep *ep;
+    enum peer_state state;
+    struct xfer *waitq, *waitq_tail; /* transfers waiting for HELLO's answer */
+};
+
+/* A segment of the cluster as CLUSTER_INFO showed it. */
+struct segrec {
+    bool valid;
+    uint32_t node;
+    uint64_t size;
+    size_t addr_len;
+    uint8_t *addr; /* the owner's worker address */
+};
+
+enum xfer_kind { X_WRITE, X_READ };
+
+/* One transfer we started: a put's image to a replica, or a read into the landing segment. */
+struct xfer {
+    enum op_what what;         /* OP_READ (reads only: bulk completions name it) */
+    enum xfer_kind kind;
+    struct xfer *next;         /* a wait queue, or the read hash chain */
+    struct cluster *cl;
+    struct mc_master_replica r;
+    struct put *p;             /* X_WRITE */
+    struct lease *l;           /* X_READ */
+    struct peer *peer;
+    uint64_t id;               /* X_READ: the request id the owner's bulk carries */
+    uint64_t len;
+    uint64_t deadline_ms;
+    bool hashed;               /* X_READ: findable by id */
+    bool data_started, data_done, reply_done;
+    int status;
+};
+
+/* A write landing in our segment now: the owner's index of what may still change. */
+struct inwrite {
+    enum op_what what;         /* OP_INWRITE */
+    struct inwrite *next, *prev;
+    struct cluster *cl;
+    struct mc_ucx_ep *ep;
+    uint32_t seg, alloc;
+    uint64_t version, offset, len;
+};
+
+/* An allocation a failed write touched: the master may reuse it once we say no write can
+ * land there any more (FENCE), which is true as soon as the failed transfer is final. */
+struct fence {
+    struct fence *next;
+    struct mc_proto_fence_item item;
+    uint64_t first_ms;
+};
+
+struct cluster {
+    struct mc_agent *a;
+    struct mc_ucx *u;
+    struct mc_ucx_ep *master;
+    uint32_t node;
+    uint64_t node_ttl_ms, lease_ttl_ms;
+    char *token;
+    size_t token_len;
+    char name[MC_MASTER_NAME_MAX + 1];
+    int listen_fd;
+    uint16_t port;
+    void *boot;
+    size_t boot_len;
+    bool efd_polled, listen_polled;
+    int accepted_marker;          /* the user pointer of authenticated accepted endpoints */
+    struct segrec *segs;
+    uint32_t nsegtab;
+    bool info_busy;
+    struct xfer *info_wait, *info_wait_tail; /* transfers waiting for a segment's owner */
+    struct peer *peers[PEER_HASH];
+    struct xfer *reads[READ_HASH];
+    uint64_t next_id;
+    struct inwrite *inwrites;
+    struct fence *fences;
+    bool fence_busy;
+    uint64_t next_hb_ms, next_fence_ms;
+    bool hb_busy;
+    bool leaving;
+    struct {
+        uint64_t writes_out, write_bytes_out, reads_out, read_bytes_in;
+        uint64_t writes_in, write_bytes_in, reads_in, refused, peer_errors, failovers;
+    } st;
+};
+
+static void xfer_start(struct cluster *cl, struct xfer *x);
+static void xfer_end(struct cluster *cl, struct xfer *x, int status);
+static void info_refresh(struct cluster *cl);
+
+/* --- small helpers ---------------------------------------------------------------------- */
+
+/* Constant-time over our token: the time depends on its length only. */
+static bool token_ok(const struct cluster *cl, const struct mc_proto_bytes *t)
+{
+    unsigned char d = 0;
+    size_t i;
+
+    if (cl->token == NULL)
+        return true; /* a cluster without a token (the master's allow_no_token) */
+    d |= (unsigned char)(t->len != cl->token_len);
+    for (i = 0; i < cl->token_len; i++) {
+        unsigned char b = i < t->len ? t->p[i] : 0;
+
+        d |= (unsigned char)((unsigned char)cl->token[i] ^ b);
+    }
+    return d == 0;
+}
+
+static int hello_encode(const struct cluster *cl, void *buf, size_t cap, size_t *len_p)
+{
+    const struct mc_agent *a = cl->a;
+    struct mc_proto_hello_req req = {
+        .token = {.p = (const uint8_t *)cl->token, .len = cl->token_len},
+        .name = {.p = (const uint8_t *)cl->name, .len = strlen(cl->name)},
+        .domain = {.p = (const uint8_t *)a->cfg.domain,
+                   .len = a->cfg.domain != NULL ? strlen(a->cfg.domain) : 0},
+    };
+
+    return mc_proto_hello_req_encode(&req, buf, cap, len_p);
+}
+
+static void reply_status(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, int status)
+{
+    struct mc_proto_status_rep rep = {.status = status};
+    uint8_t buf[8];
+    size_t len;
+
+    if (mc_proto_status_rep_encode(&rep, buf, sizeof(buf), &len) == 0)
+        mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, buf, len);
+}
+
+/* --- blocking calls at start-up --------------------------------------------------------- */
+
+struct sync_call {
+    bool done;
+    int status;
+    uint8_t *reply;
+    size_t len;
+};
+
+static void sync_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                      size_t len)
+{
+    struct sync_call *sc = ctx;
+
+    (void)hdr;
+    sc->done = true;
+    sc->status = status;
+    if (status == 0 && (sc->reply = malloc(len > 0 ? len : 1)) != NULL) {
+        memcpy(sc->reply, pl, len);
+        sc->len = len;
+    } else if (status == 0) {
+        sc->status = MC_ERR_NOMEM;
+    }
+}
+
+/* Sends one request and progresses the worker until its answer (start-up and exit only:
+ * nothing else runs meanwhile). The caller frees sc->reply. */
+static int sync_call(struct cluster *cl, struct mc_ucx_ep *ep, uint16_t type, const void *pl,
+                     size_t len, uint64_t deadline_ms, struct sync_call *sc)
+{
+    int err;
+
+    memset(sc, 0, sizeof(*sc));
+    err = mc_ucx_rpc_call(ep, type, pl, len, deadline_ms, sync_done, sc, NULL);
+    if (err != 0)
+        return err;
+    while (!sc->done) {
+        if (!mc_ucx_progress(cl->u))
+            poll(NULL, 0, 1);
+    }
+    return sc->status;
+}
+
+/* --- the segment table ------------------------------------------------------------------ */
+
+static const struct segrec *seg_find(const struct cluster *cl, uint32_t seg)
+{
+    return seg < cl->nsegtab && cl->segs[seg].valid ? &cl->segs[seg] : NULL;
+}
+
+static int seg_store(struct cluster *cl, const struct mc_proto_seg_entry *e)
+{
+    struct segrec *s;
+
+    if (e->seg >= cl->nsegtab) {
+        uint32_t n = e->seg + 1 > cl->nsegtab * 2 ? e->seg + 1 : cl->nsegtab * 2;
+        struct segrec *t = realloc(cl->segs, n * sizeof(*t));
+
+        if (t == NULL)
+            return MC_ERR_NOMEM;
+        memset(t + cl->nsegtab, 0, (n - cl->nsegtab) * sizeof(*t));
+        cl->segs = t;
+        cl->nsegtab = n;
+    }
+    s = &cl->segs[e->seg];
+    if (s->valid && s->addr_len == e->worker_addr.len &&
+        memcmp(s->addr, e->worker_addr.p, s->addr_len) == 0) {
+        s->node = e->info.node;
+        s->size = e->info.size;
+        return 0;
+    }
+    free(s->addr);
+    s->addr = malloc(e->worker_addr.len);
+    if (s->addr == NULL) {
+        s->valid = false;
+        return MC_ERR_NOMEM;
+    }
+    memcpy(s->addr, e->worker_addr.p, e->worker_addr.len);
+    s->addr_len = e->worker_addr.len;
+    s->node = e->info.node;
+    s->size = e->info.size;
+    s->valid = true;
+    return 0;
+}
+
+struct info_call {
+    struct cluster *cl;
+    uint32_t cursor;
+};
+
+static void info_page(struct cluster *cl, uint32_t cursor);
+
+static void info_finish(struct cluster *cl)
+{
+    struct xfer *x = cl->info_wait;
+
+    cl->info_busy = false;
+    cl->info_wait = cl->info_wait_tail = NULL;
+    while (x != NULL) {
+        struct xfer *next = x->next;
+
+        x->next = NULL;
+        if (seg_find(cl, x->r.seg) == NULL)
+            xfer_end(cl, x, MC_ERR_UNAVAILABLE); /* unmounted meanwhile: that replica is gone */
+        else
+            xfer_start(cl, x);
+        x = next;
+    }
+}
+
+static void info_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                      size_t len)
+{
+    struct info_call *ic = ctx;
+    struct cluster *cl = ic->cl;
+    struct mc_proto_seg_entry *segs = malloc(MC_PROTO_SEG_PAGE_MAX * sizeof(*segs));
+    struct mc_proto_info_rep rep;
+    uint32_t i;
+
+    (void)hdr;
+    free(ic);
+    if (segs == NULL)
+        status = MC_ERR_NOMEM;
+    if (status == 0 && mc_proto_info_rep_decode(pl, len, MC_PROTO_SEG_PAGE_MAX, &rep, segs, 0,
+                                                NULL) != 0)
+        status = MC_ERR_PROTO;
+    if (status == 0 && rep.status != 0)
+        status = rep.status;
+    if (status != 0) {
+        mc_warn("segment table from the master: %s", mc_strerror(status));
+        free(segs);
+        info_finish(cl);
+        return;
+    }
+    for (i = 0; i < rep.nseg; i++)
+        seg_store(cl, &segs[i]);
+    free(segs);
+    if (rep.next_cursor != 0)
+        info_page(cl, rep.next_cursor);
+    else
+        info_finish(cl);
+}
+
+static void info_page(struct cluster *cl, uint32_t cursor)
+{
+    struct mc_proto_info_req req = {.flags = MC_PROTO_INFO_F_SEGMENTS, .cursor = cursor,
+                                    .max = MC_PROTO_SEG_PAGE_MAX};
+    struct info_call *ic = malloc(sizeof(*ic));
+    uint8_t buf[64];
+    size_t len;
+    int err = ic == NULL ? MC_ERR_NOMEM : mc_proto_info_req_encode(&req, buf, sizeof(buf), &len);
+
+    if (err == 0) {
+        ic->cl = cl;
+        ic->cursor = cursor;
+        err = mc_ucx_rpc_call(cl->master, MC_WIRE_CLUSTER_INFO, buf, len,
+                              mc_ucx_now_ms() + INFO_TIMEOUT_MS, info_done, ic, NULL);
+    }
+    if (err != 0) {
+        free(ic);
+        mc_warn("segment table from the master: %s", mc_strerror(err));
+        info_finish(cl);
+    }
+}
+
+/* Learn the segments' owners again (one refresh at a time). */
+static void info_refresh(struct cluster *cl)
+{
+    if (cl->info_busy)
+        return;
+    cl->info_busy = true;
+    info_page(cl, 0);
+}
+
+/* --- peers -------------------------------------------------------------------------------- */
+
+static struct peer **peer_slot(struct cluster *cl, uint32_t node)
+{
+    struct peer **pp = &cl->peers[node % PEER_HASH];
+
+    while (*pp != NULL && (*pp)->node != node)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+/* Forget a peer: its waiting transfers fail with `status`; its endpoint is closed (the
+ * transfers under way on it end through UCX, with an error). */
+static void peer_drop(struct cluster *cl, struct peer *p, int status)
+{
+    struct peer **pp = peer_slot(cl, p->node);
+    struct xfer *x = p->waitq;
+
+    if (*pp == p)
+        *pp = p->next;
+    p->waitq = p->waitq_tail = NULL;
+    mc_ucx_ep_set_user(p->ep, NULL);
+    mc_ucx_ep_close(p->ep, true);
+    while (x != NULL) {
+        struct xfer *next = x->next;
+
+        x->next = NULL;
+        x->peer = NULL;
+        xfer_end(cl, x, status);
+        x = next;
+    }
+    free(p);
+}
+
+static void peer_hello_done(void *ctx, int status, const struct mc_wire_hdr *hdr,
+                            const void *pl, size_t len)
+{
+    struct peer *p = ctx;
+    struct cluster *cl = p->cl;
+    struct mc_proto_status_rep rep;
+    struct xfer *x;
+
+    (void)hdr;
+    if (status == 0)
+        status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+    if (status != 0) {
+        mc_warn("peer node %u: HELLO failed: %s", p->node, mc_strerror(status));
+        cl->st.peer_errors++;
+        peer_drop(cl, p, MC_ERR_UNAVAILABLE);
+        return;
+    }
+    p->state = PEER_READY;
+    x = p->waitq;
+    p->waitq = p->waitq_tail = NULL;
+    while (x != NULL) {
+        struct xfer *next = x->next;
+
+        x->next = NULL;
+        xfer_start(cl, x);
+        x = next;
+    }
+}
+
+static struct peer *peer_get(struct cluster *cl, const struct segrec *sr)
+{
+    struct peer **pp = peer_slot(cl, sr->node), *p;
+    uint8_t buf[MC_PROTO_TOKEN_MAX + 2 * MC_PROTO_NAME_MAX + 64];
+    size_t len;
+    int err;
+
+    if (*pp != NULL)
+        return *pp;
+    p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return NULL;
+    p->cl = cl;
+    p->node = sr->node;
+    err = mc_ucx_ep_connect(cl->u, sr->addr, sr->addr_len, &p->ep);
+    if (err == 0)
+        err = hello_encode(cl, buf, sizeof(buf), &len);
+    if (err == 0) {
+        mc_ucx_ep_set_user(p->ep, p);
+        err = mc_ucx_rpc_call(p->ep, MC_WIRE_HELLO, buf, len,
+                              mc_ucx_now_ms() + HELLO_TIMEOUT_MS, peer_hello_done, p, NULL);
+    }
+    if (err != 0) {
+        mc_warn("peer node %u: %s", sr->node, mc_strerror(err));
+        mc_ucx_ep_close(p->ep, true);
+        free(p);
+        return NULL;
+    }
+    p->state = PEER_HELLO;
+    *pp = p;
+    return p;
+}
+
+static void on_ep_error(void *ctx, struct mc_ucx_ep *ep, int status)
+{
+    struct cluster *cl = ctx;
+    void *user = mc_ucx_ep_user(ep);
+    struct inwrite *w;
+
+    cl->st.peer_errors++;
+    if (ep == cl->master) {
+        mc_warn("lost the master: %s", mc_strerror(status));
+        return; /* its calls fail by themselves: master-bound ops end UNAVAILABLE */
+    }
+    /* writes landing from it end through their bulk completions */
+    for (w = cl->inwrites; w != NULL; w = w->next) {
+        if (w->ep == ep)
+            w->ep = NULL;
+    }
+    if (user != NULL && user != &cl->accepted_marker) {
+        struct peer *p = user;
+
+        mc_info("peer node %u: %s", p->node, mc_strerror(status));
+        peer_drop(cl, p, MC_ERR_UNAVAILABLE);
+        return;
+    }
+    mc_ucx_ep_close(ep, true);
+}
+
+/* --- transfers ------------------------------------------------------------------------------ */
+
+static struct xfer **read_slot(struct cluster *cl, uint64_t id)
+{
+    struct xfer **pp = &cl->reads[id % READ_HASH];
+
+    while (*pp != NULL && (*pp)->id != id)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+static void read_unhash(struct cluster *cl, struct xfer *x)
+{
+    struct xfer **pp;
+
+    if (!x->hashed)
+        return;
+    pp = read_slot(cl, x->id);
+    if (*pp == x)
+        *pp = x->next;
+    x->next = NULL;
+    x->hashed = false;
+}
+
+static void write_sent(void *ctx, int status)
+{
+    struct xfer *x = ctx;
+
+    xfer_end(x->cl, x, status);
+}
+
+static int write_send(struct cluster *cl, struct xfer *x)
+{
+    struct put *p = x->p;
+    struct mc_peer_write_hdr h = {
+        .seg = x->r.seg, .alloc = x->r.alloc, .version = p->version, .offset = x->r.offset,
+        .len = x->len, .key = {.p = (const uint8_t *)p->key, .len = p->key_len},
+    };
+    uint8_t buf[MC_PROTO_KEY_MAX + 64];
+    size_t len;
+    int err = mc_peer_write_hdr_encode(&h, buf, sizeof(buf), &len);
+
+    if (err == 0)
+        err = mc_ucx_send_bulk(x->peer->ep, MC_WIRE_WRITE, 0, buf, len, p->dst, x->len,
+                               write_sent, x);
+    if (err == 0) {
+        cl->st.writes_out++;
+        cl->st.write_bytes_out += x->len;
+    }
+    return err;
+}
+
+static void read_check(struct cluster *cl, struct xfer *x)
+{
+    if (x->data_started && !x->data_done)
+        return; /* the bytes are still moving into the landing segment: wait */
+    if (x->status != 0) {
+        read_unhash(cl, x);
+        xfer_end(cl, x, x->status);
+    } else if (x->data_done && x->reply_done) {
+        read_unhash(cl, x);
+        xfer_end(cl, x, 0);
+    }
+}
+
+static void read_replied(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                         size_t len)
+{
+    struct xfer *x = ctx;
+    struct mc_proto_status_rep rep;
+
+    (void)hdr;
+    if (status == 0)
+        status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+    x->reply_done = true;
+    if (status != 0 && x->status == 0)
+        x->status = status;
+    read_check(x->cl, x);
+}
+
+static int read_send(struct cluster *cl, struct xfer *x)
+{
+    struct mc_peer_read_req req = {
+        .seg = x->r.seg, .alloc = x->r.alloc, .version = x->l->version, .offset = x->r.offset,
+        .len = x->len,
+    };
+    uint8_t buf[64];
+    size_t len;
+    int err;
+
+    x->id = ++cl->next_id;
+    req.xfer = x->id;
+    err = mc_peer_read_req_encode(&req, buf, sizeof(buf), &len);
+    if (err != 0)
+        return err;
+    x->next = *read_slot(cl, x->id);
+    cl->reads[x->id % READ_HASH] = x;
+    x->hashed = true;
+    x->data_started = x->data_done = x->reply_done = false;
+    x->status = 0;
+    err = mc_ucx_rpc_call(x->peer->ep, MC_WIRE_READ, buf, len, x->deadline_ms, read_replied, x,
+                          NULL);
+    if (err != 0) {
+        read_unhash(cl, x);
+        return err;
+    }
+    cl->st.reads_out++;
+    return 0;
+}
+
+static void xfer_start(struct cluster *cl, struct xfer *x)
+{
+    const struct segrec *sr = seg_find(cl, x->r.seg);
+    int err;
+
+    if (sr == NULL) {
+        /* whose segment is it? ask the master, then go on */
+        x->next = NULL;
+        if (cl->info_wait_tail != NULL)
+            cl->info_wait_tail->next = x;
+        else
+            cl->info_wait = x;
+        cl->info_wait_tail = x;
+        info_refresh(cl);
+        return;
+    }
+    x->peer = peer_get(cl, sr);
+    if (x->peer == NULL) {
+        xfer_end(cl, x, MC_ERR_UNAVAILABLE);
+        return;
+    }
+    if (x->peer->state != PEER_READY) {
+        x->next = NULL;
+        if (x->peer->waitq_tail != NULL)
+            x->peer->waitq_tail->next = x;
+        else
+            x->peer->waitq = x;
+        x->peer->waitq_tail = x;
+        return;
+    }
+    err = x->kind == X_WRITE ? write_send(cl, x) : read_send(cl, x);
+    if (err != 0)
+        xfer_end(cl, x, err);
+}
+
+static void land_fail(struct mc_agent *a, struct lease *l, int status)
+{
+    mc_alloc_free(a->land, l->land_id); /* no transfer touches it any more */
+    agent_get_landed(a, l, status);
+}
+
+/* The next replica of l's object that is not ours, from l->rep_next on, or -1. */
+static int next_remote(const struct mc_agent *a, struct lease *l)
+{
+    while (l->rep_next < l->g->nrep) {
+        uint32_t i = l->rep_next++;
+
+        if (a->seg_size == 0 || l->g->rep[i].seg != a->seg_id)
+            return (int)i;
+    }
+    return -1;
+}
+
+/* A transfer is final (no byte of its memory is touched by UCX any more). */
+static void xfer_end(struct cluster *cl, struct xfer *x, int status)
+{
+    struct mc_agent *a = cl->a;
+
+    if (x->kind == X_WRITE) {
+        struct put *p = x->p;
+
+        if (status != 0) {
+            mc_debug("write to node %u (segment %u): %s", x->r.node, x->r.seg,
+                     mc_strerror(status));
+            if (p->send_err == 0)
+                p->send_err = status == MC_ERR_CANCELED ? MC_ERR_UNAVAILABLE : status;
+        }
+        free(x);
+        if (--p->sends == 0)
+            agent_put_sent(a, p);
+        return;
+    }
+    if (status == 0) {
+        struct lease *l = x->l;
+
+        cl->st.read_bytes_in += x->len;
+        free(x);
+        agent_get_landed(a, l, 0);
+        return;
+    }
+    /* this replica failed: an unreachable node counts as absent; try the next one */
+    {
+        struct lease *l = x->l;
+        int i = agent_now_ms() < x->deadline_ms && l->c->state == CL_ACTIVE
+                    ? next_remote(a, l)
+                    : -1;
+
+        mc_debug("read from node %u (segment %u): %s", x->r.node, x->r.seg,
+                 mc_strerror(status));
+        if (i >= 0) {
+            cl->st.failovers++;
+            x->r = l->g->rep[i];
+            x->peer = NULL;
+            xfer_start(cl, x);
+            return;
+        }
+        free(x);
+        land_fail(a, l, status == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_NOT_FOUND);
+    }
+}
+
+int cluster_put_send(struct mc_agent *a, struct put *p)
+{
+    struct cluster *cl = a->cl;
+    uint64_t len = mc_shm_alloc_len(p->size, p->csum);
+    uint32_t i;
+
+    p->sends = 1; /* held while they start, so none ends the put under our feet */
+    for (i = 0; i < p->nrep; i++) {
+        struct xfer *x;
+
+        if (a->seg_size != 0 && p->rep[i].seg == a->seg_id && p->dst != p->image)
+            continue; /* the image is that replica */
+        x = calloc(1, sizeof(*x));
+        if (x == NULL) {
+            p->send_err = MC_ERR_NOMEM;
+            break;
+        }
+        x->kind = X_WRITE;
+        x->cl = cl;
+        x->r = p->rep[i];
+        x->p = p;
+        x->len = len;
+        x->deadline_ms = p->deadline_ms;
+        p->sends++;
+        xfer_start(cl, x);
+    }
+    return (int)--p->sends;
+}
+
+int cluster_get_remote(struct mc_agent *a, struct lease *l, const struct mc_master_get_result *g)
+{
+    struct cluster *cl = a->cl;
+    bool csum = (g->flags & MC_MASTER_PUT_NO_CHECKSUM) == 0;
+    uint64_t len = mc_shm_alloc_len(g->size, csum);
+    struct xfer *x;
+    int i, err;
+
+    l->g = malloc(sizeof(*l->g));
+    x = calloc(1, sizeof(*x));
+    if (l->g == NULL || x == NULL) {
+        free(l->g);
+        l->g = NULL;
+        free(x);
+        return MC_ERR_NOMEM;
+    }
+    *l->g = *g;
+    l->rep_next = 0;
+    i = next_remote(a, l);
+    err = i < 0 ? MC_ERR_NOT_FOUND : mc_alloc_alloc(a->land, len, &l->land_id);
+    if (err != 0) {
+        free(l->g);
+        l->g = NULL;
+        free(x);
+        /* a full landing segment is transient: readers retry */
+        return err == MC_ERR_NO_SPACE || err == MC_ERR_NOMEM ? MC_ERR_BUSY : err;
+    }
+    x->what = OP_READ;
+    x->kind = X_READ;
+    x->cl = cl;
+    x->r = g->rep[i];
+    x->l = l;
+    x->len = len;
+    x->deadline_ms = l->op_deadline_ms;
+    l->c->refs++;
+    xfer_start(cl, x);
+    return 0;
+}
+
+/* --- the owner's side ----------------------------------------------------------------------- */
+
+static bool ep_authed(const struct cluster *cl, struct mc_ucx_ep *ep)
+{
+    void *u = mc_ucx_ep_user(ep);
+
+    /* accepted endpoints carry the marker after HELLO; our own (to peers) are trusted */
+    return u == &cl->accepted_marker || (u != NULL && !mc_ucx_ep_is_accepted(ep));
+}
+
+static bool span_in_seg(const struct mc_agent *a, uint64_t off, uint64_t len)
+{
+    return a->seg_size != 0 && off <= a->seg_size && len <= a->seg_size - off;
+}
+
+static void fence_add(struct cluster *cl, uint32_t seg, uint32_t alloc, uint64_t version)
+{
+    struct fence *f = malloc(sizeof(*f));
+
+    if (f == NULL)
+        return; /* the master's put_release timeout frees it */
+    f->item = (struct mc_proto_fence_item){.seg = seg, .alloc = alloc, .version = version};
+    f->first_ms = agent_now_ms();
+    f->next = cl->fences;
+    cl->fences = f;
+}
+
+static void read_served(void *ctx, int status)
+{
+    struct cluster *cl = ctx;
+
+    if (status != 0)
+        mc_debug("a read served to a peer failed: %s", mc_strerror(status));
+    else
+        cl->st.reads_in++;
+}
+
+static void h_read(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                   const void *pl)
+{
+    struct mc_agent *a = cl->a;
+    struct mc_peer_read_req req;
+    int err;
+
+    if (mc_peer_read_req_decode(pl, hdr->payload_len, &req) != 0) {
+        reply_status(ep, hdr, MC_ERR_PROTO);
+        return;
+    }
+    if (req.seg != a->seg_id || !span_in_seg(a, req.offset, req.len)) {
+        reply_status(ep, hdr, MC_ERR_NOT_FOUND);
+        return;
+    }
+    /* straight from the segment: the reader's lease keeps the allocation ours to send */
+    err = mc_ucx_send_bulk(ep, MC_WIRE_READ_REPLY, req.xfer, NULL, 0, a->seg + req.offset,
+                           req.len, read_served, cl);
+    reply_status(ep, hdr, err);
+}
+
+static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                       const void *pl)
+{
+    struct cluster *cl = ctx;
+
+    if (hdr->type == MC_WIRE_HELLO) {
+        struct mc_proto_hello_req req;
+
+        if (mc_proto_hello_req_decode(pl, hdr->payload_len, &req) != 0) {
+            reply_status(ep, hdr, MC_ERR_PROTO);
+        } else if (!token_ok(cl, &req.token)) {
+            mc_warn("a peer's HELLO with a wrong cluster token refused");
+            cl->st.refused++;
+            reply_status(ep, hdr, MC_ERR_DENIED);
+        } else {
+            if (mc_ucx_ep_is_accepted(ep))
+                mc_ucx_ep_set_user(ep, &cl->accepted_marker);
+            reply_status(ep, hdr, 0);
+        }
+        return;
+    }
+    if (!ep_authed(cl, ep)) {
+        cl->st.refused++;
+        reply_status(ep, hdr, MC_ERR_DENIED);
+        return;
+    }
+    if (hdr->type == MC_WIRE_READ)
+        h_read(cl, ep, hdr, pl);
+    else
+        reply_status(ep, hdr, MC_ERR_PROTO);
+}
+
+static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                       const void *hpl, size_t len, void **op_p)
+{
+    struct cluster *cl = ctx;
+    struct mc_agent *a = cl->a;
+
+    if (hdr->type == MC_WIRE_READ_REPLY) {
+        struct xfer *x = *read_slot(cl, hdr->request_id);
+
+        if (x == NULL || x->peer == NULL || x->peer->ep != ep || x->data_started ||
+            len != x->len)
+            return NULL; /* not a read of ours (late, or forged): refused */
+        x->data_started = true;
+        *op_p = x;
+        return a->land_base + mc_alloc_offset(a->land, x->l->land_id);
+    }
+    if (hdr->type == MC_WIRE_WRITE && ep_authed(cl, ep)) {
+        struct mc_peer_write_hdr h;
+        struct inwrite *w;
+
+        if (mc_peer_write_hdr_decode(hpl, hdr->payload_len, &h) != 0 || h.len != len ||
+            h.seg != a->seg_id || !span_in_seg(a, h.offset, h.len)) {
+            cl->st.refused++;
+            return NULL;
+        }
+        w = calloc(1, sizeof(*w));
+        if (w == NULL)
+            return NULL;
+        w->what = OP_INWRITE;
+        w->cl = cl;
+        w->ep = ep;
+        w->seg = h.seg;
+        w->alloc = h.alloc;
+        w->version = h.version;
+        w->offset = h.offset;
+        w->len = h.len;
+        w->next = cl->inwrites;
+        if (w->next != NULL)
+            w->next->prev = w;
+        cl->inwrites = w;
+        *op_p = w;
+        return a->seg + h.offset;
+    }
+    cl->st.refused++;
+    return NULL;
+}
+
+static void bulk_done(void *ctx, void *op, int status)
+{
+    struct cluster *cl = ctx;
+
+    if (*(enum op_what *)op == OP_READ) {
+        struct xfer *x = op;
+
+        x->data_done = true;
+        if (status != 0 && x->status == 0)
+            x->status = status;
+        read_check(cl, x);
+        return;
+    }
+    {
+        struct inwrite *w = op;
+
+        if (w->prev != NULL)
+            w->prev->next = w->next;
+        else
+            cl->inwrites = w->next;
+        if (w->next != NULL)
+            w->next->prev = w->prev;
+        if (status == 0) {
+            cl->st.writes_in++;
+            cl->st.write_bytes_in += w->len;
+        } else {
+            /* a torn write: the writer will revoke (or be declared dead); no byte of it
+             * moves any more, so the master may reuse the block once told */
+            fence_add(cl, w->seg, w->alloc, w->version);
+        }
+        free(w);
+    }
+}
+
+/* --- fences and heartbeats ------------------------------------------------------------------ */
+
+struct fence_call {
+    struct cluster *cl;
+    uint32_t n;
+    struct fence *items[64];
+};
+
+static void fence_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                       size_t len)
+{
+    struct fence_call *fc = ctx;
+    struct cluster *cl = fc->cl;
+    struct mc_proto_batch_rep rep;
+    int results[64];
+    uint32_t i;
+
+    (void)hdr;
+    cl->fence_busy = false;
+    if (status == 0 && (mc_proto_results_rep_decode(pl, len, fc->n, &rep, results) != 0 ||
+                        rep.status != 0 || rep.n != fc->n))
+        status = MC_ERR_PROTO;
+    for (i = 0; i < fc->n; i++) {
+        struct fence *f = fc->items[i];
+
+        /* a put still live (BUSY) is asked again later: its writer may still revoke it */
+        if (status == 0 && results[i] != MC_ERR_BUSY) {
+            free(f);
+            continue;
+        }
+        if (agent_now_ms() - f->first_ms > 15u * 60u * 1000u) {
+            free(f); /* past the master's put_release timeout: it freed the block itself */
+            continue;
+        }
+        f->next = cl->fences;
+        cl->fences = f;
+    }
+    free(fc);
+}
+
+static void fence_send(struct cluster *cl)
+{
+    struct mc_proto_fence_item items[64];
+    struct fence_call *fc;
+    struct mc_proto_fence_req req;
+    uint8_t buf[64 * 24 + 16];
+    size_t len;
+
+    if (cl->fences == NULL || cl->fence_busy || (fc = malloc(sizeof(*fc))) == NULL)
+        return;
+    fc->cl = cl;
+    fc->n = 0;
+    while (cl->fences != NULL && fc->n < 64) {
+        fc->items[fc->n] = cl->fences;
+        items[fc->n] = cl->fences->item;
+        cl->fences = cl->fences->next;
+        fc->n++;
+    }
+    req.n = fc->n;
+    if (mc_proto_fence_req_encode(&req, items, buf, sizeof(buf), &len) == 0 &&
+        mc_ucx_rpc_call(cl->master, MC_WIRE_FENCE, buf, len,
+                        mc_ucx_now_ms() + INFO_TIMEOUT_MS, fence_done, fc, NULL) == 0) {
+        cl->fence_busy = true;
+        return;
+    }
+    fence_done(fc, MC_ERR_UNAVAILABLE, NULL, NULL, 0);
+}
+
+static void hb_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                    size_t len)
+{
+    struct cluster *cl = ctx;
+    struct mc_proto_status_rep rep;
+
+    (void)hdr;
+    cl->hb_busy = false;
+    if (status == 0)
+        status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+    if (status != 0)
+        mc_warn("heartbeat: %s", mc_strerror(status));
+}
+
+void cluster_tick(struct mc_agent *a)
+{
+    struct cluster *cl = a->cl;
+    uint64_t now = agent_now_ms();
+    uint32_t i;
+
+    if (!cl->hb_busy && now >= cl->next_hb_ms && !cl->leaving) {
+        struct mc_proto_heartbeat_req req = {.node = cl->node};
+        uint8_t buf[16];
+        size_t len;
+
+        cl->next_hb_ms = now + a->cfg.heartbeat_ms;
+        if (mc_proto_heartbeat_req_encode(&req, buf, sizeof(buf), &len) == 0 &&
+            mc_ucx_rpc_call(cl->master, MC_WIRE_HEARTBEAT, buf, len,
+                            now + a->cfg.heartbeat_ms * 2, hb_done, cl, NULL) == 0)
+            cl->hb_busy = true;
+    }
+    if (now >= cl->next_fence_ms) {
+        cl->next_fence_ms = now + FENCE_RETRY_MS;
+        fence_send(cl);
+    }
+    /* reads whose owner accepted the call but never started the bytes */
+    for (i = 0; i < READ_HASH; i++) {
+        struct xfer *x = cl->reads[i], *next;
+
+        for (; x != NULL; x = next) {
+            next = x->next;
+            if (!x->data_started && now > x->deadline_ms) {
+                if (x->status == 0)
+                    x->status = MC_ERR_TIMEOUT;
+                read_check(cl, x);
+            }
+        }
+    }
+}
+
+/* --- loop hooks ----------------------------------------------------------------------------- */
+
+bool cluster_turn(struct mc_agent *a)
+{
+    struct cluster *cl = a->cl;
+    bool work = mc_ucx_progress(cl->u);
+
+    if (ml_flush(a->ml)) {
+        mc_ucx_progress(cl->u);
+        work = true;
+    }
+    return work;
+}
+
+bool cluster_arm(struct mc_agent *a)
+{
+    struct cluster *cl = a->cl;
+    struct io_uring_sqe *sqe;
+
+    if (!mc_ucx_arm(cl->u))
+        return false;
+    if (!cl->efd_polled && (sqe = agent_get_sqe(a)) != NULL) {
+        io_uring_prep_poll_add(sqe, mc_ucx_efd(cl->u), POLLIN);
+        io_uring_sqe_set_data64(sqe, (uint64_t)UD_UCX);
+        cl->efd_polled = true;
+    }
+    if (!cl->listen_polled && cl->listen_fd >= 0 && (sqe = agent_get_sqe(a)) != NULL) {
+        io_uring_prep_poll_add(sqe, cl->listen_fd, POLLIN);
+        io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)cl | UD_UCX);
+        cl->listen_polled = true;
+    }
+    return true;
+}
+
+void cluster_on_cqe(struct mc_agent *a, void *p, int res)
+{
+    struct cluster *cl = a->cl;
+
+    (void)res;
+    if (cl == NULL)
+        return;
+    if (p == NULL) {
+        cl->efd_polled = false; /* the next turn progresses */
+    } else {
+        cl->listen_polled = false;
+        mc_boot_serve(cl->listen_fd, cl->boot, cl->boot_len);
+    }
+}
+
+unsigned cluster_listen_port(const struct mc_agent *a)
+{
+    return a->cl != NULL ? a->cl->port : 0;
+}
+
+uint64_t cluster_lease_ttl_ms(const struct mc_agent *a)
+{
+    return a->cl->lease_ttl_ms;
+}
+
+/* --- start-up and exit ---------------------------------------------------------------------- */
+
+static int join(struct cluster *cl, uint64_t deadline)
+{
+    struct mc_agent *a = cl->a;
+    uint8_t addr[MC_BOOT_ADDR_MAX], buf[MC_PROTO_TOKEN_MAX + 2 * MC_PROTO_NAME_MAX + 64];
+    struct mc_proto_hello_rep hrep;
+    struct sync_call sc;
+    size_t alen, len;
+    uint64_t now;
+    int err;
+
+    /* the master may come up after us: retry its bootstrap until the deadline */
+    for (;;) {
+        now = agent_now_ms();
+        err = mc_boot_fetch(a->cfg.master_addr, deadline > now ? deadline - now : 0, addr,
+                            sizeof(addr), &alen);
+        if (err != MC_ERR_UNAVAILABLE || agent_now_ms() + 100 >= deadline)
+            break;
+        poll(NULL, 0, 100);
+    }
+    if (err != 0) {
+        mc_error("master %s: %s", a->cfg.master_addr, mc_strerror(err));
+        return err;
+    }
+    err = mc_ucx_ep_connect(cl->u, addr, alen, &cl->master);
+    if (err == 0)
+        err = hello_encode(cl, buf, sizeof(buf), &len);
+    if (err == 0)
+        err = sync_call(cl, cl->master, MC_WIRE_HELLO, buf, len, deadline, &sc);
+    if (err == 0) {
+        err = mc_proto_hello_rep_decode(sc.reply, sc.len, &hrep) == 0 ? hrep.status
+                                                                        : MC_ERR_PROTO;
+        free(sc.reply);
+    }
+    if (err != 0) {
+        mc_error("joining the master at %s: %s", a->cfg.master_addr,
+                 err == MC_ERR_DENIED ? "refused (wrong cluster token?)" : mc_strerror(err));
+        return err;
+    }
+    cl->node = hrep.node;
+    cl->node_ttl_ms = hrep.node_ttl_ms;
+    cl->lease_ttl_ms = hrep.lease_ttl_ms;
+    a->node = hrep.node;
+    if (a->seg_size != 0) {
+        const void *waddr;
+        size_t wlen;
+        struct mc_proto_mount_req mreq = {
+            .seg = {.node = cl->node, .kind = MC_SEG_DRAM,
+                    .base = (uint64_t)(uintptr_t)a->seg, .size = a->seg_size},
+        };
+        struct mc_proto_mount_rep mrep;
+        uint8_t *mbuf;
+
+        mc_ucx_address(cl->u, &waddr, &wlen);
+        mreq.worker_addr.p = waddr;
+        mreq.worker_addr.len = wlen;
+        mbuf = malloc(wlen + 256);
+        if (mbuf == NULL)
+            return MC_ERR_NOMEM;
+        err = mc_proto_mount_req_encode(&mreq, mbuf, wlen + 256, &len);
+        if (err == 0)
+            err = sync_call(cl, cl->master, MC_WIRE_MOUNT, mbuf, len, deadline, &sc);
+        free(mbuf);
+        if (err == 0) {
+            err = mc_proto_mount_rep_decode(sc.reply, sc.len, &mrep) == 0 ? mrep.status
+                                                                            : MC_ERR_PROTO;
+            free(sc.reply);
+        }
+        if (err != 0) {
+            mc_error("mounting the DRAM segment at the master: %s", mc_strerror(err));
+            return err;
+        }
+        a->seg_id = mrep.seg;
+    }
+    mc_info("joined the master at %s as node %u (%s)%s", a->cfg.master_addr, cl->node,
+            cl->name, a->seg_size != 0 ? ", DRAM segment mounted" : ", holding no data");
+    return 0;
+}
+
+int cluster_create(struct mc_agent *a)
+{
+    char keepalive[64];
+    const char *ucx_cfg[] = {"MM_ERROR_HANDLING=y", keepalive, NULL};
+    struct mc_ucx_params up = {.name = "mc-agent", .config = ucx_cfg, .ep_error = on_ep_error};
+    uint64_t deadline = agent_now_ms() + a->cfg.connect_timeout_ms;
+    struct cluster *cl;
+    const void *addr;
+    size_t alen;
+    int err;
+
+    cl = calloc(1, sizeof(*cl));
+    if (cl == NULL)
+        return MC_ERR_NOMEM;
+    a->cl = cl;
+    cl->a = a;
+    cl->listen_fd = -1;
+    if (a->cfg.node_name != NULL) {
+        snprintf(cl->name, sizeof(cl->name), "%s", a->cfg.node_name);
+    } else if (gethostname(cl->name, sizeof(cl->name)) != 0) {
+        strcpy(cl->name, "node");
+    }
+    cl->name[sizeof(cl->name) - 1] = '\0';
+    if (a->cfg.cluster_token != NULL && a->cfg.cluster_token[0] != '\0') {
+        cl->token = strdup(a->cfg.cluster_token);
+        if (cl->token == NULL)
+            return MC_ERR_NOMEM;
+        cl->token_len = strlen(cl->token);
+    } else {
+        mc_warn("no cluster_token: joining a master that accepts any (allow_no_token)");
+    }
+    snprintf(keepalive, sizeof(keepalive), "KEEPALIVE_INTERVAL=%llums",
+             (unsigned long long)a->cfg.keepalive_ms);
+    up.ep_error_ctx = cl;
+    err = mc_ucx_create(&up, &cl->u);
+    if (err != 0) {
+        mc_error("UCX: %s", mc_strerror(err));
+        return err;
+    }
+    mc_ucx_rpc_register(cl->u, on_request, cl);
+    mc_ucx_bulk_register(cl->u, bulk_dest, bulk_done, cl);
+    mc_ucx_address(cl->u, &addr, &alen);
+    err = mc_boot_msg(addr, alen, &cl->boot, &cl->boot_len);
+    if (err == 0)
+        err = mc_boot_listen(a->cfg.listen, BOOT_BACKLOG, &cl->listen_fd, &cl->port);
+    if (err != 0)
+        return err;
+    err = join(cl, deadline);
+    if (err != 0)
+        return err;
+    return ml_create_remote(cl->master, cl->node, a->cfg.op_timeout_ms, &a->ml);
+}
+
+void cluster_leave(struct mc_agent *a)
+{
+    struct cluster *cl = a->cl;
+    struct mc_proto_heartbeat_req req = {.flags = MC_PROTO_HEARTBEAT_F_LEAVE};
+    struct sync_call sc;
+    uint8_t buf[16];
+    size_t len;
+
+    if (cl == NULL || cl->master == NULL || cl->leaving)
+        return;
+    cl->leaving = true;
+    req.node = cl->node;
+    if (mc_proto_heartbeat_req_encode(&req, buf, sizeof(buf), &len) == 0 &&
+        sync_call(cl, cl->master, MC_WIRE_HEARTBEAT, buf, len, agent_now_ms() + 1000, &sc) ==
+            0) {
+        free(sc.reply);
+        mc_info("left the cluster");
+    }
+}
+
+void cluster_destroy(struct mc_agent *a)
+{
+    struct cluster *cl = a->cl;
+    uint32_t i;
+
+    if (cl == NULL)
+        return;
+    for (i = 0; i < PEER_HASH; i++) {
+        while (cl->peers[i] != NULL)
+            peer_drop(cl, cl->peers[i], MC_ERR_CANCELED);
+    }
+    /* what is still under way fails through its callbacks */
+    mc_ucx_destroy(cl->u);
+    cl->u = NULL;
+    while (cl->info_wait != NULL) {
+        struct xfer *x = cl->info_wait;
+
+        cl->info_wait = x->next;
+        xfer_end(cl, x, MC_ERR_CANCELED);
+    }
+    while (cl->fences != NULL) {
+        struct fence *f = cl->fences;
+
+        cl->fences = f->next;
+        free(f);
+    }
+    for (i = 0; i < cl->nsegtab; i++)
+        free(cl->segs[i].addr);
+    free(cl->segs);
+    if (cl->listen_fd >= 0)
+        close(cl->listen_fd);
+    free(cl->boot);
+    if (cl->token != NULL) {
+        memset(cl->token, 0, cl->token_len);
+        free(cl->token);
+    }
+    free(cl);
+    a->cl = NULL;
+}
+
+void cluster_stats_add(const struct mc_agent *a, json_t *o)
+{
+    const struct cluster *cl = a->cl;
+
+    if (cl == NULL)
+        return;
+    json_object_set_new(o, "node", json_integer(cl->node));
+    json_object_set_new(o, "node_name", json_string(cl->name));
+    json_object_set_new(o, "writes_to_peers", json_integer((json_int_t)cl->st.writes_out));
+    json_object_set_new(o, "bytes_to_peers", json_integer((json_int_t)cl->st.write_bytes_out));
+    json_object_set_new(o, "reads_from_peers", json_integer((json_int_t)cl->st.reads_out));
+    json_object_set_new(o, "bytes_from_peers", json_integer((json_int_t)cl->st.read_bytes_in));
+    json_object_set_new(o, "writes_served", json_integer((json_int_t)cl->st.writes_in));
+    json_object_set_new(o, "reads_served", json_integer((json_int_t)cl->st.reads_in));
+    json_object_set_new(o, "peer_refused", json_integer((json_int_t)cl->st.refused));
+    json_object_set_new(o, "peer_errors", json_integer((json_int_t)cl->st.peer_errors));
+    json_object_set_new(o, "read_failovers", json_integer((json_int_t)cl->st.failovers));
+}
+
+/* --- ops answered from the master's view ---------------------------------------------------- */
+
+/* A client's op waiting for a CLUSTER_INFO or LIST answer. */
+struct view_call {
+    struct mc_agent *a;
+    struct client *c;
+    uint64_t user_data, data_off, data_len, arg0;
+};
+
+static struct view_call *view_call_new(struct mc_agent *a, struct client *c,
+                                       const struct mc_sqe *s)
+{
+    struct view_call *v = malloc(sizeof(*v));
+
+    if (v == NULL)
+        return NULL;
+    v->a = a;
+    v->c = c;
+    v->user_data = s->user_data;
+    v->data_off = s->data_off;
+    v->data_len = s->data_len;
+    v->arg0 = s->arg0;
+    c->refs++;
+    return v;
+}
+
+static void view_call_end(struct view_call *v)
+{
+    agent_client_put_ref(v->a, v->c);
+    free(v);
+}
+
+static void stats_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                       size_t len)
+{
+    struct view_call *v = ctx;
+    struct mc_proto_seg_entry *segs = malloc(MC_PROTO_SEG_PAGE_MAX * sizeof(*segs));
+    struct mc_proto_node_entry *nodes = malloc(MC_PROTO_NODE_PAGE_MAX * sizeof(*nodes));
+    struct mc_proto_info_rep rep;
+
+    (void)hdr;
+    if (segs == NULL || nodes == NULL)
+        status = MC_ERR_NOMEM;
+    if (status == 0 && mc_proto_info_rep_decode(pl, len, MC_PROTO_SEG_PAGE_MAX, &rep, segs,
+                                                MC_PROTO_NODE_PAGE_MAX, nodes) != 0)
+        status = MC_ERR_PROTO;
+    if (status == 0)
+        status = rep.status;
+    if (v->c->state != CL_ACTIVE) {
+        /* the client left meanwhile */
+    } else if (status != 0) {
+        agent_cqe_res(v->c, v->user_data, status);
+    } else if (v->arg0 & MC_STATS_F_CLUSTER) {
+        agent_answer_json(v->c, v->user_data, v->data_off, v->data_len,
+                          agent_cluster_json(&rep.stats, segs, rep.nseg, nodes, rep.nnode));
+    } else {
+        agent_answer_json(v->c, v->user_data, v->data_off, v->data_len,
+                          agent_stats_json(v->a, &rep.stats));
+    }
+    free(segs);
+    free(nodes);
+    view_call_end(v);
+}
+
+void cluster_op_stats(struct mc_agent *a, struct client *c, const struct mc_sqe *s)
+{
+    struct mc_proto_info_req req = {.flags = MC_PROTO_INFO_F_STATS};
+    struct view_call *v = view_call_new(a, c, s);
+    uint8_t buf[64];
+    size_t len;
+    int err;
+
+    if (v == NULL) {
+        agent_cqe_res(c, s->user_data, MC_ERR_NOMEM);
+        return;
+    }
+    if (s->arg0 & MC_STATS_F_CLUSTER) {
+        /* the first page of each: a cluster beyond 256 nodes or segments shows that many */
+        req.flags |= MC_PROTO_INFO_F_SEGMENTS | MC_PROTO_INFO_F_NODES;
+        req.max = MC_PROTO_SEG_PAGE_MAX;
+        req.node_max = MC_PROTO_NODE_PAGE_MAX;
+    }
+    err = mc_proto_info_req_encode(&req, buf, sizeof(buf), &len);
+    if (err == 0)
+        err = mc_ucx_rpc_call(a->cl->master, MC_WIRE_CLUSTER_INFO, buf, len,
+                              mc_ucx_now_ms() + a->cfg.op_timeout_ms, stats_done, v, NULL);
+    if (err != 0) {
+        agent_cqe_res(c, s->user_data, err);
+        view_call_end(v);
+    }
+}
+
+static void list_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                      size_t len)
+{
+    struct view_call *v = ctx;
+    struct mc_proto_key *keys = malloc(MC_PROTO_LIST_MAX * sizeof(*keys));
+    struct mc_proto_list_rep rep;
+    struct mc_cqe e;
+    uint32_t i;
+
+    (void)hdr;
+    if (keys == NULL)
+        status = MC_ERR_NOMEM;
+    if (status == 0 && mc_proto_list_rep_decode(pl, len, MC_PROTO_LIST_MAX, &rep, keys) != 0)
+        status = MC_ERR_PROTO;
+    if (status == 0)
+        status = rep.status;
+    if (v->c->state == CL_ACTIVE && status != 0) {
+        agent_cqe_res(v->c, v->user_data, status);
+    } else if (v->c->state == CL_ACTIVE) {
+        struct list_out o = {.p = v->c->r->staging + v->data_off,
+                             .end = v->c->r->staging + v->data_off + v->data_len};
+
+        /* we asked for no more than the range holds */
+        for (i = 0; i < rep.n && !o.full; i++)
+            agent_list_one(keys[i].key, keys[i].key_len, &o);
+        memset(&e, 0, sizeof(e));
+        e.user_data = v->user_data;
+        e.res = o.full ? MC_ERR_INTERNAL : (int)rep.n;
+        e.version = rep.next_cursor;
+        agent_cqe_post(v->c, &e);
+    }
+    free(keys);
+    view_call_end(v);
+}
+
+void cluster_op_list(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
+                     const char *key)
+{
+    /* ask for as many keys as the range holds even if each is of the longest size, so no
+     * key of the page is lost to a full range (the cursor names pages, not keys) */
+    uint64_t fit = s->data_len / (sizeof(uint16_t) + MC_PROTO_KEY_MAX);
+    struct mc_proto_list_req req = {.node = a->node, .cursor = s->arg0,
+                                    .prefix = {.p = (const uint8_t *)key, .len = s->key_len}};
+    struct view_call *v;
+    uint8_t buf[MC_PROTO_KEY_MAX + 64];
+    size_t len;
+    int err;
+
+    if (fit == 0) {
+        agent_cqe_res(c, s->user_data, MC_ERR_TOO_LARGE);
+        return;
+    }
+    if (s->arg1 != 0 && s->arg1 < fit)
+        fit = s->arg1;
+    req.max = fit > MC_PROTO_LIST_MAX ? MC_PROTO_LIST_MAX : (uint32_t)fit;
+    v = view_call_new(a, c, s);
+    if (v == NULL) {
+        agent_cqe_res(c, s->user_data, MC_ERR_NOMEM);
+        return;
+    }
+    err = mc_proto_list_req_encode(&req, buf, sizeof(buf), &len);
+    if (err == 0)
+        err = mc_ucx_rpc_call(a->cl->master, MC_WIRE_LIST, buf, len,
+                              mc_ucx_now_ms() + a->cfg.op_timeout_ms, list_done, v, NULL);
+    if (err != 0) {
+        agent_cqe_res(c, s->user_data, err);
+        view_call_end(v);
+    }
+}

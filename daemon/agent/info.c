@@ -1,0 +1,190 @@
+/*
+ * What the agent tells about itself and its cluster: the JSON of MC_OP_STATS (mcctl stats)
+ * and of MC_OP_STATS with MC_STATS_F_CLUSTER (mcctl cluster), in either mode.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <mc/mc_status.h>
+
+#include "daemon/agent/agent_int.h"
+#include "daemon/agent/cluster.h"
+#include "daemon/proto/master_proto.h"
+
+char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
+{
+    json_t *o;
+    char *s;
+
+    o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}",
+                  "objects", (json_int_t)ms->objects, "used_bytes", (json_int_t)ms->used_bytes,
+                  "capacity_bytes", (json_int_t)ms->capacity_bytes, "evictions",
+                  (json_int_t)ms->evictions, "clients", (json_int_t)a->nclients, "puts",
+                  (json_int_t)ms->puts_completed, "gets", (json_int_t)ms->gets, "get_misses",
+                  (json_int_t)ms->get_misses, "lease_expiries", (json_int_t)ms->lease_expiries,
+                  "ttl_expiries", (json_int_t)ms->ttl_expiries, "removes",
+                  (json_int_t)ms->removes, "bytes_written", (json_int_t)a->st.bytes_in,
+                  "clients_disconnected", (json_int_t)a->st.disconnects, "hugepages",
+                  a->seg_huge);
+    if (o == NULL)
+        return NULL;
+    if (a->st.delayed_answers != 0)
+        json_object_set_new(o, "test_delayed_answers",
+                            json_integer((json_int_t)a->st.delayed_answers));
+    json_object_set_new(o, "mode", json_string(a->cl != NULL ? "cluster" : "standalone"));
+    json_object_set_new(o, "dram_bytes", json_integer((json_int_t)a->seg_size));
+    if (a->land != NULL) {
+        json_object_set_new(o, "landing_bytes", json_integer((json_int_t)a->land_size));
+        json_object_set_new(o, "landing_used_bytes",
+                            json_integer((json_int_t)mc_alloc_used_bytes(a->land)));
+    }
+    cluster_stats_add(a, o);
+    s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+static const char *kind_name(uint32_t kind)
+{
+    static const char *const names[] = {"dram", "gpu", "disk"};
+
+    return kind < 3 ? names[kind] : "unknown";
+}
+
+static json_t *domain_of(json_t *domains, const char *name)
+{
+    size_t i;
+    json_t *d;
+
+    json_array_foreach(domains, i, d) {
+        if (strcmp(json_string_value(json_object_get(d, "name")), name) == 0)
+            return d;
+    }
+    d = json_pack("{s:s, s:I, s:I, s:I}", "name", name, "nodes", (json_int_t)0, "capacity",
+                  (json_int_t)0, "used", (json_int_t)0);
+    json_array_append_new(domains, d);
+    return d;
+}
+
+static void add_to(json_t *o, const char *key, uint64_t v)
+{
+    json_object_set_new(o, key, json_integer(json_integer_value(json_object_get(o, key)) +
+                                             (json_int_t)v));
+}
+
+char *agent_cluster_json(const struct mc_master_stats *ms, const struct mc_proto_seg_entry *segs,
+                         size_t nseg, const struct mc_proto_node_entry *nodes, size_t nnode)
+{
+    json_t *o = json_object(), *jn = json_array(), *jd = json_array(), *js = json_array();
+    uint64_t cap = 0, used = 0;
+    size_t i, j, dead = 0;
+    char *s;
+
+    if (o == NULL || jn == NULL || jd == NULL || js == NULL) {
+        json_decref(o);
+        json_decref(jn);
+        json_decref(jd);
+        json_decref(js);
+        return NULL;
+    }
+    for (i = 0; i < nseg; i++) {
+        const struct mc_master_seg_info *si = &segs[i].info;
+
+        json_array_append_new(js, json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:s}", "id",
+                                            (json_int_t)segs[i].seg, "node", (json_int_t)si->node,
+                                            "kind", kind_name(si->kind), "capacity",
+                                            (json_int_t)si->size, "used",
+                                            (json_int_t)(si->size - si->free_bytes),
+                                            "largest_free", (json_int_t)si->largest_free,
+                                            "objects", (json_int_t)si->blocks, "state",
+                                            "mounted"));
+        cap += si->size;
+        used += si->size - si->free_bytes;
+    }
+    for (i = 0; i < nnode; i++) {
+        const struct mc_proto_node_entry *n = &nodes[i];
+        char name[MC_PROTO_NAME_MAX + 1], dom[MC_PROTO_NAME_MAX + 1];
+        uint64_t ncap = 0, nused = 0;
+        json_t *d;
+
+        memcpy(name, n->name.p, n->name.len);
+        name[n->name.len] = '\0';
+        memcpy(dom, n->domain.p, n->domain.len);
+        dom[n->domain.len] = '\0';
+        for (j = 0; j < nseg; j++) {
+            if (segs[j].info.node == n->id) {
+                ncap += segs[j].info.size;
+                nused += segs[j].info.size - segs[j].info.free_bytes;
+            }
+        }
+        dead += !n->alive;
+        json_array_append_new(jn, json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "id",
+                                            (json_int_t)n->id, "name", name, "domain", dom,
+                                            "state", n->alive ? "alive" : "dead", "segments",
+                                            (json_int_t)n->segments, "capacity",
+                                            (json_int_t)ncap, "used", (json_int_t)nused,
+                                            "idle_ms", (json_int_t)n->idle_ms));
+        if (!n->alive)
+            continue;
+        d = domain_of(jd, dom);
+        add_to(d, "nodes", 1);
+        add_to(d, "capacity", ncap);
+        add_to(d, "used", nused);
+    }
+    json_object_set_new(o, "state", json_string(dead != 0 ? "degraded" : "ok"));
+    json_object_set_new(o, "capacity", json_integer((json_int_t)cap));
+    json_object_set_new(o, "used", json_integer((json_int_t)used));
+    json_object_set_new(o, "objects", json_integer((json_int_t)ms->objects));
+    json_object_set_new(o, "nodes", jn);
+    json_object_set_new(o, "domains", jd);
+    json_object_set_new(o, "segments", js);
+    s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+/* The one-node view of a standalone agent, from its in-process master. */
+char *agent_local_cluster_json(struct mc_agent *a)
+{
+    struct mc_master_node_info ni[16];
+    struct mc_proto_node_entry ne[16];
+    struct mc_proto_seg_entry se;
+    struct mc_master_stats ms;
+    uint32_t cursor = 0;
+    size_t n, i;
+
+    mc_master_get_stats(a->master, &ms);
+    memset(&se, 0, sizeof(se));
+    se.seg = a->seg_id;
+    mc_master_segment_info(a->master, a->seg_id, &se.info);
+    n = mc_master_node_list(a->master, &cursor, ni, 16);
+    for (i = 0; i < n; i++) {
+        ne[i] = (struct mc_proto_node_entry){
+            .id = ni[i].id, .alive = ni[i].alive, .segments = ni[i].segments,
+            .idle_ms = ni[i].idle_ms,
+            .name = {.p = (const uint8_t *)ni[i].name, .len = strlen(ni[i].name)},
+            .domain = {.p = (const uint8_t *)ni[i].domain, .len = strlen(ni[i].domain)},
+        };
+    }
+    return agent_cluster_json(&ms, &se, 1, ne, n);
+}
+
+void agent_answer_json(struct client *c, uint64_t user_data, uint64_t data_off,
+                       uint64_t data_len, char *js)
+{
+    size_t n;
+
+    if (js == NULL) {
+        agent_cqe_res(c, user_data, MC_ERR_NOMEM);
+        return;
+    }
+    n = strlen(js);
+    if (n > data_len) {
+        free(js);
+        agent_cqe_res(c, user_data, MC_ERR_TOO_LARGE);
+        return;
+    }
+    memcpy(c->r->staging + data_off, js, n);
+    free(js);
+    agent_cqe_res(c, user_data, (int)n);
+}

@@ -1,0 +1,478 @@
+/*
+ * The agent's master link: in-process calls, or batch RPCs to mc-master (mlink.h).
+ */
+#include "daemon/agent/mlink.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <mc/mc_status.h>
+
+#include "daemon/proto/master_proto.h"
+#include "ucx_backend/ucx.h"
+
+#define ML_BATCH_MAX MC_PROTO_BATCH_MAX
+/* worst case of one item on the wire (a put: key + fixed fields) stays far below this, so
+ * a full batch always fits one frame */
+#define ML_FRAME_CAP (ML_BATCH_MAX * (MC_PROTO_KEY_MAX + 128u))
+
+struct batch {
+    struct batch *next;        /* free list */
+    struct mlink *ml;
+    enum ml_kind kind;
+    uint32_t n;
+    struct ml_req *items[ML_BATCH_MAX];
+};
+
+struct mlink {
+    struct mc_master *m;       /* in-process, or NULL */
+    struct mc_ucx_ep *ep;      /* remote */
+    uint32_t node;
+    uint64_t op_timeout_ms;
+    struct ml_req *free_reqs;
+    struct batch *free_batches;
+    struct ml_req *head[ML__COUNT], *tail[ML__COUNT];
+    uint32_t nqueued[ML__COUNT];
+    size_t pending;            /* queued + in flight */
+    uint32_t inflight_batches;
+    uint8_t *frame;            /* ML_FRAME_CAP: encoding */
+    /* decoding scratch: one reply is decoded at a time */
+    int results[ML_BATCH_MAX];
+    uint64_t counts[ML_BATCH_MAX];
+    union {
+        struct mc_master_put_grant grants[ML_BATCH_MAX];
+        struct mc_master_get_result gets[ML_BATCH_MAX];
+        struct mc_master_stat stats[ML_BATCH_MAX];
+        struct mc_master_put_req puts[ML_BATCH_MAX];
+        struct mc_master_ref refs[ML_BATCH_MAX];
+        struct mc_proto_key keys[ML_BATCH_MAX];
+    } u;
+};
+
+static struct mlink *ml_alloc(void)
+{
+    struct mlink *ml = calloc(1, sizeof(*ml));
+
+    return ml;
+}
+
+int ml_create_local(struct mc_master *m, struct mlink **ml_p)
+{
+    struct mlink *ml = ml_alloc();
+
+    if (ml == NULL)
+        return MC_ERR_NOMEM;
+    ml->m = m;
+    *ml_p = ml;
+    return 0;
+}
+
+int ml_create_remote(struct mc_ucx_ep *ep, uint32_t node, uint64_t op_timeout_ms,
+                     struct mlink **ml_p)
+{
+    struct mlink *ml = ml_alloc();
+
+    if (ml == NULL)
+        return MC_ERR_NOMEM;
+    ml->frame = malloc(ML_FRAME_CAP);
+    if (ml->frame == NULL) {
+        free(ml);
+        return MC_ERR_NOMEM;
+    }
+    ml->ep = ep;
+    ml->node = node;
+    ml->op_timeout_ms = op_timeout_ms;
+    *ml_p = ml;
+    return 0;
+}
+
+struct ml_req *ml_req_new(struct mlink *ml, enum ml_kind kind, const char *key, size_t key_len,
+                          ml_done_fn done, void *ctx)
+{
+    struct ml_req *r = ml->free_reqs;
+
+    if (key_len > MC_KEY_MAX)
+        return NULL;
+    if (r != NULL)
+        ml->free_reqs = r->next;
+    else if ((r = malloc(sizeof(*r))) == NULL)
+        return NULL;
+    memset(r, 0, offsetof(struct ml_req, key));
+    r->kind = kind;
+    r->done = done;
+    r->ctx = ctx;
+    r->key_len = (uint32_t)key_len;
+    if (key_len > 0)
+        memcpy(r->key, key, key_len);
+    return r;
+}
+
+void ml_req_free(struct mlink *ml, struct ml_req *r)
+{
+    r->next = ml->free_reqs;
+    ml->free_reqs = r;
+}
+
+static void req_end(struct mlink *ml, struct ml_req *r)
+{
+    if (r->done != NULL)
+        r->done(r->ctx, r);
+    else
+        ml_req_free(ml, r);
+}
+
+/* --- in-process ------------------------------------------------------------------------ */
+
+static void run_local(struct mlink *ml, struct ml_req *r)
+{
+    struct mc_master *m = ml->m;
+    int64_t n;
+
+    switch (r->kind) {
+    case ML_PUT_START:
+        r->in.put.key = r->key;
+        r->in.put.key_len = r->key_len;
+        r->res = mc_master_put_start(m, &r->in.put, &r->out.grant);
+        break;
+    case ML_PUT_END:
+    case ML_PUT_REVOKE:
+        r->in.ref.key = r->key;
+        r->in.ref.key_len = r->key_len;
+        r->res = r->kind == ML_PUT_END ? mc_master_put_end(m, &r->in.ref)
+                                       : mc_master_put_revoke(m, &r->in.ref);
+        break;
+    case ML_GET:
+        r->res = mc_master_get_replicas(m, r->key, r->key_len, &r->out.get);
+        break;
+    case ML_LEASE_RELEASE:
+        r->in.ref.key = r->key;
+        r->in.ref.key_len = r->key_len;
+        mc_master_lease_release(m, 1, &r->in.ref);
+        r->res = 0;
+        break;
+    case ML_EXIST:
+        r->res = mc_master_exist(m, r->key, r->key_len);
+        r->out.count = r->res > 0 ? 1 : 0;
+        if (r->res > 0)
+            r->res = 0;
+        break;
+    case ML_STAT:
+        r->res = mc_master_stat(m, r->key, r->key_len, &r->out.stat);
+        break;
+    case ML_REMOVE:
+        r->res = mc_master_remove(m, r->key, r->key_len);
+        break;
+    case ML_REMOVE_PREFIX:
+        n = mc_master_remove_prefix(m, r->key, r->key_len);
+        r->res = n < 0 ? (int)n : 0;
+        r->out.count = n < 0 ? 0 : n;
+        break;
+    default:
+        r->res = MC_ERR_INVALID;
+        break;
+    }
+    req_end(ml, r);
+}
+
+/* --- remote ---------------------------------------------------------------------------- */
+
+void ml_submit(struct mlink *ml, struct ml_req *r)
+{
+    if (ml->m != NULL) {
+        run_local(ml, r);
+        return;
+    }
+    r->next = NULL;
+    if (ml->tail[r->kind] != NULL)
+        ml->tail[r->kind]->next = r;
+    else
+        ml->head[r->kind] = r;
+    ml->tail[r->kind] = r;
+    ml->nqueued[r->kind]++;
+    ml->pending++;
+}
+
+static void batch_free(struct mlink *ml, struct batch *b)
+{
+    b->next = ml->free_batches;
+    ml->free_batches = b;
+    ml->inflight_batches--;
+}
+
+/* Ends every item of `b` with `status` (the whole call failed). */
+static void batch_fail(struct mlink *ml, struct batch *b, int status)
+{
+    uint32_t i;
+
+    for (i = 0; i < b->n; i++) {
+        b->items[i]->res = status;
+        ml->pending--;
+        req_end(ml, b->items[i]);
+    }
+    batch_free(ml, b);
+}
+
+static int decode_reply(struct mlink *ml, struct batch *b, const void *pl, size_t len)
+{
+    struct mc_proto_batch_rep rep;
+    struct mc_proto_lease_release_rep lr;
+    uint32_t i;
+    int rc;
+
+    switch (b->kind) {
+    case ML_PUT_START:
+        rc = mc_proto_put_start_rep_decode(pl, len, b->n, &rep, ml->results, ml->u.grants);
+        break;
+    case ML_PUT_END:
+    case ML_PUT_REVOKE:
+        rc = mc_proto_results_rep_decode(pl, len, b->n, &rep, ml->results);
+        break;
+    case ML_GET:
+        rc = mc_proto_get_rep_decode(pl, len, b->n, &rep, ml->results, ml->u.gets);
+        break;
+    case ML_LEASE_RELEASE:
+        rc = mc_proto_lease_release_rep_decode(pl, len, &lr);
+        if (rc == 0) {
+            rep.status = lr.status;
+            rep.n = b->n;
+            for (i = 0; i < b->n; i++)
+                ml->results[i] = 0;
+        }
+        break;
+    case ML_EXIST:
+    case ML_STAT:
+        rc = mc_proto_exist_rep_decode(pl, len, b->n, &rep, ml->results, ml->u.stats);
+        break;
+    case ML_REMOVE:
+    case ML_REMOVE_PREFIX:
+        rc = mc_proto_remove_rep_decode(pl, len, b->n, &rep, ml->results, ml->counts);
+        break;
+    default:
+        rc = MC_ERR_PROTO;
+        break;
+    }
+    if (rc != 0)
+        return MC_ERR_PROTO;
+    if (rep.status != 0)
+        return rep.status;
+    if (rep.n != b->n)
+        return MC_ERR_PROTO;
+    for (i = 0; i < b->n; i++) {
+        struct ml_req *r = b->items[i];
+        int res = ml->results[i];
+
+        r->res = res;
+        switch (b->kind) {
+        case ML_PUT_START:
+            if (res == 0)
+                r->out.grant = ml->u.grants[i];
+            break;
+        case ML_GET:
+            if (res == 0)
+                r->out.get = ml->u.gets[i];
+            break;
+        case ML_EXIST:
+            r->out.count = res == 1;
+            r->res = res < 0 ? res : 0;
+            break;
+        case ML_STAT:
+            if (res == 1)
+                r->out.stat = ml->u.stats[i];
+            r->res = res < 0 ? res : res == 1 ? 0 : MC_ERR_NOT_FOUND;
+            break;
+        case ML_REMOVE:
+        case ML_REMOVE_PREFIX:
+            r->out.count = (int64_t)ml->counts[i];
+            break;
+        default:
+            break;
+        }
+    }
+    return 0;
+}
+
+static void batch_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                       size_t len)
+{
+    struct batch *b = ctx;
+    struct mlink *ml = b->ml;
+    uint32_t i;
+
+    (void)hdr;
+    if (status == 0)
+        status = decode_reply(ml, b, pl, len);
+    if (status != 0) {
+        batch_fail(ml, b, status);
+        return;
+    }
+    for (i = 0; i < b->n; i++) {
+        ml->pending--;
+        req_end(ml, b->items[i]);
+    }
+    batch_free(ml, b);
+}
+
+static uint16_t wire_type(enum ml_kind k)
+{
+    static const uint16_t t[ML__COUNT] = {
+        [ML_PUT_START] = MC_WIRE_PUT_START_BATCH, [ML_PUT_END] = MC_WIRE_PUT_END_BATCH,
+        [ML_PUT_REVOKE] = MC_WIRE_PUT_REVOKE_BATCH, [ML_GET] = MC_WIRE_GET_BATCH,
+        [ML_LEASE_RELEASE] = MC_WIRE_LEASE_RELEASE_BATCH, [ML_EXIST] = MC_WIRE_EXIST_BATCH,
+        [ML_STAT] = MC_WIRE_EXIST_BATCH, [ML_REMOVE] = MC_WIRE_REMOVE_BATCH,
+        [ML_REMOVE_PREFIX] = MC_WIRE_REMOVE_BATCH,
+    };
+
+    return t[k];
+}
+
+static int encode(struct mlink *ml, struct batch *b, size_t *len_p)
+{
+    struct mc_proto_put_start_req ps = {.writer = ml->node, .n = b->n};
+    struct mc_proto_ref_req rr = {.node = ml->node, .n = b->n};
+    struct mc_proto_keys_req kr = {.node = ml->node, .n = b->n};
+    uint32_t i;
+
+    for (i = 0; i < b->n; i++) {
+        struct ml_req *r = b->items[i];
+
+        switch (b->kind) {
+        case ML_PUT_START:
+            ml->u.puts[i] = r->in.put;
+            ml->u.puts[i].key = r->key;
+            ml->u.puts[i].key_len = r->key_len;
+            ml->u.puts[i].writer = ml->node;
+            break;
+        case ML_PUT_END:
+        case ML_PUT_REVOKE:
+        case ML_LEASE_RELEASE:
+            ml->u.refs[i] = r->in.ref;
+            ml->u.refs[i].key = r->key;
+            ml->u.refs[i].key_len = r->key_len;
+            ml->u.refs[i].node = ml->node;
+            break;
+        default:
+            ml->u.keys[i].key = r->key;
+            ml->u.keys[i].key_len = r->key_len;
+            break;
+        }
+    }
+    switch (b->kind) {
+    case ML_PUT_START:
+        return mc_proto_put_start_req_encode(&ps, ml->u.puts, ml->frame, ML_FRAME_CAP, len_p);
+    case ML_PUT_END:
+        return mc_proto_put_end_req_encode(&rr, ml->u.refs, ml->frame, ML_FRAME_CAP, len_p);
+    case ML_PUT_REVOKE:
+        return mc_proto_put_revoke_req_encode(&rr, ml->u.refs, ml->frame, ML_FRAME_CAP, len_p);
+    case ML_LEASE_RELEASE:
+        return mc_proto_lease_release_req_encode(&rr, ml->u.refs, ml->frame, ML_FRAME_CAP,
+                                                 len_p);
+    case ML_GET:
+        return mc_proto_get_req_encode(&kr, ml->u.keys, ml->frame, ML_FRAME_CAP, len_p);
+    case ML_EXIST:
+        return mc_proto_exist_req_encode(&kr, ml->u.keys, ml->frame, ML_FRAME_CAP, len_p);
+    case ML_STAT:
+        kr.flags = MC_PROTO_EXIST_F_STAT;
+        return mc_proto_exist_req_encode(&kr, ml->u.keys, ml->frame, ML_FRAME_CAP, len_p);
+    case ML_REMOVE:
+        return mc_proto_remove_req_encode(&kr, ml->u.keys, ml->frame, ML_FRAME_CAP, len_p);
+    case ML_REMOVE_PREFIX:
+        kr.flags = MC_PROTO_REMOVE_F_PREFIX;
+        return mc_proto_remove_req_encode(&kr, ml->u.keys, ml->frame, ML_FRAME_CAP, len_p);
+    default:
+        return MC_ERR_INVALID;
+    }
+}
+
+static void send_one(struct mlink *ml, enum ml_kind k)
+{
+    struct batch *b = ml->free_batches;
+    size_t len;
+    int rc;
+
+    if (b != NULL)
+        ml->free_batches = b->next;
+    else if ((b = malloc(sizeof(*b))) == NULL)
+        return; /* stays queued: next turn */
+    b->ml = ml;
+    b->kind = k;
+    b->n = 0;
+    ml->inflight_batches++;
+    while (b->n < ML_BATCH_MAX && ml->head[k] != NULL) {
+        struct ml_req *r = ml->head[k];
+
+        ml->head[k] = r->next;
+        b->items[b->n++] = r;
+        ml->nqueued[k]--;
+    }
+    if (ml->head[k] == NULL)
+        ml->tail[k] = NULL;
+    rc = ml->ep == NULL ? MC_ERR_UNAVAILABLE : encode(ml, b, &len);
+    if (rc == 0)
+        rc = mc_ucx_rpc_call(ml->ep, wire_type(k), ml->frame, len,
+                             mc_ucx_now_ms() + ml->op_timeout_ms, batch_done, b, NULL);
+    if (rc != 0)
+        batch_fail(ml, b, rc == MC_ERR_INVALID || rc == MC_ERR_TOO_LARGE ? MC_ERR_INTERNAL
+                                                                          : rc);
+}
+
+bool ml_flush(struct mlink *ml)
+{
+    bool sent = false;
+    int k;
+
+    if (ml->m != NULL)
+        return false;
+    for (k = 0; k < ML__COUNT; k++) {
+        while (ml->head[k] != NULL) {
+            send_one(ml, (enum ml_kind)k);
+            sent = true;
+        }
+    }
+    return sent;
+}
+
+size_t ml_pending(const struct mlink *ml)
+{
+    return ml->pending;
+}
+
+void ml_reset(struct mlink *ml, struct mc_ucx_ep *ep, int status)
+{
+    int k;
+
+    /* in-flight batches fail through their calls when the old endpoint is closed; what
+     * is queued fails here */
+    for (k = 0; k < ML__COUNT; k++) {
+        while (ml->head[k] != NULL) {
+            struct ml_req *r = ml->head[k];
+
+            ml->head[k] = r->next;
+            ml->nqueued[k]--;
+            ml->pending--;
+            r->res = status;
+            req_end(ml, r);
+        }
+        ml->tail[k] = NULL;
+    }
+    ml->ep = ep;
+}
+
+void ml_destroy(struct mlink *ml)
+{
+    struct ml_req *r;
+    struct batch *b;
+
+    if (ml == NULL)
+        return;
+    ml_reset(ml, NULL, MC_ERR_CANCELED);
+    while ((r = ml->free_reqs) != NULL) {
+        ml->free_reqs = r->next;
+        free(r);
+    }
+    while ((b = ml->free_batches) != NULL) {
+        ml->free_batches = b->next;
+        free(b);
+    }
+    free(ml->frame);
+    free(ml);
+}

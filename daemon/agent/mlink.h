@@ -1,0 +1,93 @@
+/*
+ * The agent's way to the master service (DESIGN.md §5): one interface over the in-process
+ * master of a standalone agent and mc-master over UCX RPC in cluster mode.
+ *
+ * A caller takes a request (ml_req_new), fills its inputs, and submits it; its done
+ * callback runs once with r->res and the outputs set, then the caller frees the request
+ * (ml_req_free). In-process, done runs inside ml_submit; remote, requests wait in one queue
+ * per kind and go out as one batch RPC per kind at the end of the loop turn (ml_flush),
+ * several batches in flight, and done runs from the UCX progress that brought the reply.
+ * A request with done == NULL is fire-and-forget (lease releases, revokes): the link frees
+ * it itself.
+ *
+ * Remote failures map onto results: a call that timed out is MC_ERR_TIMEOUT, a lost master
+ * MC_ERR_UNAVAILABLE (DESIGN.md §6: master-bound ops fail fast).
+ *
+ * Requests come from a free list that grows and never shrinks: no allocation per op once
+ * warm. One thread.
+ */
+#ifndef MC_AGENT_MLINK_H
+#define MC_AGENT_MLINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mc/mc.h>
+
+#include "daemon/master/master.h"
+
+struct mlink;
+struct mc_ucx_ep;
+
+enum ml_kind {
+    ML_PUT_START,
+    ML_PUT_END,
+    ML_PUT_REVOKE,
+    ML_GET,
+    ML_LEASE_RELEASE,
+    ML_EXIST,         /* out.count: 1 or 0 */
+    ML_STAT,          /* out.stat; MC_ERR_NOT_FOUND when absent */
+    ML_REMOVE,
+    ML_REMOVE_PREFIX, /* out.count: objects removed */
+    ML__COUNT,
+};
+
+struct ml_req;
+typedef void (*ml_done_fn)(void *ctx, struct ml_req *r);
+
+struct ml_req {
+    struct ml_req *next;       /* the link's queues */
+    enum ml_kind kind;
+    ml_done_fn done;
+    void *ctx;
+    uint64_t user_data;        /* the caller's */
+    int res;                   /* 0 or a negative MC_ERR_* (EXIST: 1/0 in out.count) */
+    uint32_t key_len;
+    union {
+        struct mc_master_put_req put; /* PUT_START: key fields are set by the link */
+        struct mc_master_ref ref;     /* PUT_END/REVOKE, LEASE_RELEASE: version, epoch */
+    } in;
+    union {
+        struct mc_master_put_grant grant;
+        struct mc_master_get_result get;
+        struct mc_master_stat stat;
+        int64_t count;
+    } out;
+    char key[MC_KEY_MAX];
+};
+
+/* In-process: every call goes to `m` (not owned). */
+int ml_create_local(struct mc_master *m, struct mlink **ml_p);
+/* Remote: calls go to mc-master on `ep` (not owned) as node `node`; op_timeout_ms bounds
+ * each batch. */
+int ml_create_remote(struct mc_ucx_ep *ep, uint32_t node, uint64_t op_timeout_ms,
+                     struct mlink **ml_p);
+/* Every queued and in-flight request ends with MC_ERR_CANCELED (done runs). Accepts NULL. */
+void ml_destroy(struct mlink *ml);
+
+/* A new request with its key copied (key_len 1..MC_KEY_MAX; 0 for none). NULL: no memory. */
+struct ml_req *ml_req_new(struct mlink *ml, enum ml_kind kind, const char *key, size_t key_len,
+                          ml_done_fn done, void *ctx);
+void ml_req_free(struct mlink *ml, struct ml_req *r);
+void ml_submit(struct mlink *ml, struct ml_req *r);
+
+/* End of a loop turn: send what is queued. Returns whether anything went out. */
+bool ml_flush(struct mlink *ml);
+/* Requests queued or in flight. */
+size_t ml_pending(const struct mlink *ml);
+/* The master endpoint failed or was replaced: fail everything in flight or queued with
+ * `status` and, for `ep` != NULL, continue on it. */
+void ml_reset(struct mlink *ml, struct mc_ucx_ep *ep, int status);
+
+#endif /* MC_AGENT_MLINK_H */

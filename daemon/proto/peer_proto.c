@@ -1,0 +1,92 @@
+/*
+ * Agent-to-agent payload codecs (peer_proto.h), on the bounded reader/writer of wire.h.
+ */
+#include "daemon/proto/peer_proto.h"
+
+#include "mc/mc_status.h"
+
+static int end_write(struct mc_wire_writer *w, const void *buf, size_t *len_p)
+{
+    if (w->bad)
+        return MC_ERR_TOO_LARGE;
+    *len_p = (size_t)(w->p - (const uint8_t *)buf);
+    return 0;
+}
+
+static int end_read(struct mc_wire_reader *r)
+{
+    return mc_wire_reader_done(r) ? 0 : MC_ERR_PROTO;
+}
+
+static bool span_ok(uint64_t offset, uint64_t len)
+{
+    return len > 0 && len <= MC_PEER_XFER_MAX && offset <= UINT64_MAX - len;
+}
+
+int mc_peer_write_hdr_encode(const struct mc_peer_write_hdr *m, void *buf, size_t cap,
+                             size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!span_ok(m->offset, m->len) || m->key.len == 0 || m->key.len > MC_PROTO_KEY_MAX)
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, m->seg);
+    mc_wire_put_u32(&w, m->alloc);
+    mc_wire_put_u64(&w, m->version);
+    mc_wire_put_u64(&w, m->offset);
+    mc_wire_put_u64(&w, m->len);
+    mc_wire_put_blob(&w, m->key.p, m->key.len);
+    return end_write(&w, buf, len_p);
+}
+
+int mc_peer_write_hdr_decode(const void *buf, size_t len, struct mc_peer_write_hdr *m_p)
+{
+    struct mc_wire_reader r;
+    size_t klen = 0;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->seg = mc_wire_get_u32(&r);
+    m_p->alloc = mc_wire_get_u32(&r);
+    m_p->version = mc_wire_get_u64(&r);
+    m_p->offset = mc_wire_get_u64(&r);
+    m_p->len = mc_wire_get_u64(&r);
+    m_p->key.p = mc_wire_get_blob(&r, MC_PROTO_KEY_MAX, &klen);
+    m_p->key.len = klen;
+    if (klen == 0 || !span_ok(m_p->offset, m_p->len))
+        r.bad = true;
+    return end_read(&r);
+}
+
+int mc_peer_read_req_encode(const struct mc_peer_read_req *m, void *buf, size_t cap,
+                            size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!span_ok(m->offset, m->len))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u64(&w, m->xfer);
+    mc_wire_put_u32(&w, m->seg);
+    mc_wire_put_u32(&w, m->alloc);
+    mc_wire_put_u64(&w, m->version);
+    mc_wire_put_u64(&w, m->offset);
+    mc_wire_put_u64(&w, m->len);
+    return end_write(&w, buf, len_p);
+}
+
+int mc_peer_read_req_decode(const void *buf, size_t len, struct mc_peer_read_req *m_p)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->xfer = mc_wire_get_u64(&r);
+    m_p->seg = mc_wire_get_u32(&r);
+    m_p->alloc = mc_wire_get_u32(&r);
+    m_p->version = mc_wire_get_u64(&r);
+    m_p->offset = mc_wire_get_u64(&r);
+    m_p->len = mc_wire_get_u64(&r);
+    if (!span_ok(m_p->offset, m_p->len))
+        r.bad = true;
+    return end_read(&r);
+}

@@ -1,0 +1,54 @@
+/*
+ * Payloads of the agent-to-agent messages (DESIGN.md §5), framed by ucx_backend/wire.h:
+ *
+ *   HELLO        as the master's (mc_proto_hello_req): the cluster token and the asking
+ *                node's name; an owner answers nothing but HELLO on an endpoint until it
+ *                has carried the right token. Reply: mc_proto_status_rep.
+ *   WRITE        a bulk transfer (MC_WIRE_F_BULK) whose header payload is
+ *                  u32 seg, u32 alloc, u64 version, u64 offset, u64 len, blob key
+ *                and whose data (len bytes) the owner lands at offset in segment seg,
+ *                only inside the allocation the master granted. The sender learns the
+ *                outcome from the transfer itself (refused = an error).
+ *   READ         u64 xfer, u32 seg, u32 alloc, u64 version, u64 offset, u64 len: the owner
+ *                sends the bytes as a bulk READ_REPLY frame (MC_WIRE_F_BULK|F_REPLY) with
+ *                request id `xfer`, then answers the call with mc_proto_status_rep.
+ *
+ * Lengths are bounded by MC_PEER_XFER_MAX; keys by MC_PROTO_KEY_MAX. Decoders return
+ * MC_ERR_PROTO on any malformed payload; pointers point into the buffer.
+ */
+#ifndef MC_PROTO_PEER_PROTO_H
+#define MC_PROTO_PEER_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/proto/master_proto.h"
+
+#define MC_PEER_XFER_MAX (UINT64_C(1) << 40)
+
+struct mc_peer_write_hdr {
+    uint32_t seg;
+    uint32_t alloc;
+    uint64_t version;
+    uint64_t offset; /* bytes from the segment's start */
+    uint64_t len;    /* 1..MC_PEER_XFER_MAX: the bulk's size */
+    struct mc_proto_bytes key;
+};
+
+struct mc_peer_read_req {
+    uint64_t xfer;
+    uint32_t seg;
+    uint32_t alloc;
+    uint64_t version;
+    uint64_t offset;
+    uint64_t len; /* 1..MC_PEER_XFER_MAX */
+};
+
+int mc_peer_write_hdr_encode(const struct mc_peer_write_hdr *m, void *buf, size_t cap,
+                             size_t *len_p);
+int mc_peer_write_hdr_decode(const void *buf, size_t len, struct mc_peer_write_hdr *m_p);
+int mc_peer_read_req_encode(const struct mc_peer_read_req *m, void *buf, size_t cap,
+                            size_t *len_p);
+int mc_peer_read_req_decode(const void *buf, size_t len, struct mc_peer_read_req *m_p);
+
+#endif /* MC_PROTO_PEER_PROTO_H */
