@@ -388,10 +388,16 @@ static int get_sync(mc_client_t *c, const char *key, size_t key_len, void *buf, 
 
     memset(&sqe, 0, sizeof(sqe));
     sqe.opcode = MC_OP_GET;
+    sqe.arg1 = (uint64_t)cap + 1; /* a remote object that cannot fit is not moved */
     err = run_op(c, &sqe, key, key_len, mc_client_deadline(c), &cqe);
     if (err != 0)
         return err;
     err = res_status(c, cqe.res);
+    if (err == MC_ERR_TOO_LARGE && cqe.size > cap) {
+        if (len_out != NULL)
+            *len_out = (size_t)cqe.size;
+        return err;
+    }
     if (err != 0)
         return err;
 

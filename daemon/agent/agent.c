@@ -591,7 +591,19 @@ static void get_answered(void *ctx, struct ml_req *r)
             goto out;
         }
     }
-    if (a->cl != NULL && g->nrep > 0) {
+    if (a->cl != NULL && g->nrep > 0 && l->cap_plus1 != 0 && g->size > l->cap_plus1 - 1) {
+        struct mc_cqe e;
+
+        /* it cannot fit the reader's buffer: tell its size, move nothing */
+        lease_end(a, c, i);
+        memset(&e, 0, sizeof(e));
+        e.user_data = l->user_data;
+        e.res = MC_ERR_TOO_LARGE;
+        e.size = g->size;
+        e.version = g->version;
+        agent_cqe_post(c, &e);
+        goto out;
+    } else if (a->cl != NULL && g->nrep > 0) {
         l->waiting = true;
         err = cluster_get_remote(a, l, g); /* agent_get_landed answers */
         if (err == 0)
@@ -651,6 +663,7 @@ static void op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
     l->c = c;
     l->user_data = s->user_data;
     l->op_deadline_ms = deadline_ms;
+    l->cap_plus1 = s->arg1;
     l->key_len = s->key_len;
     memcpy(l->key, key, s->key_len);
     if (a->cl != NULL)

@@ -79,6 +79,7 @@ struct lease {
     bool landed;         /* land_id is held until the lease ends */
     struct mc_master_get_result *g; /* while a remote read is under way */
     uint32_t rep_next;   /* the next replica to try */
+    uint64_t cap_plus1;  /* the GET's arg1: the reader's capacity + 1, or 0 */
     uint16_t key_len;
     uint32_t epoch;
     uint64_t version;

@@ -29,7 +29,7 @@
 
 #include "daemon/common/log.h"
 #include "daemon/master/master.h"
-#include "daemon/mcmaster/bootstrap.h"
+#include "daemon/common/bootstrap.h"
 #include "daemon/proto/master_proto.h"
 #include "ucx_backend/ucx.h"
 
@@ -65,7 +65,7 @@ struct mc_mcmaster_server {
     size_t nsegs;
     bool stopping;
     /* boot message: header + worker address */
-    uint8_t *boot;
+    void *boot;
     size_t boot_len;
     /* per-request scratch */
     struct mc_master_put_req puts[MC_PROTO_BATCH_MAX];
@@ -642,92 +642,6 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
 
 /* --- bootstrap listener ----------------------------------------------------------------- */
 
-static int listen_open(struct mc_mcmaster_server *s, const char *hostport)
-{
-    struct addrinfo hints = {0}, *res = NULL, *ai;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    char host[256];
-    const char *colon = strrchr(hostport, ':');
-    size_t hl;
-    int fd = -1, one = 1, rc, err = MC_ERR_IO;
-
-    if (colon == NULL || colon[1] == '\0' || (size_t)(colon - hostport) >= sizeof(host)) {
-        mc_error("listen: '%s' is not HOST:PORT", hostport);
-        return MC_ERR_INVALID;
-    }
-    hl = (size_t)(colon - hostport);
-    if (hl >= 2 && hostport[0] == '[' && hostport[hl - 1] == ']') {
-        memcpy(host, hostport + 1, hl - 2); /* [v6 address] */
-        host[hl - 2] = '\0';
-    } else {
-        memcpy(host, hostport, hl);
-        host[hl] = '\0';
-    }
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    rc = getaddrinfo(host[0] != '\0' ? host : NULL, colon + 1, &hints, &res);
-    if (rc != 0) {
-        mc_error("listen: %s: %s", hostport, gai_strerror(rc));
-        return MC_ERR_INVALID;
-    }
-    for (ai = res; ai != NULL; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
-        if (fd < 0)
-            continue;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-            listen(fd, MC_MCMASTER_LISTEN_BACKLOG) == 0)
-            break;
-        err = err_from_errno(errno);
-        mc_error("listen: %s: %s", hostport, strerror(errno));
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
-    if (fd < 0)
-        return err;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
-        close(fd);
-        return MC_ERR_IO;
-    }
-    s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                       : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    s->listen_fd = fd;
-    return 0;
-}
-
-/* Answer every pending connection with the boot message and close it. The message is a
- * few hundred bytes, far below a fresh socket's send buffer, so a short send means a
- * broken peer: it is dropped (it will retry). */
-static void listen_accept(struct mc_mcmaster_server *s)
-{
-    for (;;) {
-        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        ssize_t n;
-
-        if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-                mc_warn("accept: %s", strerror(errno));
-            return;
-        }
-        n = send(fd, s->boot, s->boot_len, MSG_NOSIGNAL);
-        if (n != (ssize_t)s->boot_len)
-            mc_debug("bootstrap connection: short send");
-        close(fd);
-    }
-}
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
 /* --- life cycle ------------------------------------------------------------------------- */
 
 int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
@@ -796,22 +710,13 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
     }
     mc_ucx_rpc_register(s->u, on_request, s);
     mc_ucx_address(s->u, &addr, &addr_len);
-    if (addr_len == 0 || addr_len > MC_MCMASTER_BOOT_ADDR_MAX) {
+    err = mc_boot_msg(addr, addr_len, &s->boot, &s->boot_len);
+    if (err != 0) {
         mc_error("UCX worker address of %zu bytes does not fit the bootstrap message",
                  addr_len);
-        err = MC_ERR_INTERNAL;
         goto err_destroy;
     }
-    s->boot_len = MC_MCMASTER_BOOT_HDR + addr_len;
-    s->boot = malloc(s->boot_len);
-    if (s->boot == NULL) {
-        err = MC_ERR_NOMEM;
-        goto err_destroy;
-    }
-    put_le32(s->boot, MC_MCMASTER_BOOT_MAGIC);
-    put_le32(s->boot + 4, (uint32_t)addr_len);
-    memcpy(s->boot + MC_MCMASTER_BOOT_HDR, addr, addr_len);
-    err = listen_open(s, cfg->listen);
+    err = mc_boot_listen(cfg->listen, MC_MCMASTER_LISTEN_BACKLOG, &s->listen_fd, &s->port);
     if (err != 0)
         goto err_destroy;
     mc_info("listening on %s (port %u), worker address %zu bytes", cfg->listen,
@@ -874,7 +779,7 @@ int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
         if (pfd[1].revents & POLLIN)
             on_timer(s);
         if (pfd[2].revents & POLLIN)
-            listen_accept(s);
+            mc_boot_serve(s->listen_fd, s->boot, s->boot_len);
     }
     /* refuse new work (on_request answers MC_ERR_UNAVAILABLE) and let the replies already
      * queued go out before the endpoints are closed */

@@ -1,0 +1,39 @@
+/* libFuzzer target: the agent-to-agent payload decoders (daemon/proto/peer_proto.h), which
+ * an owner runs on what any authenticated peer sends. The first byte picks the decoder; a
+ * payload that decodes is re-encoded and must come out byte-identical, and its fields must
+ * be within the documented bounds. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/proto/peer_proto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    uint8_t out[MC_PROTO_KEY_MAX + 128];
+    struct mc_peer_write_hdr w;
+    struct mc_peer_read_req r;
+    size_t len;
+
+    if (size == 0)
+        return 0;
+    if (data[0] & 1) {
+        if (mc_peer_write_hdr_decode(data + 1, size - 1, &w) != 0)
+            return 0;
+        if (w.len == 0 || w.len > MC_PEER_XFER_MAX || w.key.len == 0 ||
+            w.key.len > MC_PROTO_KEY_MAX || w.key.p < data || w.key.p + w.key.len > data + size)
+            abort();
+        if (mc_peer_write_hdr_encode(&w, out, sizeof(out), &len) != 0 || len != size - 1 ||
+            memcmp(out, data + 1, len) != 0)
+            abort();
+    } else {
+        if (mc_peer_read_req_decode(data + 1, size - 1, &r) != 0)
+            return 0;
+        if (r.len == 0 || r.len > MC_PEER_XFER_MAX || r.offset > UINT64_MAX - r.len)
+            abort();
+        if (mc_peer_read_req_encode(&r, out, sizeof(out), &len) != 0 || len != size - 1 ||
+            memcmp(out, data + 1, len) != 0)
+            abort();
+    }
+    return 0;
+}
