@@ -13,9 +13,16 @@
  * Incoming messages name their endpoint through UCP_AM_SEND_FLAG_REPLY: every frame we send
  * carries it, and the receiver looks the ucp_ep_h up in a hash of its endpoints. A frame on
  * an ep we did not create is the first message of a peer that connected to us: it becomes an
- * accepted endpoint. UCX keeps such an ep allocated until someone closes it, so the pointer
- * cannot be reused under us; we drop our entry when our close of it completes, inside UCX's
- * callback, before any new ep can take the address.
+ * accepted endpoint. Such an ep is UCX's own (created by its wire-up, "not exposed to a
+ * user"): UCX 1.13 destroys it by itself when its keepalive finds the peer gone, without
+ * telling anyone, so closing it later would touch freed memory (it did: an assertion in
+ * ucp_ep_close_nbx when mc-master stopped after an agent had left). So we never close an
+ * accepted ep: "closing" one only forgets our entry (a frame arriving on it later makes a
+ * new, unauthenticated entry), and UCX frees it with the worker at the latest; the one
+ * exception is a peer caught breaking the protocol, force-closed at once. Replies go
+ * out on it only while its peer's request is being handled. Known gap (docs/protocol.md):
+ * after UCX destroyed one silently, a new peer's ep may get the same address while our
+ * entry for the old one is still there, and inherit it until its owner drops it.
  */
 #include "ucx_backend/ucx.h"
 
@@ -534,14 +541,27 @@ void mc_ucx_ep_close(struct mc_ucx_ep *ep, bool force)
     struct mc_ucx *u;
     ucp_request_param_t p;
     ucs_status_ptr_t sp;
+    bool violator;
 
     if (ep == NULL || ep->closing)
         return;
     u = ep->u;
     ep->closing = true;
-    if (ep->status == 0)
+    violator = ep->status == MC_ERR_PROTO;
+    /* a failed endpoint has nothing to flush */
+    if (ep->status != 0)
+        force = true;
+    else
         ep->status = MC_ERR_CANCELED;
     ep_queue_work(ep); /* fails the pending calls from progress */
+    if (ep->accepted && !(force && violator)) {
+        /* UCX's own ep, possibly destroyed already: forget it, never close it (above).
+         * Only a peer caught breaking the protocol (alive: it just sent us a frame) is cut
+         * off by a force close, from the progress call that caught it. */
+        ep_hash_remove(ep);
+        ep->close_done = true;
+        return;
+    }
 
     req_param(&p, &ep->close_req, force ? UCP_EP_CLOSE_FLAG_FORCE : 0);
     reqs_link(u, &ep->close_req);

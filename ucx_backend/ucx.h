@@ -132,6 +132,11 @@ int mc_ucx_ep_connect(struct mc_ucx *u, const void *addr, size_t len,
  * mc_ucx_progress). force: outstanding sends complete with an error at once and the peer
  * sees an error (a verdict on an unresponsive peer, DESIGN.md §5); otherwise outstanding
  * sends are flushed first. Closing twice is a no-op; NULL is accepted.
+ *
+ * An accepted endpoint is UCX's own, which UCX destroys by itself once its peer is found
+ * gone: closing one only forgets it (a later frame on it starts a new accepted endpoint),
+ * except when it failed with MC_ERR_PROTO and is closed with force from the ep_error
+ * callback, which cuts the misbehaving (and so, alive) peer off.
  */
 void mc_ucx_ep_close(struct mc_ucx_ep *ep, bool force);
 

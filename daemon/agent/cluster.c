@@ -33,6 +33,9 @@ enum op_what { OP_READ = 1, OP_INWRITE = 2 };
 
 enum peer_state { PEER_HELLO, PEER_READY };
 
+/* Our link to the master: up, or being rejoined after it was lost (DESIGN.md §6). */
+enum master_state { M_UP, M_DOWN, M_FETCH, M_HELLO, M_MOUNT };
+
 struct xfer;
 
 /* Another agent we send to or read from: one endpoint, authenticated once. */
@@ -96,6 +99,9 @@ struct cluster {
     struct mc_agent *a;
     struct mc_ucx *u;
     struct mc_ucx_ep *master;
+    enum master_state mstate;
+    uint64_t rejoin_ms, backoff_ms, fetch_deadline_ms;
+    struct mc_boot_fetch bf;
     uint32_t node;
     uint64_t node_ttl_ms, lease_ttl_ms;
     char *token;
@@ -170,6 +176,15 @@ static void reply_status(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, in
 
     if (mc_proto_status_rep_encode(&rep, buf, sizeof(buf), &len) == 0)
         mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, buf, len);
+}
+
+/* A call to the master, or MC_ERR_UNAVAILABLE while we have none (it is being rejoined). */
+static int master_call(struct cluster *cl, uint16_t type, const void *pl, size_t len,
+                       uint64_t deadline_ms, mc_ucx_rpc_done_fn done, void *ctx)
+{
+    if (cl->master == NULL || cl->mstate != M_UP)
+        return MC_ERR_UNAVAILABLE;
+    return mc_ucx_rpc_call(cl->master, type, pl, len, deadline_ms, done, ctx, NULL);
 }
 
 /* --- blocking calls at start-up --------------------------------------------------------- */
@@ -327,8 +342,8 @@ static void info_page(struct cluster *cl, uint32_t cursor)
     if (err == 0) {
         ic->cl = cl;
         ic->cursor = cursor;
-        err = mc_ucx_rpc_call(cl->master, MC_WIRE_CLUSTER_INFO, buf, len,
-                              mc_ucx_now_ms() + INFO_TIMEOUT_MS, info_done, ic, NULL);
+        err = master_call(cl, MC_WIRE_CLUSTER_INFO, buf, len,
+                          mc_ucx_now_ms() + INFO_TIMEOUT_MS, info_done, ic);
     }
     if (err != 0) {
         free(ic);
@@ -442,6 +457,171 @@ static struct peer *peer_get(struct cluster *cl, const struct segrec *sr)
     return p;
 }
 
+/* --- losing and rejoining the master ------------------------------------------------------- */
+
+#define REJOIN_FIRST_MS 100u
+#define REJOIN_MAX_MS 2000u /* DESIGN.md §6: reconnect with backoff capped at 2 s */
+#define REJOIN_STEP_MS 2000u /* each step of a rejoin (bootstrap, HELLO, MOUNT) */
+
+/* Master-bound ops fail fast from now on (MC_ERR_UNAVAILABLE); rejoin from the tick. */
+static void master_lost(struct cluster *cl, int status)
+{
+    if (cl->master == NULL)
+        return;
+    if (cl->mstate == M_UP)
+        mc_warn("lost the master: %s; rejoining", mc_strerror(status));
+    mc_ucx_ep_set_user(cl->master, NULL);
+    mc_ucx_ep_close(cl->master, true); /* its calls end (CANCELED: read as UNAVAILABLE) */
+    cl->master = NULL;
+    if (cl->mstate == M_UP || cl->backoff_ms == 0)
+        cl->backoff_ms = REJOIN_FIRST_MS;
+    else if ((cl->backoff_ms *= 2) > REJOIN_MAX_MS)
+        cl->backoff_ms = REJOIN_MAX_MS;
+    cl->mstate = M_DOWN;
+    cl->rejoin_ms = agent_now_ms() + cl->backoff_ms;
+    cl->hb_busy = false;
+    ml_reset(cl->a->ml, NULL, MC_ERR_UNAVAILABLE);
+}
+
+static void rejoin_failed(struct cluster *cl, const char *what, int status)
+{
+    mc_debug("rejoining the master: %s: %s", what, mc_strerror(status));
+    if (cl->master != NULL) {
+        master_lost(cl, status);
+        return;
+    }
+    if ((cl->backoff_ms *= 2) > REJOIN_MAX_MS)
+        cl->backoff_ms = REJOIN_MAX_MS;
+    cl->mstate = M_DOWN;
+    cl->rejoin_ms = agent_now_ms() + cl->backoff_ms;
+}
+
+static void peers_forget(struct cluster *cl);
+
+static void rejoined(struct cluster *cl)
+{
+    struct mc_agent *a = cl->a;
+
+    cl->mstate = M_UP;
+    cl->backoff_ms = 0;
+    ml_reset(a->ml, cl->master, 0);
+    ml_set_node(a->ml, cl->node);
+    cl->next_hb_ms = 0;
+    mc_info("rejoined the master as node %u%s", cl->node,
+            a->seg_size != 0 ? ", DRAM segment mounted" : "");
+}
+
+static void rejoin_mounted(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                           size_t len)
+{
+    struct cluster *cl = ctx;
+    struct mc_proto_mount_rep rep;
+
+    (void)hdr;
+    if (cl->mstate != M_MOUNT)
+        return; /* lost meanwhile */
+    if (status == 0)
+        status = mc_proto_mount_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+    if (status != 0) {
+        rejoin_failed(cl, "MOUNT", status);
+        return;
+    }
+    if (rep.seg != cl->a->seg_id) {
+        mc_info("our segment is %u now (was %u): the master forgot what it held", rep.seg,
+                cl->a->seg_id);
+        cl->a->seg_id = rep.seg;
+    }
+    rejoined(cl);
+}
+
+static int mount_encode(struct cluster *cl, uint8_t **buf_p, size_t *len_p);
+
+static void rejoin_helloed(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                           size_t len)
+{
+    struct cluster *cl = ctx;
+    struct mc_proto_hello_rep rep;
+    uint8_t *buf;
+    size_t blen;
+
+    (void)hdr;
+    if (cl->mstate != M_HELLO)
+        return;
+    if (status == 0)
+        status = mc_proto_hello_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+    if (status != 0) {
+        rejoin_failed(cl, "HELLO", status);
+        return;
+    }
+    if (rep.node != cl->node)
+        mc_info("the master knows us as node %u now (was %u)", rep.node, cl->node);
+    cl->node = rep.node;
+    cl->a->node = rep.node;
+    /* the master may be a new one (ids are handed out afresh: the same number may name
+     * another node or segment now): learn peers and segments again */
+    peers_forget(cl);
+    cl->lease_ttl_ms = rep.lease_ttl_ms;
+    cl->node_ttl_ms = rep.node_ttl_ms;
+    if (cl->a->seg_size == 0) {
+        rejoined(cl);
+        return;
+    }
+    status = mount_encode(cl, &buf, &blen);
+    if (status == 0) {
+        cl->mstate = M_MOUNT;
+        status = mc_ucx_rpc_call(cl->master, MC_WIRE_MOUNT, buf, blen,
+                                 mc_ucx_now_ms() + REJOIN_STEP_MS, rejoin_mounted, cl, NULL);
+        free(buf);
+    }
+    if (status != 0)
+        rejoin_failed(cl, "MOUNT", status);
+}
+
+static int hello_encode(const struct cluster *cl, void *buf, size_t cap, size_t *len_p);
+
+/* One step of the rejoin, from the tick. */
+static void rejoin_step(struct cluster *cl)
+{
+    uint8_t addr[MC_BOOT_ADDR_MAX], buf[MC_PROTO_TOKEN_MAX + 2 * MC_PROTO_NAME_MAX + 64];
+    uint64_t now = agent_now_ms();
+    size_t alen, len;
+    int err;
+
+    if (cl->mstate == M_DOWN && now >= cl->rejoin_ms) {
+        err = mc_boot_fetch_start(&cl->bf, cl->a->cfg.master_addr);
+        if (err != 0) {
+            rejoin_failed(cl, "bootstrap", err);
+            return;
+        }
+        cl->mstate = M_FETCH;
+        cl->fetch_deadline_ms = now + REJOIN_STEP_MS;
+    }
+    if (cl->mstate != M_FETCH)
+        return;
+    err = mc_boot_fetch_poll(&cl->bf, addr, sizeof(addr), &alen);
+    if (err == MC_INPROGRESS && now < cl->fetch_deadline_ms)
+        return;
+    if (err == MC_INPROGRESS) {
+        mc_boot_fetch_cancel(&cl->bf);
+        err = MC_ERR_TIMEOUT;
+    }
+    if (err == 0)
+        err = mc_ucx_ep_connect(cl->u, addr, alen, &cl->master);
+    if (err != 0) {
+        cl->master = NULL;
+        rejoin_failed(cl, "bootstrap", err);
+        return;
+    }
+    err = hello_encode(cl, buf, sizeof(buf), &len);
+    if (err == 0) {
+        cl->mstate = M_HELLO;
+        err = mc_ucx_rpc_call(cl->master, MC_WIRE_HELLO, buf, len, now + REJOIN_STEP_MS,
+                              rejoin_helloed, cl, NULL);
+    }
+    if (err != 0)
+        rejoin_failed(cl, "HELLO", err);
+}
+
 static void on_ep_error(void *ctx, struct mc_ucx_ep *ep, int status)
 {
     struct cluster *cl = ctx;
@@ -450,8 +630,8 @@ static void on_ep_error(void *ctx, struct mc_ucx_ep *ep, int status)
 
     cl->st.peer_errors++;
     if (ep == cl->master) {
-        mc_warn("lost the master: %s", mc_strerror(status));
-        return; /* its calls fail by themselves: master-bound ops end UNAVAILABLE */
+        master_lost(cl, status);
+        return;
     }
     /* writes landing from it end through their bulk completions */
     for (w = cl->inwrites; w != NULL; w = w->next) {
@@ -635,6 +815,10 @@ static int next_remote(const struct mc_agent *a, struct lease *l)
 static void xfer_end(struct cluster *cl, struct xfer *x, int status)
 {
     struct mc_agent *a = cl->a;
+
+    /* the owner does not hold that segment (any more): ask the master next time */
+    if ((status == MC_ERR_NOT_FOUND || status == MC_ERR_CANCELED) && x->r.seg < cl->nsegtab)
+        cl->segs[x->r.seg].valid = false;
 
     if (x->kind == X_WRITE) {
         struct put *p = x->p;
@@ -978,8 +1162,8 @@ static void fence_send(struct cluster *cl)
     }
     req.n = fc->n;
     if (mc_proto_fence_req_encode(&req, items, buf, sizeof(buf), &len) == 0 &&
-        mc_ucx_rpc_call(cl->master, MC_WIRE_FENCE, buf, len,
-                        mc_ucx_now_ms() + INFO_TIMEOUT_MS, fence_done, fc, NULL) == 0) {
+        master_call(cl, MC_WIRE_FENCE, buf, len, mc_ucx_now_ms() + INFO_TIMEOUT_MS,
+                    fence_done, fc) == 0) {
         cl->fence_busy = true;
         return;
     }
@@ -996,8 +1180,13 @@ static void hb_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const 
     cl->hb_busy = false;
     if (status == 0)
         status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
-    if (status != 0)
+    if (status == MC_ERR_NOT_FOUND && cl->mstate == M_UP) {
+        /* the master declared us dead (a partition longer than its TTL): join again */
+        mc_warn("the master does not know us any more: rejoining");
+        master_lost(cl, status);
+    } else if (status != 0) {
         mc_warn("heartbeat: %s", mc_strerror(status));
+    }
 }
 
 void cluster_tick(struct mc_agent *a)
@@ -1006,6 +1195,9 @@ void cluster_tick(struct mc_agent *a)
     uint64_t now = agent_now_ms();
     uint32_t i;
 
+    if (cl->mstate != M_UP)
+        rejoin_step(cl);
+
     if (!cl->hb_busy && now >= cl->next_hb_ms && !cl->leaving) {
         struct mc_proto_heartbeat_req req = {.node = cl->node};
         uint8_t buf[16];
@@ -1013,8 +1205,8 @@ void cluster_tick(struct mc_agent *a)
 
         cl->next_hb_ms = now + a->cfg.heartbeat_ms;
         if (mc_proto_heartbeat_req_encode(&req, buf, sizeof(buf), &len) == 0 &&
-            mc_ucx_rpc_call(cl->master, MC_WIRE_HEARTBEAT, buf, len,
-                            now + a->cfg.heartbeat_ms * 2, hb_done, cl, NULL) == 0)
+            master_call(cl, MC_WIRE_HEARTBEAT, buf, len, now + a->cfg.heartbeat_ms * 2,
+                        hb_done, cl) == 0)
             cl->hb_busy = true;
     }
     if (now >= cl->next_fence_ms) {
@@ -1097,6 +1289,53 @@ uint64_t cluster_lease_ttl_ms(const struct mc_agent *a)
 
 /* --- start-up and exit ---------------------------------------------------------------------- */
 
+/* MOUNT of our DRAM segment with our worker address, in a malloc'd buffer. */
+static int mount_encode(struct cluster *cl, uint8_t **buf_p, size_t *len_p)
+{
+    struct mc_agent *a = cl->a;
+    struct mc_proto_mount_req req = {
+        .seg = {.node = cl->node, .kind = MC_SEG_DRAM, .base = (uint64_t)(uintptr_t)a->seg,
+                .size = a->seg_size},
+    };
+    const void *waddr;
+    size_t wlen;
+    int err;
+
+    mc_ucx_address(cl->u, &waddr, &wlen);
+    req.worker_addr.p = waddr;
+    req.worker_addr.len = wlen;
+    *buf_p = malloc(wlen + 256);
+    if (*buf_p == NULL)
+        return MC_ERR_NOMEM;
+    err = mc_proto_mount_req_encode(&req, *buf_p, wlen + 256, len_p);
+    if (err != 0)
+        free(*buf_p);
+    return err;
+}
+
+/* Drop every peer and what we knew of the segments: after a master restart ids name
+ * other nodes and segments. */
+static void peers_forget(struct cluster *cl)
+{
+    uint32_t i;
+
+    for (i = 0; i < PEER_HASH; i++) {
+        while (cl->peers[i] != NULL)
+            peer_drop(cl, cl->peers[i], MC_ERR_UNAVAILABLE);
+    }
+    for (i = 0; i < cl->nsegtab; i++) {
+        free(cl->segs[i].addr);
+        cl->segs[i].addr = NULL;
+        cl->segs[i].valid = false;
+    }
+    while (cl->fences != NULL) {
+        struct fence *f = cl->fences;
+
+        cl->fences = f->next;
+        free(f);
+    }
+}
+
 static int join(struct cluster *cl, uint64_t deadline)
 {
     struct mc_agent *a = cl->a;
@@ -1140,25 +1379,14 @@ static int join(struct cluster *cl, uint64_t deadline)
     cl->lease_ttl_ms = hrep.lease_ttl_ms;
     a->node = hrep.node;
     if (a->seg_size != 0) {
-        const void *waddr;
-        size_t wlen;
-        struct mc_proto_mount_req mreq = {
-            .seg = {.node = cl->node, .kind = MC_SEG_DRAM,
-                    .base = (uint64_t)(uintptr_t)a->seg, .size = a->seg_size},
-        };
         struct mc_proto_mount_rep mrep;
         uint8_t *mbuf;
 
-        mc_ucx_address(cl->u, &waddr, &wlen);
-        mreq.worker_addr.p = waddr;
-        mreq.worker_addr.len = wlen;
-        mbuf = malloc(wlen + 256);
-        if (mbuf == NULL)
-            return MC_ERR_NOMEM;
-        err = mc_proto_mount_req_encode(&mreq, mbuf, wlen + 256, &len);
-        if (err == 0)
+        err = mount_encode(cl, &mbuf, &len);
+        if (err == 0) {
             err = sync_call(cl, cl->master, MC_WIRE_MOUNT, mbuf, len, deadline, &sc);
-        free(mbuf);
+            free(mbuf);
+        }
         if (err == 0) {
             err = mc_proto_mount_rep_decode(sc.reply, sc.len, &mrep) == 0 ? mrep.status
                                                                             : MC_ERR_PROTO;
@@ -1225,6 +1453,7 @@ int cluster_create(struct mc_agent *a)
     err = join(cl, deadline);
     if (err != 0)
         return err;
+    cl->mstate = M_UP;
     return ml_create_remote(cl->master, cl->node, a->cfg.op_timeout_ms, &a->ml);
 }
 
@@ -1236,7 +1465,7 @@ void cluster_leave(struct mc_agent *a)
     uint8_t buf[16];
     size_t len;
 
-    if (cl == NULL || cl->master == NULL || cl->leaving)
+    if (cl == NULL || cl->master == NULL || cl->mstate != M_UP || cl->leaving)
         return;
     cl->leaving = true;
     req.node = cl->node;
@@ -1255,6 +1484,8 @@ void cluster_destroy(struct mc_agent *a)
 
     if (cl == NULL)
         return;
+    if (cl->mstate == M_FETCH)
+        mc_boot_fetch_cancel(&cl->bf);
     for (i = 0; i < PEER_HASH; i++) {
         while (cl->peers[i] != NULL)
             peer_drop(cl, cl->peers[i], MC_ERR_CANCELED);
@@ -1391,8 +1622,8 @@ void cluster_op_stats(struct mc_agent *a, struct client *c, const struct mc_sqe 
     }
     err = mc_proto_info_req_encode(&req, buf, sizeof(buf), &len);
     if (err == 0)
-        err = mc_ucx_rpc_call(a->cl->master, MC_WIRE_CLUSTER_INFO, buf, len,
-                              mc_ucx_now_ms() + a->cfg.op_timeout_ms, stats_done, v, NULL);
+        err = master_call(a->cl, MC_WIRE_CLUSTER_INFO, buf, len,
+                          mc_ucx_now_ms() + a->cfg.op_timeout_ms, stats_done, v);
     if (err != 0) {
         agent_cqe_res(c, s->user_data, err);
         view_call_end(v);
@@ -1461,8 +1692,8 @@ void cluster_op_list(struct mc_agent *a, struct client *c, const struct mc_sqe *
     }
     err = mc_proto_list_req_encode(&req, buf, sizeof(buf), &len);
     if (err == 0)
-        err = mc_ucx_rpc_call(a->cl->master, MC_WIRE_LIST, buf, len,
-                              mc_ucx_now_ms() + a->cfg.op_timeout_ms, list_done, v, NULL);
+        err = master_call(a->cl, MC_WIRE_LIST, buf, len, mc_ucx_now_ms() + a->cfg.op_timeout_ms,
+                          list_done, v);
     if (err != 0) {
         agent_cqe_res(c, s->user_data, err);
         view_call_end(v);

@@ -299,6 +299,8 @@ static void batch_done(void *ctx, int status, const struct mc_wire_hdr *hdr, con
     uint32_t i;
 
     (void)hdr;
+    if (status == MC_ERR_CANCELED)
+        status = MC_ERR_UNAVAILABLE; /* we closed the endpoint: the master was lost */
     if (status == 0)
         status = decode_reply(ml, b, pl, len);
     if (status != 0) {
@@ -429,6 +431,11 @@ bool ml_flush(struct mlink *ml)
         }
     }
     return sent;
+}
+
+void ml_set_node(struct mlink *ml, uint32_t node)
+{
+    ml->node = node;
 }
 
 size_t ml_pending(const struct mlink *ml)

@@ -84,6 +84,8 @@ void ml_submit(struct mlink *ml, struct ml_req *r);
 
 /* End of a loop turn: send what is queued. Returns whether anything went out. */
 bool ml_flush(struct mlink *ml);
+/* The master knows us under another node id now (it restarted, or declared us dead). */
+void ml_set_node(struct mlink *ml, uint32_t node);
 /* Requests queued or in flight. */
 size_t ml_pending(const struct mlink *ml);
 /* The master endpoint failed or was replaced: fail everything in flight or queued with

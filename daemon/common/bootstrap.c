@@ -155,85 +155,94 @@ void mc_boot_serve(int fd, const void *msg, size_t msg_len)
     }
 }
 
-static int wait_fd(int fd, short events, uint64_t deadline)
+int mc_boot_fetch_start(struct mc_boot_fetch *f, const char *hostport)
 {
-    struct pollfd p = {.fd = fd, .events = events};
-    uint64_t now = mono_ms();
-    int n;
+    struct addrinfo *res, *ai;
+    int err = resolve(hostport, false, &res);
 
-    if (now >= deadline)
-        return MC_ERR_TIMEOUT;
-    n = poll(&p, 1, (int)(deadline - now));
-    if (n == 0)
-        return MC_ERR_TIMEOUT;
-    return n < 0 && errno != EINTR ? MC_ERR_IO : 0;
+    f->fd = -1;
+    f->got = 0;
+    if (err != 0)
+        return err;
+    err = MC_ERR_UNAVAILABLE;
+    for (ai = res; ai != NULL; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                        ai->ai_protocol);
+
+        if (fd < 0)
+            continue;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
+            f->fd = fd;
+            err = 0;
+            break;
+        }
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return err;
 }
 
-static int fetch_one(const struct addrinfo *ai, uint64_t deadline, uint8_t *buf, size_t cap,
-                     size_t *got_p)
+void mc_boot_fetch_cancel(struct mc_boot_fetch *f)
 {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
-    socklen_t sl = sizeof(int);
-    size_t got = 0;
-    int err = 0, soerr = 0;
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
+}
 
-    if (fd < 0)
-        return MC_ERR_IO;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        if (errno != EINPROGRESS) {
-            close(fd);
-            return MC_ERR_UNAVAILABLE;
-        }
-        err = wait_fd(fd, POLLOUT, deadline);
-        if (err == 0 && (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0))
-            err = MC_ERR_UNAVAILABLE;
-    }
-    while (err == 0) {
-        ssize_t n = read(fd, buf + got, cap - got);
+int mc_boot_fetch_poll(struct mc_boot_fetch *f, void *addr, size_t cap, size_t *len_p)
+{
+    size_t alen;
+
+    if (f->fd < 0)
+        return MC_ERR_INVALID;
+    for (;;) {
+        ssize_t n = read(f->fd, f->buf + f->got, sizeof(f->buf) - f->got);
 
         if (n > 0) {
-            got += (size_t)n;
-            if (got == cap)
-                break; /* more than a message can be: the check below refuses it */
-        } else if (n == 0) {
-            break; /* the daemon closes after the message */
-        } else if (errno == EAGAIN || errno == EINTR) {
-            err = wait_fd(fd, POLLIN, deadline);
-        } else {
-            err = MC_ERR_UNAVAILABLE;
+            f->got += (size_t)n;
+            if (f->got < sizeof(f->buf))
+                continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+            return MC_INPROGRESS; /* not connected yet, or the message is on its way */
+        } else if (n < 0) {
+            mc_boot_fetch_cancel(f);
+            return MC_ERR_UNAVAILABLE; /* refused, reset */
         }
+        break; /* closed by the daemon after its message (or more than one can be) */
     }
-    close(fd);
-    *got_p = got;
-    return err;
+    mc_boot_fetch_cancel(f);
+    if (f->got < MC_BOOT_HDR || get_le32(f->buf) != MC_BOOT_MAGIC)
+        return f->got == 0 ? MC_ERR_UNAVAILABLE : MC_ERR_PROTO;
+    alen = get_le32(f->buf + 4);
+    if (alen == 0 || alen > MC_BOOT_ADDR_MAX || f->got != MC_BOOT_HDR + alen)
+        return MC_ERR_PROTO;
+    if (alen > cap)
+        return MC_ERR_TOO_LARGE;
+    memcpy(addr, f->buf + MC_BOOT_HDR, alen);
+    *len_p = alen;
+    return 0;
 }
 
 int mc_boot_fetch(const char *hostport, uint64_t timeout_ms, void *addr, size_t cap,
                   size_t *len_p)
 {
-    uint8_t buf[MC_BOOT_HDR + MC_BOOT_ADDR_MAX + 1];
     uint64_t deadline = mono_ms() + timeout_ms;
-    struct addrinfo *res, *ai;
-    size_t got = 0, alen;
-    int err = resolve(hostport, false, &res);
+    struct mc_boot_fetch f;
+    int err = mc_boot_fetch_start(&f, hostport);
 
-    if (err != 0)
-        return err;
-    err = MC_ERR_UNAVAILABLE;
-    for (ai = res; ai != NULL && err != 0 && err != MC_ERR_TIMEOUT; ai = ai->ai_next)
-        err = fetch_one(ai, deadline, buf, sizeof(buf), &got);
-    freeaddrinfo(res);
-    if (err != 0)
-        return err;
-    if (got < MC_BOOT_HDR || get_le32(buf) != MC_BOOT_MAGIC)
-        return MC_ERR_PROTO;
-    alen = get_le32(buf + 4);
-    if (alen == 0 || alen > MC_BOOT_ADDR_MAX || got != MC_BOOT_HDR + alen)
-        return MC_ERR_PROTO;
-    if (alen > cap)
-        return MC_ERR_TOO_LARGE;
-    memcpy(addr, buf + MC_BOOT_HDR, alen);
-    *len_p = alen;
-    return 0;
+    while (err == 0) {
+        struct pollfd p = {.fd = f.fd, .events = POLLIN};
+        uint64_t now = mono_ms();
+
+        err = mc_boot_fetch_poll(&f, addr, cap, len_p);
+        if (err != MC_INPROGRESS)
+            return err;
+        if (now >= deadline) {
+            mc_boot_fetch_cancel(&f);
+            return MC_ERR_TIMEOUT;
+        }
+        err = poll(&p, 1, (int)(deadline - now)) < 0 && errno != EINTR ? MC_ERR_IO : 0;
+    }
+    mc_boot_fetch_cancel(&f);
+    return err;
 }

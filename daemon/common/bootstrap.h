@@ -35,6 +35,18 @@ int mc_boot_msg(const void *addr, size_t len, void **msg_p, size_t *msg_len_p);
 /* Answers every pending connection on the listening `fd` with `msg` and closes it. */
 void mc_boot_serve(int fd, const void *msg, size_t msg_len);
 
+/* The same without blocking: start (0, or MC_ERR_INVALID / MC_ERR_UNAVAILABLE), then poll
+ * whenever convenient (0 and the address: done; MC_INPROGRESS: not yet; an error as below:
+ * over), or cancel. */
+struct mc_boot_fetch {
+    int fd;
+    size_t got;
+    uint8_t buf[MC_BOOT_HDR + MC_BOOT_ADDR_MAX + 1];
+};
+int mc_boot_fetch_start(struct mc_boot_fetch *f, const char *hostport);
+int mc_boot_fetch_poll(struct mc_boot_fetch *f, void *addr, size_t cap, size_t *len_p);
+void mc_boot_fetch_cancel(struct mc_boot_fetch *f);
+
 /* Connects to HOST:PORT and reads the worker address into addr (cap bytes), within
  * timeout_ms. Returns 0 and *len_p, MC_ERR_INVALID (address), MC_ERR_UNAVAILABLE (no
  * answer, refused), MC_ERR_TIMEOUT, MC_ERR_PROTO (not a bootstrap message). */

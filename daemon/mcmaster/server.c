@@ -244,6 +244,30 @@ static int h_mount(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     if (req.rkey.len > 0)
         memcpy(nb.rkey, req.rkey.p, req.rkey.len);
     nb.rkey_len = req.rkey.len;
+    /* the node mounted this segment before: the same agent reconnecting (same worker
+     * address) keeps it and everything in it; a new agent process under the node's name
+     * (another address) has new memory, so what the old segment held is gone */
+    for (seg = 0; seg < s->nsegs; seg++) {
+        struct mc_master_seg_info info;
+
+        if (s->segs[seg].addr == NULL || mc_master_segment_info(s->m, seg, &info) != 0 ||
+            info.node != p->node)
+            continue;
+        bool same_agent = s->segs[seg].addr_len == nb.addr_len &&
+                          memcmp(s->segs[seg].addr, nb.addr, nb.addr_len) == 0;
+
+        if (same_agent && info.base == req.seg.base && info.size == req.seg.size) {
+            blobs_clear(&nb);
+            mc_info("node %u remounted segment %u", p->node, seg);
+            rep.seg = seg;
+            return mc_proto_mount_rep_encode(&rep, s->out, sizeof(s->out), out_len);
+        }
+        if (!same_agent) {
+            mc_info("node %u restarted: segment %u unmounted", p->node, seg);
+            mc_master_segment_unmount(s->m, seg);
+            blobs_clear(&s->segs[seg]);
+        }
+    }
     rc = mc_master_segment_mount(s->m, &req.seg, &seg);
     if (rc != 0) {
         blobs_clear(&nb);

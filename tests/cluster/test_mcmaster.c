@@ -853,6 +853,41 @@ START_TEST(test_cluster_sigterm)
 }
 END_TEST
 
+/* Regression: UCX destroys an accepted endpoint by itself once its keepalive finds the peer
+ * gone; mc-master used to close it again when it stopped (an assertion in UCX, abort). A
+ * peer that joined and then vanished must leave mc-master able to stop with status 0. */
+START_TEST(test_cluster_sigterm_after_peer_vanished)
+{
+    const char *sets[] = {"keepalive_ms=200", NULL};
+    uint32_t node, node2;
+    pid_t child;
+    int st;
+
+    t_start(sets);
+    ck_assert_int_eq(t_hello(T_TOKEN, "n1", &node), 0);
+    /* a second peer, in a process of its own, joins and exits without a word */
+    child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        t_connect_other();
+        t_swap_client();
+        _exit(t_hello(T_TOKEN, "n2", &node2) == 0 ? 0 : 1);
+    }
+    ck_assert_int_eq(waitpid(child, &st, 0), child);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* long enough for mc-master's keepalive to notice and UCX to drop the endpoint */
+    for (int i = 0; i < 300; i++)
+        t_turn(t_m.u, 5);
+    ck_assert_int_eq(kill(t_m.pid, SIGTERM), 0);
+    st = t_wait_exit(T_WAIT_MS);
+    ck_assert_int_ne(st, -1);
+    ck_assert_msg(WIFEXITED(st), "mc-master died of signal %d",
+                  WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    t_stop();
+}
+END_TEST
+
 static Suite *t_suite(void)
 {
     Suite *s = suite_create("cluster");
@@ -866,6 +901,7 @@ static Suite *t_suite(void)
     tcase_add_test(tc, test_cluster_bad_payload);
     tcase_add_test(tc, test_cluster_heartbeat_liveness);
     tcase_add_test(tc, test_cluster_sigterm);
+    tcase_add_test(tc, test_cluster_sigterm_after_peer_vanished);
     suite_add_tcase(s, tc);
     return s;
 }
