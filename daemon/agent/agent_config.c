@@ -99,6 +99,11 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
     {.name = "keepalive_ms", .type = MC_CFG_MS, .def = "1000", .min = 100, .max = 600000,
      .offset = FIELD(keepalive_ms),
      .doc = "Cluster mode: UCX keepalive interval of the agent's endpoints."},
+    {.name = "peer_hard_deadline_ms", .type = MC_CFG_MS, .def = "5000", .min = 100,
+     .max = 600000, .offset = FIELD(peer_hard_deadline_ms),
+     .doc = "Cluster mode: a transfer with a peer still under way this long after its op's "
+            "deadline marks the peer unresponsive: its endpoint is closed with force (every "
+            "transfer on it ends with an error; their memory is reused only then)."},
     {.name = NULL},
 };
 

@@ -73,6 +73,8 @@ struct xfer {
     uint64_t len;
     uint64_t deadline_ms;
     bool hashed;               /* X_READ: findable by id */
+    bool moving;               /* on the in-flight list: UCX has it */
+    struct xfer *iprev, *inext;
     bool data_started, data_done, reply_done;
     int status;
 };
@@ -121,6 +123,7 @@ struct cluster {
     struct xfer *reads[READ_HASH];
     uint64_t next_id;
     struct inwrite *inwrites;
+    struct xfer *moving;          /* transfers UCX holds, for the peer hard deadline */
     struct fence *fences;
     bool fence_busy;
     uint64_t next_hb_ms, next_fence_ms;
@@ -672,6 +675,29 @@ static void read_unhash(struct cluster *cl, struct xfer *x)
     x->hashed = false;
 }
 
+static void moving_add(struct cluster *cl, struct xfer *x)
+{
+    x->moving = true;
+    x->iprev = NULL;
+    x->inext = cl->moving;
+    if (x->inext != NULL)
+        x->inext->iprev = x;
+    cl->moving = x;
+}
+
+static void moving_del(struct cluster *cl, struct xfer *x)
+{
+    if (!x->moving)
+        return;
+    if (x->iprev != NULL)
+        x->iprev->inext = x->inext;
+    else
+        cl->moving = x->inext;
+    if (x->inext != NULL)
+        x->inext->iprev = x->iprev;
+    x->moving = false;
+}
+
 static void write_sent(void *ctx, int status)
 {
     struct xfer *x = ctx;
@@ -696,6 +722,7 @@ static int write_send(struct cluster *cl, struct xfer *x)
     if (err == 0) {
         cl->st.writes_out++;
         cl->st.write_bytes_out += x->len;
+        moving_add(cl, x);
     }
     return err;
 }
@@ -755,6 +782,7 @@ static int read_send(struct cluster *cl, struct xfer *x)
         return err;
     }
     cl->st.reads_out++;
+    moving_add(cl, x);
     return 0;
 }
 
@@ -816,6 +844,7 @@ static void xfer_end(struct cluster *cl, struct xfer *x, int status)
 {
     struct mc_agent *a = cl->a;
 
+    moving_del(cl, x);
     /* the owner does not hold that segment (any more): ask the master next time */
     if ((status == MC_ERR_NOT_FOUND || status == MC_ERR_CANCELED) && x->r.seg < cl->nsegtab)
         cl->segs[x->r.seg].valid = false;
@@ -1212,6 +1241,18 @@ void cluster_tick(struct mc_agent *a)
     if (now >= cl->next_fence_ms) {
         cl->next_fence_ms = now + FENCE_RETRY_MS;
         fence_send(cl);
+    }
+    /* a peer that kept a transfer past its deadline by peer_hard_deadline_ms is judged
+     * unresponsive: its endpoint is closed with force, UCX ends what it held (with an
+     * error), and only then is that memory reused (DESIGN.md §5) */
+    for (struct xfer *x = cl->moving; x != NULL; x = x->inext) {
+        if (x->peer != NULL && now > x->deadline_ms + a->cfg.peer_hard_deadline_ms) {
+            mc_warn("peer node %u unresponsive past its hard deadline: endpoint closed",
+                    x->peer->node);
+            cl->st.peer_errors++;
+            peer_drop(cl, x->peer, MC_ERR_UNAVAILABLE);
+            break; /* the list changed; the rest waits for the next tick */
+        }
     }
     /* reads whose owner accepted the call but never started the bytes */
     for (i = 0; i < READ_HASH; i++) {
