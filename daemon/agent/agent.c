@@ -1777,6 +1777,13 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     }
     /* clients of the same uid must not reach our memory through /proc/<pid>/fd or mem */
     prctl(PR_SET_DUMPABLE, 0);
+    /* block before UCX starts its threads (cluster mode), so they inherit the mask and
+     * SIGTERM reaches only our signalfd */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigprocmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
 
     a->seg_size = cfg->dram;
     if (a->seg_size != 0) {
@@ -1852,11 +1859,6 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     its.it_interval.tv_sec = (time_t)(cfg->master.tick_ms / 1000);
     its.it_interval.tv_nsec = (long)(cfg->master.tick_ms % 1000) * 1000000L;
     its.it_value = its.it_interval;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigprocmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
     a->signal_fd = signalfd(-1, &sigs, SFD_CLOEXEC);
     if (a->timer_fd < 0 || a->signal_fd < 0 || timerfd_settime(a->timer_fd, 0, &its, NULL) != 0) {
         err = MC_ERR_IO;

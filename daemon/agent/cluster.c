@@ -97,6 +97,16 @@ struct fence {
     uint64_t first_ms;
 };
 
+/* A block the master asked us to fence: no write of that put may land any more. */
+struct fenced {
+    struct fenced *next;
+    uint32_t alloc;
+    uint64_t version;
+    uint64_t until_ms; /* past any write of it that could still arrive */
+};
+
+#define FENCED_HASH 256u
+
 struct cluster {
     struct mc_agent *a;
     struct mc_ucx *u;
@@ -126,6 +136,7 @@ struct cluster {
     struct xfer *moving;          /* transfers UCX holds, for the peer hard deadline */
     struct fence *fences;
     bool fence_busy;
+    struct fenced *fenced[FENCED_HASH];
     uint64_t next_hb_ms, next_fence_ms;
     bool hb_busy;
     bool leaving;
@@ -1018,6 +1029,9 @@ static void h_read(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
     reply_status(ep, hdr, err);
 }
 
+static void h_fence(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                    const void *pl);
+
 static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                        const void *pl)
 {
@@ -1046,8 +1060,101 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
     }
     if (hdr->type == MC_WIRE_READ)
         h_read(cl, ep, hdr, pl);
+    else if (hdr->type == MC_WIRE_FENCE && ep == cl->master)
+        h_fence(cl, ep, hdr, pl);
     else
         reply_status(ep, hdr, MC_ERR_PROTO);
+}
+
+static bool is_fenced(const struct cluster *cl, uint32_t alloc, uint64_t version)
+{
+    const struct fenced *f;
+
+    for (f = cl->fenced[alloc % FENCED_HASH]; f != NULL; f = f->next) {
+        if (f->alloc == alloc && f->version == version)
+            return true;
+    }
+    return false;
+}
+
+/* FENCE from the master: the writer of these blocks was declared dead. A block with a write
+ * landing now is BUSY (asked again later); any other is fenced from now on: a write of that
+ * put arriving later is refused, so the master may reuse the block once we said 0. */
+static void h_fence(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                    const void *pl)
+{
+    struct mc_agent *a = cl->a;
+    struct mc_proto_fence_item *items = malloc(MC_PROTO_BATCH_MAX * sizeof(*items));
+    int *results = malloc(MC_PROTO_BATCH_MAX * sizeof(*results));
+    struct mc_proto_batch_rep rep = {0};
+    struct mc_proto_fence_req req;
+    uint8_t *out = NULL;
+    size_t len;
+    uint32_t i;
+
+    if (items == NULL || results == NULL ||
+        (out = malloc(MC_PROTO_BATCH_MAX * 8 + 64)) == NULL) {
+        reply_status(ep, hdr, MC_ERR_NOMEM);
+        goto out;
+    }
+    if (mc_proto_fence_req_decode(pl, hdr->payload_len, MC_PROTO_BATCH_MAX, &req, items) != 0) {
+        reply_status(ep, hdr, MC_ERR_PROTO);
+        goto out;
+    }
+    for (i = 0; i < req.n; i++) {
+        const struct mc_proto_fence_item *it = &items[i];
+        struct inwrite *w;
+        struct fenced *f;
+
+        results[i] = 0;
+        if (it->seg != a->seg_id || a->seg_size == 0) {
+            results[i] = MC_ERR_NOT_FOUND;
+            continue;
+        }
+        for (w = cl->inwrites; w != NULL; w = w->next) {
+            if (w->alloc == it->alloc && w->version == it->version)
+                results[i] = MC_ERR_BUSY;
+        }
+        if (results[i] != 0 || is_fenced(cl, it->alloc, it->version))
+            continue;
+        f = malloc(sizeof(*f));
+        if (f == NULL) {
+            results[i] = MC_ERR_NOMEM;
+            continue;
+        }
+        f->alloc = it->alloc;
+        f->version = it->version;
+        /* a write of a dead writer cannot start later than its op deadline, nor run past
+         * the hard deadline on top of it */
+        f->until_ms = agent_now_ms() + 2 * (a->cfg.op_timeout_ms + a->cfg.peer_hard_deadline_ms);
+        f->next = cl->fenced[it->alloc % FENCED_HASH];
+        cl->fenced[it->alloc % FENCED_HASH] = f;
+    }
+    rep.n = req.n;
+    if (mc_proto_results_rep_encode(&rep, results, out, MC_PROTO_BATCH_MAX * 8 + 64, &len) == 0)
+        mc_ucx_rpc_reply(ep, MC_WIRE_FENCE_REPLY, hdr->request_id, out, len);
+out:
+    free(items);
+    free(results);
+    free(out);
+}
+
+static void fenced_expire(struct cluster *cl, uint64_t now)
+{
+    uint32_t i;
+
+    for (i = 0; i < FENCED_HASH; i++) {
+        struct fenced **pp = &cl->fenced[i], *f;
+
+        while ((f = *pp) != NULL) {
+            if (now >= f->until_ms) {
+                *pp = f->next;
+                free(f);
+            } else {
+                pp = &f->next;
+            }
+        }
+    }
 }
 
 static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
@@ -1071,7 +1178,8 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         struct inwrite *w;
 
         if (mc_peer_write_hdr_decode(hpl, hdr->payload_len, &h) != 0 || h.len != len ||
-            h.seg != a->seg_id || !span_in_seg(a, h.offset, h.len)) {
+            h.seg != a->seg_id || !span_in_seg(a, h.offset, h.len) ||
+            is_fenced(cl, h.alloc, h.version)) {
             cl->st.refused++;
             return NULL;
         }
@@ -1241,6 +1349,7 @@ void cluster_tick(struct mc_agent *a)
     if (now >= cl->next_fence_ms) {
         cl->next_fence_ms = now + FENCE_RETRY_MS;
         fence_send(cl);
+        fenced_expire(cl, now);
     }
     /* a peer that kept a transfer past its deadline by peer_hard_deadline_ms is judged
      * unresponsive: its endpoint is closed with force, UCX ends what it held (with an
@@ -1546,6 +1655,7 @@ void cluster_destroy(struct mc_agent *a)
         cl->fences = f->next;
         free(f);
     }
+    fenced_expire(cl, UINT64_MAX);
     for (i = 0; i < cl->nsegtab; i++)
         free(cl->segs[i].addr);
     free(cl->segs);

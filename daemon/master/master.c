@@ -132,6 +132,10 @@ struct mc_master {
     uint32_t cap_segs;
     uint32_t lease_ct, discard_ct, release_ct, soft_pin_ct;
     struct mc_master_stats st;
+    /* blocks of puts whose writer died: the owners are asked to fence them (a ring; when
+     * it is full the release timeout frees the rest) */
+    struct mc_master_fence fences[MC_MASTER_FENCE_QUEUE];
+    uint32_t fence_head, fence_count;
 };
 
 /* ---------------------------------------------------------------------------------------- */
@@ -333,6 +337,38 @@ static void ver_retire(struct mc_master *m, struct ver *v, uint32_t now)
         v->state = VS_RETIRED;
     else
         ver_free_space(m, v);
+}
+
+/* Ask the owners of v's blocks to fence them (mc_master_fences_take). */
+static void fence_queue(struct mc_master *m, struct ver *v)
+{
+    struct rep *reps;
+    uint32_t i;
+
+    if (v->state != VS_STALE)
+        return;
+    reps = ver_reps(v);
+    for (i = 0; i < v->nrep && m->fence_count < MC_MASTER_FENCE_QUEUE; i++) {
+        struct mc_master_fence *f =
+            &m->fences[(m->fence_head + m->fence_count) % MC_MASTER_FENCE_QUEUE];
+
+        f->seg = (uint32_t)reps[i].gen << 16 | reps[i].seg; /* = seg_id() */
+        f->alloc = reps[i].alloc;
+        f->version = v->id;
+        m->fence_count++;
+    }
+}
+
+size_t mc_master_fences_take(struct mc_master *m, struct mc_master_fence *out, size_t max)
+{
+    size_t n = 0;
+
+    while (n < max && m->fence_count > 0) {
+        out[n++] = m->fences[m->fence_head];
+        m->fence_head = (m->fence_head + 1) % MC_MASTER_FENCE_QUEUE;
+        m->fence_count--;
+    }
+    return n;
 }
 
 /* A put whose writes may still land: keep its blocks until the writer reports its
@@ -1589,6 +1625,7 @@ static void ver_sweep(struct mc_master *m, struct ver *v, uint32_t now)
     case VS_PROCESSING:
         if (!mc_master_node_is_alive(m, v->writer)) {
             ver_make_stale(m, v); /* the writer died: revoke; owners fence */
+            fence_queue(m, v);
             m->st.puts_revoked++;
         } else if (ct_reached(now, v->t_start + m->release_ct)) {
             /* a live writer that never ended nor revoked it: abandoned; no write of it can

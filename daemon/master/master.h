@@ -250,6 +250,18 @@ int64_t mc_master_remove_prefix(struct mc_master *m, const char *prefix, size_t 
  * still live: nothing to fence). */
 int mc_master_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version);
 
+/* Blocks of puts whose writer was declared dead: each must be fenced by its segment's owner
+ * (DESIGN.md §5) before it is reused. The master queues them (at most
+ * MC_MASTER_FENCE_QUEUE; beyond that the release timeout frees them); the RPC server takes
+ * them, asks the owners (FENCE) and reports each answer with mc_master_fence_ack. */
+#define MC_MASTER_FENCE_QUEUE 4096u
+struct mc_master_fence {
+    uint32_t seg;
+    uint32_t alloc;
+    uint64_t version;
+};
+size_t mc_master_fences_take(struct mc_master *m, struct mc_master_fence *out, size_t max);
+
 /* Timers: node liveness, lease and pin expiry, TTL reclaim, stale-put release, watermark
  * eviction. Bounded work per call; call it every cfg->tick_ms. */
 void mc_master_tick(struct mc_master *m);

@@ -59,6 +59,8 @@ struct mc_mcmaster_server {
     uint16_t port;
     char *token; /* NULL: every token is accepted (allow_no_token) */
     size_t token_len;
+    struct mc_master_fence fence_retry[MC_MASTER_FENCE_QUEUE]; /* owners said BUSY */
+    uint32_t nfence_retry;
     uint64_t max_peers, npeers;
     struct peer *peers;
     struct seg_blobs *segs;
@@ -768,6 +770,88 @@ static void on_signal(struct mc_mcmaster_server *s)
     }
 }
 
+/* --- fencing the blocks of dead writers (DESIGN.md §5) ------------------------------------ */
+
+#define FENCE_BATCH 256u
+#define FENCE_TIMEOUT_MS 3000u
+
+/* One FENCE call to an owner: the blocks it names. */
+struct fence_call {
+    struct mc_mcmaster_server *s;
+    uint32_t n;
+    struct mc_master_fence items[FENCE_BATCH];
+};
+
+static void fence_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                       size_t len)
+{
+    struct fence_call *fc = ctx;
+    struct mc_mcmaster_server *s = fc->s;
+    struct mc_proto_batch_rep rep;
+    int results[FENCE_BATCH];
+    uint32_t i;
+
+    (void)hdr;
+    if (status == 0 && (mc_proto_results_rep_decode(pl, len, fc->n, &rep, results) != 0 ||
+                        rep.status != 0 || rep.n != fc->n))
+        status = MC_ERR_PROTO;
+    for (i = 0; i < fc->n && status == 0; i++) {
+        const struct mc_master_fence *f = &fc->items[i];
+
+        if (results[i] == 0)
+            (void)mc_master_fence_ack(s->m, f->seg, f->alloc, f->version);
+        else if (results[i] == MC_ERR_BUSY && s->nfence_retry < MC_MASTER_FENCE_QUEUE)
+            s->fence_retry[s->nfence_retry++] = *f; /* a write still landing: ask again */
+    }
+    /* otherwise (owner unreachable, ...) the release timeout frees them */
+    free(fc);
+}
+
+/* Ask each owner to fence the blocks of dead writers in its segments. */
+static void fences_send(struct mc_mcmaster_server *s)
+{
+    struct mc_master_fence f[FENCE_BATCH];
+    struct mc_proto_fence_item items[FENCE_BATCH];
+    struct peer *p;
+    size_t n = 0, i;
+
+    while (n < FENCE_BATCH && s->nfence_retry > 0)
+        f[n++] = s->fence_retry[--s->nfence_retry];
+    n += mc_master_fences_take(s->m, f + n, FENCE_BATCH - n);
+    if (n == 0)
+        return;
+    for (p = s->peers; p != NULL; p = p->next) {
+        struct fence_call *fc;
+        struct mc_proto_fence_req req = {0};
+        size_t len;
+
+        if (!p->authed || p->node == MC_MASTER_NODE_NONE)
+            continue;
+        fc = malloc(sizeof(*fc));
+        if (fc == NULL)
+            return;
+        fc->s = s;
+        fc->n = 0;
+        for (i = 0; i < n; i++) {
+            struct mc_master_seg_info info;
+
+            if (mc_master_segment_info(s->m, f[i].seg, &info) != 0 || info.node != p->node)
+                continue;
+            fc->items[fc->n] = f[i];
+            items[fc->n] = (struct mc_proto_fence_item){
+                .seg = f[i].seg, .alloc = f[i].alloc, .version = f[i].version};
+            fc->n++;
+        }
+        req.n = fc->n;
+        if (fc->n == 0 ||
+            mc_proto_fence_req_encode(&req, items, s->out, sizeof(s->out), &len) != 0 ||
+            mc_ucx_rpc_call(p->ep, MC_WIRE_FENCE, s->out, len,
+                            mc_ucx_now_ms() + FENCE_TIMEOUT_MS, fence_done, fc, NULL) != 0)
+            free(fc);
+    }
+    /* blocks whose owner has no endpoint: it is gone, and its segment with them */
+}
+
 static void on_timer(struct mc_mcmaster_server *s)
 {
     uint64_t ticks;
@@ -775,6 +859,7 @@ static void on_timer(struct mc_mcmaster_server *s)
     if (read(s->timer_fd, &ticks, sizeof(ticks)) != (ssize_t)sizeof(ticks))
         return;
     mc_master_tick(s->m);
+    fences_send(s);
     mc_ucx_expire(s->u, mc_ucx_now_ms());
 }
 

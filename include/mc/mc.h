@@ -166,7 +166,8 @@ typedef struct mc_obj_info {
     uint32_t flags;            /* MC_PUT_* state of this version now: MC_PUT_PIN_SOFT (until
                                   the soft pin lapses), MC_PUT_PIN_HARD,
                                   MC_PUT_NO_CHECKSUM; other bits are 0 */
-    uint64_t version;          /* the version number; grows with each upsert, from 1 */
+    uint64_t version;          /* the version number: unique in the store, larger for each newer
+                                  version of a key (not consecutive, not from 1) */
     uint64_t ttl_remaining_ms; /* ms until the object expires, rounded up; 0 = no TTL */
     uint64_t reserved[4];      /* set to zero */
 } mc_obj_info_t;

@@ -561,6 +561,33 @@ START_TEST(test_dead_writer_put_displaced_at_once_then_fenced)
 }
 END_TEST
 
+START_TEST(test_dead_writer_blocks_queued_for_owner_fence)
+{
+    struct mc_master *m = t_master();
+    uint32_t n1 = t_node(m, "n1", "d1"), n3 = t_node(m, "n3", "d3");
+    struct mc_master_fence f[4];
+    struct mc_master_put_grant g, g2;
+
+    t_seg(m, n1, MiB);
+    ck_assert_int_eq(t_start(m, "z", 4096, 0, n3, &g), 0);
+    ck_assert_int_eq(t_start(m, "live", 4096, 0, n1, &g2), 0);
+    ck_assert_uint_eq(mc_master_fences_take(m, f, 4), 0); /* nothing to fence yet */
+    t_advance(10001);
+    ck_assert_int_eq(mc_master_node_heartbeat(m, n1), 0);
+    mc_master_tick(m);
+    /* the dead writer's block, named as the owner knows it; not the live writer's */
+    ck_assert_uint_eq(mc_master_fences_take(m, f, 4), 1);
+    ck_assert_uint_eq(f[0].seg, g.rep[0].seg);
+    ck_assert_uint_eq(f[0].alloc, g.rep[0].alloc);
+    ck_assert_uint_eq(f[0].version, g.version);
+    ck_assert_uint_eq(mc_master_fences_take(m, f, 4), 0); /* taken once */
+    ck_assert_uint_eq(t_used(m), 8192);
+    ck_assert_int_eq(mc_master_fence_ack(m, f[0].seg, f[0].alloc, f[0].version), 0);
+    ck_assert_uint_eq(t_used(m), 4096);
+    mc_master_destroy(m);
+}
+END_TEST
+
 START_TEST(test_replicas_on_distinct_domains)
 {
     struct mc_master *m = t_master();
@@ -1160,6 +1187,7 @@ static Suite *master_suite(void)
     tcase_add_test(tc, test_stale_put_space_freed_by_fence);
     tcase_add_test(tc, test_dead_node_replicas_dropped_and_puts_revoked);
     tcase_add_test(tc, test_dead_writer_put_displaced_at_once_then_fenced);
+    tcase_add_test(tc, test_dead_writer_blocks_queued_for_owner_fence);
     tcase_add_test(tc, test_replicas_on_distinct_domains);
     tcase_add_test(tc, test_preferred_node_first_then_by_free_capacity);
     tcase_add_test(tc, test_prefix_match_counts_leading_hits);
