@@ -354,7 +354,26 @@ static void put_ended(void *ctx, struct ml_req *r)
     agent_client_put_ref(a, c);
 }
 
+static void put_end_submit(struct mc_agent *a, struct put *p);
+
 void agent_put_sent(struct mc_agent *a, struct put *p)
+{
+    struct delayed *d;
+
+    if (a->cfg.test_put_end_delay_ms != 0 && p->send_err == 0 &&
+        (d = calloc(1, sizeof(*d))) != NULL) {
+        /* test only: the bytes are in place, the publication waits (a window to kill in) */
+        d->c = p->c;
+        d->p = p;
+        d->due_ms = agent_now_ms() + a->cfg.test_put_end_delay_ms;
+        d->next = a->delayed;
+        a->delayed = d;
+        return;
+    }
+    put_end_submit(a, p);
+}
+
+static void put_end_submit(struct mc_agent *a, struct put *p)
 {
     struct client *c = p->c;
     struct ml_req *r = NULL;
@@ -536,7 +555,7 @@ static void get_answer(struct mc_agent *a, struct client *c, struct lease *l,
     e.deadline_ms = l->deadline_ms;
     a->st.hits++;
     if (a->cfg.test_get_delay_ms != 0) {
-        struct delayed *d = malloc(sizeof(*d));
+        struct delayed *d = calloc(1, sizeof(*d));
 
         if (d != NULL) {
             d->c = c;
@@ -1010,6 +1029,11 @@ static void post_delayed(struct mc_agent *a)
             continue;
         }
         *pp = d->next;
+        if (d->p != NULL) {
+            put_end_submit(a, d->p); /* the put holds its client */
+            free(d);
+            continue;
+        }
         if (d->c->state == CL_ACTIVE) {
             agent_cqe_post(d->c, &d->cqe);
             a->st.delayed_answers++;
@@ -1888,7 +1912,8 @@ void mc_agent_destroy(struct mc_agent *a)
         struct delayed *d = a->delayed;
 
         a->delayed = d->next;
-        d->c->refs--; /* the client goes below anyway */
+        if (d->p == NULL)
+            d->c->refs--; /* the client goes below anyway */
         free(d);
     }
     for (c = a->clients; c != NULL;) {

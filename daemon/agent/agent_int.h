@@ -139,10 +139,12 @@ struct client {
     } *arenas;                /* MC_SHM_MAX_ARENAS, registered over the socket */
 };
 
-/* An answer held back by the test-only test_get_delay_ms knob. */
+/* An answer held back by the test-only test_get_delay_ms knob, or (p != NULL) a put_end
+ * held back by test_put_end_delay_ms. */
 struct delayed {
     struct delayed *next;
     struct client *c;
+    struct put *p;
     uint64_t due_ms;
     struct mc_cqe cqe;
 };

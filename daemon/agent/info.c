@@ -31,6 +31,13 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
     if (a->st.delayed_answers != 0)
         json_object_set_new(o, "test_delayed_answers",
                             json_integer((json_int_t)a->st.delayed_answers));
+    json_object_set_new(o, "puts_revoked", json_integer((json_int_t)ms->puts_revoked));
+    json_object_set_new(o, "stale_freed_by_fence",
+                        json_integer((json_int_t)ms->stale_freed_by_fence));
+    json_object_set_new(o, "stale_freed_by_timeout",
+                        json_integer((json_int_t)ms->stale_freed_by_timeout));
+    json_object_set_new(o, "nodes_declared_dead",
+                        json_integer((json_int_t)ms->nodes_declared_dead));
     json_object_set_new(o, "mode", json_string(a->cl != NULL ? "cluster" : "standalone"));
     json_object_set_new(o, "dram_bytes", json_integer((json_int_t)a->seg_size));
     if (a->land != NULL) {
