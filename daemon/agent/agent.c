@@ -163,12 +163,58 @@ static int put_alloc(struct client *c, uint32_t *h_p)
     return MC_ERR_NOMEM; /* more open puts than this client's table (docs/protocol.md) */
 }
 
+/* An image buffer of at least len bytes: the smallest cached one that fits, else a new
+ * mapping (2 MiB multiples, huge pages where the kernel has them). */
+static uint8_t *image_get(struct mc_agent *a, uint64_t len, uint64_t *cap_p)
+{
+    uint64_t cap = (len + (UINT64_C(2) << 20) - 1) & ~((UINT64_C(2) << 20) - 1);
+    int best = -1, i;
+    void *m;
+
+    for (i = 0; i < IMAGE_CACHE; i++) {
+        if (a->images[i].p != NULL && a->images[i].cap >= cap &&
+            (best < 0 || a->images[i].cap < a->images[best].cap))
+            best = i;
+    }
+    if (best >= 0) {
+        uint8_t *p = a->images[best].p;
+
+        *cap_p = a->images[best].cap;
+        a->image_cache_bytes -= *cap_p;
+        a->images[best].p = NULL;
+        return p;
+    }
+    m = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    madvise(m, cap, MADV_HUGEPAGE);
+    *cap_p = cap;
+    return m;
+}
+
+/* Keep a released image for the next put, within IMAGE_CACHE_BYTES; else unmap it. */
+static void image_put(struct mc_agent *a, uint8_t *p, uint64_t cap)
+{
+    int i;
+
+    for (i = 0; i < IMAGE_CACHE && a->image_cache_bytes + cap <= IMAGE_CACHE_BYTES; i++) {
+        if (a->images[i].p == NULL) {
+            a->images[i].p = p;
+            a->images[i].cap = cap;
+            a->image_cache_bytes += cap;
+            return;
+        }
+    }
+    munmap(p, cap);
+}
+
 /* Only once no transfer reads the image any more (every send to a peer is final). */
 static void put_forget(struct put *p)
 {
     free(p->seen);
     p->seen = NULL;
-    free(p->image);
+    if (p->image != NULL)
+        image_put(p->c->a, p->image, p->image_cap);
     p->image = NULL;
     p->used = false;
     p->waiting = false;
@@ -177,17 +223,30 @@ static void put_forget(struct put *p)
 static struct put *put_get(struct client *c, uint64_t h)
 {
     /* a one-shot PUT's slot is internal: PUT_DATA/END/ABORT naming it would race its copy;
-     * a put whose master call or peer writes are under way is not the client's either */
+     * a put whose master call or peer writes are under way is not the client's either, nor
+     * one revoked while its writes drain */
     if (h >= c->lay.max_inflight || !c->puts[h].used || c->puts[h].oneshot ||
-        c->puts[h].waiting)
+        c->puts[h].waiting || c->puts[h].revoke_pending)
         return NULL;
     return &c->puts[h];
 }
 
-/* Abandon at the master (fire-and-forget: the writer's transfers are final) and forget. */
+/* Abandon at the master (fire-and-forget: the writer's transfers are final) and forget.
+ * With writes to peers still reading the image, that waits until they are final: the
+ * master frees the blocks at once on a revoke, so no byte of ours may land there later. */
 static void put_revoke(struct mc_agent *a, struct put *p)
 {
-    struct ml_req *r = ml_req_new(a->ml, ML_PUT_REVOKE, p->key, p->key_len, NULL, NULL);
+    struct ml_req *r;
+
+    if (p->sends != 0) {
+        if (!p->revoke_pending) {
+            p->revoke_pending = true;
+            p->failed = true;
+            p->c->refs++;
+        }
+        return;
+    }
+    r = ml_req_new(a->ml, ML_PUT_REVOKE, p->key, p->key_len, NULL, NULL);
 
     if (r != NULL) {
         r->in.ref.version = p->version;
@@ -211,12 +270,14 @@ static int put_image(struct mc_agent *a, struct put *p)
         if (a->seg_size != 0 && p->rep[i].seg == a->seg_id &&
             p->rep[i].offset <= a->seg_size && len <= a->seg_size - p->rep[i].offset) {
             p->dst = a->seg + p->rep[i].offset;
+            p->nremote = p->nrep - 1;
             return 0;
         }
     }
     if (a->cl == NULL || p->nrep == 0)
         return MC_ERR_INTERNAL; /* one node: every replica is ours */
-    p->image = aligned_alloc(64, (len + 63) & ~UINT64_C(63));
+    p->nremote = p->nrep;
+    p->image = image_get(a, len, &p->image_cap);
     if (p->image == NULL)
         return MC_ERR_NOMEM;
     p->dst = p->image;
@@ -356,7 +417,7 @@ static void put_ended(void *ctx, struct ml_req *r)
 
 static void put_end_submit(struct mc_agent *a, struct put *p);
 
-void agent_put_sent(struct mc_agent *a, struct put *p)
+static void put_sent(struct mc_agent *a, struct put *p)
 {
     struct delayed *d;
 
@@ -418,11 +479,29 @@ static void put_finish(struct mc_agent *a, struct put *p)
         tr[n] = XXH3_64bits(tr, n * sizeof(uint64_t));
     }
     p->waiting = true;
-    p->send_err = 0;
+    p->finishing = true;
     c->refs++;
-    if (a->cl != NULL && cluster_put_send(a, p) > 0)
-        return; /* agent_put_sent when the last write is final */
-    agent_put_sent(a, p);
+    if (a->cl != NULL && p->nremote > 0) {
+        /* the rest of the image, checksums included; pieces may still be on their way */
+        p->sends++;
+        cluster_put_send(a, p, p->sent_upto, mc_shm_alloc_len(p->size, p->csum));
+        if (--p->sends > 0)
+            return; /* agent_put_writes_final when the last write is final */
+    }
+    put_sent(a, p);
+}
+
+void agent_put_writes_final(struct mc_agent *a, struct put *p)
+{
+    struct client *c = p->c;
+
+    if (p->revoke_pending) {
+        p->revoke_pending = false;
+        put_revoke(a, p);
+        agent_client_put_ref(a, c);
+    } else if (p->finishing) {
+        put_sent(a, p);
+    }
 }
 
 /* The copy at the head of c's FIFO is over: answer it. */
@@ -503,6 +582,8 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
             p->seen[idx] = 1;
             p->received += pos - idx * MC_SHM_CHUNK;
         }
+        if (p->nremote != 0)
+            cluster_put_progress(a, p); /* whole pieces go out while the rest is copied */
     }
     a->st.bytes_in += n;
     if (cp->done == cp->len)
@@ -1947,6 +2028,10 @@ void mc_agent_destroy(struct mc_agent *a)
     if (a->signal_fd >= 0)
         close(a->signal_fd);
     mc_master_destroy(a->master);
+    for (int i = 0; i < IMAGE_CACHE; i++) {
+        if (a->images[i].p != NULL)
+            munmap(a->images[i].p, a->images[i].cap);
+    }
     mc_alloc_destroy(a->land);
     if (a->land_base != NULL)
         munmap(a->land_base, a->land_size);

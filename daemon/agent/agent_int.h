@@ -55,12 +55,18 @@ struct put {
     uint64_t size;
     uint64_t received;   /* bytes of distinct chunks copied */
     uint8_t *dst;        /* the object's image: a replica in our segment, or `image` */
-    uint8_t *image;      /* no replica here (cluster): a buffer of alloc_len, sent from */
+    uint8_t *image;      /* no replica here (cluster): alloc_len bytes the writes are sent
+                            from (agent_image_get) */
+    uint64_t image_cap;
     uint8_t *seen;       /* one byte per chunk: copied */
     uint32_t nrep;
     struct mc_master_replica rep[MC_MASTER_MAX_REPLICAS];
-    uint32_t sends;      /* writes to peers in flight */
+    uint32_t nremote;    /* replicas on other nodes: the image goes there */
+    uint32_t sends;      /* writes to peers in flight: the image stays until they are final */
     int send_err;
+    uint64_t sent_upto;  /* image bytes [0, sent_upto) are sent or being sent */
+    bool finishing;      /* put_finish ran: publish once the writes are final */
+    bool revoke_pending; /* revoked while writes were in flight: revoke when they end */
     /* the op that answers when the master or the peers are done */
     uint64_t user_data;
     uint64_t deadline_ms;
@@ -149,6 +155,11 @@ struct delayed {
     struct mc_cqe cqe;
 };
 
+/* Image buffers kept for the next put with no local replica: huge-page backed anonymous
+ * memory, faulted in once (a fresh mapping of tens of MiB costs a fault per page per put). */
+#define IMAGE_CACHE 8
+#define IMAGE_CACHE_BYTES (UINT64_C(1) << 30)
+
 struct mc_agent {
     struct mc_agent_config cfg;
     char *socket_path;
@@ -179,6 +190,11 @@ struct mc_agent {
     uint64_t last_active_ns;
     uint64_t timer_buf, signal_buf[16];
     struct delayed *delayed;
+    struct image_buf {
+        uint8_t *p;
+        uint64_t cap;
+    } images[IMAGE_CACHE];
+    uint64_t image_cache_bytes;
     struct stats {
         uint64_t ops, puts, gets, hits, bytes_in, disconnects, refused, violations;
         uint64_t delayed_answers;
@@ -212,8 +228,9 @@ struct list_out {
 };
 void agent_list_one(const char *key, size_t len, void *ctx);
 
-/* A put's transfers to peers are over (cluster.c calls it when the last one ends). */
-void agent_put_sent(struct mc_agent *a, struct put *p);
+/* A put's writes to peers are all final (cluster.c calls it when the count drops to 0):
+ * publish (after put_finish) or revoke (revoked meanwhile). */
+void agent_put_writes_final(struct mc_agent *a, struct put *p);
 /* A GET's remote read is over: 0 (the bytes are at l->land_off) or an error. */
 void agent_get_landed(struct mc_agent *a, struct lease *l, int res);
 

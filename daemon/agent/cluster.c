@@ -67,6 +67,7 @@ struct xfer {
     struct cluster *cl;
     struct mc_master_replica r;
     struct put *p;             /* X_WRITE */
+    uint64_t from;             /* X_WRITE: bytes [from, from + len) of the image */
     struct lease *l;           /* X_READ */
     struct peer *peer;
     uint64_t id;               /* X_READ: the request id the owner's bulk carries */
@@ -720,16 +721,17 @@ static int write_send(struct cluster *cl, struct xfer *x)
 {
     struct put *p = x->p;
     struct mc_peer_write_hdr h = {
-        .seg = x->r.seg, .alloc = x->r.alloc, .version = p->version, .offset = x->r.offset,
-        .len = x->len, .key = {.p = (const uint8_t *)p->key, .len = p->key_len},
+        .seg = x->r.seg, .alloc = x->r.alloc, .version = p->version,
+        .offset = x->r.offset + x->from, .len = x->len,
+        .key = {.p = (const uint8_t *)p->key, .len = p->key_len},
     };
     uint8_t buf[MC_PROTO_KEY_MAX + 64];
     size_t len;
     int err = mc_peer_write_hdr_encode(&h, buf, sizeof(buf), &len);
 
     if (err == 0)
-        err = mc_ucx_send_bulk(x->peer->ep, MC_WIRE_WRITE, 0, buf, len, p->dst, x->len,
-                               write_sent, x);
+        err = mc_ucx_send_bulk(x->peer->ep, MC_WIRE_WRITE, 0, buf, len, p->dst + x->from,
+                               x->len, write_sent, x);
     if (err == 0) {
         cl->st.writes_out++;
         cl->st.write_bytes_out += x->len;
@@ -871,7 +873,7 @@ static void xfer_end(struct cluster *cl, struct xfer *x, int status)
         }
         free(x);
         if (--p->sends == 0)
-            agent_put_sent(a, p);
+            agent_put_writes_final(a, p);
         return;
     }
     if (status == 0) {
@@ -903,13 +905,14 @@ static void xfer_end(struct cluster *cl, struct xfer *x, int status)
     }
 }
 
-int cluster_put_send(struct mc_agent *a, struct put *p)
+void cluster_put_send(struct mc_agent *a, struct put *p, uint64_t from, uint64_t to)
 {
     struct cluster *cl = a->cl;
-    uint64_t len = mc_shm_alloc_len(p->size, p->csum);
     uint32_t i;
 
-    p->sends = 1; /* held while they start, so none ends the put under our feet */
+    if (from >= to)
+        return;
+    p->sends++; /* held while they start, so none ends the put under our feet */
     for (i = 0; i < p->nrep; i++) {
         struct xfer *x;
 
@@ -924,12 +927,35 @@ int cluster_put_send(struct mc_agent *a, struct put *p)
         x->cl = cl;
         x->r = p->rep[i];
         x->p = p;
-        x->len = len;
+        x->from = from;
+        x->len = to - from;
         x->deadline_ms = p->deadline_ms;
         p->sends++;
         xfer_start(cl, x);
     }
-    return (int)--p->sends;
+    p->sent_upto = to;
+    if (--p->sends == 0)
+        agent_put_writes_final(a, p);
+}
+
+/* Pipelining: the image's leading chunks that are copied (and summed) go out while the
+ * rest is still being copied, PUT_PIECE bytes at a time. */
+#define PUT_PIECE (4u << 20)
+
+void cluster_put_progress(struct mc_agent *a, struct put *p)
+{
+    uint64_t end = p->sent_upto;
+
+    if (p->nremote == 0 || p->send_err != 0)
+        return;
+    while (end < p->size && p->seen[end / MC_SHM_CHUNK])
+        end = (end / MC_SHM_CHUNK + 1) * MC_SHM_CHUNK;
+    if (end > p->size)
+        end = p->size;
+    /* whole pieces only: the tail goes with the checksums when the put finishes */
+    end = p->sent_upto + (end - p->sent_upto) / PUT_PIECE * PUT_PIECE;
+    if (end > p->sent_upto)
+        cluster_put_send(a, p, p->sent_upto, end);
 }
 
 int cluster_get_remote(struct mc_agent *a, struct lease *l, const struct mc_master_get_result *g)

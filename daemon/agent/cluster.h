@@ -45,10 +45,11 @@ void cluster_destroy(struct mc_agent *a);
 unsigned cluster_listen_port(const struct mc_agent *a);
 uint64_t cluster_lease_ttl_ms(const struct mc_agent *a);
 
-/* Sends p's image to every replica that is not ours. Returns how many writes are under
- * way (agent_put_sent runs when the last is final) or 0 (none needed, or each failed at
- * once: p->send_err tells; the caller goes on itself). */
-int cluster_put_send(struct mc_agent *a, struct put *p);
+/* Sends bytes [from, to) of p's image to every replica that is not ours (p->sends counts
+ * them; agent_put_writes_final runs when the count drops to 0). cluster_put_progress sends
+ * what is copied of the image so far, in whole pieces, while the rest is copied. */
+void cluster_put_send(struct mc_agent *a, struct put *p, uint64_t from, uint64_t to);
+void cluster_put_progress(struct mc_agent *a, struct put *p);
 /* Reads a replica of `g` from a peer into the landing segment; agent_get_landed runs when
  * it is final. Returns 0, or an error with nothing started. */
 int cluster_get_remote(struct mc_agent *a, struct lease *l, const struct mc_master_get_result *g);
