@@ -3,11 +3,547 @@
 #   demo   set up, build, start a standalone agent (256 MiB of DRAM) on a private socket,
 #          run the demo workload (puts, gets, a hit/miss summary), print `mcctl stats`, stop
 #          the agent.
-# Cluster start/stop/status come with mc-master.
+#   start  --agents N [--dram SIZE] [--dir RUNDIR] [--netns | --hosts FILE] [--build-dir DIR]
+#          [--set KEY=VALUE]... [--master-set KEY=VALUE]... [--timeout SEC]
+#          start mc-master and N cluster-mode agents; returns once every daemon is ready,
+#          or stops what it started and exits 1.
+#   stop   [--dir RUNDIR]      SIGTERM the agents, then the master; remove what start made
+#   status [--dir RUNDIR]      one JSON object: the daemons, and `mcctl cluster` via an agent
+# docs/operations.md ("A cluster with launch.sh") describes the three placements (local,
+# --netns, --hosts), the files in RUNDIR and the exit statuses.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cmd=${1:-}
+
+usage() {
+    cat >&2 <<'EOF'
+usage: scripts/launch.sh demo
+       scripts/launch.sh start --agents N [--dram SIZE] [--dir RUNDIR] [--netns | --hosts FILE]
+                               [--build-dir DIR] [--set KEY=VALUE]... [--master-set KEY=VALUE]...
+                               [--timeout SEC]
+       scripts/launch.sh stop [--dir RUNDIR]
+       scripts/launch.sh status [--dir RUNDIR]
+EOF
+    exit 2
+}
+
+# ---------------------------------------------------------------------------------------
+# Helpers shared by start, stop and status.
+
+say() { echo "launch: $*"; }
+warn() { echo "launch: $*" >&2; }
+
+# shell-quote one word for a remote sh (paths and settings: no newlines)
+q() { printf '%q' "$1"; }
+qcmd() {
+    local w out=
+    for w in "$@"; do out+="$(q "$w") "; done
+    printf '%s' "${out% }"
+}
+
+# a JSON string literal
+json_str() {
+    local s=$1
+    s=${s//\\/\\\\}
+    s=${s//\"/\\\"}
+    s=${s//$'\n'/\\n}
+    s=${s//$'\r'/\\r}
+    s=${s//$'\t'/\\t}
+    printf '"%s"' "$s"
+}
+json_or_null() { if [ -n "$1" ]; then json_str "$1"; else printf 'null'; fi; }
+
+# The state of a cluster lives in RUNDIR:
+#   cluster     "mode M", "build DIR", "bridge BR" (netns)
+#   nodes       one line per daemon, master first: NAME NETNS DEST ADDR ("-" = none)
+#   token       the cluster token (0600); NAME.json, NAME.cmd, NAME.log, NAME.pid,
+#   NAME.ready  (written by the daemon), NAME.addr (ADDR:PORT once ready)
+mode='' build='' bridge=''
+names=()
+declare -A node_ns node_dest node_addr
+
+load_state() {
+    local k v name ns dest addr
+    [ -f "$rundir/cluster" ] && [ -f "$rundir/nodes" ] || return 1
+    mode='' build='' bridge=''
+    names=()
+    while read -r k v; do
+        case $k in
+        mode) mode=$v ;;
+        build) build=$v ;;
+        bridge) bridge=$v ;;
+        esac
+    done <"$rundir/cluster"
+    while read -r name ns dest addr; do
+        [ -n "$name" ] || continue
+        names+=("$name")
+        node_ns[$name]=$ns
+        node_dest[$name]=$dest
+        node_addr[$name]=$addr
+    done <"$rundir/nodes"
+    return 0
+}
+
+# ssh command for --hosts (MC_SSH overrides it, e.g. "ssh -p 2222 -i key")
+read -ra ssh_cmd <<<"${MC_SSH:-ssh -o BatchMode=yes -o ConnectTimeout=10}"
+
+# on_node NAME SCRIPT: run a POSIX sh script where NAME's files and processes are: here
+# (local and netns modes: RUNDIR is shared, pids are this host's) or over ssh.
+on_node() {
+    local dest=${node_dest[$1]}
+    if [ "$dest" = - ]; then
+        sh -c "$2"
+    else
+        "${ssh_cmd[@]}" "$dest" "$2"
+    fi
+}
+
+# push NAME FILE: copy a RUNDIR file to NAME's host (mode 0600; by rename, so a host that
+# shares RUNDIR with this one reads a whole file)
+push() {
+    [ "${node_dest[$1]}" != - ] || return 0
+    # shellcheck disable=SC2094 # a temporary file, renamed
+    on_node "$1" "umask 077 && mkdir -p $(q "$rundir") && cat >$(q "$2.tmp") && mv $(q "$2.tmp") $(q "$2")" <"$2"
+}
+
+# sh snippets: is PID a running (not zombie) process; is it NAME's daemon (its command line
+# has our config file, so a reused pid is never taken for it)
+# shellcheck disable=SC2016 # expanded by that sh
+sh_running() { printf 's=$(cat /proc/%s/stat 2>/dev/null) && s=${s##*) } && [ "${s%%%% *}" != Z ]' "$1"; }
+sh_is_daemon() {
+    printf '%s && tr "\\000" "\\n" </proc/%s/cmdline 2>/dev/null | grep -qxF -- %s' \
+        "$(sh_running "$2")" "$2" "$(q "$rundir/$1.json")"
+}
+node_pid() {
+    local pid
+    pid=$(cat "$rundir/$1.pid" 2>/dev/null) || true
+    if [[ $pid =~ ^[0-9]+$ ]]; then echo "$pid"; fi
+}
+node_alive() {
+    local pid
+    pid=$(node_pid "$1")
+    [ -n "$pid" ] && on_node "$1" "$(sh_is_daemon "$1" "$pid")"
+}
+
+# ---------------------------------------------------------------------------------------
+# stop: agents first (SIGTERM: they finish their ops and leave the cluster), then the
+# master; each wait is bounded, then SIGKILL. Then what start created: sockets and ready
+# files left behind, network namespaces, the bridge. Nothing running: exit 0.
+
+# signal_all SIG NAME...: send SIG to each NAME whose daemon runs
+signal_all() {
+    local sig=$1 name pid
+    shift
+    for name in "$@"; do
+        pid=$(node_pid "$name")
+        [ -z "$pid" ] || on_node "$name" "$(sh_is_daemon "$name" "$pid") && kill -$sig $pid" || true
+    done
+}
+
+# wait_gone SECONDS NAME...: until no NAME runs, at most SECONDS; leaves those still
+# running in `running`
+running=()
+wait_gone() {
+    local deadline=$((SECONDS + $1)) name
+    shift
+    running=("$@")
+    while [ ${#running[@]} -gt 0 ]; do
+        local still=()
+        for name in "${running[@]}"; do
+            node_alive "$name" && still+=("$name")
+        done
+        running=("${still[@]+"${still[@]}"}")
+        if [ ${#running[@]} -eq 0 ] || [ $SECONDS -ge $deadline ]; then break; fi
+        sleep 0.05
+    done
+}
+
+# stop_daemons SECONDS NAME...: SIGTERM, then SIGKILL what still runs after SECONDS
+stop_daemons() {
+    local secs=$1 name
+    shift
+    [ $# -gt 0 ] || return 0
+    signal_all TERM "$@"
+    wait_gone "$secs" "$@"
+    [ ${#running[@]} -gt 0 ] || return 0
+    for name in "${running[@]}"; do
+        warn "$name (pid $(node_pid "$name")) still running ${secs}s after SIGTERM: SIGKILL"
+    done
+    signal_all KILL "${running[@]}"
+    wait_gone 5 "${running[@]}"
+    for name in "${running[@]+"${running[@]}"}"; do
+        warn "$name (pid $(node_pid "$name")) survived SIGKILL"
+    done
+}
+
+do_stop() {
+    local quiet=${1:-} name agent_names=() ns
+    if ! load_state; then
+        [ -n "$quiet" ] || say "nothing to stop in $rundir"
+        return 0
+    fi
+    for name in "${names[@]}"; do
+        [ "$name" = master ] || agent_names+=("$name")
+    done
+    stop_daemons 20 "${agent_names[@]+"${agent_names[@]}"}"
+    stop_daemons 10 master
+    for name in "${names[@]}"; do
+        if [ "$name" != master ] &&
+            on_node "$name" "test -S $(q "$rundir/$name.sock")" 2>/dev/null; then
+            warn "$name left its socket behind (it did not stop cleanly; see $name.log): removing it"
+        fi
+        on_node "$name" "rm -f $(q "$rundir/$name.sock") $(q "$rundir/$name.ready")" || true
+    done
+    if [ "$mode" = netns ]; then
+        [ "$(id -u)" -eq 0 ] || warn "not root: cannot remove the namespaces and $bridge"
+        # the veth first (deleting one end deletes both, at once; a namespace's devices
+        # go away asynchronously after `ip netns del`, and the next start may reuse the name)
+        for name in "${names[@]}"; do
+            ns=${node_ns[$name]}
+            [ "$ns" != - ] || continue
+            ip link del "$(veth_name "${bridge#mcbr}" "$name")" 2>/dev/null || true
+            ip netns del "$ns" 2>/dev/null || true
+        done
+        [ -z "$bridge" ] || ip link del "$bridge" 2>/dev/null || true
+    fi
+    [ -n "$quiet" ] || say "stopped the cluster in $rundir"
+}
+
+# ---------------------------------------------------------------------------------------
+# status: one JSON object on stdout.
+
+do_status() {
+    local name pid alive addr k first=1 sock cluster='' out
+    if ! load_state; then
+        printf '{"mode":null,"dir":%s,"master":null,"agents":[],"cluster":null}\n' \
+            "$(json_str "$rundir")"
+        return 0
+    fi
+    node_json() { # NAME: the fields every daemon has
+        pid=$(node_pid "$1")
+        alive=false
+        node_alive "$1" && alive=true
+        addr=
+        [ -f "$rundir/$1.addr" ] && addr=$(cat "$rundir/$1.addr")
+        local ns=${node_ns[$1]} dest=${node_dest[$1]}
+        [ "$ns" != - ] || ns=
+        [ "$dest" != - ] || dest=
+        printf '"node":%s,"pid":%s,"alive":%s,"addr":%s,"netns":%s,"host":%s,"config":%s,"log":%s' \
+            "$(json_str "$1")" "${pid:-null}" "$alive" "$(json_or_null "$addr")" \
+            "$(json_or_null "$ns")" "$(json_or_null "$dest")" \
+            "$(json_str "$rundir/$1.json")" "$(json_str "$rundir/$1.log")"
+    }
+    out=$(printf '{"mode":%s,"dir":%s,"build":%s,"master":{' "$(json_str "$mode")" \
+        "$(json_str "$rundir")" "$(json_str "$build")")
+    out+=$(node_json master)
+    out+='},"agents":['
+    for name in "${names[@]}"; do
+        [ "$name" != master ] || continue
+        k=${name#agent-}
+        sock=$rundir/$name.sock
+        [ $first -eq 1 ] || out+=','
+        first=0
+        out+=$(printf '{"k":%s,"socket":%s,' "$k" "$(json_str "$sock")")
+        out+=$(node_json "$name")
+        out+='}'
+        # the cluster as the first live agent sees it (bounded: the master may be gone)
+        if [ -z "$cluster" ] && node_alive "$name"; then
+            cluster=$(on_node "$name" "MC_OP_TIMEOUT_MS=2000 timeout 5 $(q "$build/libmc/mcctl") --socket $(q "$sock") cluster" 2>/dev/null) || cluster=
+            case $cluster in "{"*) ;; *) cluster= ;; esac
+        fi
+    done
+    out+="],\"cluster\":${cluster:-null}}"
+    printf '%s\n' "$out"
+}
+
+# ---------------------------------------------------------------------------------------
+# start
+
+# spawn NAME CMD...: start NAME's daemon in its own session, detached (logs to NAME.log);
+# echo its pid. In netns mode it runs inside NAME's namespace with UCX restricted to TCP
+# over the namespace's eth0.
+spawn() {
+    local name=$1 ns=${node_ns[$1]} log=$rundir/$1.log
+    shift
+    # a ready file of an earlier run must not pass for this one's
+    on_node "$name" "rm -f $(q "$rundir/$name.ready")"
+    if [ "${node_dest[$name]}" = - ]; then
+        (
+            cd /
+            MC_CLUSTER_TOKEN=$(cat "$rundir/token")
+            export MC_CLUSTER_TOKEN
+            if [ "$ns" != - ]; then
+                export UCX_TLS=$netns_ucx_tls UCX_NET_DEVICES=eth0
+                exec setsid ip netns exec "$ns" "$@"
+            fi
+            exec setsid "$@"
+        ) >"$log" 2>&1 </dev/null &
+        echo $!
+    else
+        on_node "$name" "mkdir -p $(q "$rundir") && cd / && MC_CLUSTER_TOKEN=\$(cat $(q "$rundir/token")) && export MC_CLUSTER_TOKEN && { setsid $(qcmd "$@") >$(q "$log") 2>&1 </dev/null & echo \$!; }"
+    fi
+}
+
+# the command line an operator would use to restart NAME by hand
+write_cmd() {
+    local name=$1 env
+    # shellcheck disable=SC2016 # the $(cat ...) is for the operator's shell
+    env='MC_CLUSTER_TOKEN=$(cat '"$(q "$rundir/token")"')'
+    shift
+    if [ "${node_ns[$name]}" != - ]; then
+        env+=" UCX_TLS=$netns_ucx_tls UCX_NET_DEVICES=eth0 ip netns exec ${node_ns[$name]}"
+    fi
+    printf '%s %s\n' "$env" "$(qcmd "$@")" >"$rundir/$name.cmd"
+}
+
+# write_json FILE KEY VALUE...: a flat object of string values
+write_json() {
+    local f=$1 sep=
+    shift
+    {
+        printf '{\n'
+        while [ $# -gt 0 ]; do
+            printf '%s  %s: %s' "$sep" "$(json_str "$1")" "$(json_str "$2")"
+            sep=$',\n'
+            shift 2
+        done
+        printf '\n}\n'
+    } >"$f"
+}
+
+# wait_ready NAME...: until each ready file is there ("PID PORT"); a daemon that exits
+# first, or the deadline, fails the start with the end of its log
+wait_ready() {
+    local name pid ready left=("$@") poll=0.05
+    [ "$mode" != hosts ] || poll=0.5
+    while [ ${#left[@]} -gt 0 ]; do
+        local still=()
+        for name in "${left[@]}"; do
+            ready=$(on_node "$name" "cat $(q "$rundir/$name.ready") 2>/dev/null" || true)
+            if [[ $ready =~ ^[0-9]+\ [0-9]+$ ]]; then
+                pid=${ready%% *}
+                echo "$pid" >"$rundir/$name.pid"
+                echo "${node_addr[$name]}:${ready##* }" >"$rundir/$name.addr"
+                continue
+            fi
+            pid=$(node_pid "$name")
+            if ! on_node "$name" "$(sh_running "$pid")"; then
+                fail "$name exited before it was ready; the end of $rundir/$name.log:" \
+                    "$(on_node "$name" "tail -n 20 $(q "$rundir/$name.log")" 2>/dev/null || true)"
+            fi
+            still+=("$name")
+        done
+        left=("${still[@]+"${still[@]}"}")
+        [ ${#left[@]} -gt 0 ] || break
+        if [ $SECONDS -ge $start_deadline ]; then
+            fail "not ready after ${timeout}s: ${left[*]} (logs in $rundir)"
+        fi
+        sleep $poll
+    done
+}
+
+start_ok=
+fail() {
+    local line
+    for line in "$@"; do warn "$line"; done
+    exit 1 # the EXIT trap stops what was started
+}
+on_start_exit() {
+    [ -z "$start_ok" ] || return 0
+    trap - INT TERM
+    warn "start failed: stopping what was started"
+    do_stop quiet || true
+}
+
+# UCX between namespaces: TCP only. Its shared-memory transports (posix, sysv, cma) see
+# one host and would be chosen between daemons of different namespaces.
+netns_ucx_tls=${MC_NETNS_UCX_TLS:-tcp}
+
+# veth_name I NAME: the bridge-side end of NAME's link (at most 15 characters)
+veth_name() {
+    if [ "$2" = master ]; then echo "mc${1}m"; else echo "mc${1}a${2#agent-}"; fi
+}
+
+# netns_setup: a bridge mcbrI (10.77.I.1/24) in this namespace and one namespace per
+# daemon on it: mcstoreI-master at 10.77.I.2, mcstoreI-agent-K at 10.77.I.(10+K). I is
+# the first index whose bridge, namespaces and subnet are all free.
+netns_setup() {
+    local i name ns addr k=0 host_side addrs nslist
+    [ "$(id -u)" -eq 0 ] || fail "--netns needs root (network namespaces, veth, a bridge)"
+    command -v ip >/dev/null || fail "--netns needs ip (iproute2)"
+    [ "$agents" -le 240 ] || fail "--netns: at most 240 agents"
+    addrs=$(ip -4 addr show)
+    nslist=$(ip netns list)
+    for i in $(seq 0 63); do
+        ip link show "mcbr$i" >/dev/null 2>&1 && continue
+        [[ $addrs != *"inet 10.77.$i."* ]] || continue
+        [[ $'\n'$nslist != *$'\n'"mcstore$i-"* ]] || continue
+        ip link add "mcbr$i" type bridge 2>/dev/null || continue
+        bridge=mcbr$i
+        break
+    done
+    [ -n "$bridge" ] || fail "--netns: no free bridge index (mcbr0..mcbr63 all taken)"
+    echo "bridge $bridge" >>"$rundir/cluster"
+    ip addr add "10.77.$i.1/24" dev "$bridge"
+    ip link set "$bridge" up
+    : >"$rundir/nodes"
+    for name in master $(seq -f 'agent-%g' 1 "$agents"); do
+        ns=mcstore$i-$name
+        host_side=$(veth_name "$i" "$name")
+        if [ "$name" = master ]; then
+            addr=10.77.$i.2
+        else
+            k=${name#agent-}
+            addr=10.77.$i.$((10 + k))
+        fi
+        # recorded first, so a failure below still removes it
+        echo "$name $ns - $addr" >>"$rundir/nodes"
+        ip netns add "$ns"
+        ip link add "$host_side" type veth peer name eth0 netns "$ns"
+        ip link set "$host_side" master "$bridge" up
+        ip -n "$ns" addr add "$addr/24" dev eth0
+        ip -n "$ns" link set eth0 up
+        ip -n "$ns" link set lo up
+    done
+}
+
+# hosts_setup FILE: the first entry runs the master, the next N the agents. An entry is
+# "SSH_DESTINATION [ADDRESS]" (ADDRESS: where the others reach it; default the
+# destination without user@).
+hosts_setup() {
+    local dest addr rest entries=() i=0 name
+    while read -r dest addr rest; do
+        case $dest in '' | '#'*) continue ;; esac
+        [ -n "$addr" ] || addr=${dest#*@}
+        entries+=("$dest $addr")
+    done <"$hosts_file"
+    [ ${#entries[@]} -ge 2 ] || fail "$hosts_file: needs a master and at least one agent entry"
+    [ -n "$agents" ] || agents=$((${#entries[@]} - 1))
+    [ "$agents" -le $((${#entries[@]} - 1)) ] ||
+        fail "$hosts_file: --agents $agents but only $((${#entries[@]} - 1)) agent entries"
+    : >"$rundir/nodes"
+    for name in master $(seq -f 'agent-%g' 1 "$agents"); do
+        read -r dest addr <<<"${entries[$i]}"
+        echo "$name - $dest $addr" >>"$rundir/nodes"
+        i=$((i + 1))
+    done
+}
+
+do_start() {
+    local name pid sock master_addr extra cfg mk new_build f
+    [ -n "$agents" ] || [ -n "$hosts_file" ] || { warn "start: --agents N is required"; usage; }
+    if [ -n "$agents" ] && { ! [[ $agents =~ ^[0-9]+$ ]] || [ "$agents" -lt 1 ]; }; then
+        warn "--agents: a number >= 1"
+        usage
+    fi
+    [[ $timeout =~ ^[0-9]+$ ]] || { warn "--timeout: seconds"; usage; }
+    if [ -n "$netns" ] && [ -n "$hosts_file" ]; then
+        warn "--netns and --hosts exclude each other"
+        usage
+    fi
+    [ -z "$hosts_file" ] || [ -r "$hosts_file" ] || { warn "$hosts_file: cannot read"; exit 2; }
+
+    if [ -n "$build_dir" ]; then
+        new_build=$(cd "$build_dir" && pwd) || exit 2
+    else
+        cd "$top"
+        scripts/setup.sh build >/dev/null
+        ninja -C build >/dev/null
+        new_build=$top/build
+    fi
+    for f in daemon/mcmaster/mc-master daemon/agent/mc-agent libmc/mcctl; do
+        [ -x "$new_build/$f" ] || { warn "$new_build/$f: not built"; exit 2; }
+    done
+
+    # RUNDIR: ours alone (0700); a cluster still running there is refused, leftovers of a
+    # stopped one are cleared
+    mkdir -p "$rundir"
+    rundir=$(cd "$rundir" && pwd -P)
+    if [ ${#rundir} -gt 90 ]; then
+        warn "--dir $rundir: too long for unix socket paths (at most 90 characters)"
+        exit 2
+    fi
+    [ -O "$rundir" ] || { warn "$rundir: not owned by us"; exit 2; }
+    chmod 700 "$rundir"
+    if load_state; then
+        for name in "${names[@]}"; do
+            if node_alive "$name"; then
+                warn "a cluster is running in $rundir ($name, pid $(node_pid "$name")): launch.sh stop --dir $rundir"
+                exit 1
+            fi
+        done
+        do_stop quiet
+        for name in "${names[@]}"; do
+            rm -f "$rundir/$name".{json,cmd,log,pid,ready,addr,sock}
+        done
+        rm -f "$rundir/cluster" "$rundir/nodes" "$rundir/token"
+    fi
+
+    trap on_start_exit EXIT
+    trap 'exit 1' INT TERM
+    start_deadline=$((SECONDS + timeout))
+    (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$rundir/token")
+    if [ -n "$netns" ]; then
+        mode=netns
+    elif [ -n "$hosts_file" ]; then
+        mode=hosts
+    else
+        mode=local
+    fi
+    build=$new_build
+    printf 'mode %s\nbuild %s\n' "$mode" "$build" >"$rundir/cluster"
+    case $mode in
+    local)
+        : >"$rundir/nodes"
+        for name in master $(seq -f 'agent-%g' 1 "$agents"); do
+            echo "$name - - 127.0.0.1" >>"$rundir/nodes"
+        done
+        ;;
+    netns) netns_setup ;;
+    hosts) hosts_setup ;;
+    esac
+    load_state
+
+    # the master
+    cfg=$rundir/master.json
+    write_json "$cfg" listen "${node_addr[master]}:0"
+    push master "$rundir/token"
+    push master "$cfg"
+    mk=("$build/daemon/mcmaster/mc-master" --config "$cfg" --ready-file "$rundir/master.ready")
+    for extra in "${master_sets[@]+"${master_sets[@]}"}"; do mk+=(--set "$extra"); done
+    write_cmd master "${mk[@]}"
+    pid=$(spawn master "${mk[@]}")
+    echo "$pid" >"$rundir/master.pid"
+    wait_ready master
+    master_addr=$(cat "$rundir/master.addr")
+
+    # the agents, all at once
+    for name in "${names[@]}"; do
+        [ "$name" != master ] || continue
+        cfg=$rundir/$name.json
+        sock=$rundir/$name.sock
+        write_json "$cfg" master_addr "$master_addr" listen "${node_addr[$name]}:0" \
+            node_name "$name" socket "$sock" dram "$dram"
+        push "$name" "$rundir/token"
+        push "$name" "$cfg"
+        mk=("$build/daemon/agent/mc-agent" --config "$cfg" --ready-file "$rundir/$name.ready")
+        for extra in "${agent_sets[@]+"${agent_sets[@]}"}"; do mk+=(--set "$extra"); done
+        write_cmd "$name" "${mk[@]}"
+        pid=$(spawn "$name" "${mk[@]}")
+        echo "$pid" >"$rundir/$name.pid"
+    done
+    wait_ready "${names[@]:1}"
+
+    start_ok=1
+    trap - EXIT INT TERM
+    say "$mode cluster in $rundir: master pid $(node_pid master) at $master_addr"
+    for name in "${names[@]:1}"; do
+        say "  $name pid $(node_pid "$name") at $(cat "$rundir/$name.addr"), socket $rundir/$name.sock"
+    done
+}
+
+# ---------------------------------------------------------------------------------------
 
 case "$cmd" in
 demo)
@@ -37,8 +573,46 @@ demo)
     build/libmc/mcctl --socket "$sock" stats
     echo
     ;;
+start | stop | status)
+    shift
+    agents='' dram=256M rundir=${XDG_RUNTIME_DIR:-/tmp}/mcstore netns='' hosts_file='' build_dir=
+    timeout=60 agent_sets=() master_sets=()
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --agents | --dram | --dir | --hosts | --build-dir | --set | --master-set | --timeout)
+            [ $# -ge 2 ] || { warn "$1 needs a value"; usage; }
+            case $1 in
+            --agents) agents=$2 ;;
+            --dram) dram=$2 ;;
+            --dir) rundir=$2 ;;
+            --hosts) hosts_file=$2 ;;
+            --build-dir) build_dir=$2 ;;
+            --set) agent_sets+=("$2") ;;
+            --master-set) master_sets+=("$2") ;;
+            --timeout) timeout=$2 ;;
+            esac
+            shift 2
+            ;;
+        --netns)
+            netns=1
+            shift
+            ;;
+        *)
+            warn "unknown argument: $1"
+            usage
+            ;;
+        esac
+    done
+    if [ "$cmd" != start ] && [ -d "$rundir" ]; then
+        rundir=$(cd "$rundir" && pwd -P)
+    fi
+    case $cmd in
+    start) do_start ;;
+    stop) do_stop ;;
+    status) do_status ;;
+    esac
+    ;;
 *)
-    echo "usage: scripts/launch.sh demo" >&2
-    exit 2
+    usage
     ;;
 esac

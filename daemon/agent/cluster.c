@@ -1612,6 +1612,11 @@ int cluster_create(struct mc_agent *a)
     }
     snprintf(keepalive, sizeof(keepalive), "KEEPALIVE_INTERVAL=%llums",
              (unsigned long long)a->cfg.keepalive_ms);
+    /* We are not dumpable (PR_SET_DUMPABLE 0), so a peer that is not root could not open
+     * our shared-memory segments through /proc/<pid>/fd: named ones work for everyone. An
+     * md setting, which ucp_config_modify does not reach: the environment does (unless the
+     * operator set it). */
+    setenv("UCX_POSIX_USE_PROC_LINK", "n", 0);
     up.ep_error_ctx = cl;
     err = mc_ucx_create(&up, &cl->u);
     if (err != 0) {
