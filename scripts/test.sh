@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: setup, build (warnings are errors), every meson test suite, then the
 # unit, integration, fault and cluster suites again in an AddressSanitizer + UBSan build (the agent
-# runs instrumented too, and must exit with no leak).
+# runs instrumented too, and must exit with no leak), then the fuzz smoke run (every libFuzzer
+# target for a bounded time: scripts/fuzz-smoke.sh).
 #
 # usage: scripts/test.sh
 set -euo pipefail
@@ -20,4 +21,5 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
     meson test -C build-asan --suite unit --suite integration --suite fault --suite cluster \
     --print-errorlogs \
     --num-processes 2
+scripts/fuzz-smoke.sh
 echo "test: all suites passed"

@@ -243,6 +243,19 @@ static inline uint32_t mc_ring_ready(struct mc_shm_ring_ctrl *c)
     return tail - head;
 }
 
+/* The agent's views, with its own copy of its index (the shared one is the client's to
+ * scribble): entries ready past the consumer's own head, and entries in flight up to the
+ * producer's own tail. A result above the ring size means the other side forged its index. */
+static inline uint32_t mc_ring_ready_at(struct mc_shm_ring_ctrl *c, uint32_t head)
+{
+    return atomic_load_explicit(&c->tail, memory_order_acquire) - head;
+}
+
+static inline uint32_t mc_ring_used_at(struct mc_shm_ring_ctrl *c, uint32_t tail)
+{
+    return tail - atomic_load_explicit(&c->head, memory_order_acquire);
+}
+
 static inline void mc_ring_publish_tail(struct mc_shm_ring_ctrl *c, uint32_t tail)
 {
     /* release pairs with mc_ring_ready's acquire: entries before tail are visible */

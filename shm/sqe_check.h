@@ -15,10 +15,14 @@
 /*
  * Check `sqe`, the agent's private copy (never the region's entry: a client could change
  * it between check and use), against the layout `l` (the agent's copy, never the header):
- *   - opcode < MC_OP__COUNT; flags only MC_SQE_F_NO_CQE, and only on RELEASE;
- *   - PUT, PUT_START, GET, EXIST, REMOVE, STAT: key_len 1 .. MC_SHM_KEY_SLOT; other ops 0;
- *   - PUT, PUT_DATA, STATS: data_len > 0 and [data_off, data_off + data_len) inside staging
- *     (a PUT may span consecutive slots); PUT_DATA: data_len <= staging_slot_size;
+ *   - opcode < MC_OP__COUNT; flags: MC_SQE_F_NO_CQE only on RELEASE; MC_SQE_F_ARENA or
+ *     MC_SQE_F_USER (not both) only on PUT and PUT_DATA;
+ *   - PUT, PUT_START, GET, EXIST, REMOVE, STAT, REMOVE_PREFIX: key_len 1 .. MC_SHM_KEY_SLOT;
+ *     LIST: 0 .. MC_SHM_KEY_SLOT (a prefix); other ops 0;
+ *   - PUT, PUT_DATA, STATS, LIST: data_len > 0 and [data_off, data_off + data_len) inside
+ *     staging (a PUT may span consecutive slots; with ARENA/USER data_off names the arena
+ *     or the client's address instead, checked when used); PUT_DATA: data_len <=
+ *     staging_slot_size;
  *   - PUT, PUT_START: put_flags only MC_PUT_FLAGS_ALL bits, not both pins; replicas <=
  *     MC_SHM_MAX_REPLICAS.
  * Returns 0 or MC_ERR_INVALID.

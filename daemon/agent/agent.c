@@ -95,10 +95,11 @@ void agent_cqe_post(struct client *c, const struct mc_cqe *src)
     struct mc_shm_ring_ctrl *cq = c->r->cq;
 
     c->inflight--;
-    if (mc_ring_space(cq, c->lay.cq_entries) == 0) {
-        /* it cannot happen while the client keeps to max_inflight <= cq_entries */
+    if (mc_ring_used_at(cq, c->cq_tail) >= c->lay.cq_entries) {
+        /* full: it cannot happen while the client keeps to max_inflight <= cq_entries; above
+         * full: the client moved its head past our tail */
         c->violations = VIOLATIONS_MAX;
-        c->violation = "its completion ring is full";
+        c->violation = "its completion ring is full (or its head is forged)";
         return;
     }
     *mc_shm_cqe_at(c->r, c->cq_tail) = *src;
@@ -1051,7 +1052,7 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
 static bool client_drain_sq(struct mc_agent *a, struct client *c)
 {
     struct mc_shm_ring_ctrl *sq = c->r->sq;
-    uint32_t ready = mc_ring_ready(sq), n;
+    uint32_t ready = mc_ring_ready_at(sq, c->sq_head), n; /* our head, not the client's */
     char key[MC_SHM_KEY_SLOT];
     struct mc_sqe s;
 
