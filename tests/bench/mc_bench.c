@@ -4,12 +4,14 @@
  * Each client is a process (fork, then its own mc_connect) that loops over its own slice of
  * the keys mcb/<size>/<i>, i < keys, one call per batch (mc_batch_* for --batch > 1, the
  * single-key call for --batch 1), timing every call. The parent makes the keys present
- * first when the op reads them (untimed), starts every client at once, merges their
- * samples and prints one JSON line. It is not a correctness test: it counts hits, misses
- * and errors and fails on a miss, but trusts libmc's checksum for the bytes.
+ * first when the op reads them (untimed; through --fill-socket if given), starts every
+ * client at once, merges their samples and prints one JSON line. It is not a correctness
+ * test: it counts hits, misses and errors and fails on a miss, but trusts libmc's checksum
+ * for the bytes.
  *
  * usage: mc-bench --socket PATH --op put|get|exist|mixed --size BYTES --batch N
  *                 --clients N --seconds S [--keys K] [--registered]
+ *                 [--fill-socket PATH]
  *
  *   put    stores the keys in order; once a client has wrapped around its slice it
  *          overwrites them with MC_PUT_UPSERT. Counts stored objects only (a plain put on
@@ -20,6 +22,9 @@
  *   --keys        default: half the pool's capacity in objects of --size bytes (from the
  *                 agent's statistics).
  *   --registered  the buffers come from mc_buf_alloc (zero-copy arenas), else malloc.
+ *   --fill-socket the agent the parent makes the keys present through (get, exist, mixed),
+ *                 instead of --socket: in a cluster, the objects are put through one node
+ *                 and read through another (scripts/bench-cluster.sh).
  *
  * gb_per_s is bytes moved (hits, stored objects) / 1e9 / s; ops_per_s counts items, not
  * calls; p50_us and p99_us are per call (per batch) over every client's calls. On a terminal
@@ -62,7 +67,8 @@ struct mcb_cfg {
     double seconds;
     uint64_t keys; /* 0: from the agent's capacity */
     bool registered;
-    const char *keytab; /* keys x MCB_KEY_SLOT bytes, made before the fork */
+    const char *fill_socket; /* NULL: prefill through socket */
+    const char *keytab;      /* keys x MCB_KEY_SLOT bytes, made before the fork */
 };
 
 /* What one client sends back through its pipe, followed by nlat call latencies (ns). */
@@ -110,7 +116,8 @@ static int usage(const char *why)
     if (why != NULL)
         fprintf(stderr, "mc-bench: %s\n", why);
     fprintf(stderr, "usage: mc-bench --socket PATH --op put|get|exist|mixed --size BYTES "
-                    "--batch N --clients N --seconds S [--keys K] [--registered]\n");
+                    "--batch N --clients N --seconds S [--keys K] [--registered] "
+                    "[--fill-socket PATH]\n");
     return 2;
 }
 
@@ -560,7 +567,9 @@ static int parse_args(int argc, char **argv, struct mcb_cfg *cfg)
         {"size", required_argument, NULL, 'z'},    {"batch", required_argument, NULL, 'b'},
         {"clients", required_argument, NULL, 'c'}, {"seconds", required_argument, NULL, 't'},
         {"keys", required_argument, NULL, 'k'},    {"registered", no_argument, NULL, 'r'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"fill-socket", required_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     bool have_op = false, have_size = false;
     uint64_t v;
@@ -612,6 +621,9 @@ static int parse_args(int argc, char **argv, struct mcb_cfg *cfg)
             break;
         case 'r':
             cfg->registered = true;
+            break;
+        case 'f':
+            cfg->fill_socket = optarg;
             break;
         default:
             return usage(NULL);
@@ -804,7 +816,21 @@ int main(int argc, char **argv)
     cfg.keytab = keytab;
 
     if (cfg.op != MCB_PUT) {
-        err = prefill(&cfg, c, cfg.keys);
+        mc_client_t *fc = c;
+
+        if (cfg.fill_socket != NULL) {
+            err = mc_connect(cfg.fill_socket, &fc);
+            if (err != 0) {
+                fprintf(stderr, "mc-bench: connect %s: %s\n", cfg.fill_socket,
+                        mc_strerror(err));
+                mc_close(c);
+                free(keytab);
+                return 1;
+            }
+        }
+        err = prefill(&cfg, fc, cfg.keys);
+        if (fc != c)
+            mc_close(fc);
         if (err != 0) {
             fprintf(stderr, "mc-bench: making %" PRIu64 " keys present: %s\n", cfg.keys,
                     mc_strerror(err));

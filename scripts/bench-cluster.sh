@@ -1,0 +1,392 @@
+#!/usr/bin/env bash
+# The cluster benchmark: a master and two agents on this machine (loopback only), each figure
+# next to its reference measured in the same run, against the goals in docs/performance.md
+# ("Cluster"). About 50 s with the default 3 repetitions on a quiet machine.
+#
+#   scripts/bench-cluster.sh [--build-dir DIR]
+#                   set up, build, run, print the table, write it to RUN/results.md (RUN is
+#                   a fresh /tmp/mcstore-bench-cluster.* directory, kept with the logs), and
+#                   rewrite the generated part of the "Cluster" section of docs/performance.md
+#
+# What it measures, every repetition:
+#   - ucx_perftest -t ucp_am_bw -s 16 MiB between two processes with the agents' UCX
+#     settings: endpoints from the worker address with peer error handling (-e) and
+#     UCX_MM_ERROR_HANDLING=y (docs/decisions.md, "UCX connection method and bulk path");
+#     16 MiB AMs go by rendezvous, received with ucp_am_recv_data_nbx, as the agents' are;
+#   - mc-bench gets of 16 MiB objects by a client of node b (--dram 0: holds no data) of
+#     32 objects (512 MiB) put through node a, which holds them (goal: >= 0.9x the perftest);
+#     then the same gets through node a (its local path; context);
+#   - master-rpc-bench: mc-master's RPC rate with batches of 128 from two client processes
+#     (goal: >= 300 k keys/s), next to the master library in-process on one core.
+#
+# The perftest reference is two busy pollers: it needs both vCPUs of this machine and
+# collapses (to well under 1 GB/s) when anything else runs. So each repetition first waits up
+# to MC_BENCH_QUIET_WAIT seconds for the CPUs to be at most 10% busy, the CPU share others
+# used just before each perftest goes into the machine note, and a perftest that runs past
+# 15 s is cut short (its figure so far is kept, and marked).
+#
+# Environment: MC_BENCH_BUILD (build dir, default build; --build-dir wins), MC_BENCH_REPS (3;
+# every figure is the median of the repetitions, every ratio the median of the
+# per-repetition ratios), MC_BENCH_SECONDS (2, per mc-bench run), MC_BENCH_RPC_SECONDS (1, per
+# master-rpc-bench phase), MC_BENCH_PERFTEST_ITERS (1000 messages of 16 MiB),
+# MC_BENCH_QUIET_WAIT (20), MC_BENCH_NO_BUILD=1 (use the build as it is), MC_BENCH_NO_DOCS=1
+# (print only), MC_BENCH_FORCE_DOCS=1 (write the docs even from a busy machine, which a run
+# otherwise leaves alone), MC_BENCH_NOTE (a line added to the machine note).
+# Every process it starts (mc-master, both agents, the perftest server) is stopped on exit,
+# whatever happens. Exit status: 0, also when a goal is missed; 1 when something failed to
+# run.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+builddir=${MC_BENCH_BUILD:-build}
+while [ $# -gt 0 ]; do
+    case $1 in
+    --build-dir) builddir=${2:?--build-dir needs a directory}; shift 2 ;;
+    --build-dir=*) builddir=${1#--build-dir=}; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench-cluster: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+reps=${MC_BENCH_REPS:-3}
+secs=${MC_BENCH_SECONDS:-2}
+rpc_secs=${MC_BENCH_RPC_SECONDS:-1}
+pt_iters=${MC_BENCH_PERFTEST_ITERS:-1000}
+quiet_wait=${MC_BENCH_QUIET_WAIT:-20}
+size=$((16 << 20))
+nkeys=32
+started=$(date +%s)
+
+if [ "${MC_BENCH_NO_BUILD:-0}" != 1 ]; then
+    scripts/setup.sh "$builddir" >/dev/null
+    ninja -C "$builddir" daemon/mcmaster/mc-master daemon/agent/mc-agent \
+        tests/bench/mc-bench tests/bench/master-rpc-bench >/dev/null
+fi
+master_bin=$builddir/daemon/mcmaster/mc-master
+agent_bin=$builddir/daemon/agent/mc-agent
+bench=$builddir/tests/bench/mc-bench
+rpc_bench=$builddir/tests/bench/master-rpc-bench
+for b in "$master_bin" "$agent_bin" "$bench" "$rpc_bench"; do
+    [ -x "$b" ] || { echo "bench-cluster: $b is missing" >&2; exit 1; }
+done
+command -v ucx_perftest >/dev/null ||
+    { echo "bench-cluster: ucx_perftest is missing (Debian package ucx-utils)" >&2; exit 1; }
+
+load=$(cut -d' ' -f1-3 /proc/loadavg) # before anything of ours runs: for the machine note
+run=$(mktemp -d /tmp/mcstore-bench-cluster.XXXXXX)
+raw=$run/raw
+mkdir -p "$raw"
+master=""
+agent_a=""
+agent_b=""
+pt_server=""
+# shellcheck disable=SC2317  # called from the trap
+cleanup() {
+    local p
+    # agents first, so that they do not go looking for a master that has gone
+    for p in $pt_server $agent_b $agent_a; do
+        kill -TERM "$p" 2>/dev/null || true
+    done
+    for p in $pt_server $agent_b $agent_a; do
+        wait "$p" 2>/dev/null || true
+    done
+    if [ -n "$master" ]; then
+        kill -TERM "$master" 2>/dev/null || true
+        wait "$master" 2>/dev/null || true
+    fi
+    rm -f "$run"/*.sock
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# wait_for FILE PID WHAT: poll (not a fixed sleep) until FILE is not empty, for up to 20 s
+wait_for() {
+    local _
+    for _ in $(seq 1 400); do
+        [ -s "$1" ] && return 0
+        kill -0 "$2" 2>/dev/null || { echo "bench-cluster: $3 exited" >&2; return 1; }
+        sleep 0.05
+    done
+    echo "bench-cluster: $3 did not come up" >&2
+    return 1
+}
+
+# cpu_busy: the share (%) of both CPUs' time spent running anything over the next 0.5 s
+# (iowait counts as idle)
+cpu_busy() {
+    local a b i tot=0
+    read -ra a </proc/stat
+    sleep 0.5
+    read -ra b </proc/stat
+    for i in 1 2 3 4 5 6 7 8; do
+        tot=$((tot + b[i] - a[i]))
+    done
+    [ "$tot" -gt 0 ] || { echo 0; return; }
+    echo $((100 - 100 * (b[4] - a[4] + b[5] - a[5]) / tot))
+}
+
+# wait_quiet REP: wait up to quiet_wait seconds for the CPUs to be at most 10% busy; what
+# they were last goes to raw/busy.REP
+wait_quiet() {
+    local rep=$1 busy deadline=$((SECONDS + quiet_wait))
+    while :; do
+        busy=$(cpu_busy)
+        [ "$busy" -le 10 ] || [ "$SECONDS" -ge "$deadline" ] && break
+    done
+    [ "$busy" -le 10 ] ||
+        echo "bench-cluster: the CPUs are $busy% busy with something else: the perftest" \
+             "reference will be low" >&2
+    echo "$busy" >"$raw/busy.$rep"
+}
+
+# a free loopback TCP port (for ucx_perftest's own address exchange)
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# the cluster: one token for this run, every address on 127.0.0.1, ports picked by the kernel
+MC_CLUSTER_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export MC_CLUSTER_TOKEN
+"$master_bin" --listen 127.0.0.1:0 --ready-file "$run/master.ready" 2>"$run/master.log" &
+master=$!
+wait_for "$run/master.ready" "$master" "mc-master" || { cat "$run/master.log" >&2; exit 1; }
+read -r _ master_port <"$run/master.ready"
+# node a holds the objects (512 MiB of them, and room for the new versions); node b holds none
+"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node a \
+    --socket "$run/a.sock" --dram 1G --ready-file "$run/a.ready" 2>"$run/agent-a.log" &
+agent_a=$!
+"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node b \
+    --socket "$run/b.sock" --dram 0 --ready-file "$run/b.ready" 2>"$run/agent-b.log" &
+agent_b=$!
+wait_for "$run/a.ready" "$agent_a" "agent a" || { cat "$run/agent-a.log" >&2; exit 1; }
+wait_for "$run/b.ready" "$agent_b" "agent b" || { cat "$run/agent-b.log" >&2; exit 1; }
+
+failed=0
+# perftest REP: one ucx_perftest ucp_am_bw pair (server in the background, then the client);
+# the client's CSV (-v: a line a second, then the final one) goes to raw/perftest.REP.csv;
+# cut short after 15 s (raw/perftest.REP.cut), its last line so far is the figure
+perftest() {
+    local rep=$1 port rc=0 _
+    local args=(-t ucp_am_bw -s "$size" -n "$pt_iters" -e -v)
+    port=$(free_port)
+    UCX_MM_ERROR_HANDLING=y timeout 60 ucx_perftest -p "$port" "${args[@]}" \
+        >"$raw/perftest-server.$rep.out" 2>&1 &
+    pt_server=$!
+    for _ in $(seq 1 200); do
+        ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+        sleep 0.05
+    done
+    UCX_MM_ERROR_HANDLING=y timeout 15 ucx_perftest 127.0.0.1 -p "$port" "${args[@]}" \
+        >"$raw/perftest.$rep.csv" 2>"$raw/perftest.$rep.err" || rc=$?
+    if [ "$rc" = 124 ] && grep -q '^\[thread' "$raw/perftest.$rep.csv"; then
+        echo "bench-cluster: ucx_perftest cut short after 15 s (a busy machine)" >&2
+        touch "$raw/perftest.$rep.cut"
+        kill -TERM "$pt_server" 2>/dev/null || true
+    elif [ "$rc" != 0 ]; then
+        echo "bench-cluster: ucx_perftest ${args[*]} failed:" >&2
+        cat "$raw/perftest.$rep.err" "$raw/perftest-server.$rep.out" >&2
+        failed=1
+    fi
+    wait "$pt_server" 2>/dev/null || true
+    pt_server=""
+}
+# mc TAG REP ARGS...: one mc-bench run; its JSON line goes to raw/TAG.REP.json
+mc() {
+    local tag=$1 rep=$2
+    shift 2
+    if ! "$bench" --seconds "$secs" "$@" >"$raw/$tag.$rep.out" 2>"$raw/$tag.$rep.err"; then
+        echo "bench-cluster: mc-bench $* failed:" >&2
+        cat "$raw/$tag.$rep.err" >&2
+        failed=1
+    fi
+    tail -n 1 "$raw/$tag.$rep.out" >"$raw/$tag.$rep.json"
+}
+# rpc REP: one master-rpc-bench run (it starts its own mc-master); JSON to raw/rpc.REP.json
+rpc() {
+    local rep=$1
+    if ! "$rpc_bench" --master-bin "$master_bin" --clients 2 --batch 128 \
+        --seconds "$rpc_secs" >"$raw/rpc.$rep.out" 2>"$raw/rpc.$rep.err"; then
+        echo "bench-cluster: master-rpc-bench failed:" >&2
+        tail -n 20 "$raw/rpc.$rep.err" >&2
+        failed=1
+    fi
+    tail -n 1 "$raw/rpc.$rep.out" >"$raw/rpc.$rep.json"
+}
+
+get16m=(--op get --size "$size" --batch 1 --clients 1 --keys "$nkeys" --registered)
+for rep in $(seq 1 "$reps"); do
+    echo "bench-cluster: repetition $rep of $reps" >&2
+    wait_quiet "$rep"
+    perftest "$rep"
+    # the keys are put through a (the first repetition stores them, later ones find them
+    # present), then read through b, which holds nothing: every get crosses from a to b
+    mc get16m_remote "$rep" --socket "$run/b.sock" --fill-socket "$run/a.sock" "${get16m[@]}"
+    mc get16m_local "$rep" --socket "$run/a.sock" "${get16m[@]}"
+    rpc "$rep"
+done
+for n in a b; do
+    "$builddir/libmc/mcctl" --socket "$run/$n.sock" stats >"$run/stats-$n.json" 2>/dev/null || true
+done
+
+# machine note
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+l3=$(lscpu 2>/dev/null | sed -n 's/^L3 cache:[[:space:]]*//p' | head -n 1)
+mem=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+ucx_version=$(ucx_info -v 2>/dev/null | sed -n 's/^# Version //p' | head -n 1)
+machine="$(nproc) vCPUs ($cpu), L3 ${l3:-?}, $mem, kernel $(uname -r), UCX ${ucx_version:-?}, load average $load at the start"
+busy=$(cat "$raw"/busy.* 2>/dev/null | paste -sd/ -)
+machine="$machine; CPUs busy before each perftest: ${busy:-?} %"
+cut=$(find "$raw" -name 'perftest.*.cut' | wc -l)
+[ "$cut" -gt 0 ] && machine="$machine; $cut perftest run(s) cut short after 15 s"
+[ -n "${MC_BENCH_NOTE:-}" ] && machine="$machine. ${MC_BENCH_NOTE}"
+elapsed=$(($(date +%s) - started))
+
+docs_md=docs/performance.md
+[ "${MC_BENCH_NO_DOCS:-0}" = 1 ] && docs_md=""
+noisy=$(cat "$raw"/busy.* 2>/dev/null | awk '$1 > 10 { n++ } END { print n + 0 }')
+if [ -n "$docs_md" ] && [ $((noisy + cut)) -gt 0 ] && [ "${MC_BENCH_FORCE_DOCS:-0}" != 1 ]; then
+    echo "bench-cluster: a busy machine (see the note): $docs_md left as it was" \
+         "(MC_BENCH_FORCE_DOCS=1 writes it anyway)" >&2
+    docs_md=""
+fi
+
+python3 - "$raw" "$reps" "$machine" "$run" "$docs_md" "$secs" "$elapsed" "$rpc_secs" \
+    "$pt_iters" <<'PY'
+import datetime, json, os, statistics, sys
+
+raw, reps, machine, run, docs_md, secs, elapsed, rpc_secs, pt_iters = sys.argv[1:10]
+reps = int(reps)
+
+def load_json(tag, rep):
+    try:
+        with open(os.path.join(raw, f"{tag}.{rep}.json")) as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+
+def perftest_gbs(rep):
+    # the last line of -v's CSV: iterations, p50 lat, avg lat, overall lat, avg bw,
+    # overall bw (MB/s = MiB/s), avg msg rate, overall msg rate; the lines a second before
+    # the final one start with "[thread 0]"
+    with open(os.path.join(raw, f"perftest.{rep}.csv")) as f:
+        rows = [l.split("]")[-1].split(",") for l in f.read().splitlines() if l.strip()]
+    rows = [r for r in rows if len(r) == 8 and r[0].strip().isdigit()]
+    return float(rows[-1][5]) * 1048576 / 1e9
+
+def per_rep(fn):
+    out = []
+    for rep in range(1, reps + 1):
+        try:
+            v = fn(rep)
+        except (TypeError, KeyError, ValueError, ZeroDivisionError, OSError, IndexError):
+            v = None
+        if v is not None:
+            out.append(float(v))
+    return out
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+mcj = lambda tag, key: (lambda rep: load_json(tag, rep)[key])
+
+# (label, unit, mc(rep), reference label, ref(rep), goal kind, goal): kind "ratio" holds
+# mc / reference to the goal, "abs" the mc figure itself; None: context, no goal
+rows = [
+    ("16 MiB get through node b (`--dram 0`) of objects held by node a, registered",
+     "GB/s", mcj("get16m_remote", "gb_per_s"),
+     "ucx_perftest ucp_am_bw 16 MiB, same UCX settings", perftest_gbs, "ratio", 0.9),
+    ("master RPC put (PUT_START + PUT_END), batches of 128, 2 clients", "keys/s",
+     mcj("rpc", "put_keys_per_s"), "master in-process, 1 core",
+     mcj("rpc", "inproc_put_keys_per_s"), "abs", 300e3),
+    ("master RPC get (GET + LEASE_RELEASE), batches of 128, 2 clients", "keys/s",
+     mcj("rpc", "get_keys_per_s"), "master in-process, 1 core",
+     mcj("rpc", "inproc_get_keys_per_s"), "abs", 300e3),
+    ("master RPC exist, batches of 128, 2 clients", "keys/s",
+     mcj("rpc", "exist_keys_per_s"), "master in-process, 1 core",
+     mcj("rpc", "inproc_exist_keys_per_s"), "abs", 300e3),
+    # context, no goal
+    ("16 MiB get through node a (holds them: the local path), registered", "GB/s",
+     mcj("get16m_local", "gb_per_s"),
+     "ucx_perftest ucp_am_bw 16 MiB, same UCX settings", perftest_gbs, None, None),
+]
+
+def fmt(v, unit):
+    if v is None:
+        return "n/a"
+    if unit == "keys/s":
+        return f"{v / 1000:.0f} k"
+    return f"{v:.2f}"
+
+table = []
+missed = 0
+for i, (label, unit, mcf, rlabel, rf, kind, goal) in enumerate(rows, 1):
+    mcv, refv = per_rep(mcf), per_rep(rf)
+    ratios = per_rep(lambda r: float(mcf(r)) / float(rf(r)))
+    m, ref, ratio = med(mcv), med(refv), med(ratios)
+    if kind is None:
+        verdict, gtxt = "", ""
+    else:
+        gtxt = f"≥ {goal:g}x" if kind == "ratio" else f"≥ {fmt(goal, unit)} {unit}"
+        judged = ratio if kind == "ratio" else m
+        if judged is None:
+            verdict = "no figure"
+            missed += 1
+        else:
+            ok = judged >= goal
+            missed += not ok
+            verdict = "met" if ok else "**missed**"
+    spread = ""
+    if len(ratios) > 1:
+        spread = f" ({min(ratios):.2f}–{max(ratios):.2f})"
+    mspread = ""
+    if kind == "abs" and len(mcv) > 1:
+        mspread = f" ({fmt(min(mcv), unit)}–{fmt(max(mcv), unit)})"
+    table.append(f"| {i} | {label} | {fmt(m, unit)} {unit}{mspread} | {rlabel}: "
+                 f"{fmt(ref, unit)} {unit} | {'n/a' if ratio is None else f'{ratio:.2f}x'}"
+                 f"{spread} | {gtxt} | {verdict} |")
+
+now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+head = [
+    f"Run {now}, `scripts/bench-cluster.sh` ({reps} repetitions: {pt_iters} perftest "
+    f"messages, {secs} s per mc-bench run, {rpc_secs} s per master-rpc-bench phase; the "
+    f"script took {elapsed} s).",
+    f"Machine: {machine}.",
+    "",
+    "| # | measurement | mc | reference (same run) | mc / reference (min–max) | goal | |",
+    "|---|---|---|---|---|---|---|",
+]
+foot = [
+    "",
+    "Figures are medians over the repetitions; a ratio is the median of the per-repetition "
+    "ratios (each mc figure against the reference of its own repetition), with its range. "
+    "Row 1's goal is on the ratio; rows 2–4's on the RPC rate itself (its range in "
+    "brackets), the in-process master being context. Row 5 has no goal. GB/s = 1e9 B/s "
+    "(perftest's MB/s are MiB/s, converted).",
+]
+text = "\n".join(head + table + foot)
+print()
+print(text)
+print()
+print(f"bench-cluster: {missed} goal(s) missed")
+with open(os.path.join(run, "results.md"), "w") as f:
+    f.write(text + "\n")
+
+if docs_md:
+    begin, end = "<!-- bench-cluster:begin -->", "<!-- bench-cluster:end -->"
+    block = f"{begin}\n{text}\n{end}"
+    try:
+        with open(docs_md) as f:
+            old = f.read()
+    except OSError:
+        old = ""
+    if begin in old and end in old:
+        new = old[: old.index(begin)] + block + old[old.index(end) + len(end):]
+    else:
+        new = old.rstrip("\n") + "\n\n## Cluster\n\n" + block + "\n"
+    with open(docs_md, "w") as f:
+        f.write(new)
+PY
+
+echo "bench-cluster: results and logs in $run" >&2
+[ -n "$docs_md" ] && echo "bench-cluster: wrote $docs_md" >&2
+exit "$failed"
