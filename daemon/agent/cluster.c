@@ -1003,8 +1003,9 @@ static bool ep_authed(const struct cluster *cl, struct mc_ucx_ep *ep)
 {
     void *u = mc_ucx_ep_user(ep);
 
-    /* accepted endpoints carry the marker after HELLO; our own (to peers) are trusted */
-    return u == &cl->accepted_marker || (u != NULL && !mc_ucx_ep_is_accepted(ep));
+    /* accepted endpoints carry the marker after HELLO; the ones we made (to the master, to
+     * peers whose addresses the master gave us) are trusted */
+    return u == &cl->accepted_marker || !mc_ucx_ep_is_accepted(ep);
 }
 
 static bool span_in_seg(const struct mc_agent *a, uint64_t off, uint64_t len)
@@ -1072,6 +1073,10 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
             mc_warn("a peer's HELLO with a wrong cluster token refused");
             cl->st.refused++;
             reply_status(ep, hdr, MC_ERR_DENIED);
+            if (mc_ucx_ep_is_accepted(ep)) {
+                mc_ucx_ep_set_user(ep, NULL); /* it loses what an earlier HELLO gave it */
+                mc_ucx_ep_close(ep, false);   /* and we keep nothing for it */
+            }
         } else {
             if (mc_ucx_ep_is_accepted(ep))
                 mc_ucx_ep_set_user(ep, &cl->accepted_marker);
@@ -1082,6 +1087,7 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
     if (!ep_authed(cl, ep)) {
         cl->st.refused++;
         reply_status(ep, hdr, MC_ERR_DENIED);
+        mc_ucx_ep_close(ep, false); /* an accepted one: forgotten, nothing kept for it */
         return;
     }
     if (hdr->type == MC_WIRE_READ)

@@ -612,6 +612,7 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         return;
     if (hdr->type != MC_WIRE_HELLO && !p->authed) {
         reply_status(ep, hdr, MC_ERR_DENIED);
+        peer_drop(s, p, false); /* keep nothing for a peer without the token */
         return;
     }
     switch (hdr->type) {
@@ -664,6 +665,10 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         reply_status(ep, hdr, rc);
     else
         mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, s->out, out_len);
+    /* a refused HELLO: no record stays for it (else endpoints without the token would pile
+     * up to max_peers and lock the agents out) */
+    if (hdr->type == MC_WIRE_HELLO && !p->authed)
+        peer_drop(s, p, false);
 }
 
 /* --- bootstrap listener ----------------------------------------------------------------- */
