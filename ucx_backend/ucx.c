@@ -27,6 +27,7 @@
 #include "ucx_backend/ucx.h"
 
 #include <stdlib.h>
+#include <sys/random.h>
 #include <string.h>
 #include <time.h>
 
@@ -90,6 +91,7 @@ struct mc_ucx_ep {
     struct mc_ucx_ep *prev, *next; /* u->eps */
     struct call *calls;            /* pending calls */
     void *user;
+    uint64_t session;              /* see mc_ucx_ep_session */
     int status;                    /* 0 usable; else failed or closed */
     bool accepted;
     bool in_hash, on_work, reported, closing, close_done;
@@ -515,6 +517,10 @@ int mc_ucx_ep_connect(struct mc_ucx *u, const void *addr, size_t len, struct mc_
     ep = ep_new(u, NULL, false);
     if (ep == NULL)
         return MC_ERR_NOMEM;
+    /* a session no one can guess: our request ids carry it (ucx.h) */
+    if (getrandom(&ep->session, sizeof(ep->session), 0) != (ssize_t)sizeof(ep->session))
+        ep->session = (uint64_t)(uintptr_t)ep ^ mc_ucx_now_ms() * UINT64_C(0x9e3779b97f4a7c15);
+    ep->session = (ep->session & MC_UCX_SESSION_MAX) | 1;
 
     memset(&p, 0, sizeof(p));
     p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -571,6 +577,16 @@ void mc_ucx_ep_close(struct mc_ucx_ep *ep, bool force)
         if (ep->close_req.in_ucx)
             req_complete(&ep->close_req, UCS_OK);
     }
+}
+
+uint64_t mc_ucx_ep_session(const struct mc_ucx_ep *ep)
+{
+    return ep->session;
+}
+
+void mc_ucx_ep_set_session(struct mc_ucx_ep *ep, uint64_t session)
+{
+    ep->session = session & MC_UCX_SESSION_MAX;
 }
 
 void mc_ucx_ep_set_user(struct mc_ucx_ep *ep, void *user)
@@ -755,7 +771,7 @@ int mc_ucx_rpc_call(struct mc_ucx_ep *ep, uint16_t type, const void *payload, si
     }
     c->frame = (uint8_t *)(c + 1);
     c->frame_len = MC_WIRE_HDR_SIZE + len;
-    c->id = ++u->next_id;
+    c->id = ep->session << MC_UCX_SESSION_SHIFT | (++u->next_id & MC_UCX_SEQ_MASK);
     c->type = type;
     c->ep = ep;
     c->deadline_ms = deadline_ms;

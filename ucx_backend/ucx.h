@@ -140,6 +140,25 @@ int mc_ucx_ep_connect(struct mc_ucx *u, const void *addr, size_t len,
  */
 void mc_ucx_ep_close(struct mc_ucx_ep *ep, bool force);
 
+/*
+ * Sessions. An accepted endpoint is identified by UCX's own ep pointer, and UCX frees such an
+ * ep by itself when its peer dies: a new peer's ep may later get the same address, and with
+ * it our record of the dead peer (and its authentication). So authentication is bound to a
+ * session instead: an endpoint we connect draws a random 40-bit session that the top bits of
+ * every request id we send on it carry (MC_UCX_SESSION_OF(id)); a server that accepts a
+ * peer's HELLO records that frame's session on the accepted endpoint (mc_ucx_ep_set_session)
+ * and takes later frames for that peer's only while their session matches. A bulk transfer's
+ * request id is the caller's: senders of bulk requests put their session there too.
+ * mc_ucx_ep_session: the session of an endpoint we connected, or what was recorded on an
+ * accepted one (0 until then).
+ */
+#define MC_UCX_SESSION_SHIFT 24
+#define MC_UCX_SEQ_MASK ((UINT64_C(1) << MC_UCX_SESSION_SHIFT) - 1)
+#define MC_UCX_SESSION_MAX ((UINT64_C(1) << (64 - MC_UCX_SESSION_SHIFT)) - 1)
+#define MC_UCX_SESSION_OF(id) ((uint64_t)(id) >> MC_UCX_SESSION_SHIFT)
+uint64_t mc_ucx_ep_session(const struct mc_ucx_ep *ep);
+void mc_ucx_ep_set_session(struct mc_ucx_ep *ep, uint64_t session);
+
 /* The owner's pointer for this endpoint (NULL until set), e.g. its peer record. */
 void mc_ucx_ep_set_user(struct mc_ucx_ep *ep, void *user);
 void *mc_ucx_ep_user(const struct mc_ucx_ep *ep);

@@ -730,8 +730,9 @@ static int write_send(struct cluster *cl, struct xfer *x)
     int err = mc_peer_write_hdr_encode(&h, buf, sizeof(buf), &len);
 
     if (err == 0)
-        err = mc_ucx_send_bulk(x->peer->ep, MC_WIRE_WRITE, 0, buf, len, p->dst + x->from,
-                               x->len, write_sent, x);
+        err = mc_ucx_send_bulk(x->peer->ep, MC_WIRE_WRITE,
+                               mc_ucx_ep_session(x->peer->ep) << MC_UCX_SESSION_SHIFT, buf, len,
+                               p->dst + x->from, x->len, write_sent, x);
     if (err == 0) {
         cl->st.writes_out++;
         cl->st.write_bytes_out += x->len;
@@ -999,13 +1000,15 @@ int cluster_get_remote(struct mc_agent *a, struct lease *l, const struct mc_mast
 
 /* --- the owner's side ----------------------------------------------------------------------- */
 
-static bool ep_authed(const struct cluster *cl, struct mc_ucx_ep *ep)
+/* A frame with request id `id` on `ep` comes from an authenticated peer: ours (to the master,
+ * to peers whose addresses the master gave us), or an accepted one that passed HELLO in the
+ * session this frame carries (ucx.h: a new endpoint at a dead peer's address does not). */
+static bool ep_authed(const struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id)
 {
-    void *u = mc_ucx_ep_user(ep);
-
-    /* accepted endpoints carry the marker after HELLO; the ones we made (to the master, to
-     * peers whose addresses the master gave us) are trusted */
-    return u == &cl->accepted_marker || !mc_ucx_ep_is_accepted(ep);
+    if (!mc_ucx_ep_is_accepted(ep))
+        return true;
+    return mc_ucx_ep_user(ep) == &cl->accepted_marker &&
+           MC_UCX_SESSION_OF(id) == mc_ucx_ep_session(ep);
 }
 
 static bool span_in_seg(const struct mc_agent *a, uint64_t off, uint64_t len)
@@ -1078,15 +1081,18 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
                 mc_ucx_ep_close(ep, false);   /* and we keep nothing for it */
             }
         } else {
-            if (mc_ucx_ep_is_accepted(ep))
+            if (mc_ucx_ep_is_accepted(ep)) {
                 mc_ucx_ep_set_user(ep, &cl->accepted_marker);
+                mc_ucx_ep_set_session(ep, MC_UCX_SESSION_OF(hdr->request_id));
+            }
             reply_status(ep, hdr, 0);
         }
         return;
     }
-    if (!ep_authed(cl, ep)) {
+    if (!ep_authed(cl, ep, hdr->request_id)) {
         cl->st.refused++;
         reply_status(ep, hdr, MC_ERR_DENIED);
+        mc_ucx_ep_set_user(ep, NULL);
         mc_ucx_ep_close(ep, false); /* an accepted one: forgotten, nothing kept for it */
         return;
     }
@@ -1205,7 +1211,7 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         *op_p = x;
         return a->land_base + mc_alloc_offset(a->land, x->l->land_id);
     }
-    if (hdr->type == MC_WIRE_WRITE && ep_authed(cl, ep)) {
+    if (hdr->type == MC_WIRE_WRITE && ep_authed(cl, ep, hdr->request_id)) {
         struct mc_peer_write_hdr h;
         struct inwrite *w;
 

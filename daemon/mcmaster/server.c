@@ -40,6 +40,7 @@
 struct peer {
     struct mc_ucx_ep *ep;
     bool authed;
+    uint64_t session; /* of the HELLO that authenticated it (ucx.h, sessions) */
     uint32_t node;
     struct peer *prev, *next;
 };
@@ -610,6 +611,14 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
     p = peer_of(s, ep);
     if (p == NULL)
         return;
+    if (p->authed && hdr->type != MC_WIRE_HELLO &&
+        MC_UCX_SESSION_OF(hdr->request_id) != p->session) {
+        /* not the peer that said HELLO here: a new endpoint UCX put at a dead peer's
+         * address. It gets nothing, and the dead peer's record goes */
+        mc_warn("node %u's endpoint used by another peer (session mismatch): dropped",
+                p->node);
+        p->authed = false;
+    }
     if (hdr->type != MC_WIRE_HELLO && !p->authed) {
         reply_status(ep, hdr, MC_ERR_DENIED);
         peer_drop(s, p, false); /* keep nothing for a peer without the token */
@@ -669,6 +678,8 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
      * up to max_peers and lock the agents out) */
     if (hdr->type == MC_WIRE_HELLO && !p->authed)
         peer_drop(s, p, false);
+    else if (hdr->type == MC_WIRE_HELLO)
+        p->session = MC_UCX_SESSION_OF(hdr->request_id);
 }
 
 /* --- bootstrap listener ----------------------------------------------------------------- */
