@@ -1168,6 +1168,14 @@ MC_EXPORT int mc_batch_get(mc_client_t *c, size_t n, const char *const keys[],
     good = batch_run(c, n, batch_get_init, &a, results, &ops);
     if (good < 0)
         return good;
+    /* a replica that failed its checksum: read that key again, skipping bad replicas */
+    for (size_t i = 0; i < n; i++) {
+        if (results[i] != MC_ERR_CORRUPT)
+            continue;
+        results[i] = mc_client_get_retry(c, keys[i], bufs[i], caps[i], &ops[i].len_out);
+        if (results[i] == 0)
+            good++;
+    }
     if (lens != NULL) {
         for (size_t i = 0; i < n; i++) {
             if (results[i] == 0 || results[i] == MC_ERR_TOO_LARGE)

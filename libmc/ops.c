@@ -377,8 +377,9 @@ MC_EXPORT int mc_get(mc_client_t *c, const char *key, void *buf, size_t cap, siz
     return err;
 }
 
-static int get_sync(mc_client_t *c, const char *key, size_t key_len, void *buf, size_t cap,
-                    size_t *len_out)
+/* One GET skipping the replicas in `skip`; *rep_p: the replica the answer named (0: none). */
+static int get_once(mc_client_t *c, const char *key, size_t key_len, void *buf, size_t cap,
+                    size_t *len_out, uint64_t skip, uint32_t *rep_p)
 {
     struct mc_sqe sqe;
     struct mc_cqe cqe;
@@ -386,8 +387,10 @@ static int get_sync(mc_client_t *c, const char *key, size_t key_len, void *buf, 
     bool checksum;
     int err;
 
+    *rep_p = 0;
     memset(&sqe, 0, sizeof(sqe));
     sqe.opcode = MC_OP_GET;
+    sqe.arg0 = skip;              /* replicas that failed our checksum before */
     sqe.arg1 = (uint64_t)cap + 1; /* a remote object that cannot fit is not moved */
     err = run_op(c, &sqe, key, key_len, mc_client_deadline(c), &cqe);
     if (err != 0)
@@ -407,6 +410,7 @@ static int get_sync(mc_client_t *c, const char *key, size_t key_len, void *buf, 
         mc_client_poison(c, MC_ERR_PROTO);
         return MC_ERR_PROTO;
     }
+    *rep_p = cqe.replicas;
     if (cqe.size > cap) {
         mc_client_release(c, cqe.lease_id);
         if (len_out != NULL)
@@ -428,6 +432,42 @@ static int get_sync(mc_client_t *c, const char *key, size_t key_len, void *buf, 
     if (len_out != NULL)
         *len_out = (size_t)cqe.size;
     return 0;
+}
+
+/* A replica whose bytes fail the checksum is skipped and the next one read (DESIGN.md §6):
+ * MC_ERR_CORRUPT only when none is intact. */
+static int get_sync(mc_client_t *c, const char *key, size_t key_len, void *buf, size_t cap,
+                    size_t *len_out)
+{
+    uint64_t skip = 0;
+    uint32_t rep, tries;
+    int err;
+
+    for (tries = 0; tries < MC_SHM_MAX_REPLICAS; tries++) {
+        err = get_once(c, key, key_len, buf, cap, len_out, skip, &rep);
+        if (err != MC_ERR_CORRUPT || rep == 0 || rep > MC_SHM_MAX_REPLICAS ||
+            (skip >> (rep - 1) & 1))
+            return err;
+        skip |= UINT64_C(1) << (rep - 1);
+    }
+    return MC_ERR_CORRUPT;
+}
+
+/* For mc_batch_get: a key whose read failed its checksum, read again skipping bad replicas. */
+int mc_client_get_retry(mc_client_t *c, const char *key, void *buf, size_t cap, size_t *len_out)
+{
+    struct mc_arena_use use;
+    size_t key_len;
+    int err = mc_client_key_check(key, &key_len);
+
+    if (err == 0)
+        err = mc_client_enter(c);
+    if (err != 0)
+        return err;
+    mc_arena_use(c, &use, buf, cap);
+    err = get_sync(c, key, key_len, buf, cap, len_out);
+    mc_arena_unuse(c, &use);
+    return err;
 }
 
 /* --- lookups ---------------------------------------------------------------------------- */

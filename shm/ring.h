@@ -134,7 +134,10 @@ enum mc_shm_op {
     MC_OP_PUT_ABORT = 5, /* arg0 = put handle */
     MC_OP_GET = 6,       /* key: answers location + lease; arg1 = the caller's capacity + 1
                             (0: not told): an object held by a peer and larger than that is
-                            not moved, the answer is res MC_ERR_TOO_LARGE with its size */
+                            not moved, the answer is res MC_ERR_TOO_LARGE with its size;
+                            arg0 = replicas to skip (bit i: the i-th, as a CQE's `replicas`
+                            named it, failed its checksum): none left is MC_ERR_CORRUPT.
+                            The answer's `replicas` = index + 1 of the replica served */
     MC_OP_RELEASE = 7,   /* arg0 = lease id from a GET */
     MC_OP_EXIST = 8,     /* key: res 1 / 0 */
     MC_OP_REMOVE = 9,    /* key */

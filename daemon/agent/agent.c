@@ -622,7 +622,8 @@ static void lease_end(struct mc_agent *a, struct client *c, uint32_t i)
 
 /* Answer a GET whose bytes are readable at segment `seg_idx`, offset `off`. */
 static void get_answer(struct mc_agent *a, struct client *c, struct lease *l,
-                       const struct mc_master_get_result *g, uint32_t seg_idx, uint64_t off)
+                       const struct mc_master_get_result *g, uint32_t rep, uint32_t seg_idx,
+                       uint64_t off)
 {
     struct mc_cqe e;
 
@@ -633,6 +634,7 @@ static void get_answer(struct mc_agent *a, struct client *c, struct lease *l,
     e.obj_flags = g->flags;
     e.loc_seg = seg_idx;
     e.loc_off = off;
+    e.replicas = rep + 1; /* which one: the reader skips it if its checksum fails */
     e.lease_id = (uint32_t)(l - c->leases);
     e.deadline_ms = l->deadline_ms;
     a->st.hits++;
@@ -687,10 +689,18 @@ static void get_answered(void *ctx, struct ml_req *r)
         goto out;
     }
     for (j = 0; j < g->nrep; j++) {
-        if (a->seg_size != 0 && g->rep[j].seg == a->seg_id) {
-            get_answer(a, c, l, g, 0, g->rep[j].offset); /* the reader maps it: no copy */
+        if (a->seg_size != 0 && g->rep[j].seg == a->seg_id && !(l->skip >> j & 1)) {
+            get_answer(a, c, l, g, j, 0, g->rep[j].offset); /* the reader maps it: no copy */
             goto out;
         }
+    }
+    for (j = 0; j < g->nrep && (l->skip >> j & 1); j++)
+        ;
+    if (j == g->nrep) {
+        /* every replica failed the reader's checksum: nothing intact is left */
+        lease_end(a, c, i);
+        agent_cqe_res(c, l->user_data, MC_ERR_CORRUPT);
+        goto out;
     }
     if (a->cl != NULL && g->nrep > 0 && l->cap_plus1 != 0 && g->size > l->cap_plus1 - 1) {
         struct mc_cqe e;
@@ -730,7 +740,7 @@ void agent_get_landed(struct mc_agent *a, struct lease *l, int res)
     if (res == 0)
         l->landed = true;
     if (res == 0 && c->state == CL_ACTIVE) {
-        get_answer(a, c, l, g, a->land_idx, mc_alloc_offset(a->land, l->land_id));
+        get_answer(a, c, l, g, l->rep_used, a->land_idx, mc_alloc_offset(a->land, l->land_id));
     } else {
         lease_end(a, c, (uint32_t)(l - c->leases));
         if (c->state == CL_ACTIVE)
@@ -765,6 +775,7 @@ static void op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
     l->user_data = s->user_data;
     l->op_deadline_ms = deadline_ms;
     l->cap_plus1 = s->arg1;
+    l->skip = (uint32_t)(s->arg0 & ((1u << MC_MASTER_MAX_REPLICAS) - 1));
     l->key_len = s->key_len;
     memcpy(l->key, key, s->key_len);
     if (a->cl != NULL)

@@ -86,6 +86,8 @@ struct lease {
     struct mc_master_get_result *g; /* while a remote read is under way */
     uint32_t rep_next;   /* the next replica to try */
     uint64_t cap_plus1;  /* the GET's arg1: the reader's capacity + 1, or 0 */
+    uint32_t skip;       /* the GET's arg0: replicas that failed the reader's checksum */
+    uint32_t rep_used;   /* the replica a remote read landed from */
     uint16_t key_len;
     uint32_t epoch;
     uint64_t version;

@@ -847,8 +847,10 @@ static int next_remote(const struct mc_agent *a, struct lease *l)
     while (l->rep_next < l->g->nrep) {
         uint32_t i = l->rep_next++;
 
-        if (a->seg_size == 0 || l->g->rep[i].seg != a->seg_id)
+        if ((a->seg_size == 0 || l->g->rep[i].seg != a->seg_id) && !(l->skip >> i & 1)) {
+            l->rep_used = i;
             return (int)i;
+        }
     }
     return -1;
 }
