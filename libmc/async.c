@@ -80,6 +80,7 @@ struct mc_op {
     /* get */
     uint8_t *dst;
     size_t cap;
+    uint64_t skip; /* replicas whose bytes failed our checksum: the next GET skips them */
     struct mc_cqe gcqe;
     struct mc_arena_use use;
     uint16_t key_len;
@@ -319,6 +320,10 @@ static enum pump_result pump_locked(struct mc_client *c, struct mc_op *op)
         if (op->next_step == STEP_GET && c->ncopies + (c->nops - c->nops_free) >= c->nops)
             return PUMP_BLOCKED;
         sqe.opcode = op->next_step == STEP_GET ? MC_OP_GET : MC_OP_EXIST;
+        if (op->next_step == STEP_GET) {
+            sqe.arg0 = op->skip;
+            sqe.arg1 = (uint64_t)op->cap + 1; /* a remote object that cannot fit stays */
+        }
         err = step_submit_locked(c, op, &sqe, true, -1, op->next_step, op->deadline_ns);
         break;
     case STEP_PUT:
@@ -456,6 +461,8 @@ void mc_async_cqe_locked(struct mc_client *c, struct mc_op *op, uint32_t tag,
             return;
         }
         if (res < 0) {
+            if (res == MC_ERR_TOO_LARGE)
+                op->len_out = (size_t)cqe->size;
             finish_locked(c, op, op->canceled ? MC_ERR_CANCELED : res);
             return;
         }
@@ -576,6 +583,14 @@ void mc_async_run_copies_locked(struct mc_client *c)
         c->ncopies--;
         if (!expired)
             mc_client_release_locked(c, cqe.lease_id);
+        if (err == MC_ERR_CORRUPT && !op->canceled && cqe.replicas != 0 &&
+            cqe.replicas <= MC_SHM_MAX_REPLICAS && !(op->skip >> (cqe.replicas - 1) & 1)) {
+            /* that replica's bytes are bad: read another one (DESIGN.md §6) */
+            op->skip |= UINT64_C(1) << (cqe.replicas - 1);
+            op->next_step = STEP_GET;
+            enqueue_locked(c, op);
+            continue;
+        }
         if (err == 0)
             op->len_out = (size_t)cqe.size;
         finish_locked(c, op, err);
@@ -1168,14 +1183,6 @@ MC_EXPORT int mc_batch_get(mc_client_t *c, size_t n, const char *const keys[],
     good = batch_run(c, n, batch_get_init, &a, results, &ops);
     if (good < 0)
         return good;
-    /* a replica that failed its checksum: read that key again, skipping bad replicas */
-    for (size_t i = 0; i < n; i++) {
-        if (results[i] != MC_ERR_CORRUPT)
-            continue;
-        results[i] = mc_client_get_retry(c, keys[i], bufs[i], caps[i], &ops[i].len_out);
-        if (results[i] == 0)
-            good++;
-    }
     if (lens != NULL) {
         for (size_t i = 0; i < n; i++) {
             if (results[i] == 0 || results[i] == MC_ERR_TOO_LARGE)

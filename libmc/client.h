@@ -326,9 +326,6 @@ int mc_client_remove_prefix(mc_client_t *c, const char *prefix, uint64_t *remove
  * tools (not exported from libmc.so). Returns 0 or an MC_ERR_* code.
  */
 int mc_client_stats_json(mc_client_t *c, char **json_p, size_t *len_p);
-/* A synchronous get that skips replicas failing the checksum (mc_batch_get's second try of
- * an item that came back MC_ERR_CORRUPT). */
-int mc_client_get_retry(mc_client_t *c, const char *key, void *buf, size_t cap, size_t *len_out);
 /* The same with MC_STATS_F_CLUSTER: the cluster's nodes, domains and segments (mcctl cluster). */
 int mc_client_cluster_json(mc_client_t *c, char **json_p, size_t *len_p);
 

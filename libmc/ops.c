@@ -453,22 +453,6 @@ static int get_sync(mc_client_t *c, const char *key, size_t key_len, void *buf, 
     return MC_ERR_CORRUPT;
 }
 
-/* For mc_batch_get: a key whose read failed its checksum, read again skipping bad replicas. */
-int mc_client_get_retry(mc_client_t *c, const char *key, void *buf, size_t cap, size_t *len_out)
-{
-    struct mc_arena_use use;
-    size_t key_len;
-    int err = mc_client_key_check(key, &key_len);
-
-    if (err == 0)
-        err = mc_client_enter(c);
-    if (err != 0)
-        return err;
-    mc_arena_use(c, &use, buf, cap);
-    err = get_sync(c, key, key_len, buf, cap, len_out);
-    mc_arena_unuse(c, &use);
-    return err;
-}
 
 /* --- lookups ---------------------------------------------------------------------------- */
 

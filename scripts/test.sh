@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: setup, build (warnings are errors), every meson test suite, then the
+# The test command: setup, build (warnings are errors), every meson test suite (slow last,
+# on its own: tests/slow/meson.build), then the
 # unit, integration, fault and cluster suites again in an AddressSanitizer + UBSan build (the agent
 # runs instrumented too, and must exit with no leak), then the fuzz smoke run (every libFuzzer
 # target for a bounded time: scripts/fuzz-smoke.sh).
@@ -12,7 +13,8 @@ cd "$top"
 
 scripts/setup.sh build -Dwerror=true
 ninja -C build
-meson test -C build --print-errorlogs --num-processes 2
+meson test -C build --print-errorlogs --num-processes 2 --no-suite slow
+meson test -C build --suite slow --print-errorlogs   # once, alone: soak 60 s, < 4 min in all
 
 scripts/setup.sh build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false \
     -Dbuildtype=debug

@@ -111,9 +111,9 @@ typedef struct mc_op mc_op_t;
  * Put flags (mc_put_opts_t.flags). Any bit not defined here is MC_ERR_INVALID.
  */
 /* Write a new version even if the key has one. Readers keep the old version until the new
- * one is complete; a newer upsert of the same key supersedes an older one still in flight,
- * which then ends with MC_ERR_CANCELED. Without this flag, a put on a key that has a
- * readable version is MC_ERR_EXISTS and changes nothing. */
+ * one is complete; an upsert of the same key supersedes any older put still in flight (an
+ * upsert or a plain put), which then ends with MC_ERR_CANCELED. Without this flag, a put on a
+ * key that has a readable version is MC_ERR_EXISTS and changes nothing. */
 #define MC_PUT_UPSERT (1u << 0)
 /* Soft pin: evicted only when nothing unpinned is left to evict. The pin lapses after its
  * own TTL (30 min by default, agent configuration); the object then stays, unpinned. */
@@ -233,7 +233,8 @@ void mc_close(mc_client_t *c);
  *         MC_ERR_NO_SPACE   room could not be made (everything leased or pinned), the hard
  *                           pin cap is reached, or replicas cannot go to distinct failure
  *                           domains (see MC_PUT_SAME_DOMAIN_OK);
- *         MC_ERR_CANCELED   (MC_PUT_UPSERT) a newer upsert of the key superseded this one;
+ *         MC_ERR_CANCELED   an upsert of the key superseded this put while it was still in
+ *                           flight (this put an upsert or a plain one);
  *         MC_ERR_TIMEOUT    the deadline passed; the put was revoked, unless the object had
  *                           already been published when the deadline passed, so a retry
  *                           may see MC_ERR_EXISTS;
