@@ -42,7 +42,10 @@ struct xfer;
 struct peer {
     struct peer *next;
     struct cluster *cl;
-    uint32_t node;
+    uint32_t node;             /* as the master last named it (logs) */
+    uint8_t *addr;             /* its worker address: what identifies it (node ids do not
+                                  survive a master restart) */
+    size_t addr_len;
     struct mc_ucx_ep *ep;
     enum peer_state state;
     struct xfer *waitq, *waitq_tail; /* transfers waiting for HELLO's answer */
@@ -378,11 +381,12 @@ static void info_refresh(struct cluster *cl)
 
 /* --- peers -------------------------------------------------------------------------------- */
 
-static struct peer **peer_slot(struct cluster *cl, uint32_t node)
+static struct peer **peer_slot(struct cluster *cl, const uint8_t *addr, size_t len)
 {
-    struct peer **pp = &cl->peers[node % PEER_HASH];
+    struct peer **pp = &cl->peers[XXH3_64bits(addr, len) % PEER_HASH];
 
-    while (*pp != NULL && (*pp)->node != node)
+    while (*pp != NULL &&
+           ((*pp)->addr_len != len || memcmp((*pp)->addr, addr, len) != 0))
         pp = &(*pp)->next;
     return pp;
 }
@@ -391,7 +395,7 @@ static struct peer **peer_slot(struct cluster *cl, uint32_t node)
  * transfers under way on it end through UCX, with an error). */
 static void peer_drop(struct cluster *cl, struct peer *p, int status)
 {
-    struct peer **pp = peer_slot(cl, p->node);
+    struct peer **pp = peer_slot(cl, p->addr, p->addr_len);
     struct xfer *x = p->waitq;
 
     if (*pp == p)
@@ -407,6 +411,7 @@ static void peer_drop(struct cluster *cl, struct peer *p, int status)
         xfer_end(cl, x, status);
         x = next;
     }
+    free(p->addr);
     free(p);
 }
 
@@ -441,16 +446,22 @@ static void peer_hello_done(void *ctx, int status, const struct mc_wire_hdr *hdr
 
 static struct peer *peer_get(struct cluster *cl, const struct segrec *sr)
 {
-    struct peer **pp = peer_slot(cl, sr->node), *p;
+    struct peer **pp = peer_slot(cl, sr->addr, sr->addr_len), *p;
     uint8_t buf[MC_PROTO_TOKEN_MAX + 2 * MC_PROTO_NAME_MAX + 64];
     size_t len;
     int err;
 
-    if (*pp != NULL)
+    if (*pp != NULL) {
+        (*pp)->node = sr->node;
         return *pp;
+    }
     p = calloc(1, sizeof(*p));
-    if (p == NULL)
+    if (p == NULL || (p->addr = malloc(sr->addr_len)) == NULL) {
+        free(p);
         return NULL;
+    }
+    memcpy(p->addr, sr->addr, sr->addr_len);
+    p->addr_len = sr->addr_len;
     p->cl = cl;
     p->node = sr->node;
     err = mc_ucx_ep_connect(cl->u, sr->addr, sr->addr_len, &p->ep);
@@ -464,6 +475,7 @@ static struct peer *peer_get(struct cluster *cl, const struct segrec *sr)
     if (err != 0) {
         mc_warn("peer node %u: %s", sr->node, mc_strerror(err));
         mc_ucx_ep_close(p->ep, true);
+        free(p->addr);
         free(p);
         return NULL;
     }
@@ -511,7 +523,7 @@ static void rejoin_failed(struct cluster *cl, const char *what, int status)
     cl->rejoin_ms = agent_now_ms() + cl->backoff_ms;
 }
 
-static void peers_forget(struct cluster *cl);
+static void segments_forget(struct cluster *cl);
 
 static void rejoined(struct cluster *cl)
 {
@@ -573,8 +585,8 @@ static void rejoin_helloed(void *ctx, int status, const struct mc_wire_hdr *hdr,
     cl->node = rep.node;
     cl->a->node = rep.node;
     /* the master may be a new one (ids are handed out afresh: the same number may name
-     * another node or segment now): learn peers and segments again */
-    peers_forget(cl);
+     * another segment now): learn the segments again */
+    segments_forget(cl);
     cl->lease_ttl_ms = rep.lease_ttl_ms;
     cl->node_ttl_ms = rep.node_ttl_ms;
     if (cl->a->seg_size == 0) {
@@ -1503,16 +1515,13 @@ static int mount_encode(struct cluster *cl, uint8_t **buf_p, size_t *len_p)
     return err;
 }
 
-/* Drop every peer and what we knew of the segments: after a master restart ids name
- * other nodes and segments. */
-static void peers_forget(struct cluster *cl)
+/* Forget what we knew of the segments (and the fences we owed the master): after a master
+ * restart their ids name other segments. Peers stay: they are known by worker address, and
+ * their endpoints are as good as before. */
+static void segments_forget(struct cluster *cl)
 {
     uint32_t i;
 
-    for (i = 0; i < PEER_HASH; i++) {
-        while (cl->peers[i] != NULL)
-            peer_drop(cl, cl->peers[i], MC_ERR_UNAVAILABLE);
-    }
     for (i = 0; i < cl->nsegtab; i++) {
         free(cl->segs[i].addr);
         cl->segs[i].addr = NULL;
