@@ -147,15 +147,20 @@ free_port() {
 # the cluster: one token for this run, every address on 127.0.0.1, ports picked by the kernel
 MC_CLUSTER_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 export MC_CLUSTER_TOKEN
-"$master_bin" --listen 127.0.0.1:0 --ready-file "$run/master.ready" 2>"$run/master.log" &
+# ucx_shm=true: the daemons use UCX's shared-memory transports between each other, as the
+# perftest reference does (same UCX settings). Off by default: a sender killed mid-message
+# can block a receiver's shared-memory queue (docs/decisions.md); multi-host clusters never
+# use them.
+"$master_bin" --listen 127.0.0.1:0 --set ucx_shm=true --ready-file "$run/master.ready" \
+    2>"$run/master.log" &
 master=$!
 wait_for "$run/master.ready" "$master" "mc-master" || { cat "$run/master.log" >&2; exit 1; }
 read -r _ master_port <"$run/master.ready"
 # node a holds the objects (512 MiB of them, and room for the new versions); node b holds none
-"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node a \
+"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node a --set ucx_shm=true \
     --socket "$run/a.sock" --dram 1G --ready-file "$run/a.ready" 2>"$run/agent-a.log" &
 agent_a=$!
-"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node b \
+"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node b --set ucx_shm=true \
     --socket "$run/b.sock" --dram 0 --ready-file "$run/b.ready" 2>"$run/agent-b.log" &
 agent_b=$!
 wait_for "$run/a.ready" "$agent_a" "agent a" || { cat "$run/agent-a.log" >&2; exit 1; }

@@ -109,6 +109,12 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
      .doc = "Cluster mode: a transfer with a peer still under way this long after its op's "
             "deadline marks the peer unresponsive: its endpoint is closed with force (every "
             "transfer on it ends with an error; their memory is reused only then)."},
+    {.name = "ucx_shm", .type = MC_CFG_BOOL, .def = "false", .offset = FIELD(ucx_shm),
+     .doc = "Cluster mode: let UCX use its shared-memory transports (posix, sysv) between "
+            "daemons on one host: about twice the bandwidth of tcp there, but a peer killed "
+            "while it sends can leave the receiver's shared-memory queue blocked for good "
+            "(UCX 1.13; docs/decisions.md). Off by default; daemons on different hosts never "
+            "use it. UCX_TLS, when set, wins."},
     {.name = NULL},
 };
 

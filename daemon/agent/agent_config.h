@@ -43,6 +43,7 @@ struct mc_agent_config {
     uint64_t connect_timeout_ms; /* start-up: reaching and joining the master */
     uint64_t keepalive_ms;     /* UCX KEEPALIVE_INTERVAL */
     uint64_t peer_hard_deadline_ms; /* a transfer this far past its deadline: peer closed */
+    bool ucx_shm;              /* let UCX use shared memory between daemons of one host */
 };
 
 /* The whole key space of mc-agent: daemon + agent + master tables. */

@@ -1640,6 +1640,10 @@ int cluster_create(struct mc_agent *a)
      * md setting, which ucp_config_modify does not reach: the environment does (unless the
      * operator set it). */
     setenv("UCX_POSIX_USE_PROC_LINK", "n", 0);
+    /* shared memory between daemons: a sender killed mid-message can block the receiver's
+     * queue for good (ucx_shm, docs/decisions.md); tcp (and self) otherwise */
+    if (!a->cfg.ucx_shm)
+        setenv("UCX_TLS", "^mm", 0);
     up.ep_error_ctx = cl;
     err = mc_ucx_create(&up, &cl->u);
     if (err != 0) {

@@ -37,6 +37,15 @@ const struct mc_config_entry mc_mcmaster_own_config_table[] = {
      .max = 600000,
      .offset = FIELD(keepalive_ms),
      .doc = "UCX keepalive interval of the master's endpoints (UCX_KEEPALIVE_INTERVAL)."},
+    {.name = "ucx_shm",
+     .type = MC_CFG_BOOL,
+     .def = "false",
+     .offset = FIELD(ucx_shm),
+     .doc = "Let UCX use its shared-memory transports (posix, sysv) between daemons on one "
+            "host: about twice the bandwidth of tcp there, but a peer killed while it sends "
+            "can leave the receiver's shared-memory queue blocked for good (UCX 1.13; "
+            "docs/decisions.md). Off by default; daemons on different hosts never use it. "
+            "UCX_TLS, when set, wins."},
     {.name = "max_peers",
      .type = MC_CFG_U64,
      .def = "4096",

@@ -19,6 +19,7 @@ struct mc_mcmaster_config {
     char *cluster_token;   /* shared secret every HELLO must carry (NULL: unset) */
     bool allow_no_token;   /* with no token set, accept every HELLO */
     uint64_t keepalive_ms; /* UCX KEEPALIVE_INTERVAL */
+    bool ucx_shm;          /* let UCX use shared memory between daemons of one host */
     uint64_t max_peers;    /* accepted endpoints at most */
 };
 

@@ -745,6 +745,8 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
     snprintf(keepalive, sizeof(keepalive), "KEEPALIVE_INTERVAL=%llums",
              (unsigned long long)cfg->keepalive_ms);
     up.ep_error_ctx = s;
+    if (!cfg->ucx_shm)
+        setenv("UCX_TLS", "^mm", 0); /* as the agents' (ucx_shm, docs/decisions.md) */
     err = mc_ucx_create(&up, &s->u);
     if (err != 0) {
         mc_error("UCX: %s", mc_strerror(err));
