@@ -26,6 +26,7 @@
 #define HELLO_TIMEOUT_MS 3000u /* a peer that does not answer HELLO in time is unreachable */
 #define INFO_TIMEOUT_MS 3000u
 #define FENCE_RETRY_MS 1000u
+#define READ_ATTEMPT_MIN_MS 250u /* the shortest turn a replica gets while others are left */
 #define BOOT_BACKLOG 128
 
 /* What a bulk completion's `op` points at: the first field of both. */
@@ -76,6 +77,7 @@ struct xfer {
     uint64_t id;               /* X_READ: the request id the owner's bulk carries */
     uint64_t len;
     uint64_t deadline_ms;
+    uint64_t attempt_ms;       /* X_READ: this replica's turn ends (the next one is tried) */
     bool hashed;               /* X_READ: findable by id */
     bool moving;               /* on the in-flight list: UCX has it */
     struct xfer *iprev, *inext;
@@ -801,7 +803,17 @@ static int read_send(struct cluster *cl, struct xfer *x)
     x->hashed = true;
     x->data_started = x->data_done = x->reply_done = false;
     x->status = 0;
-    err = mc_ucx_rpc_call(x->peer->ep, MC_WIRE_READ, buf, len, x->deadline_ms, read_replied, x,
+    /* while other replicas are left, one that does not start its bytes within a share of the
+     * time left (an unreachable, not yet dead, owner) gives its turn to the next */
+    x->attempt_ms = x->deadline_ms;
+    if (x->l->rep_next < x->l->g->nrep) {
+        uint64_t now = agent_now_ms(), left = x->deadline_ms > now ? x->deadline_ms - now : 0;
+
+        x->attempt_ms = now + (left / 4 > READ_ATTEMPT_MIN_MS ? left / 4 : READ_ATTEMPT_MIN_MS);
+        if (x->attempt_ms > x->deadline_ms)
+            x->attempt_ms = x->deadline_ms;
+    }
+    err = mc_ucx_rpc_call(x->peer->ep, MC_WIRE_READ, buf, len, x->attempt_ms, read_replied, x,
                           NULL);
     if (err != 0) {
         read_unhash(cl, x);
@@ -1421,7 +1433,9 @@ void cluster_tick(struct mc_agent *a)
 
         for (; x != NULL; x = next) {
             next = x->next;
-            if (!x->data_started && now > x->deadline_ms) {
+            /* only once the call is over: while it is pending, its own deadline (the
+             * attempt's) ends it, and its callback still names x */
+            if (x->reply_done && !x->data_started && now > x->attempt_ms) {
                 if (x->status == 0)
                     x->status = MC_ERR_TIMEOUT;
                 read_check(cl, x);

@@ -1087,6 +1087,19 @@ START_TEST(test_fault_partition_shorter_than_ttl_loses_nothing)
 
     t_down = t_now_ms();
     t_fc_ip("%s -n %s link set mc0 down", t_fc_ip_bin(), t_fc_ns_p);
+    /* DESIGN.md §6, "a replica on an unreachable node counts as absent": during the cut, an
+     * object held by P and Q reads from Q through R, well within the op deadline (P is
+     * unreachable, not dead: its turn ends after a share of the deadline) */
+    ms = t_fc_get_exact(cr, "R", &objs[3], T_FC_OP_MS / 2);
+    fprintf(stderr, "partition: a 2-replica read during the cut took %llu ms\n",
+            (unsigned long long)ms);
+    ck_assert_msg(t_now_ms() - t_down < T5_CUT_MS, "the read outlasted the cut");
+    {
+        uint64_t left = t_down + T5_CUT_MS - t_now_ms();
+
+        cut.tv_sec = (time_t)(left / 1000);
+        cut.tv_nsec = (long)(left % 1000) * 1000000L;
+    }
     while (nanosleep(&cut, &cut) != 0 && errno == EINTR)
         ;
     /* the cut is real (nothing bypasses it): the master has not heard from P since */
