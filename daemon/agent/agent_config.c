@@ -88,6 +88,7 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
      .doc = "Cluster mode: the node's failure domain (unset: a domain of its own). Replicas "
             "of one object go to distinct domains."},
     {.name = "cluster_token", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(cluster_token),
+     .secret = true,
      .doc = "Cluster mode: the shared secret presented to the master and to peers; prefer "
             "MC_CLUSTER_TOKEN or the config file to the command line."},
     {.name = "landing", .type = MC_CFG_SIZE, .def = "256M", .min = 16 << 20, .max = 1ull << 40,

@@ -990,6 +990,8 @@ static json_t *cfg_json_of(const struct mc_config_entry *e, const void *base, si
     case MC_CFG_STRING:
         if (*(char *const *)field == NULL)
             return json_null();
+        if (e->secret)
+            return json_string("(set)"); /* a dump is for reading: never the secret */
         return json_string(*(char *const *)field);
     case MC_CFG_ENUM:
         i = *(const int *)field;
@@ -1377,6 +1379,16 @@ int mc_config_parse_args(const struct mc_config_entry *table, void *base,
     rc = cfg_load_sources(table, base, path, env_prefix, sets, nsets, err, errlen);
     if (rc != 0)
         goto out_free;
+    if (dump) {
+        /* what is in effect, even when it would not pass the cross-field rules (they are
+         * still checked below, and fail the run: the dump shows what to fix) */
+        rc = mc_config_dump_json(table, base, dump_out != NULL ? dump_out : stdout);
+        if (rc != 0) {
+            cfg_err(err, errlen, rc, "--dump-config: cannot write the config (%s)",
+                    cfg_rc_text(rc));
+            goto out_free;
+        }
+    }
     if (validate != NULL) {
         rc = validate(base, err, errlen);
         if (rc != 0) {
@@ -1385,12 +1397,7 @@ int mc_config_parse_args(const struct mc_config_entry *table, void *base,
         }
     }
     if (dump) {
-        rc = mc_config_dump_json(table, base, dump_out != NULL ? dump_out : stdout);
-        if (rc != 0)
-            cfg_err(err, errlen, rc, "--dump-config: cannot write the config (%s)",
-                    cfg_rc_text(rc));
-        else
-            rc = MC_CONFIG_EXIT;
+        rc = MC_CONFIG_EXIT;
         goto out_free;
     }
 

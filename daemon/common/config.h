@@ -74,6 +74,7 @@ struct mc_config_entry {
     const char *doc;
     const char *const *choices;
     const struct mc_config_entry *sub;
+    bool secret; /* MC_CFG_STRING: dumps show "(set)" instead of the value */
 };
 
 /* An entry splicing `table`, which describes the member `member` of `struct_type`. */

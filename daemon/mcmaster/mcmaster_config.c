@@ -23,6 +23,7 @@ const struct mc_config_entry mc_mcmaster_own_config_table[] = {
      .type = MC_CFG_STRING,
      .def = NULL,
      .offset = FIELD(cluster_token),
+     .secret = true,
      .doc = "Shared secret every node's HELLO must carry (compared in constant time); prefer "
             "MC_CLUSTER_TOKEN or the config file to the command line."},
     {.name = "allow_no_token",

@@ -876,7 +876,18 @@ static void on_timer(struct mc_mcmaster_server *s)
 
     if (read(s->timer_fd, &ticks, sizeof(ticks)) != (ssize_t)sizeof(ticks))
         return;
-    mc_master_tick(s->m);
+    {
+        struct mc_master_stats before, after;
+
+        mc_master_get_stats(s->m, &before);
+        mc_master_tick(s->m);
+        mc_master_get_stats(s->m, &after);
+        if (after.nodes_declared_dead != before.nodes_declared_dead)
+            mc_warn("%llu node(s) declared dead (no heartbeat within node_ttl_ms): their "
+                    "segments are unmounted, their puts revoked",
+                    (unsigned long long)(after.nodes_declared_dead -
+                                         before.nodes_declared_dead));
+    }
     fences_send(s);
     mc_ucx_expire(s->u, mc_ucx_now_ms());
 }

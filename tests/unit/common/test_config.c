@@ -153,6 +153,36 @@ static char *t_dump(const struct mc_config_entry *table, const void *base)
     return buf;
 }
 
+/* A secret (the cluster token) is never printed by a dump, and a dump reloads to itself. */
+START_TEST(test_config_dump_hides_secrets)
+{
+    struct {
+        char *token;
+        char *plain;
+    } c = {0};
+    const struct mc_config_entry table[] = {
+        {.name = "token", .type = MC_CFG_STRING, .offset = 0, .doc = "x", .secret = true},
+        {.name = "plain", .type = MC_CFG_STRING, .offset = sizeof(char *), .doc = "y"},
+        {.name = NULL},
+    };
+    char err[256], *js;
+
+    ck_assert_int_eq(mc_config_set_defaults(table, &c), 0);
+    js = t_dump(table, &c);
+    ck_assert_ptr_nonnull(strstr(js, "\"token\": null")); /* unset: says so */
+    free(js);
+    ck_assert_int_eq(mc_config_set_kv(table, &c, "token=hunter2-secret", err, sizeof(err)), 0);
+    ck_assert_int_eq(mc_config_set_kv(table, &c, "plain=visible", err, sizeof(err)), 0);
+    js = t_dump(table, &c);
+    ck_assert_ptr_null(strstr(js, "hunter2"));
+    ck_assert_ptr_nonnull(strstr(js, "(set)"));
+    ck_assert_ptr_nonnull(strstr(js, "visible"));
+    free(js);
+    ck_assert_str_eq(c.token, "hunter2-secret"); /* only the dump hides it */
+    mc_config_cleanup(table, &c);
+}
+END_TEST
+
 START_TEST(test_config_defaults_applied)
 {
     struct mc_master_config m;
@@ -1019,6 +1049,7 @@ static Suite *t_config_suite(void)
     TCase *tc = tcase_create("config");
 
     tcase_add_test(tc, test_config_defaults_applied);
+    tcase_add_test(tc, test_config_dump_hides_secrets);
     tcase_add_test(tc, test_config_tables_pass_check);
     tcase_add_test(tc, test_config_bool_values);
     tcase_add_test(tc, test_config_u64_values);
