@@ -146,6 +146,7 @@ struct cluster {
     uint64_t next_hb_ms, next_fence_ms;
     bool hb_busy;
     bool leaving;
+    bool destroying;              /* cluster_destroy runs: start no transfer, no endpoint */
     struct {
         uint64_t writes_out, write_bytes_out, reads_out, read_bytes_in;
         uint64_t writes_in, write_bytes_in, reads_in, refused, peer_errors, failovers;
@@ -403,8 +404,16 @@ static void peer_drop(struct cluster *cl, struct peer *p, int status)
     if (*pp == p)
         *pp = p->next;
     p->waitq = p->waitq_tail = NULL;
-    mc_ucx_ep_set_user(p->ep, NULL);
-    mc_ucx_ep_close(p->ep, true);
+    /* transfers UCX still holds on its endpoint end through their callbacks, which must
+     * not find this peer any more */
+    for (struct xfer *m = cl->moving; m != NULL; m = m->inext) {
+        if (m->peer == p)
+            m->peer = NULL;
+    }
+    if (cl->u != NULL) { /* else the worker, and every endpoint with it, is gone already */
+        mc_ucx_ep_set_user(p->ep, NULL);
+        mc_ucx_ep_close(p->ep, true);
+    }
     while (x != NULL) {
         struct xfer *next = x->next;
 
@@ -757,6 +766,8 @@ static int write_send(struct cluster *cl, struct xfer *x)
 
 static void read_check(struct cluster *cl, struct xfer *x)
 {
+    if (!x->reply_done)
+        return; /* its call still names x: it ends (at the latest at attempt_ms) first */
     if (x->data_started && !x->data_done)
         return; /* the bytes are still moving into the landing segment: wait */
     if (x->status != 0) {
@@ -798,7 +809,7 @@ static int read_send(struct cluster *cl, struct xfer *x)
     err = mc_peer_read_req_encode(&req, buf, sizeof(buf), &len);
     if (err != 0)
         return err;
-    x->next = *read_slot(cl, x->id);
+    x->next = cl->reads[x->id % READ_HASH]; /* ids are new: push at the bucket's head */
     cl->reads[x->id % READ_HASH] = x;
     x->hashed = true;
     x->data_started = x->data_done = x->reply_done = false;
@@ -829,6 +840,10 @@ static void xfer_start(struct cluster *cl, struct xfer *x)
     const struct segrec *sr = seg_find(cl, x->r.seg);
     int err;
 
+    if (cl->destroying) {
+        xfer_end(cl, x, MC_ERR_CANCELED); /* nothing new while the worker goes */
+        return;
+    }
     if (sr == NULL) {
         /* whose segment is it? ask the master, then go on */
         x->next = NULL;
@@ -1708,13 +1723,15 @@ void cluster_destroy(struct mc_agent *a)
         return;
     if (cl->mstate == M_FETCH)
         mc_boot_fetch_cancel(&cl->bf);
+    /* what is still under way fails through its callbacks (a peer's pending HELLO drops it
+     * there); nothing new starts meanwhile */
+    cl->destroying = true;
+    mc_ucx_destroy(cl->u);
+    cl->u = NULL;
     for (i = 0; i < PEER_HASH; i++) {
         while (cl->peers[i] != NULL)
             peer_drop(cl, cl->peers[i], MC_ERR_CANCELED);
     }
-    /* what is still under way fails through its callbacks */
-    mc_ucx_destroy(cl->u);
-    cl->u = NULL;
     while (cl->info_wait != NULL) {
         struct xfer *x = cl->info_wait;
 

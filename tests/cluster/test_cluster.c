@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <sys/mman.h>
 
 #include <mc/mc.h>
@@ -780,6 +781,72 @@ END_TEST
 
 /* --- 9. an agent stopped with SIGTERM leaves the cluster (DESIGN.md §6) ------------------- */
 
+/* More remote reads in flight at one agent than its read table has buckets (256): four
+ * clients of B each read 128 keys held by A in one batch, at once. A bucket used to keep only
+ * its newest read: the others never completed (their gets timed out). */
+#define T10_CLIENTS 4
+#define T10_N 128
+
+START_TEST(test_cluster_many_remote_reads_in_flight)
+{
+    static char keys[T10_CLIENTS * T10_N][32];
+    const char *kp[T10_CLIENTS * T10_N];
+    const void *bufs[T10_CLIENTS * T10_N];
+    size_t lens[T10_CLIENTS * T10_N];
+    int results[T10_CLIENTS * T10_N], i, k, st;
+    uint8_t *data = t_random_buf(4096 * (size_t)T10_CLIENTS * T10_N);
+    mc_client_t *ca = t_conn(&fx.a);
+    pid_t kids[T10_CLIENTS];
+
+    for (i = 0; i < T10_CLIENTS * T10_N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "t10/k%04d", i);
+        kp[i] = keys[i];
+        bufs[i] = data + 4096 * (size_t)i;
+        lens[i] = 4096;
+    }
+    ck_assert_int_eq(mc_batch_put(ca, T10_CLIENTS * T10_N, kp, bufs, lens, NULL, results),
+                     T10_CLIENTS * T10_N);
+    mc_close(ca);
+    for (k = 0; k < T10_CLIENTS; k++) {
+        kids[k] = fork();
+        ck_assert_int_ge(kids[k], 0);
+        if (kids[k] == 0) {
+            mc_client_t *cb = NULL;
+            void *gb[T10_N];
+            size_t caps[T10_N], got[T10_N];
+            int r[T10_N], round, j, bad = 0;
+
+            if (mc_connect(fx.b.sock, &cb) != 0)
+                _exit(2);
+            for (j = 0; j < T10_N; j++) {
+                gb[j] = malloc(4096);
+                caps[j] = 4096;
+                if (gb[j] == NULL)
+                    _exit(3);
+            }
+            for (round = 0; round < 4 && bad == 0; round++) {
+                if (mc_batch_get(cb, T10_N, kp + k * T10_N, gb, caps, got, r) != T10_N)
+                    bad = 4;
+                for (j = 0; j < T10_N && bad == 0; j++) {
+                    if (r[j] != 0 || got[j] != 4096 ||
+                        memcmp(gb[j], bufs[k * T10_N + j], 4096) != 0)
+                        bad = 5;
+                }
+            }
+            mc_close(cb);
+            _exit(bad);
+        }
+    }
+    for (k = 0; k < T10_CLIENTS; k++) {
+        ck_assert_int_eq(waitpid(kids[k], &st, 0), kids[k]);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "reader %d through B: status %d (4: a batch failed, 5: wrong bytes)", k,
+                      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
+    free(data);
+}
+END_TEST
+
 START_TEST(test_cluster_sigterm_agent_leaves)
 {
     struct t_proc t = {0};
@@ -849,6 +916,7 @@ static Suite *t_suite(void)
     tcase_add_test(tc, test_cluster_concurrent_writers_same_key);
     tcase_add_test(tc, test_cluster_token_required);
     tcase_add_test(tc, test_cluster_exist_remove_ls);
+    tcase_add_test(tc, test_cluster_many_remote_reads_in_flight);
     tcase_add_test(tc, test_cluster_sigterm_agent_leaves);
     suite_add_tcase(s, tc);
     return s;
