@@ -159,23 +159,6 @@ static void info_refresh(struct cluster *cl);
 
 /* --- small helpers ---------------------------------------------------------------------- */
 
-/* Constant-time over our token: the time depends on its length only. */
-static bool token_ok(const struct cluster *cl, const struct mc_proto_bytes *t)
-{
-    unsigned char d = 0;
-    size_t i;
-
-    if (cl->token == NULL)
-        return true; /* a cluster without a token (the master's allow_no_token) */
-    d |= (unsigned char)(t->len != cl->token_len);
-    for (i = 0; i < cl->token_len; i++) {
-        unsigned char b = i < t->len ? t->p[i] : 0;
-
-        d |= (unsigned char)((unsigned char)cl->token[i] ^ b);
-    }
-    return d == 0;
-}
-
 static int hello_encode(const struct cluster *cl, void *buf, size_t cap, size_t *len_p)
 {
     const struct mc_agent *a = cl->a;
@@ -1113,7 +1096,7 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
 
         if (mc_proto_hello_req_decode(pl, hdr->payload_len, &req) != 0) {
             reply_status(ep, hdr, MC_ERR_PROTO);
-        } else if (!token_ok(cl, &req.token)) {
+        } else if (!mc_proto_token_equal(cl->token, cl->token_len, &req.token)) {
             mc_warn("a peer's HELLO with a wrong cluster token refused");
             cl->st.refused++;
             reply_status(ep, hdr, MC_ERR_DENIED);

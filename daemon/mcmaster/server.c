@@ -149,25 +149,6 @@ static void on_ep_error(void *ctx, struct mc_ucx_ep *ep, int status)
  * A non-zero return is sent as a status-only reply (every reply starts with the status
  * and carries nothing else when it is not 0). */
 
-/* Constant-time over the configured token: the time depends on its length only. */
-static bool token_ok(const struct mc_mcmaster_server *s, const struct mc_proto_bytes *t)
-{
-    volatile unsigned char diff;
-    unsigned char d = 0;
-    size_t i;
-
-    if (s->token == NULL)
-        return true;
-    d |= (unsigned char)(t->len != s->token_len);
-    for (i = 0; i < s->token_len; i++) {
-        unsigned char b = i < t->len ? t->p[i] : 0;
-
-        d |= (unsigned char)((unsigned char)s->token[i] ^ b);
-    }
-    diff = d;
-    return diff == 0;
-}
-
 static void copy_name(char *dst, const struct mc_proto_bytes *b)
 {
     memcpy(dst, b->p, b->len); /* len <= MC_PROTO_NAME_MAX, checked by the decoder */
@@ -187,7 +168,7 @@ static int h_hello(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
 
     if (mc_proto_hello_req_decode(pl, len, &req) != 0)
         return MC_ERR_PROTO;
-    if (!token_ok(s, &req.token)) {
+    if (!mc_proto_token_equal(s->token, s->token_len, &req.token)) {
         p->authed = false;
         p->node = MC_MASTER_NODE_NONE;
         mc_warn("HELLO with a wrong cluster token refused");

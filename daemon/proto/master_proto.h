@@ -231,6 +231,11 @@ struct mc_proto_list_rep {
 
 /* --- status codes ------------------------------------------------------------------------- */
 
+/* Whether a HELLO's token `t` is `token` (token_len bytes), in time that depends on
+ * token_len only (mc-master and agents check every HELLO with it). token NULL: a cluster
+ * without a token (allow_no_token), every token passes. */
+bool mc_proto_token_equal(const char *token, size_t token_len, const struct mc_proto_bytes *t);
+
 /* 0, a known MC_ERR_* code (include/mc/mc_status.h), or 1 when `allow_one`. */
 bool mc_proto_status_is_valid(int64_t status, bool allow_one);
 

@@ -101,6 +101,23 @@ END_TEST
 
 /* --- round trips, one per message -------------------------------------------------------- */
 
+START_TEST(test_proto_token_equal)
+{
+    const struct mc_proto_bytes same = {.p = (const uint8_t *)"s3cret", .len = 6},
+                                other = {.p = (const uint8_t *)"s3creT", .len = 6},
+                                prefix = {.p = (const uint8_t *)"s3cre", .len = 5},
+                                longer = {.p = (const uint8_t *)"s3cret!", .len = 7},
+                                none = {.p = NULL, .len = 0};
+
+    ck_assert(mc_proto_token_equal("s3cret", 6, &same));
+    ck_assert(!mc_proto_token_equal("s3cret", 6, &other));
+    ck_assert(!mc_proto_token_equal("s3cret", 6, &prefix));
+    ck_assert(!mc_proto_token_equal("s3cret", 6, &longer));
+    ck_assert(!mc_proto_token_equal("s3cret", 6, &none));
+    ck_assert(mc_proto_token_equal(NULL, 0, &other)); /* no token set: allow_no_token */
+}
+END_TEST
+
 START_TEST(test_proto_hello_round_trip)
 {
     struct mc_proto_hello_req q = {{(const uint8_t *)"s3cret", 6},
@@ -1365,6 +1382,7 @@ static Suite *proto_suite(void)
     TCase *tc = tcase_create("master");
 
     tcase_add_test(tc, test_proto_status_is_valid);
+    tcase_add_test(tc, test_proto_token_equal);
     tcase_add_test(tc, test_proto_hello_round_trip);
     tcase_add_test(tc, test_proto_mount_round_trip);
     tcase_add_test(tc, test_proto_heartbeat_round_trip);
