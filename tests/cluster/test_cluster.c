@@ -69,6 +69,22 @@ static uint8_t *t_random_buf(size_t len)
     return p;
 }
 
+/* An integer of `mcctl stats` through the agent at sock. */
+static json_int_t t_stat_of(const char *sock, const char *field)
+{
+    char *out = NULL;
+    json_t *j;
+    json_int_t v;
+
+    ck_assert_int_eq(t_mcctl(sock, &out, "stats", NULL), 0);
+    j = json_loads(out, 0, NULL);
+    ck_assert_msg(j != NULL, "mcctl stats: bad JSON: %s", out);
+    v = t_json_int(j, field);
+    json_decref(j);
+    free(out);
+    return v;
+}
+
 static json_t *t_cluster_now(void)
 {
     json_t *j = t_cluster_json(fx.b.sock);
@@ -102,15 +118,18 @@ START_TEST(test_cluster_put_a_get_b_c)
         ck_assert_uint_eq(info.replicas, 1);
         free(data);
     }
-    /* a remote read into a buffer one byte short: MC_ERR_TOO_LARGE with the size */
+    /* a remote read into a buffer one byte short: MC_ERR_TOO_LARGE with the size, and the
+     * bytes never cross (the GET names its capacity) */
     {
         uint8_t *small = malloc(17 * T_MIB + 12344);
+        json_int_t moved = t_stat_of(fx.b.sock, "bytes_from_peers");
 
         ck_assert_ptr_nonnull(small);
         snprintf(key, sizeof(key), "t1/size-%zu", (size_t)(17 * T_MIB + 12345));
         err = mc_get(cb, key, small, 17 * T_MIB + 12344, &need);
         ck_assert_msg(err == MC_ERR_TOO_LARGE, "short get through B: %s", mc_strerror(err));
         ck_assert_uint_eq(need, 17 * T_MIB + 12345);
+        ck_assert_int_eq(t_stat_of(fx.b.sock, "bytes_from_peers"), moved);
         free(small);
     }
     mc_close(ca);
