@@ -58,7 +58,7 @@ struct req {
     enum req_kind kind;
     bool in_ucx;
     int status;
-    struct call *call;       /* RK_CALL */
+    struct call *call;       /* RK_CALL; RK_BULK_SEND of mc_ucx_send_bulk_call */
     struct mc_ucx_ep *ep;    /* RK_CLOSE */
     mc_ucx_done_fn done;     /* RK_BULK_SEND, RK_USER */
     mc_ucx_bulk_done_fn bdone; /* RK_BULK_RECV */
@@ -892,6 +892,61 @@ int mc_ucx_send_bulk(struct mc_ucx_ep *ep, uint16_t type, uint64_t request_id, c
     return err;
 }
 
+int mc_ucx_send_bulk_call(struct mc_ucx_ep *ep, uint16_t type, const void *hdr, size_t hdr_len,
+                          const void *data, size_t len, uint64_t deadline_ms,
+                          mc_ucx_rpc_done_fn reply_cb, mc_ucx_done_fn data_cb, void *ctx)
+{
+    struct mc_wire_hdr h;
+    ucp_request_param_t p;
+    struct mc_ucx *u;
+    struct call *c;
+    struct req *r;
+    int err;
+
+    if (ep == NULL || reply_cb == NULL || data_cb == NULL || (hdr_len != 0 && hdr == NULL) ||
+        (len != 0 && data == NULL))
+        return MC_ERR_INVALID;
+    if (ep->status != 0)
+        return ep->status;
+    if (!mc_wire_type_is_valid(type) || mc_wire_type_is_reply(type) ||
+        hdr_len > MC_UCX_BULK_HDR_MAX || MC_WIRE_HDR_SIZE + hdr_len > ep->u->max_am_header)
+        return MC_ERR_INVALID;
+    u = ep->u;
+    c = calloc(1, sizeof(*c));
+    r = req_new(u, RK_BULK_SEND, MC_WIRE_HDR_SIZE + hdr_len);
+    if (c == NULL || r == NULL) {
+        free(c);
+        free(r);
+        return MC_ERR_NOMEM;
+    }
+    c->id = ep->session << MC_UCX_SESSION_SHIFT | (++u->next_id & MC_UCX_SEQ_MASK);
+    c->type = type;
+    c->ep = ep;
+    c->deadline_ms = deadline_ms;
+    c->cb = reply_cb;
+    c->ctx = ctx;
+    c->send_busy = true;
+    r->done = data_cb;
+    r->ctx = ctx;
+    r->call = c;
+    mc_wire_hdr_init(&h, type, c->id, (uint32_t)hdr_len, MC_WIRE_F_BULK);
+    (void)mc_wire_hdr_encode(&h, r->frame, MC_WIRE_HDR_SIZE + hdr_len);
+    if (hdr_len != 0)
+        memcpy(r->frame + MC_WIRE_HDR_SIZE, hdr, hdr_len);
+    req_param(&p, r, UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_RNDV);
+    reqs_link(u, r);
+    err = req_started(u, r, ucp_am_send_nbx(ep->uep, AM_BULK, r->frame,
+                                            MC_WIRE_HDR_SIZE + hdr_len, data, len, &p));
+    if (err != 0) {
+        free(r);
+        free(c);
+        return err;
+    }
+    call_insert(u, c);
+    u->st.calls_sent++;
+    return 0;
+}
+
 void mc_ucx_rpc_register(struct mc_ucx *u, mc_ucx_rpc_handler_fn handler, void *ctx)
 {
     u->rpc_handler = handler;
@@ -925,6 +980,20 @@ static void req_finish(struct mc_ucx *u, struct req *r)
         }
         break;
     case RK_BULK_SEND:
+        /* UCX reads the data no more: the caller hears it first, then, when the send
+         * failed, the call it started waits for no answer */
+        r->done(r->ctx, r->status);
+        if ((c = r->call) != NULL) {
+            c->send_busy = false;
+            if (c->ended) {
+                free(c);
+            } else if (r->status != 0) {
+                int err = c->ep->status != 0 ? c->ep->status : MC_ERR_UNAVAILABLE;
+
+                call_end(u, c, err, NULL, NULL, 0);
+            }
+        }
+        break;
     case RK_USER:
         r->done(r->ctx, r->status);
         break;

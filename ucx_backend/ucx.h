@@ -244,6 +244,20 @@ int mc_ucx_send_bulk(struct mc_ucx_ep *ep, uint16_t type, uint64_t request_id,
                      mc_ucx_done_fn done_cb, void *ctx);
 
 /*
+ * A bulk transfer that the receiver answers (a write whose sender must know that the bytes
+ * are in place, not only that they left): sends `len` bytes at `data` like mc_ucx_send_bulk,
+ * as request `type` (a request type) with a fresh request id carrying the endpoint's session,
+ * and waits for the receiver's reply (type + 1, same id; the receiver answers with
+ * mc_ucx_rpc_reply once its bulk done callback ran). Two callbacks, each exactly once, in
+ * either order: reply_cb with the reply or an error (MC_ERR_TIMEOUT at deadline_ms, 0: none;
+ * MC_ERR_UNAVAILABLE / MC_ERR_CANCELED when the send or the endpoint failed), and data_cb
+ * when UCX reads `data` no more (which may come after a timed-out reply_cb: keep `data`
+ * until then). Returns 0 (both will run) or an error (neither will): as mc_ucx_send_bulk.
+ */
+int mc_ucx_send_bulk_call(struct mc_ucx_ep *ep, uint16_t type, const void *hdr, size_t hdr_len,
+                          const void *data, size_t len, uint64_t deadline_ms,
+                          mc_ucx_rpc_done_fn reply_cb, mc_ucx_done_fn data_cb, void *ctx);
+/*
  * An incoming bulk transfer of `len` bytes on `ep`, described by `hdr` (checked; the
  * caller's header bytes are at `hdr_payload`, hdr->payload_len of them, valid during the
  * call). Returns where to put the `len` bytes, or NULL to refuse them (the sender's done_cb

@@ -90,7 +90,8 @@ struct inwrite {
     enum op_what what;         /* OP_INWRITE */
     struct inwrite *next, *prev;
     struct cluster *cl;
-    struct mc_ucx_ep *ep;
+    struct mc_ucx_ep *ep;      /* NULL once it failed: nobody to answer */
+    uint64_t request_id;       /* the writer's call, answered when the bytes are in place */
     uint32_t seg, alloc;
     uint64_t version, offset, len;
 };
@@ -156,6 +157,7 @@ struct cluster {
 static void xfer_start(struct cluster *cl, struct xfer *x);
 static void xfer_end(struct cluster *cl, struct xfer *x, int status);
 static void info_refresh(struct cluster *cl);
+static void inwrites_forget_ep(struct cluster *cl, const struct mc_ucx_ep *ep);
 
 /* --- small helpers ---------------------------------------------------------------------- */
 
@@ -395,6 +397,7 @@ static void peer_drop(struct cluster *cl, struct peer *p, int status)
     }
     if (cl->u != NULL) { /* else the worker, and every endpoint with it, is gone already */
         mc_ucx_ep_set_user(p->ep, NULL);
+        inwrites_forget_ep(cl, p->ep);
         mc_ucx_ep_close(p->ep, true);
     }
     while (x != NULL) {
@@ -643,22 +646,28 @@ static void rejoin_step(struct cluster *cl)
         rejoin_failed(cl, "HELLO", err);
 }
 
+/* Writes landing from ep end through their bulk completions, unanswered: ep goes. */
+static void inwrites_forget_ep(struct cluster *cl, const struct mc_ucx_ep *ep)
+{
+    struct inwrite *w;
+
+    for (w = cl->inwrites; w != NULL; w = w->next) {
+        if (w->ep == ep)
+            w->ep = NULL;
+    }
+}
+
 static void on_ep_error(void *ctx, struct mc_ucx_ep *ep, int status)
 {
     struct cluster *cl = ctx;
     void *user = mc_ucx_ep_user(ep);
-    struct inwrite *w;
 
     cl->st.peer_errors++;
     if (ep == cl->master) {
         master_lost(cl, status);
         return;
     }
-    /* writes landing from it end through their bulk completions */
-    for (w = cl->inwrites; w != NULL; w = w->next) {
-        if (w->ep == ep)
-            w->ep = NULL;
-    }
+    inwrites_forget_ep(cl, ep);
     if (user != NULL && user != &cl->accepted_marker) {
         struct peer *p = user;
 
@@ -716,11 +725,37 @@ static void moving_del(struct cluster *cl, struct xfer *x)
     x->moving = false;
 }
 
-static void write_sent(void *ctx, int status)
+/* A write is over once the owner said its bytes are in place (or the call failed) and UCX
+ * reads the image no more: only then may the put publish, or its image be reused. */
+static void write_check(struct cluster *cl, struct xfer *x)
+{
+    if (x->data_done && x->reply_done)
+        xfer_end(cl, x, x->status);
+}
+
+static void write_data_done(void *ctx, int status)
 {
     struct xfer *x = ctx;
 
-    xfer_end(x->cl, x, status);
+    x->data_done = true;
+    if (status != 0 && x->status == 0)
+        x->status = status;
+    write_check(x->cl, x);
+}
+
+static void write_replied(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                          size_t len)
+{
+    struct xfer *x = ctx;
+    struct mc_proto_status_rep rep;
+
+    (void)hdr;
+    if (status == 0)
+        status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+    x->reply_done = true;
+    if (status != 0 && x->status == 0)
+        x->status = status;
+    write_check(x->cl, x);
 }
 
 static int write_send(struct cluster *cl, struct xfer *x)
@@ -735,10 +770,13 @@ static int write_send(struct cluster *cl, struct xfer *x)
     size_t len;
     int err = mc_peer_write_hdr_encode(&h, buf, sizeof(buf), &len);
 
+    x->data_done = x->reply_done = false;
+    x->status = 0;
+    /* the owner answers once the bytes are in its segment: a put that returned is readable
+     * through any node at once (the sender's completion only says the bytes left) */
     if (err == 0)
-        err = mc_ucx_send_bulk(x->peer->ep, MC_WIRE_WRITE,
-                               mc_ucx_ep_session(x->peer->ep) << MC_UCX_SESSION_SHIFT, buf, len,
-                               p->dst + x->from, x->len, write_sent, x);
+        err = mc_ucx_send_bulk_call(x->peer->ep, MC_WIRE_WRITE, buf, len, p->dst + x->from,
+                                    x->len, x->deadline_ms, write_replied, write_data_done, x);
     if (err == 0) {
         cl->st.writes_out++;
         cl->st.write_bytes_out += x->len;
@@ -1102,6 +1140,7 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
             reply_status(ep, hdr, MC_ERR_DENIED);
             if (mc_ucx_ep_is_accepted(ep)) {
                 mc_ucx_ep_set_user(ep, NULL); /* it loses what an earlier HELLO gave it */
+                inwrites_forget_ep(cl, ep);
                 mc_ucx_ep_close(ep, false);   /* and we keep nothing for it */
             }
         } else {
@@ -1117,6 +1156,7 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         cl->st.refused++;
         reply_status(ep, hdr, MC_ERR_DENIED);
         mc_ucx_ep_set_user(ep, NULL);
+        inwrites_forget_ep(cl, ep);
         mc_ucx_ep_close(ep, false); /* an accepted one: forgotten, nothing kept for it */
         return;
     }
@@ -1251,6 +1291,7 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         w->what = OP_INWRITE;
         w->cl = cl;
         w->ep = ep;
+        w->request_id = hdr->request_id;
         w->seg = h.seg;
         w->alloc = h.alloc;
         w->version = h.version;
@@ -1289,6 +1330,10 @@ static void bulk_done(void *ctx, void *op, int status)
             cl->inwrites = w->next;
         if (w->next != NULL)
             w->next->prev = w->prev;
+        if (w->ep != NULL)
+            reply_status(w->ep, &(struct mc_wire_hdr){.request_id = w->request_id,
+                                                      .type = MC_WIRE_WRITE},
+                         status);
         if (status == 0) {
             cl->st.writes_in++;
             cl->st.write_bytes_in += w->len;

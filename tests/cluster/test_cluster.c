@@ -921,6 +921,53 @@ START_TEST(test_cluster_sigterm_agent_leaves)
 }
 END_TEST
 
+/* --- a completed put is read through another node at once ---------------------------------- */
+
+/* A put through the client node B returns once every owner holds all its bytes: a get
+ * through A and through C issued the instant mc_put returned sees every byte (the owner's
+ * bytes used to arrive after the writer's send completed: wrong bytes, or MC_ERR_CORRUPT
+ * with checksums). With and without checksums: without them a torn read is not caught. */
+START_TEST(test_cluster_put_then_read_elsewhere_at_once)
+{
+    enum { N = 120 };
+    const size_t len = T_MIB;
+    mc_client_t *ca = t_conn(&fx.a), *cb = t_conn(&fx.b), *cc = t_conn(&fx.c);
+    uint8_t *data = t_random_buf(len), *buf = malloc(len + 64);
+    int i, bad = 0, err;
+
+    ck_assert_ptr_nonnull(buf);
+    for (i = 0; i < 2 * N; i++) {
+        mc_put_opts_t o = {.replicas = 1, .flags = i < N ? MC_PUT_NO_CHECKSUM : 0};
+        mc_client_t *rd[2] = {ca, cc};
+        char key[64];
+
+        snprintf(key, sizeof(key), "t11/%d", i);
+        memcpy(data, &i, sizeof(i)); /* distinct objects */
+        data[len / 2] = (uint8_t)i;
+        err = mc_put(cb, key, data, len, &o);
+        ck_assert_msg(err == 0, "put %s through B: %s", key, mc_strerror(err));
+        for (int r = 0; r < 2; r++) {
+            size_t got = 0;
+
+            memset(buf, 0xa5, len);
+            err = mc_get(rd[r], key, buf, len + 64, &got);
+            if (err != 0 || got != len || memcmp(buf, data, len) != 0) {
+                if (bad++ < 5)
+                    fprintf(stderr, "get %s through %s right after the put: %s, %zu bytes%s\n",
+                            key, r == 0 ? "A" : "C", mc_strerror(err), got,
+                            err == 0 && got == len ? ", wrong bytes" : "");
+            }
+        }
+    }
+    ck_assert_msg(bad == 0, "%d of %d reads right after a put were wrong", bad, 4 * N);
+    free(data);
+    free(buf);
+    mc_close(ca);
+    mc_close(cb);
+    mc_close(cc);
+}
+END_TEST
+
 static Suite *t_suite(void)
 {
     Suite *s = suite_create("cluster");
@@ -937,6 +984,7 @@ static Suite *t_suite(void)
     tcase_add_test(tc, test_cluster_exist_remove_ls);
     tcase_add_test(tc, test_cluster_many_remote_reads_in_flight);
     tcase_add_test(tc, test_cluster_sigterm_agent_leaves);
+    tcase_add_test(tc, test_cluster_put_then_read_elsewhere_at_once);
     suite_add_tcase(s, tc);
     return s;
 }
