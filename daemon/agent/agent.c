@@ -443,14 +443,18 @@ static void put_end_submit(struct mc_agent *a, struct put *p)
 
     if (err == 0 && c->state != CL_ACTIVE)
         err = MC_ERR_CANCELED; /* its writer went away before it was published */
+    if (err == 0 && (p->answered || agent_now_ms() > p->deadline_ms))
+        err = MC_ERR_TIMEOUT; /* too late: the caller has, or will have, given up on it */
     if (err == 0) {
         r = ml_req_new(a->ml, ML_PUT_END, p->key, p->key_len, put_ended, p);
         if (r == NULL)
             err = MC_ERR_NOMEM;
     }
     if (err != 0) {
+        bool answered = p->answered;
+
         put_revoke(a, p);
-        if (c->state == CL_ACTIVE)
+        if (c->state == CL_ACTIVE && !answered)
             agent_cqe_res(c, p->user_data, err);
         agent_client_put_ref(a, c);
         return;
@@ -1544,6 +1548,18 @@ static void on_tick(struct mc_agent *a)
         }
         if (c->state != CL_ACTIVE)
             continue;
+        /* a put whose writes to peers outlive its deadline (a stalled owner) is answered
+         * now: MC_ERR_TIMEOUT, it will not be published; its image stays ours until UCX
+         * reads it no more, then the put is revoked */
+        for (i = 0; i < c->lay.max_inflight; i++) {
+            struct put *p = &c->puts[i];
+
+            if (p->used && p->finishing && !p->answered && p->sends > 0 &&
+                now > p->deadline_ms) {
+                p->answered = true;
+                agent_cqe_res(c, p->user_data, MC_ERR_TIMEOUT);
+            }
+        }
         /* leases the client never released end at their deadline (the master ends them
          * too, at its own, later one) */
         for (i = 0; i < c->nleases; i++) {

@@ -67,6 +67,8 @@ struct put {
     uint64_t sent_upto;  /* image bytes [0, sent_upto) are sent or being sent */
     bool finishing;      /* put_finish ran: publish once the writes are final */
     bool revoke_pending; /* revoked while writes were in flight: revoke when they end */
+    bool answered;       /* its op was answered (MC_ERR_TIMEOUT at the deadline) while
+                            writes to a stalled peer still read the image */
     /* the op that answers when the master or the peers are done */
     uint64_t user_data;
     uint64_t deadline_ms;

@@ -63,6 +63,15 @@ struct segrec {
 
 enum xfer_kind { X_WRITE, X_READ };
 
+/* One GET's remote read: one transfer at a time, or more while an owner that stalled
+ * mid-transfer still holds the first (a second replica is read meanwhile: a stalled owner
+ * counts as absent, like a dead one). The first transfer to land answers; the others end on their
+ * own and give their landing blocks back. */
+struct rget {
+    struct lease *l;  /* NULL once answered: the transfers still running are orphans */
+    uint32_t running; /* transfers of it not final yet */
+};
+
 /* One transfer we started: a put's image to a replica, or a read into the landing segment. */
 struct xfer {
     enum op_what what;         /* OP_READ (reads only: bulk completions name it) */
@@ -72,7 +81,10 @@ struct xfer {
     struct mc_master_replica r;
     struct put *p;             /* X_WRITE */
     uint64_t from;             /* X_WRITE: bytes [from, from + len) of the image */
-    struct lease *l;           /* X_READ */
+    struct rget *rg;           /* X_READ */
+    uint32_t land_id;          /* X_READ: its own block of the landing segment */
+    uint32_t ri;               /* X_READ: which replica of the object it reads */
+    bool hedged;               /* X_READ: stalled mid-transfer, another replica was started */
     struct peer *peer;
     uint64_t id;               /* X_READ: the request id the owner's bulk carries */
     uint64_t len;
@@ -151,6 +163,7 @@ struct cluster {
     struct {
         uint64_t writes_out, write_bytes_out, reads_out, read_bytes_in;
         uint64_t writes_in, write_bytes_in, reads_in, refused, peer_errors, failovers;
+        uint64_t hedged;
     } st;
 };
 
@@ -818,7 +831,8 @@ static void read_replied(void *ctx, int status, const struct mc_wire_hdr *hdr, c
 static int read_send(struct cluster *cl, struct xfer *x)
 {
     struct mc_peer_read_req req = {
-        .seg = x->r.seg, .alloc = x->r.alloc, .version = x->l->version, .offset = x->r.offset,
+        .seg = x->r.seg, .alloc = x->r.alloc, .version = x->rg->l->version,
+        .offset = x->r.offset,
         .len = x->len,
     };
     uint8_t buf[64];
@@ -838,7 +852,7 @@ static int read_send(struct cluster *cl, struct xfer *x)
     /* while other replicas are left, one that does not start its bytes within a share of the
      * time left (an unreachable, not yet dead, owner) gives its turn to the next */
     x->attempt_ms = x->deadline_ms;
-    if (x->l->rep_next < x->l->g->nrep) {
+    if (x->rg->l->rep_next < x->rg->l->g->nrep) {
         uint64_t now = agent_now_ms(), left = x->deadline_ms > now ? x->deadline_ms - now : 0;
 
         x->attempt_ms = now + (left / 4 > READ_ATTEMPT_MIN_MS ? left / 4 : READ_ATTEMPT_MIN_MS);
@@ -861,8 +875,9 @@ static void xfer_start(struct cluster *cl, struct xfer *x)
     const struct segrec *sr = seg_find(cl, x->r.seg);
     int err;
 
-    if (cl->destroying) {
-        xfer_end(cl, x, MC_ERR_CANCELED); /* nothing new while the worker goes */
+    if (cl->destroying || (x->kind == X_READ && x->rg->l == NULL)) {
+        xfer_end(cl, x, MC_ERR_CANCELED); /* nothing new while the worker goes, nor for a
+                                              GET another transfer answered */
         return;
     }
     if (sr == NULL) {
@@ -895,24 +910,91 @@ static void xfer_start(struct cluster *cl, struct xfer *x)
         xfer_end(cl, x, err);
 }
 
-static void land_fail(struct mc_agent *a, struct lease *l, int status)
-{
-    mc_alloc_free(a->land, l->land_id); /* no transfer touches it any more */
-    agent_get_landed(a, l, status);
-}
-
 /* The next replica of l's object that is not ours, from l->rep_next on, or -1. */
 static int next_remote(const struct mc_agent *a, struct lease *l)
 {
     while (l->rep_next < l->g->nrep) {
         uint32_t i = l->rep_next++;
 
-        if ((a->seg_size == 0 || l->g->rep[i].seg != a->seg_id) && !(l->skip >> i & 1)) {
-            l->rep_used = i;
+        if ((a->seg_size == 0 || l->g->rep[i].seg != a->seg_id) && !(l->skip >> i & 1))
             return (int)i;
-        }
     }
     return -1;
+}
+
+/* A new transfer of rg's object from replica i into a landing block of its own. */
+static int read_new(struct cluster *cl, struct rget *rg, int i, uint64_t len, uint64_t deadline)
+{
+    struct xfer *x = calloc(1, sizeof(*x));
+    int err;
+
+    if (x == NULL)
+        return MC_ERR_NOMEM;
+    err = mc_alloc_alloc(cl->a->land, len, &x->land_id);
+    if (err != 0) {
+        free(x);
+        return err;
+    }
+    x->what = OP_READ;
+    x->kind = X_READ;
+    x->cl = cl;
+    x->r = rg->l->g->rep[i];
+    x->ri = (uint32_t)i;
+    x->rg = rg;
+    x->len = len;
+    x->deadline_ms = deadline;
+    rg->running++;
+    xfer_start(cl, x);
+    return 0;
+}
+
+/* A read transfer is final: the first to land answers its GET; the others, and failed
+ * ones, give their landing blocks back (UCX touches them no more). */
+static void read_end(struct cluster *cl, struct xfer *x, int status)
+{
+    struct mc_agent *a = cl->a;
+    struct rget *rg = x->rg;
+    struct lease *l = rg->l;
+    int i;
+
+    rg->running--;
+    if (l != NULL && status == 0) {
+        cl->st.read_bytes_in += x->len;
+        l->land_id = x->land_id;
+        l->rep_used = x->ri;
+        rg->l = NULL;
+        free(x);
+        if (rg->running == 0)
+            free(rg);
+        agent_get_landed(a, l, 0);
+        return;
+    }
+    if (l != NULL) {
+        /* this replica failed: an unreachable node counts as absent; try the next one */
+        mc_debug("read from node %u (segment %u): %s", x->r.node, x->r.seg,
+                 mc_strerror(status));
+        i = agent_now_ms() < x->deadline_ms && l->c->state == CL_ACTIVE ? next_remote(a, l)
+                                                                        : -1;
+        if (i >= 0) {
+            cl->st.failovers++;
+            x->r = l->g->rep[i];
+            x->ri = (uint32_t)i;
+            x->peer = NULL;
+            x->hedged = false;
+            rg->running++;
+            xfer_start(cl, x);
+            return;
+        }
+    }
+    mc_alloc_free(a->land, x->land_id);
+    free(x);
+    if (l != NULL && rg->running == 0) {
+        rg->l = NULL;
+        free(rg);
+        agent_get_landed(a, l, status == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_NOT_FOUND);
+    } else if (l == NULL && rg->running == 0) {
+        free(rg);
+    }
 }
 
 /* A transfer is final (no byte of its memory is touched by UCX any more). */
@@ -939,33 +1021,7 @@ static void xfer_end(struct cluster *cl, struct xfer *x, int status)
             agent_put_writes_final(a, p);
         return;
     }
-    if (status == 0) {
-        struct lease *l = x->l;
-
-        cl->st.read_bytes_in += x->len;
-        free(x);
-        agent_get_landed(a, l, 0);
-        return;
-    }
-    /* this replica failed: an unreachable node counts as absent; try the next one */
-    {
-        struct lease *l = x->l;
-        int i = agent_now_ms() < x->deadline_ms && l->c->state == CL_ACTIVE
-                    ? next_remote(a, l)
-                    : -1;
-
-        mc_debug("read from node %u (segment %u): %s", x->r.node, x->r.seg,
-                 mc_strerror(status));
-        if (i >= 0) {
-            cl->st.failovers++;
-            x->r = l->g->rep[i];
-            x->peer = NULL;
-            xfer_start(cl, x);
-            return;
-        }
-        free(x);
-        land_fail(a, l, status == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_NOT_FOUND);
-    }
+    read_end(cl, x, status);
 }
 
 void cluster_put_send(struct mc_agent *a, struct put *p, uint64_t from, uint64_t to)
@@ -1026,37 +1082,31 @@ int cluster_get_remote(struct mc_agent *a, struct lease *l, const struct mc_mast
     struct cluster *cl = a->cl;
     bool csum = (g->flags & MC_MASTER_PUT_NO_CHECKSUM) == 0;
     uint64_t len = mc_shm_alloc_len(g->size, csum);
-    struct xfer *x;
+    struct rget *rg;
     int i, err;
 
     l->g = malloc(sizeof(*l->g));
-    x = calloc(1, sizeof(*x));
-    if (l->g == NULL || x == NULL) {
+    rg = calloc(1, sizeof(*rg));
+    if (l->g == NULL || rg == NULL) {
         free(l->g);
         l->g = NULL;
-        free(x);
+        free(rg);
         return MC_ERR_NOMEM;
     }
     *l->g = *g;
     l->rep_next = 0;
+    rg->l = l;
+    l->c->refs++; /* agent_get_landed puts it, maybe from inside read_new */
     i = next_remote(a, l);
-    err = i < 0 ? MC_ERR_NOT_FOUND : mc_alloc_alloc(a->land, len, &l->land_id);
+    err = i < 0 ? MC_ERR_NOT_FOUND : read_new(cl, rg, i, len, l->op_deadline_ms);
     if (err != 0) {
+        l->c->refs--; /* nothing started: the caller still holds its own */
         free(l->g);
         l->g = NULL;
-        free(x);
+        free(rg);
         /* a full landing segment is transient: readers retry */
         return err == MC_ERR_NO_SPACE || err == MC_ERR_NOMEM ? MC_ERR_BUSY : err;
     }
-    x->what = OP_READ;
-    x->kind = X_READ;
-    x->cl = cl;
-    x->r = g->rep[i];
-    x->l = l;
-    x->len = len;
-    x->deadline_ms = l->op_deadline_ms;
-    l->c->refs++;
-    xfer_start(cl, x);
     return 0;
 }
 
@@ -1273,7 +1323,7 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
             return NULL; /* not a read of ours (late, or forged): refused */
         x->data_started = true;
         *op_p = x;
-        return a->land_base + mc_alloc_offset(a->land, x->l->land_id);
+        return a->land_base + mc_alloc_offset(a->land, x->land_id);
     }
     if (hdr->type == MC_WIRE_WRITE && ep_authed(cl, ep, hdr->request_id)) {
         struct mc_peer_write_hdr h;
@@ -1433,6 +1483,28 @@ static void hb_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const 
     }
 }
 
+/* x's owner started sending and went silent past x's turn (a stopped process, a cut
+ * link): the bytes already moving cannot be stopped, so read the next replica beside them
+ * into a block of its own; whichever lands first answers. */
+static void read_hedge(struct cluster *cl, struct xfer *x)
+{
+    struct lease *l = x->rg->l;
+    int i;
+
+    x->hedged = true;
+    if (l->c->state != CL_ACTIVE || (i = next_remote(cl->a, l)) < 0)
+        return;
+    if (read_new(cl, x->rg, i, x->len, x->deadline_ms) == 0) {
+        cl->st.failovers++;
+        cl->st.hedged++;
+        mc_debug("read from node %u stalled mid-transfer: replica %d read beside it",
+                 x->r.node, i);
+    } else {
+        l->rep_next--; /* no room to land it now: maybe at the next tick */
+        x->hedged = false;
+    }
+}
+
 void cluster_tick(struct mc_agent *a)
 {
     struct cluster *cl = a->cl;
@@ -1482,6 +1554,9 @@ void cluster_tick(struct mc_agent *a)
                 if (x->status == 0)
                     x->status = MC_ERR_TIMEOUT;
                 read_check(cl, x);
+            } else if (x->data_started && !x->data_done && !x->hedged && now > x->attempt_ms &&
+                       x->rg->l != NULL) {
+                read_hedge(cl, x);
             }
         }
     }
@@ -1804,6 +1879,7 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "peer_refused", json_integer((json_int_t)cl->st.refused));
     json_object_set_new(o, "peer_errors", json_integer((json_int_t)cl->st.peer_errors));
     json_object_set_new(o, "read_failovers", json_integer((json_int_t)cl->st.failovers));
+    json_object_set_new(o, "reads_hedged", json_integer((json_int_t)cl->st.hedged));
 }
 
 /* --- ops answered from the master's view ---------------------------------------------------- */

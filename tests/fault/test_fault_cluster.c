@@ -46,7 +46,7 @@
 #define T_FC_AT_ONCE_MS (4u * T_FC_KA_MS)
 #define T_FC_MAX_NODES  8
 
-#define T_FC_MAX_TESTS 8
+#define T_FC_MAX_TESTS 16
 
 /* One test's daemons. */
 struct t_fc {
@@ -1450,6 +1450,167 @@ END_TEST
 /* --- main -------------------------------------------------------------------------------- */
 
 /* Run a command through the shell; true when it exits 0. */
+/* --- an owner stalls (SIGSTOP) mid-transfer ---------------------------------------------- */
+
+/*
+ * Row "replica reclaimed or node lost during a read", with an owner that is alive but
+ * silent: A (first replica) is stopped while it sends a 24 MiB object to B; the read must
+ * not wait for A (its bytes cannot be taken back) but read C's replica beside it, well
+ * before the op deadline. Stopped at several moments, so the stop falls before and during
+ * the transfer; reads_hedged proves at least one fell mid-transfer.
+ */
+START_TEST(test_fault_owner_stalled_mid_read_other_replica_serves)
+{
+    static const char *const big_landing[] = {"--set", "landing=96M", NULL};
+    static const unsigned delays_us[] = {0, 500, 1000, 2000, 3000, 4000, 6000, 9000, 14000};
+    struct t_proc a = {0}, b = {0}, c = {0};
+    struct t_fc_obj k;
+    struct t_fc fc;
+    mc_client_t *cb;
+    size_t cap;
+    uint8_t *buf;
+    unsigned i;
+
+    t_fc_init(&fc, "owner_stalled_mid_read", 20000); /* nobody is declared dead here */
+    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", "dA", "64M", NULL);
+    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", "dC", "64M", NULL);
+    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "0", big_landing);
+    t_fc_agent_wait(&a);
+    t_fc_agent_wait(&c);
+    t_fc_agent_wait(&b);
+    cb = t_fc_conn(&b);
+    t_fc_obj_make(&k, "s/k", 24 * T_MIB + 5, 2, "A", t_fc_salt());
+    {
+        mc_client_t *ca = t_fc_conn(&a);
+
+        t_fc_put(ca, &k);
+        mc_close(ca);
+    }
+    cap = k.len + 64;
+    buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    t_fc_get_exact(cb, "B", &k, T_FC_OP_MS);
+    for (i = 0; i < sizeof(delays_us) / sizeof(delays_us[0]); i++) {
+        struct timespec ts = {0, (long)delays_us[i] * 1000};
+        mc_op_t *op = NULL;
+        uint64_t t0 = t_now_ms(), ms;
+        size_t got = 0;
+        int err;
+
+        memset(buf, 0, cap);
+        ck_assert_int_eq(mc_get_async(cb, k.key, buf, cap, &op), 0);
+        nanosleep(&ts, NULL);
+        kill(a.pid, SIGSTOP);
+        err = mc_wait(op, -1, &got);
+        ms = t_now_ms() - t0;
+        mc_op_free(op);
+        kill(a.pid, SIGCONT);
+        fprintf(stderr, "owner_stalled_mid_read: A stopped after %u us: %s in %llu ms\n",
+                delays_us[i], mc_strerror(err), (unsigned long long)ms);
+        ck_assert_msg(err == 0, "get with A stopped after %u us: %s (%llu ms)", delays_us[i],
+                      mc_strerror(err), (unsigned long long)ms);
+        ck_assert_msg(got == k.len && memcmp(buf, k.data, k.len) == 0,
+                      "get with A stopped after %u us: wrong bytes", delays_us[i]);
+        ck_assert_msg(ms < T_FC_OP_MS / 2, "get with A stopped after %u us took %llu ms",
+                      delays_us[i], (unsigned long long)ms);
+        /* A serves again (its stalled send finishes into B's orphaned block) */
+        t_fc_get_exact(cb, "B", &k, T_FC_OP_MS);
+    }
+    fprintf(stderr, "owner_stalled_mid_read: %lld reads hedged, %lld failovers\n",
+            (long long)t_fc_stat(b.sock, "reads_hedged"),
+            (long long)t_fc_stat(b.sock, "read_failovers"));
+    ck_assert_int_ge(t_fc_stat(b.sock, "reads_hedged"), 1);
+    free(buf);
+    mc_close(cb);
+    t_fc_objs_free(&k, 1);
+    t_fc_finish(&fc);
+}
+END_TEST
+
+/*
+ * Row "op deadline passes (read or write)" for a put whose owner stalls: the put through the
+ * client node B ends with MC_ERR_TIMEOUT at its deadline (not 0 after it, not
+ * MC_ERR_UNAVAILABLE, which would tell the caller to reconnect), is never published, and
+ * the key reads as before (absent; the old version for an upsert).
+ */
+START_TEST(test_fault_owner_stalled_put_times_out_at_deadline)
+{
+    struct t_proc a = {0}, b = {0};
+    struct t_fc_obj k, k2;
+    struct t_fc fc;
+    mc_client_t *cb;
+    uint64_t salt = t_fc_salt();
+    int round;
+
+    t_fc_init(&fc, "owner_stalled_put", 30000);
+    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", "dA", "128M", NULL);
+    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "0", NULL);
+    t_fc_agent_wait(&a);
+    t_fc_agent_wait(&b);
+    cb = t_fc_conn(&b);
+    t_fc_obj_make(&k, "sp/k", 16 * T_MIB + 7, 1, NULL, salt);
+    t_fc_obj_make(&k2, "sp/k", 16 * T_MIB + 7, 1, NULL, salt + 1);
+    t_fc_put(cb, &k);
+    t_fc_get_exact(cb, "B", &k, T_FC_OP_MS);
+    /* round 0: A stopped before the put; round 1: stopped while the bytes move */
+    for (round = 0; round < 2; round++) {
+        mc_put_opts_t o = MC_PUT_OPTS_INIT;
+        mc_op_t *op = NULL;
+        uint64_t t0, ms;
+        int err;
+
+        o.flags = MC_PUT_UPSERT;
+        if (round == 0)
+            kill(a.pid, SIGSTOP);
+        t0 = t_now_ms();
+        ck_assert_int_eq(mc_put_async(cb, k2.key, k2.data, k2.len, &o, &op), 0);
+        if (round == 1) {
+            struct timespec ts = {0, 2 * 1000 * 1000};
+
+            nanosleep(&ts, NULL);
+            kill(a.pid, SIGSTOP);
+        }
+        err = mc_wait(op, -1, NULL);
+        ms = t_now_ms() - t0;
+        mc_op_free(op);
+        fprintf(stderr, "owner_stalled_put: round %d: %s after %llu ms\n", round,
+                mc_strerror(err), (unsigned long long)ms);
+        if (round == 1 && err == 0) {
+            /* the bytes were in A before it stopped: then the put is whole */
+            kill(a.pid, SIGCONT);
+            t_fc_get_exact(cb, "B", &k2, T_FC_OP_MS);
+            continue;
+        }
+        ck_assert_msg(err == MC_ERR_TIMEOUT, "round %d: put with its owner stopped: %s", round,
+                      mc_strerror(err));
+        ck_assert_msg(ms >= T_FC_OP_MS - 50 && ms < T_FC_OP_MS + 700,
+                      "round %d: the put ended after %llu ms (deadline %u ms)", round,
+                      (unsigned long long)ms, T_FC_OP_MS);
+        /* the owner wakes past the deadline: the old version still reads, whole */
+        sleep(2);
+        kill(a.pid, SIGCONT);
+        t_fc_get_exact(cb, "B", &k, T_FC_OP_MS);
+        /* MC_CLIENT_STATUS_CHECK */
+    }
+    /* and a later upsert lands */
+    {
+        mc_put_opts_t o = MC_PUT_OPTS_INIT;
+        int err;
+
+        o.flags = MC_PUT_UPSERT;
+        err = mc_put(cb, k2.key, k2.data, k2.len, &o);
+        ck_assert_msg(err == 0, "upsert after the owner woke: %s", mc_strerror(err));
+        t_fc_get_exact(cb, "B", &k2, T_FC_OP_MS);
+    }
+    mc_close(cb);
+    t_fc_objs_free(&k, 1);
+    t_fc_objs_free(&k2, 1);
+    t_fc_finish(&fc);
+}
+END_TEST
+
 static bool t_fc_sh(const char *fmt, ...)
 {
     char cmd[512];
@@ -1547,6 +1708,8 @@ int main(int argc, char **argv)
         test_fault_writer_agent_killed_mid_put,
         test_fault_master_restart,
         test_fault_replica_lost_during_read,
+        test_fault_owner_stalled_mid_read_other_replica_serves,
+        test_fault_owner_stalled_put_times_out_at_deadline,
     };
     const TTest *const partition_test = test_fault_partition_shorter_than_ttl_loses_nothing;
     bool partition = false;
