@@ -8,7 +8,8 @@
  * Half the writers put from malloc'd memory (the agent reads it with process_vm_readv, or
  * through the staging area when small), half from an arena buffer (mc_buf_alloc: the agent
  * copies from the shared arena, which outlives the writer until the agent unmaps it).
- * After each kill, within one second:
+ * A quarter of the writers are spared (they put, read back and exit). After each kill or
+ * exit, within one second:
  *   - the writer's client is gone from the agent (STATS clients back to the test's own);
  *   - the key is either present, its bytes exactly the writer's (they are a seeded pattern
  *     that depends on the key and the offset, so a partial object, another object's bytes
@@ -17,7 +18,11 @@
  *   - STATS used_bytes is exactly the allocations of the objects present: each is the
  *     object with its checksum trailer (mc_shm_alloc_len) rounded up to the allocator's
  *     granule (64 bytes, alloc_granule's default), so an absent key's space is all back.
- * A put that returned 0 before the kill must be present. Objects that finished are kept
+ * A put that returned 0 before the kill must be present, and the writer reads it back at
+ * once through another client (of the other node, in the cluster) the instant its put
+ * returned: every byte is there (a completed put is readable everywhere at once). Half the
+ * puts carry no checksum (MC_PUT_NO_CHECKSUM), so a torn read cannot hide behind
+ * MC_ERR_CORRUPT. Objects that finished are kept
  * (up to a budget well under the eviction watermark, so nothing is evicted behind the
  * accounting) and audited again at the end, when every absent key must still be absent.
  *
@@ -27,6 +32,7 @@
  *
  * MC_SWEEP_PUTS=N overrides the number of puts of both; MC_SLOW_SEED replays a run.
  */
+#include <limits.h>
 #include <poll.h>
 
 #include "shm/ring.h"
@@ -43,12 +49,14 @@ struct sweep_obj {
     char key[48];
     size_t size;
     uint64_t seed;
+    bool csum;
     bool present;
 };
 
 struct sweep {
     const char *label;
     const char *writer_sock; /* where the writer children connect */
+    const char *at_once_sock; /* where they read their object back the instant it is put */
     mc_client_t *rd[2];      /* readers: every check reads through each */
     const char *rd_name[2];
     int nrd;
@@ -63,13 +71,13 @@ struct sweep {
     uint64_t kept;
     uint64_t keep_budget;
     /* what happened */
-    int finished, cut, published_after_kill;
+    int finished, cut, published_after_kill, read_at_once;
     uint64_t settle_max_ms;
 };
 
-static uint64_t sweep_alloc(size_t size)
+static uint64_t sweep_alloc(const struct sweep_obj *o)
 {
-    uint64_t len = mc_shm_alloc_len(size, true);
+    uint64_t len = mc_shm_alloc_len(o->size, o->csum);
 
     return (len + SWEEP_GRANULE - 1) & ~(uint64_t)(SWEEP_GRANULE - 1);
 }
@@ -180,8 +188,8 @@ static void sweep_one(struct sweep *sw, int i)
     struct sweep_obj *o = &sw->objs[sw->nobjs];
     uint64_t expect_ns, delay_ns, t_kill, settled_ms, deadline;
     int64_t used = -1, clients = -1;
-    int pfd[2], status, ex = -1, put_rc = 1;
-    bool use_arena;
+    int pfd[2], status, ex = -1, put_rc = 1, read_rc = 0;
+    bool use_arena, spare;
     struct pollfd pf;
     char go;
     ssize_t n;
@@ -194,31 +202,52 @@ static void sweep_one(struct sweep *sw, int i)
     expect_ns = (uint64_t)(sw->ns_fixed + sw->ns_per_byte * (double)o->size);
     delay_ns = t_rng_below(&sw->rng, expect_ns + 1);
     use_arena = t_rng_below(&sw->rng, 2) == 0;
+    o->csum = t_rng_below(&sw->rng, 2) == 0;
+    spare = t_rng_below(&sw->rng, 4) == 0; /* not killed: it puts, reads back and exits */
 
     ck_assert_int_eq(pipe2(pfd, O_CLOEXEC), 0);
     fflush(NULL);
     pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        mc_client_t *w = NULL;
+        mc_client_t *w = NULL, *r = NULL;
+        mc_put_opts_t opt = MC_PUT_OPTS_INIT;
         void *src = sw->wbuf;
         int rc;
 
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         close(pfd[0]);
-        if (mc_connect(sw->writer_sock, &w) != 0)
+        if ((rc = mc_connect(sw->writer_sock, &w)) != 0 ||
+            (rc = mc_connect(sw->at_once_sock, &r)) != 0) {
+            fprintf(stderr, "sweep writer: mc_connect: %s\n", mc_strerror(rc));
             _exit(2);
+        }
+        if (!o->csum)
+            opt.flags = MC_PUT_NO_CHECKSUM;
         if (use_arena) {
-            if (mc_buf_alloc(w, o->size, &src) != 0)
+            if ((rc = mc_buf_alloc(w, o->size, &src)) != 0) {
+                fprintf(stderr, "sweep writer: mc_buf_alloc(%zu): %s\n", o->size,
+                        mc_strerror(rc));
                 _exit(2);
+            }
             memcpy(src, sw->wbuf, o->size);
         }
         go = 'r';
         if (write(pfd[1], &go, 1) != 1)
             _exit(2);
-        rc = mc_put(w, o->key, src, o->size, NULL);
+        rc = mc_put(w, o->key, src, o->size, &opt);
         if (write(pfd[1], &rc, sizeof(rc)) != (ssize_t)sizeof(rc))
             _exit(2);
+        if (rc == 0) {
+            /* the instant it returned: every byte, through the other client */
+            size_t len = 0;
+
+            rc = mc_get(r, o->key, sw->rbuf, SWEEP_MAX + 4096, &len);
+            if (rc == 0 && (len != o->size || t_pattern_mismatch(sw->rbuf, len, o->seed) != len))
+                rc = INT_MIN; /* wrong bytes */
+            if (write(pfd[1], &rc, sizeof(rc)) != (ssize_t)sizeof(rc))
+                _exit(2);
+        }
         _exit(0); /* abandons the client: its socket closes as the process ends */
     }
     close(pfd[1]);
@@ -226,22 +255,33 @@ static void sweep_one(struct sweep *sw, int i)
     pf.events = POLLIN;
     ck_assert_msg(poll(&pf, 1, 10000) == 1 && read(pfd[0], &go, 1) == 1 && go == 'r',
                   "%s: put %d: the writer did not connect", sw->label, i);
-    t_sleep_ns(delay_ns);
-    kill(pid, SIGKILL);
+    if (!spare) {
+        t_sleep_ns(delay_ns);
+        kill(pid, SIGKILL);
+    }
     t_kill = t_now_ms();
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    if (spare)
+        t_kill = t_now_ms(); /* its exit closes its clients: the settle counts from here */
     n = read(pfd[0], &put_rc, sizeof(put_rc));
-    close(pfd[0]);
     if (n == (ssize_t)sizeof(put_rc)) {
         /* the put returned before the kill: it must have succeeded (a fresh key, room) */
         ck_assert_msg(put_rc == 0, "%s: put %s (%zu bytes): %s", sw->label, o->key, o->size,
                       mc_strerror(put_rc));
         sw->finished++;
+        if (read(pfd[0], &read_rc, sizeof(read_rc)) == (ssize_t)sizeof(read_rc)) {
+            ck_assert_msg(read_rc == 0, "%s: %s (%zu bytes%s) read through %s the instant "
+                          "its put returned: %s", sw->label, o->key, o->size,
+                          o->csum ? "" : ", no checksum", sw->at_once_sock,
+                          read_rc == INT_MIN ? "wrong bytes" : mc_strerror(read_rc));
+            sw->read_at_once++;
+        }
     } else {
         ck_assert_msg(WIFSIGNALED(status), "%s: put %d: the writer exited (status 0x%x)",
                       sw->label, i, status);
         put_rc = 1; /* unknown */
     }
+    close(pfd[0]);
 
     /* within a second: the writer is gone from its agent, and the key is complete with its
      * space counted, or absent with its space back */
@@ -253,7 +293,7 @@ static void sweep_one(struct sweep *sw, int i)
                       mc_strerror(ex));
         used = t_stat_int(sw->st, "used_bytes");
         if (clients == sw->base_clients &&
-            ((ex == 1 && used == (int64_t)(sw->used + sweep_alloc(o->size))) ||
+            ((ex == 1 && used == (int64_t)(sw->used + sweep_alloc(o))) ||
              (ex == 0 && used == (int64_t)sw->used)))
             break;
         if (t_now_ms() >= deadline)
@@ -263,7 +303,7 @@ static void sweep_one(struct sweep *sw, int i)
                          " (%" PRIu64 " without it, %" PRIu64 " with it)",
                          sw->label, o->key, o->size, (double)delay_ns / 1e6,
                          (double)expect_ns / 1e6, t_now_ms() - t_kill, clients,
-                         sw->base_clients, ex, used, sw->used, sw->used + sweep_alloc(o->size));
+                         sw->base_clients, ex, used, sw->used, sw->used + sweep_alloc(o));
         t_poll_pause();
     }
     settled_ms = t_now_ms() - t_kill;
@@ -279,9 +319,9 @@ static void sweep_one(struct sweep *sw, int i)
     sweep_check_obj(sw, o);
 
     if (o->present) {
-        if (sw->kept + sweep_alloc(o->size) <= sw->keep_budget) {
-            sw->kept += sweep_alloc(o->size);
-            sw->used += sweep_alloc(o->size);
+        if (sw->kept + sweep_alloc(o) <= sw->keep_budget) {
+            sw->kept += sweep_alloc(o);
+            sw->used += sweep_alloc(o);
         } else {
             ck_assert_int_eq(mc_remove(sw->rd[0], o->key), 0);
             o->present = false;
@@ -318,18 +358,20 @@ static void sweep_run(struct sweep *sw, mc_client_t *cal, int nputs, uint64_t ke
     for (i = 0; i < sw->nobjs; i++)
         if (sw->objs[i].present) {
             ck_assert_int_eq(mc_remove(sw->rd[0], sw->objs[i].key), 0);
-            sw->used -= sweep_alloc(sw->objs[i].size);
+            sw->used -= sweep_alloc(&sw->objs[i]);
             sw->objs[i].present = false;
         }
     sweep_wait_used(sw, "after removing everything");
     fprintf(stderr,
             "%s: %d puts in %.1f s: %d finished before the kill, %d cut (absent, space back), "
-            "%d published although killed; slowest settle %" PRIu64 " ms\n",
+            "%d published although killed; %d read back whole at once through %s; slowest "
+            "settle %" PRIu64 " ms\n",
             sw->label, nputs, (double)(t_now_ms() - t0) / 1000, sw->finished, sw->cut,
-            sw->published_after_kill, sw->settle_max_ms);
+            sw->published_after_kill, sw->read_at_once, sw->at_once_sock, sw->settle_max_ms);
     /* else the sweep tested nothing: the kill point never fell inside a put, or always did */
     ck_assert_int_gt(sw->cut, 0);
     ck_assert_int_gt(sw->finished + sw->published_after_kill, 0);
+    ck_assert_int_gt(sw->read_at_once, 0);
     free(sw->wbuf);
     free(sw->rbuf);
     free(sw->objs);
@@ -347,6 +389,7 @@ START_TEST(test_slow_kill_point_sweep_standalone)
     t_standalone_start(&agent, dir, "agent", "1G", extra);
     ck_assert_int_eq(mc_connect(agent.sock, &c), 0);
     sw.writer_sock = agent.sock;
+    sw.at_once_sock = agent.sock; /* one node: another client of it */
     sw.rd[0] = c;
     sw.rd_name[0] = "the agent";
     sw.nrd = 1;
@@ -376,6 +419,7 @@ START_TEST(test_slow_kill_point_sweep_cluster)
     ck_assert_int_eq(mc_connect(cli.sock, &c_cli), 0);
     ck_assert_int_eq(mc_connect(own.sock, &c_own), 0);
     sw.writer_sock = cli.sock;
+    sw.at_once_sock = own.sock; /* the owner's node: the bytes came from cli over UCX */
     sw.rd[0] = c_cli;
     sw.rd_name[0] = "cli (remote read)";
     sw.rd[1] = c_own;

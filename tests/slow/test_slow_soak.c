@@ -21,7 +21,10 @@
  *     upserts only); everything else fails the test. The pool (3 x 256 MiB) is several
  *     times what the key space can hold at once (about 2000 x 90 KiB x 1.3 replicas), so
  *     MC_ERR_NO_SPACE is not expected either, and evictions are reported;
- *   - every successful read verifies;
+ *   - every successful read verifies; a put that returned 0 is read back at once through a
+ *     client of the next agent (another node) and must verify (most of the time it is
+ *     that put's own version; a racing upsert or remove may have replaced it); a third of
+ *     the puts carry no checksum, so a torn read cannot hide behind MC_ERR_CORRUPT;
  *   - every client makes progress: at every sample, each has finished an op within the
  *     last 15 s (three op deadlines), and each ends when the run does;
  *   - after the first 20% of the run (warm-up), each daemon's VmRSS and its private part
@@ -73,6 +76,8 @@ struct soak_tally {
     uint64_t ops[OP_N], ok[OP_N];
     uint64_t not_found, exists, busy, canceled, canceled_plain;
     uint64_t verified, verify_failed, unexpected;
+    uint64_t after_put_reads, after_put_own; /* reads through another node the instant a put
+                                                returned; of them, that put's own version */
     uint64_t reconnects;
     uint64_t last_op_ms; /* progress: when the last op finished */
     int nmsgs;
@@ -213,14 +218,16 @@ static void client_main(int idx)
 {
     struct soak_tally *t = &fx.tally[idx];
     const char *sock = fx.ag[idx % SOAK_AGENTS].sock;
+    const char *sock2 = fx.ag[(idx + 1) % SOAK_AGENTS].sock; /* reads right after a put */
     struct t_rng rng = {t_splitmix(fx.seed + 0x1000u * (uint64_t)(idx + 1))};
     uint8_t *wbuf = malloc(SOAK_MAX), *rbuf = malloc((size_t)SOAK_BATCH * SOAK_MAX);
     char keys[SOAK_BATCH][32];
     uint64_t counter = 0;
-    mc_client_t *c = NULL;
+    mc_client_t *c = NULL, *c2 = NULL;
     int rc;
 
-    if (wbuf == NULL || rbuf == NULL || mc_connect(sock, &c) != 0) {
+    if (wbuf == NULL || rbuf == NULL || mc_connect(sock, &c) != 0 ||
+        mc_connect(sock2, &c2) != 0) {
         tally_msg(t, "client %d: no start", idx);
         t->unexpected++;
         _exit(1);
@@ -303,9 +310,23 @@ static void client_main(int idx)
             value_fill(wbuf, len, kid, ((uint64_t)idx << 48) | ++counter);
             o.replicas = t_rng_below(&rng, 10) < 3 ? 2 : 1;
             o.flags = op == OP_UPSERT ? MC_PUT_UPSERT : 0;
+            if (t_rng_below(&rng, 3) == 0)
+                o.flags |= MC_PUT_NO_CHECKSUM;
             rc = mc_put(c, keys[0], wbuf, len, &o);
             if (rc == 0) {
+                uint64_t nonce = 0;
+                char why[120];
+
                 t->ok[op]++;
+                /* the instant it returned, through another node */
+                got = 0;
+                rc = mc_get(c2, keys[0], rbuf, SOAK_MAX, &got);
+                t->after_put_reads++;
+                if (rc == 0 && value_check(rbuf, got, kid, &nonce, why, sizeof(why)) == NULL &&
+                    nonce == (((uint64_t)idx << 48) | counter))
+                    t->after_put_own++;
+                read_result(t, OP_GET, keys[0], kid, rc, rbuf, got);
+                rc = 0;
             } else if (op == OP_PUT && rc == MC_ERR_EXISTS) {
                 t->exists++;
             } else if (op == OP_PUT && rc == MC_ERR_BUSY) {
@@ -330,6 +351,7 @@ static void client_main(int idx)
         t->last_op_ms = t_now_ms();
     }
     mc_close(c);
+    mc_close(c2);
     free(wbuf);
     free(rbuf);
     _exit(0);
@@ -415,7 +437,8 @@ START_TEST(test_slow_soak)
     int nsmp = 0, maxsmp, i, d, w, present, status, fds_end[SOAK_AGENTS + 1];
     uint64_t t0, next, deadline, sum[OP_N] = {0}, oks[OP_N] = {0}, verified = 0,
                                  verify_failed = 0, unexp = 0, nf = 0, ex = 0, busy = 0,
-                                 canc = 0, canc_plain = 0, reconn = 0, total = 0;
+                                 canc = 0, canc_plain = 0, reconn = 0, total = 0,
+                                 ap_reads = 0, ap_own = 0;
     mc_client_t *c[SOAK_AGENTS];
     int64_t objects, used, evictions;
     char name[16];
@@ -506,6 +529,8 @@ START_TEST(test_slow_soak)
         canc += t->canceled;
         canc_plain += t->canceled_plain;
         reconn += t->reconnects;
+        ap_reads += t->after_put_reads;
+        ap_own += t->after_put_own;
         for (int m = 0; m < t->nmsgs; m++)
             fprintf(stderr, "soak: client %d: %s\n", i, t->msgs[m]);
         /* progress: each client did ops, the last one near the end */
@@ -518,6 +543,13 @@ START_TEST(test_slow_soak)
             "soak: %d s, %d clients, %" PRIu64 " ops (%.0f/s), %" PRIu64
             " reconnects; reads verified %" PRIu64 "\n",
             seconds, SOAK_CLIENTS, total, (double)total / seconds, reconn, verified);
+    fprintf(stderr,
+            "soak: %" PRIu64 " reads through another node the instant a put returned, %" PRIu64
+            " of them that put's own version\n",
+            ap_reads, ap_own);
+    /* else nothing read a fresh put through another node */
+    ck_assert_msg(ap_own > ap_reads / 2, "%" PRIu64 " of %" PRIu64 " reads after a put saw it",
+                  ap_own, ap_reads);
     for (int op = 0; op < OP_N; op++)
         fprintf(stderr, "soak:   %-9s %9" PRIu64 " calls, %9" PRIu64 " ok\n", op_names[op],
                 sum[op], oks[op]);
