@@ -188,7 +188,7 @@ static int h_hello(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     if (mc_master_node_find(s->m, name, &node) == 0) {
         for (q = s->peers; q != NULL; q = q->next) {
             if (q != p && q->authed && q->node == node &&
-                (req.incarnation == 0 || q->incarnation != req.incarnation)) {
+                req.incarnation != 0 && q->incarnation != req.incarnation) {
                 mc_warn("HELLO as %s refused: node %u of that name is live (another agent "
                         "process)",
                         name, node);
