@@ -215,7 +215,11 @@ static int put_pieces(struct mc_client *c, const char *key, size_t key_len, cons
          * copied: collect them first while the deadline allows. Past it, they are
          * abandoned (their staging slots stay taken until their CQEs arrive) and the abort
          * is best effort. */
-        bool collect = err != MC_ERR_UNAVAILABLE && err != MC_ERR_PROTO;
+        /* an agent that answered, even MC_ERR_UNAVAILABLE (its master is unreachable for
+         * now), is still there to collect from and to abort at; only a lost one (the
+         * client is poisoned) is not */
+        bool agent_lost = atomic_load(&c->poison) != 0;
+        bool collect = !agent_lost;
 
         while (npending > 0) {
             op = window[first];
@@ -226,7 +230,7 @@ static int put_pieces(struct mc_client *c, const char *key, size_t key_len, cons
             else
                 mc_client_abandon(c, op);
         }
-        if (err != MC_ERR_UNAVAILABLE && err != MC_ERR_PROTO)
+        if (!agent_lost)
             put_abort(c, handle, deadline);
         return err;
     }

@@ -321,6 +321,10 @@ static void put_granted(void *ctx, struct ml_req *r)
     int err = r->res;
 
     p->waiting = false;
+    /* the master takes us for no live writer: it declared us dead and our heartbeat has
+     * not told us yet (we join again then). Retryable, not "not found" */
+    if (a->cl != NULL && (err == MC_ERR_NOT_FOUND || err == MC_ERR_DENIED))
+        err = MC_ERR_UNAVAILABLE;
     if (err == 0) {
         p->version = r->out.grant.version;
         p->nrep = r->out.grant.nrep;
@@ -408,6 +412,11 @@ static void put_ended(void *ctx, struct ml_req *r)
     int res = r->res;
 
     ml_req_free(a->ml, r);
+    /* the master does not know this put (any more) as ours: it declared us dead meanwhile
+     * and revoked it, or it restarted, and we joined again (maybe under another node id).
+     * The caller did nothing wrong and may retry: not "not found", not "denied" */
+    if (a->cl != NULL && (res == MC_ERR_NOT_FOUND || res == MC_ERR_DENIED))
+        res = MC_ERR_UNAVAILABLE;
     if (res == 0)
         a->st.puts++;
     put_forget(p);
@@ -700,6 +709,13 @@ static void get_answered(void *ctx, struct ml_req *r)
     }
     for (j = 0; j < g->nrep && (l->skip >> j & 1); j++)
         ;
+    /* no replica at all is not a checksum verdict: every segment that held one is gone
+     * (its node was declared dead; the sweep has not dropped the version yet) */
+    if (g->nrep == 0) {
+        lease_end(a, c, i);
+        agent_cqe_res(c, l->user_data, MC_ERR_NOT_FOUND);
+        goto out;
+    }
     if (j == g->nrep) {
         /* every replica failed the reader's checksum: nothing intact is left */
         lease_end(a, c, i);
@@ -1578,6 +1594,28 @@ static void on_tick(struct mc_agent *a)
     }
 }
 
+/* No new clients and no new ops; stop once what is under way is answered (or after the
+ * op deadline). */
+static void drain_start(struct mc_agent *a)
+{
+    struct client *c;
+
+    a->draining = true;
+    a->drain_deadline_ms = agent_now_ms() + a->cfg.op_timeout_ms;
+    for (c = a->clients; c != NULL; c = c->next) {
+        if (c->state == CL_ACTIVE) /* libmc fails new calls with UNAVAILABLE */
+            atomic_store_explicit(&c->r->hdr->agent_state, 1, memory_order_release);
+    }
+}
+
+void agent_fatal(struct mc_agent *a, int status)
+{
+    if (a->exit_status == 0)
+        a->exit_status = status;
+    if (!a->draining)
+        drain_start(a);
+}
+
 static void handle_cqe(struct mc_agent *a, struct io_uring_cqe *cqe)
 {
     uint64_t ud = io_uring_cqe_get_data64(cqe);
@@ -1626,15 +1664,8 @@ static void handle_cqe(struct mc_agent *a, struct io_uring_cqe *cqe)
         break;
     case UD_SIGNAL:
         if (cqe->res > 0 && !a->draining) {
-            struct client *c;
-
             mc_info("signal received: finishing in-flight operations, then stopping");
-            a->draining = true;
-            a->drain_deadline_ms = agent_now_ms() + a->cfg.op_timeout_ms;
-            for (c = a->clients; c != NULL; c = c->next) {
-                if (c->state == CL_ACTIVE) /* libmc fails new calls with UNAVAILABLE */
-                    atomic_store_explicit(&c->r->hdr->agent_state, 1, memory_order_release);
-            }
+            drain_start(a);
         } else if (cqe->res > 0) {
             a->stopping = true; /* a second signal: stop now */
         }
@@ -1792,7 +1823,7 @@ int mc_agent_run(struct mc_agent *a)
         }
         io_uring_cq_advance(&a->ring, n);
     }
-    return 0;
+    return a->exit_status;
 }
 
 void mc_agent_stop(struct mc_agent *a)

@@ -26,7 +26,8 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
                     struct mc_agent **a_p);
 
 /* Run the loop until SIGTERM/SIGINT (blocked and read through a signalfd) or
- * mc_agent_stop. Returns 0 on a clean stop. */
+ * mc_agent_stop. Returns 0 on a clean stop; MC_ERR_DENIED when the master refused us on a
+ * rejoin (our node name is held by another live agent now). */
 int mc_agent_run(struct mc_agent *a);
 
 void mc_agent_stop(struct mc_agent *a);

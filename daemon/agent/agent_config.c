@@ -98,6 +98,12 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
     {.name = "heartbeat_ms", .type = MC_CFG_MS, .def = "1000", .min = 10, .max = 600000,
      .offset = FIELD(heartbeat_ms),
      .doc = "Cluster mode: heartbeat period to the master (well within its node_ttl_ms)."},
+    {.name = "master_timeout_ms", .type = MC_CFG_MS, .def = "1000", .min = 10, .max = 600000,
+     .offset = FIELD(master_timeout_ms),
+     .doc = "Cluster mode: a master that has answered none of the agent's calls for this long "
+            "(stopped, stalled, cut off) is taken as unreachable: calls that need it fail "
+            "with MC_ERR_UNAVAILABLE at once, until it answers again (the heartbeats keep "
+            "asking)."},
     {.name = "connect_timeout_ms", .type = MC_CFG_MS, .def = "10000", .min = 100,
      .max = 600000, .offset = FIELD(connect_timeout_ms),
      .doc = "Cluster mode: how long start-up may take to reach the master, authenticate "

@@ -40,6 +40,7 @@ struct mc_agent_config {
     char *cluster_token;       /* shared secret (MC_CLUSTER_TOKEN) */
     uint64_t landing;          /* bytes of the landing segment for reads from peers */
     uint64_t heartbeat_ms;     /* heartbeat period to the master */
+    uint64_t master_timeout_ms; /* no answer from the master this long: it is unreachable */
     uint64_t connect_timeout_ms; /* start-up: reaching and joining the master */
     uint64_t keepalive_ms;     /* UCX KEEPALIVE_INTERVAL */
     uint64_t peer_hard_deadline_ms; /* a transfer this far past its deadline: peer closed */

@@ -188,6 +188,7 @@ struct mc_agent {
     bool draining;            /* SIGTERM: no new clients, finish what is under way */
     uint64_t drain_deadline_ms;
     bool stopping;
+    int exit_status;          /* what mc_agent_run returns: 0, or why it had to stop */
     struct client *clients;
     uint32_t nclients;
     uint32_t next_client_id;
@@ -213,6 +214,9 @@ struct io_uring_sqe *agent_get_sqe(struct mc_agent *a);
 void agent_cqe_post(struct client *c, const struct mc_cqe *src);
 void agent_cqe_res(struct client *c, uint64_t user_data, int res);
 void agent_client_put_ref(struct mc_agent *a, struct client *c);
+/* The agent cannot go on (status says why, e.g. MC_ERR_DENIED): it drains as on SIGTERM
+ * and mc_agent_run then returns status. */
+void agent_fatal(struct mc_agent *a, int status);
 struct mc_proto_seg_entry;
 struct mc_proto_node_entry;
 struct mc_master_stats;

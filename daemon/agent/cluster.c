@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mc/mc_status.h>
@@ -158,6 +160,12 @@ struct cluster {
     struct fenced *fenced[FENCED_HASH];
     uint64_t next_hb_ms, next_fence_ms;
     bool hb_busy;
+    uint64_t incarnation;         /* this process, in every HELLO (the master tells a
+                                     reconnect of ours from another agent by it) */
+    uint64_t m_silent_since;      /* the first call the master owes since its last answer
+                                     was sent then (0: it owes none) */
+    bool m_unresp;                /* it owed one past master_timeout_ms: ops fail fast */
+    bool m_refused;               /* it refused a batch of ours: join again */
     bool leaving;
     bool destroying;              /* cluster_destroy runs: start no transfer, no endpoint */
     struct {
@@ -182,6 +190,7 @@ static int hello_encode(const struct cluster *cl, void *buf, size_t cap, size_t 
         .name = {.p = (const uint8_t *)cl->name, .len = strlen(cl->name)},
         .domain = {.p = (const uint8_t *)a->cfg.domain,
                    .len = a->cfg.domain != NULL ? strlen(a->cfg.domain) : 0},
+        .incarnation = cl->incarnation,
     };
 
     return mc_proto_hello_req_encode(&req, buf, cap, len_p);
@@ -197,11 +206,12 @@ static void reply_status(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, in
         mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, buf, len);
 }
 
-/* A call to the master, or MC_ERR_UNAVAILABLE while we have none (it is being rejoined). */
+/* A call to the master, or MC_ERR_UNAVAILABLE while we have none (it is being rejoined) or
+ * it does not answer (only heartbeats ask it then). */
 static int master_call(struct cluster *cl, uint16_t type, const void *pl, size_t len,
                        uint64_t deadline_ms, mc_ucx_rpc_done_fn done, void *ctx)
 {
-    if (cl->master == NULL || cl->mstate != M_UP)
+    if (cl->master == NULL || cl->mstate != M_UP || cl->m_unresp)
         return MC_ERR_UNAVAILABLE;
     return mc_ucx_rpc_call(cl->master, type, pl, len, deadline_ms, done, ctx, NULL);
 }
@@ -500,6 +510,56 @@ static struct peer *peer_get(struct cluster *cl, const struct segrec *sr)
 #define REJOIN_MAX_MS 2000u /* DESIGN.md §6: reconnect with backoff capped at 2 s */
 #define REJOIN_STEP_MS 2000u /* each step of a rejoin (bootstrap, HELLO, MOUNT) */
 
+/* --- is the master answering? --------------------------------------------------------------- */
+
+/*
+ * A master that is stopped or stalled (or cut off in a way UCX does not see at once) loses
+ * no connection: our calls just wait, each to its own deadline. So we watch the answers:
+ * once a call we sent has gone unanswered for master_timeout_ms with nothing heard from the
+ * master since, it counts as unreachable, and master-bound ops fail fast with
+ * MC_ERR_UNAVAILABLE (ml_hold) until it answers anything again. Heartbeats keep asking.
+ */
+static void master_asked(struct cluster *cl)
+{
+    if (cl->m_silent_since == 0)
+        cl->m_silent_since = agent_now_ms();
+}
+
+static void master_heard(struct cluster *cl)
+{
+    cl->m_silent_since = 0;
+    if (!cl->m_unresp)
+        return;
+    cl->m_unresp = false;
+    ml_hold(cl->a->ml, false, 0);
+    if (cl->mstate == M_UP)
+        mc_info("the master answers again: master-bound calls resume");
+}
+
+static void master_silence_check(struct cluster *cl, uint64_t now)
+{
+    if (cl->mstate != M_UP || cl->m_unresp || cl->m_silent_since == 0 ||
+        now - cl->m_silent_since <= cl->a->cfg.master_timeout_ms)
+        return;
+    mc_warn("the master has not answered for %llu ms: master-bound calls fail "
+            "(MC_ERR_UNAVAILABLE) until it does",
+            (unsigned long long)(now - cl->m_silent_since));
+    cl->m_unresp = true;
+    ml_hold(cl->a->ml, true, MC_ERR_UNAVAILABLE);
+}
+
+static void ml_event_cb(void *ctx, enum ml_event ev)
+{
+    struct cluster *cl = ctx;
+
+    if (ev == ML_EV_SENT)
+        master_asked(cl);
+    else if (ev == ML_EV_ANSWERED)
+        master_heard(cl);
+    else if (ev == ML_EV_REFUSED)
+        cl->m_refused = true; /* from the tick: not inside the batch's callback */
+}
+
 /* Master-bound ops fail fast from now on (MC_ERR_UNAVAILABLE); rejoin from the tick. */
 static void master_lost(struct cluster *cl, int status)
 {
@@ -517,6 +577,8 @@ static void master_lost(struct cluster *cl, int status)
     cl->mstate = M_DOWN;
     cl->rejoin_ms = agent_now_ms() + cl->backoff_ms;
     cl->hb_busy = false;
+    master_heard(cl); /* while it is rejoined, master_call fails fast all the same */
+    cl->m_refused = false;
     ml_reset(cl->a->ml, NULL, MC_ERR_UNAVAILABLE);
 }
 
@@ -541,6 +603,8 @@ static void rejoined(struct cluster *cl)
 
     cl->mstate = M_UP;
     cl->backoff_ms = 0;
+    master_heard(cl);
+    cl->m_refused = false;
     ml_reset(a->ml, cl->master, 0);
     ml_set_node(a->ml, cl->node);
     cl->next_hb_ms = 0;
@@ -586,6 +650,17 @@ static void rejoin_helloed(void *ctx, int status, const struct mc_wire_hdr *hdr,
         return;
     if (status == 0)
         status = mc_proto_hello_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+    if (status == MC_ERR_EXISTS) {
+        /* we lost our registration (declared dead) and another agent process has joined
+         * under our name since: the name is its own now, and our segment is not in the
+         * directory any more. Serving on under another name is not ours to decide */
+        mc_error("rejoining the master: node name %s is held by another live agent now; "
+                 "exiting",
+                 cl->name);
+        rejoin_failed(cl, "HELLO", status);
+        agent_fatal(cl->a, MC_ERR_DENIED);
+        return;
+    }
     if (status != 0) {
         rejoin_failed(cl, "HELLO", status);
         return;
@@ -1472,13 +1547,17 @@ static void hb_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const 
 
     (void)hdr;
     cl->hb_busy = false;
-    if (status == 0)
+    if (status == 0) {
+        master_heard(cl);
         status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
-    if (status == MC_ERR_NOT_FOUND && cl->mstate == M_UP) {
-        /* the master declared us dead (a partition longer than its TTL): join again */
-        mc_warn("the master does not know us any more: rejoining");
+    }
+    if ((status == MC_ERR_NOT_FOUND || status == MC_ERR_DENIED) && cl->mstate == M_UP) {
+        /* the master declared us dead (a partition or a stop longer than its TTL), or this
+         * endpoint is not the one it knows us by any more: join again (retrying on it
+         * would be refused forever) */
+        mc_warn("the master does not know us any more (%s): rejoining", mc_strerror(status));
         master_lost(cl, status);
-    } else if (status != 0) {
+    } else if (status != 0 && !(status == MC_ERR_TIMEOUT && cl->m_unresp)) {
         mc_warn("heartbeat: %s", mc_strerror(status));
     }
 }
@@ -1511,19 +1590,29 @@ void cluster_tick(struct mc_agent *a)
     uint64_t now = agent_now_ms();
     uint32_t i;
 
+    if (cl->m_refused && cl->mstate == M_UP) {
+        mc_warn("the master refused our calls as node %u: rejoining", cl->node);
+        master_lost(cl, MC_ERR_DENIED);
+    }
     if (cl->mstate != M_UP)
         rejoin_step(cl);
+    master_silence_check(cl, now);
 
-    if (!cl->hb_busy && now >= cl->next_hb_ms && !cl->leaving) {
+    if (!cl->hb_busy && now >= cl->next_hb_ms && !cl->leaving && cl->master != NULL &&
+        cl->mstate == M_UP) {
         struct mc_proto_heartbeat_req req = {.node = cl->node};
         uint8_t buf[16];
         size_t len;
 
+        /* not master_call: heartbeats go out also while the master is silent, as the
+         * probe that tells when it answers again */
         cl->next_hb_ms = now + a->cfg.heartbeat_ms;
         if (mc_proto_heartbeat_req_encode(&req, buf, sizeof(buf), &len) == 0 &&
-            master_call(cl, MC_WIRE_HEARTBEAT, buf, len, now + a->cfg.heartbeat_ms * 2,
-                        hb_done, cl) == 0)
+            mc_ucx_rpc_call(cl->master, MC_WIRE_HEARTBEAT, buf, len,
+                            now + a->cfg.heartbeat_ms * 2, hb_done, cl, NULL) == 0) {
             cl->hb_busy = true;
+            master_asked(cl);
+        }
     }
     if (now >= cl->next_fence_ms) {
         cl->next_fence_ms = now + FENCE_RETRY_MS;
@@ -1667,6 +1756,8 @@ static void segments_forget(struct cluster *cl)
     }
 }
 
+#define JOIN_RETRY_MS 200u /* between two HELLOs while our name is held by a live agent */
+
 static int join(struct cluster *cl, uint64_t deadline)
 {
     struct mc_agent *a = cl->a;
@@ -1674,6 +1765,7 @@ static int join(struct cluster *cl, uint64_t deadline)
     struct mc_proto_hello_rep hrep;
     struct sync_call sc;
     size_t alen, len;
+    bool name_waited = false;
     uint64_t now;
     int err;
 
@@ -1690,15 +1782,35 @@ static int join(struct cluster *cl, uint64_t deadline)
         mc_error("master %s: %s", a->cfg.master_addr, mc_strerror(err));
         return err;
     }
-    err = mc_ucx_ep_connect(cl->u, addr, alen, &cl->master);
-    if (err == 0)
-        err = hello_encode(cl, buf, sizeof(buf), &len);
-    if (err == 0)
-        err = sync_call(cl, cl->master, MC_WIRE_HELLO, buf, len, deadline, &sc);
-    if (err == 0) {
-        err = mc_proto_hello_rep_decode(sc.reply, sc.len, &hrep) == 0 ? hrep.status
-                                                                        : MC_ERR_PROTO;
-        free(sc.reply);
+    /* a name held by a live agent is refused (MC_ERR_EXISTS). That agent may be one that
+     * just died, whose endpoint the master has not seen fail yet (or whose heartbeats it
+     * has not yet seen stop for node_ttl_ms): ask again until the deadline */
+    for (;;) {
+        err = mc_ucx_ep_connect(cl->u, addr, alen, &cl->master);
+        if (err == 0)
+            err = hello_encode(cl, buf, sizeof(buf), &len);
+        if (err == 0)
+            err = sync_call(cl, cl->master, MC_WIRE_HELLO, buf, len, deadline, &sc);
+        if (err == 0) {
+            err = mc_proto_hello_rep_decode(sc.reply, sc.len, &hrep) == 0 ? hrep.status
+                                                                            : MC_ERR_PROTO;
+            free(sc.reply);
+        }
+        if (err != MC_ERR_EXISTS || agent_now_ms() + JOIN_RETRY_MS >= deadline)
+            break;
+        if (!name_waited)
+            mc_warn("node name %s is held by a live agent: asking again until "
+                    "connect_timeout_ms",
+                    cl->name);
+        name_waited = true;
+        mc_ucx_ep_close(cl->master, true);
+        cl->master = NULL;
+        poll(NULL, 0, JOIN_RETRY_MS);
+    }
+    if (err == MC_ERR_EXISTS) {
+        mc_error("joining the master at %s: node name %s is in use by another live agent",
+                 a->cfg.master_addr, cl->name);
+        return MC_ERR_DENIED; /* refused: exit status 3 */
     }
     if (err != 0) {
         mc_error("joining the master at %s: %s", a->cfg.master_addr,
@@ -1751,6 +1863,16 @@ int cluster_create(struct mc_agent *a)
     a->cl = cl;
     cl->a = a;
     cl->listen_fd = -1;
+    if (getrandom(&cl->incarnation, sizeof(cl->incarnation), 0) !=
+        (ssize_t)sizeof(cl->incarnation)) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts); /* unique enough: pid and nanoseconds */
+        cl->incarnation = (uint64_t)getpid() << 32 ^ (uint64_t)ts.tv_nsec ^
+                          (uint64_t)ts.tv_sec << 20;
+    }
+    if (cl->incarnation == 0)
+        cl->incarnation = 1; /* 0 means "none sent" */
     if (a->cfg.node_name != NULL) {
         snprintf(cl->name, sizeof(cl->name), "%s", a->cfg.node_name);
     } else if (gethostname(cl->name, sizeof(cl->name)) != 0) {
@@ -1794,7 +1916,10 @@ int cluster_create(struct mc_agent *a)
     if (err != 0)
         return err;
     cl->mstate = M_UP;
-    return ml_create_remote(cl->master, cl->node, a->cfg.op_timeout_ms, &a->ml);
+    err = ml_create_remote(cl->master, cl->node, a->cfg.op_timeout_ms, &a->ml);
+    if (err == 0)
+        ml_set_events(a->ml, ml_event_cb, cl);
+    return err;
 }
 
 void cluster_leave(struct mc_agent *a)

@@ -90,7 +90,8 @@ static int run(const struct mc_agent_config *cfg, const char *ready)
     rc = mc_agent_run(a);
     mc_info("stopped");
     mc_agent_destroy(a);
-    return rc == 0 ? 0 : 1;
+    /* MC_ERR_DENIED: the master refused us after all (our name is another live agent's) */
+    return rc == 0 ? 0 : rc == MC_ERR_DENIED ? 3 : 1;
 }
 
 int main(int argc, char **argv)

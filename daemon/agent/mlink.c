@@ -18,6 +18,8 @@
 
 struct batch {
     struct batch *next;        /* free list */
+    struct batch *iprev, *inext; /* in flight: UCX holds its call */
+    bool inflight;
     struct mlink *ml;
     enum ml_kind kind;
     uint32_t n;
@@ -35,6 +37,11 @@ struct mlink {
     uint32_t nqueued[ML__COUNT];
     size_t pending;            /* queued + in flight */
     uint32_t inflight_batches;
+    struct batch *inflight;
+    bool held;                 /* the master does not answer (ml_hold) */
+    int held_status;
+    ml_event_fn ev;
+    void *ev_ctx;
     uint8_t *frame;            /* ML_FRAME_CAP: encoding */
     /* decoding scratch: one reply is decoded at a time */
     int results[ML_BATCH_MAX];
@@ -182,6 +189,11 @@ void ml_submit(struct mlink *ml, struct ml_req *r)
         run_local(ml, r);
         return;
     }
+    if (ml->held && r->done != NULL) {
+        r->res = ml->held_status; /* fail fast: nobody waits on a master that is silent */
+        req_end(ml, r);
+        return;
+    }
     r->next = NULL;
     if (ml->tail[r->kind] != NULL)
         ml->tail[r->kind]->next = r;
@@ -194,6 +206,15 @@ void ml_submit(struct mlink *ml, struct ml_req *r)
 
 static void batch_free(struct mlink *ml, struct batch *b)
 {
+    if (b->inflight) {
+        if (b->iprev != NULL)
+            b->iprev->inext = b->inext;
+        else
+            ml->inflight = b->inext;
+        if (b->inext != NULL)
+            b->inext->iprev = b->iprev;
+        b->inflight = false;
+    }
     b->next = ml->free_batches;
     ml->free_batches = b;
     ml->inflight_batches--;
@@ -291,11 +312,41 @@ static int decode_reply(struct mlink *ml, struct batch *b, const void *pl, size_
     return 0;
 }
 
+static void event(struct mlink *ml, enum ml_event ev)
+{
+    if (ml->ev != NULL)
+        ml->ev(ml->ev_ctx, ev);
+}
+
+/* A request whose caller was told it failed (ml_hold) came back granted: undo the grant,
+ * fire-and-forget. true when r went out again as that. */
+static bool orphan_undo(struct mlink *ml, struct ml_req *r)
+{
+    struct mc_master_ref ref = {.node = ml->node};
+
+    if (r->done != NULL || r->res != 0)
+        return false;
+    if (r->kind == ML_PUT_START) {
+        ref.version = r->out.grant.version;
+        r->kind = ML_PUT_REVOKE;
+    } else if (r->kind == ML_GET) {
+        ref.version = r->out.get.lease.version;
+        ref.epoch = r->out.get.lease.epoch;
+        r->kind = ML_LEASE_RELEASE;
+    } else {
+        return false;
+    }
+    r->in.ref = ref;
+    ml_submit(ml, r);
+    return true;
+}
+
 static void batch_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
                        size_t len)
 {
     struct batch *b = ctx;
     struct mlink *ml = b->ml;
+    bool answered = status == 0, refused = false;
     uint32_t i;
 
     (void)hdr;
@@ -303,15 +354,27 @@ static void batch_done(void *ctx, int status, const struct mc_wire_hdr *hdr, con
         status = MC_ERR_UNAVAILABLE; /* we closed the endpoint: the master was lost */
     if (status == 0)
         status = decode_reply(ml, b, pl, len);
+    if (answered && status == MC_ERR_DENIED) {
+        /* the whole batch refused: the master does not take us for the node we say we are
+         * (it declared us dead, or another endpoint holds our name). Not the callers' fault
+         * and not for good: they may retry once the owner has joined again */
+        refused = true;
+        status = MC_ERR_UNAVAILABLE;
+    }
     if (status != 0) {
         batch_fail(ml, b, status);
-        return;
+    } else {
+        for (i = 0; i < b->n; i++) {
+            ml->pending--;
+            if (!orphan_undo(ml, b->items[i]))
+                req_end(ml, b->items[i]);
+        }
+        batch_free(ml, b);
     }
-    for (i = 0; i < b->n; i++) {
-        ml->pending--;
-        req_end(ml, b->items[i]);
-    }
-    batch_free(ml, b);
+    if (answered)
+        event(ml, ML_EV_ANSWERED);
+    if (refused)
+        event(ml, ML_EV_REFUSED);
 }
 
 static uint16_t wire_type(enum ml_kind k)
@@ -412,9 +475,18 @@ static void send_one(struct mlink *ml, enum ml_kind k)
     if (rc == 0)
         rc = mc_ucx_rpc_call(ml->ep, wire_type(k), ml->frame, len,
                              mc_ucx_now_ms() + ml->op_timeout_ms, batch_done, b, NULL);
-    if (rc != 0)
+    if (rc != 0) {
         batch_fail(ml, b, rc == MC_ERR_INVALID || rc == MC_ERR_TOO_LARGE ? MC_ERR_INTERNAL
                                                                           : rc);
+        return;
+    }
+    b->inflight = true;
+    b->iprev = NULL;
+    b->inext = ml->inflight;
+    if (ml->inflight != NULL)
+        ml->inflight->iprev = b;
+    ml->inflight = b;
+    event(ml, ML_EV_SENT);
 }
 
 bool ml_flush(struct mlink *ml)
@@ -462,6 +534,76 @@ void ml_reset(struct mlink *ml, struct mc_ucx_ep *ep, int status)
         ml->tail[k] = NULL;
     }
     ml->ep = ep;
+}
+
+void ml_set_events(struct mlink *ml, ml_event_fn fn, void *ctx)
+{
+    ml->ev = fn;
+    ml->ev_ctx = ctx;
+}
+
+void ml_hold(struct mlink *ml, bool hold, int status)
+{
+    struct ml_req *fail = NULL, **tail = &fail, *r, *prev;
+    struct batch *b;
+    uint32_t i;
+    int k;
+
+    ml->held = hold;
+    ml->held_status = status;
+    if (!hold || ml->m != NULL)
+        return;
+    /* collect first, end after: a done callback may submit again */
+    for (k = 0; k < ML__COUNT; k++) {
+        prev = NULL;
+        for (r = ml->head[k]; r != NULL;) {
+            struct ml_req *next = r->next;
+
+            if (r->done == NULL) {
+                prev = r;
+                r = next;
+                continue;
+            }
+            if (prev != NULL)
+                prev->next = next;
+            else
+                ml->head[k] = next;
+            if (ml->tail[k] == r)
+                ml->tail[k] = prev;
+            ml->nqueued[k]--;
+            ml->pending--;
+            r->next = NULL;
+            *tail = r;
+            tail = &r->next;
+            r = next;
+        }
+    }
+    /* in flight: the caller's request ends now; a copy takes its place in the batch, to
+     * take care of the answer if one still comes (orphan_undo). Without memory for the
+     * copy, the request stays and ends with its call. */
+    for (b = ml->inflight; b != NULL; b = b->inext) {
+        for (i = 0; i < b->n; i++) {
+            struct ml_req *o;
+
+            r = b->items[i];
+            if (r->done == NULL)
+                continue;
+            o = ml_req_new(ml, r->kind, r->key, r->key_len, NULL, NULL);
+            if (o == NULL)
+                continue;
+            o->in = r->in;
+            o->user_data = r->user_data;
+            b->items[i] = o;
+            r->next = NULL;
+            *tail = r;
+            tail = &r->next;
+        }
+    }
+    while ((r = fail) != NULL) {
+        fail = r->next;
+        r->res = status;
+        req_end(ml, r);
+    }
 }
 
 void ml_destroy(struct mlink *ml)

@@ -67,6 +67,14 @@ struct ml_req {
     char key[MC_KEY_MAX];
 };
 
+/* What the link tells its owner about the master (remote only), for its liveness. */
+enum ml_event {
+    ML_EV_SENT,     /* a batch went out */
+    ML_EV_ANSWERED, /* the master answered a batch (whatever it said) */
+    ML_EV_REFUSED,  /* ... refusing the whole batch: it does not know us (any more) */
+};
+typedef void (*ml_event_fn)(void *ctx, enum ml_event ev);
+
 /* In-process: every call goes to `m` (not owned). */
 int ml_create_local(struct mc_master *m, struct mlink **ml_p);
 /* Remote: calls go to mc-master on `ep` (not owned) as node `node`; op_timeout_ms bounds
@@ -91,5 +99,18 @@ size_t ml_pending(const struct mlink *ml);
 /* The master endpoint failed or was replaced: fail everything in flight or queued with
  * `status` and, for `ep` != NULL, continue on it. */
 void ml_reset(struct mlink *ml, struct mc_ucx_ep *ep, int status);
+/* Events (remote): fn(ctx, ev) runs from ml_flush and from the UCX progress that brought a
+ * reply, after the requests concerned ended. */
+void ml_set_events(struct mlink *ml, ml_event_fn fn, void *ctx);
+/*
+ * hold true: the master does not answer. Every request someone waits for ends now with
+ * `status`, queued or in flight, and so does every new one, inside ml_submit; fire-and-forget
+ * requests (revokes, lease releases) still go out, for when it answers. An in-flight request
+ * that was ended this way stays in its batch under a copy of its own: a late grant of a put
+ * is revoked and a late lease released, so nothing stays allocated or leased for a caller
+ * that was told the call failed (a late PUT_END may still publish: the caller's retry then
+ * meets MC_ERR_EXISTS). hold false: back to normal.
+ */
+void ml_hold(struct mlink *ml, bool hold, int status);
 
 #endif /* MC_AGENT_MLINK_H */

@@ -1437,6 +1437,33 @@ int mc_master_node_register(struct mc_master *m, const char *name, const char *d
     return 0;
 }
 
+int mc_master_node_find(const struct mc_master *m, const char *name, uint32_t *node_p)
+{
+    uint32_t i;
+
+    for (i = 0; i < m->nnodes; i++) {
+        if (m->nodes[i].state == NODE_ALIVE && strcmp(m->nodes[i].name, name) == 0) {
+            *node_p = m->nodes[i].id;
+            return 0;
+        }
+    }
+    return MC_ERR_NOT_FOUND;
+}
+
+uint32_t mc_master_nodes_refresh(struct mc_master *m)
+{
+    uint64_t ms = now_ms(m);
+    uint32_t i, n = 0;
+
+    for (i = 0; i < m->nnodes; i++) {
+        if (m->nodes[i].state == NODE_ALIVE) {
+            m->nodes[i].last_hb_ms = ms;
+            n++;
+        }
+    }
+    return n;
+}
+
 int mc_master_node_heartbeat(struct mc_master *m, uint32_t node)
 {
     struct node *n = node_get(m, node);

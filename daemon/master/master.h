@@ -150,8 +150,15 @@ void mc_master_destroy(struct mc_master *m);
  * a dead one gets a new id. Errors: MC_ERR_INVALID, MC_ERR_NO_SPACE (node table full). */
 int mc_master_node_register(struct mc_master *m, const char *name, const char *domain,
                             uint32_t *node_p);
+/* The id of the live node registered as `name` in *node_p; MC_ERR_NOT_FOUND when none is.
+ * Changes nothing (unlike mc_master_node_register, it does not count as a heartbeat). */
+int mc_master_node_find(const struct mc_master *m, const char *name, uint32_t *node_p);
 /* Errors: MC_ERR_NOT_FOUND when the node is unknown or was declared dead. */
 int mc_master_node_heartbeat(struct mc_master *m, uint32_t node);
+/* Every live node counts as heard from now: for a front end that finds it did not run for
+ * a while (the process was stopped, the machine stalled), so that the clock that moved on
+ * meanwhile is not read as silence of the nodes. Returns how many nodes it refreshed. */
+uint32_t mc_master_nodes_refresh(struct mc_master *m);
 /* A graceful exit: unmounts the node's segments now; its puts are revoked (a put_end of
  * one is MC_ERR_CANCELED, a new put of the key displaces it at once, the sweep marks the
  * rest for fencing). */

@@ -41,6 +41,7 @@ struct peer {
     struct mc_ucx_ep *ep;
     bool authed;
     uint64_t session; /* of the HELLO that authenticated it (ucx.h, sessions) */
+    uint64_t incarnation; /* the agent process behind it, as its HELLO said */
     uint32_t node;
     struct peer *prev, *next;
 };
@@ -67,6 +68,8 @@ struct mc_mcmaster_server {
     struct seg_blobs *segs;
     size_t nsegs;
     bool stopping;
+    uint64_t last_turn_ms; /* when the loop last ran (stall detection) */
+    uint64_t stall_ms;     /* a gap between two turns longer than this: we did not run */
     /* boot message: header + worker address */
     void *boot;
     size_t boot_len;
@@ -176,6 +179,23 @@ static int h_hello(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     }
     copy_name(name, &req.name);
     copy_name(domain, &req.domain);
+    /* A name is one agent's while that agent is live: it has an endpoint here that passed
+     * HELLO, has not failed, and its node still heartbeats within node_ttl_ms. Only the
+     * same process (its incarnation) may take it over then, when it reconnects; any other
+     * is refused, so a second agent started under a live node's name cannot unmount the
+     * first one's segment. A dead agent's endpoint fails (or its node is declared dead at
+     * the TTL), and then a restart under its name is welcome. */
+    if (mc_master_node_find(s->m, name, &node) == 0) {
+        for (q = s->peers; q != NULL; q = q->next) {
+            if (q != p && q->authed && q->node == node &&
+                req.incarnation != 0 && q->incarnation != req.incarnation) {
+                mc_warn("HELLO as %s refused: node %u of that name is live (another agent "
+                        "process)",
+                        name, node);
+                return MC_ERR_EXISTS;
+            }
+        }
+    }
     rc = mc_master_node_register(s->m, name, domain[0] != '\0' ? domain : NULL, &node);
     if (rc != 0)
         return rc;
@@ -191,6 +211,7 @@ static int h_hello(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     }
     p->authed = true;
     p->node = node;
+    p->incarnation = req.incarnation;
     rep.node = node;
     rep.node_ttl_ms = mcfg->node_ttl_ms;
     rep.lease_ttl_ms = mcfg->lease_ttl_ms;
@@ -685,6 +706,11 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
         return MC_ERR_NOMEM;
     s->listen_fd = s->timer_fd = s->signal_fd = -1;
     s->max_peers = cfg->max_peers;
+    /* half the TTL: a stall that long would have let a node's heartbeats lapse; never
+     * below two ticks, the gap an idle loop itself may leave */
+    s->stall_ms = cfg->master.node_ttl_ms / 2;
+    if (s->stall_ms < 2 * cfg->master.tick_ms)
+        s->stall_ms = 2 * cfg->master.tick_ms;
     if (cfg->cluster_token != NULL && cfg->cluster_token[0] != '\0') {
         s->token = strdup(cfg->cluster_token);
         if (s->token == NULL) {
@@ -857,6 +883,11 @@ static void on_timer(struct mc_mcmaster_server *s)
 
     if (read(s->timer_fd, &ticks, sizeof(ticks)) != (ssize_t)sizeof(ticks))
         return;
+    /* read what the agents sent first: their heartbeats may wait in the worker (after a
+     * stall, all of them), and liveness must be judged on what arrived, not on what we
+     * have not looked at yet. Bounded: a flood of requests cannot hold the tick off. */
+    for (int i = 0; i < 1024 && mc_ucx_progress(s->u); i++)
+        ;
     {
         struct mc_master_stats before, after;
 
@@ -887,12 +918,24 @@ int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
         /* sleep only when UCX says it is safe; otherwise just look at the other fds */
         int timeout = (mc_ucx_progress(s->u) || !mc_ucx_arm(s->u)) ? 0 : 1000;
 
+        uint64_t now;
+
         if (poll(pfd, 4, timeout) < 0) {
             if (errno == EINTR)
                 continue;
             mc_error("poll: %s", strerror(errno));
             return MC_ERR_IO;
         }
+        /* the timer wakes us every tick_ms: a much longer gap means this process did not
+         * run (SIGSTOP, a stalled VM), and the nodes' silence meanwhile is ours, not
+         * theirs. Every node gets a fresh TTL before the tick may judge any. */
+        now = mc_ucx_now_ms();
+        if (s->last_turn_ms != 0 && now - s->last_turn_ms > s->stall_ms)
+            mc_warn("the master did not run for %llu ms (stopped or stalled): %u node(s) "
+                    "get a fresh node_ttl_ms",
+                    (unsigned long long)(now - s->last_turn_ms),
+                    mc_master_nodes_refresh(s->m));
+        s->last_turn_ms = now;
         if (pfd[0].revents & POLLIN)
             on_signal(s);
         if (pfd[1].revents & POLLIN)

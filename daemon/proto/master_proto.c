@@ -2,7 +2,8 @@
  * The master RPC payload codecs (master_proto.h). Layouts, all integers little-endian,
  * "blob" = uint32 length + bytes, [..] = only when the reply's status is 0:
  *
- *   HELLO                 blob token, blob name, blob domain
+ *   HELLO                 blob token, blob name, blob domain, u64 incarnation (left
+ *                         out when 0: agents that predate it send none)
  *   HELLO_REPLY           i32 status [u32 node, u64 node_ttl_ms, u64 lease_ttl_ms]
  *   MOUNT                 u32 node, u32 kind, u64 base, u64 size, blob worker_addr, blob rkey
  *   MOUNT_REPLY           i32 status [u32 seg]
@@ -338,6 +339,8 @@ int mc_proto_hello_req_encode(const struct mc_proto_hello_req *m, void *buf, siz
     mc_wire_put_blob(&w, m->token.p, m->token.len);
     mc_wire_put_blob(&w, m->name.p, m->name.len);
     mc_wire_put_blob(&w, m->domain.p, m->domain.len);
+    if (m->incarnation != 0)
+        mc_wire_put_u64(&w, m->incarnation);
     return encode_end(&w, buf, len_p);
 }
 
@@ -349,6 +352,8 @@ int mc_proto_hello_req_decode(const void *buf, size_t len, struct mc_proto_hello
     get_bytes(&r, 0, MC_PROTO_TOKEN_MAX, &m_p->token);
     get_name(&r, 1, &m_p->name);
     get_name(&r, 0, &m_p->domain);
+    /* optional: a HELLO without it is from a sender that predates it */
+    m_p->incarnation = mc_wire_reader_left(&r) > 0 ? mc_wire_get_u64(&r) : 0;
     return decode_end(&r);
 }
 

@@ -97,10 +97,13 @@ struct mc_proto_hello_req {
                                      whether an empty token is acceptable */
     struct mc_proto_bytes name;   /* node name, 1..MC_PROTO_NAME_MAX graphic ASCII */
     struct mc_proto_bytes domain; /* failure domain, 0..MC_PROTO_NAME_MAX (0: the node's own) */
+    uint64_t incarnation;         /* random per agent process, the same across its
+                                     reconnects (0: not sent, a sender that predates it) */
 };
 
 struct mc_proto_hello_rep {
-    int32_t status;        /* 0, MC_ERR_DENIED (token), MC_ERR_INVALID, MC_ERR_NO_SPACE, ... */
+    int32_t status;        /* 0, MC_ERR_DENIED (token), MC_ERR_EXISTS (the name is held by
+                              another live agent), MC_ERR_INVALID, MC_ERR_NO_SPACE, ... */
     uint32_t node;         /* the node id (status 0) */
     uint64_t node_ttl_ms;  /* liveness TTL: heartbeat well within it (status 0, > 0) */
     uint64_t lease_ttl_ms; /* read lease lifetime (status 0, > 0) */

@@ -238,7 +238,10 @@ void mc_close(mc_client_t *c);
  *         MC_ERR_TIMEOUT    the deadline passed; the put was revoked, unless the object had
  *                           already been published when the deadline passed, so a retry
  *                           may see MC_ERR_EXISTS;
- *         MC_ERR_IO, MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ *         MC_ERR_UNAVAILABLE (besides a lost agent) the master was unreachable or lost this
+ *                           put (it restarted, or declared the agent dead); as with
+ *                           MC_ERR_TIMEOUT, a retry may see MC_ERR_EXISTS;
+ *         MC_ERR_IO, MC_ERR_NOMEM, MC_ERR_PROTO, MC_ERR_INTERNAL.
  */
 int mc_put(mc_client_t *c, const char *key, const void *buf, size_t len,
            const mc_put_opts_t *o);

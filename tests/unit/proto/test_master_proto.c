@@ -122,7 +122,7 @@ START_TEST(test_proto_hello_round_trip)
 {
     struct mc_proto_hello_req q = {{(const uint8_t *)"s3cret", 6},
                                    {(const uint8_t *)"node-a", 6},
-                                   {(const uint8_t *)"rack1", 5}};
+                                   {(const uint8_t *)"rack1", 5}, 0};
     struct mc_proto_hello_req dq;
     struct mc_proto_hello_rep p = {0, 7, 10000, 9000}, dp;
     size_t len;
@@ -141,6 +141,15 @@ START_TEST(test_proto_hello_round_trip)
     ck_assert_int_eq(mc_proto_hello_req_encode(&q, t_buf, sizeof(t_buf), &len), 0);
     ck_assert_int_eq(mc_proto_hello_req_decode(t_buf, len, &dq), 0);
     ck_assert_uint_eq(dq.token.len + dq.domain.len, 0);
+    ck_assert_uint_eq(dq.incarnation, 0); /* none sent: 0 */
+
+    q.incarnation = UINT64_C(0x0123456789abcdef); /* sent only when not 0 */
+    ck_assert_int_eq(mc_proto_hello_req_encode(&q, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_uint_eq(len, 4 + 0 + 4 + 6 + 4 + 0 + 8);
+    ck_assert_int_eq(mc_proto_hello_req_decode(t_buf, len, &dq), 0);
+    ck_assert_uint_eq(dq.incarnation, UINT64_C(0x0123456789abcdef));
+    ck_assert_int_eq(mc_proto_hello_req_decode(t_buf, len - 1, &dq), MC_ERR_PROTO);
+    q.incarnation = 0;
 
     ck_assert_int_eq(mc_proto_hello_rep_encode(&p, t_buf, sizeof(t_buf), &len), 0);
     ck_assert_uint_eq(len, 24);
@@ -1187,7 +1196,7 @@ START_TEST(test_proto_encoders_refuse_invalid)
 
     /* each encoder refuses what its decoder would refuse, and leaves *len_p alone */
     m->hello_req =
-        (struct mc_proto_hello_req){{NULL, 0}, {(const uint8_t *)"a b", 3}, {NULL, 0}};
+        (struct mc_proto_hello_req){{NULL, 0}, {(const uint8_t *)"a b", 3}, {NULL, 0}, 0};
     ck_assert_int_eq(t_encode(MC_WIRE_HELLO, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
     m->hello_req.name = (struct mc_proto_bytes){big, MC_PROTO_NAME_MAX + 1};
     ck_assert_int_eq(t_encode(MC_WIRE_HELLO, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
