@@ -683,6 +683,31 @@ START_TEST(test_api_agent_gone_unavailable)
 }
 END_TEST
 
+/* mc_client_status tells "reconnect" (the agent is gone: non-zero) from "retry" (0). */
+START_TEST(test_api_client_status_reconnect_or_retry)
+{
+    mc_client_t *idle;
+
+    ck_assert_int_eq(mc_client_status(NULL), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_client_status(g_c), 0);
+    ck_assert_int_eq(mc_connect(g_agent.sock, &idle), 0);
+    ck_assert_int_eq(mc_client_status(idle), 0);
+    t_agent_kill(&g_agent);
+    ck_assert_int_eq(mc_exist(g_c, "k"), MC_ERR_UNAVAILABLE);
+    ck_assert_int_eq(mc_client_status(g_c), MC_ERR_UNAVAILABLE);
+    /* a client that made no call since: the lost connection shows all the same */
+    ck_assert_int_eq(mc_client_status(idle), MC_ERR_UNAVAILABLE);
+    mc_close(idle);
+    mc_close(g_c);
+    /* reconnect, to a new agent: a fresh client is usable */
+    t_agent_start(&g_agent, DRAM, NULL);
+    ck_assert_int_eq(mc_connect(g_agent.sock, &g_c), 0);
+    ck_assert_int_eq(mc_client_status(g_c), 0);
+    ck_assert_int_eq(mc_exist(g_c, "k"), 0);
+    ck_assert_int_eq(mc_client_status(g_c), 0);
+}
+END_TEST
+
 /* This test kills the agent itself: teardown only cleans up. */
 static void teardown_killed(void)
 {
@@ -728,6 +753,7 @@ static Suite *api_suite(void)
     tcase_add_checked_fixture(tk, setup, teardown_killed);
     tcase_set_timeout(tk, 60);
     tcase_add_test(tk, test_api_agent_gone_unavailable);
+    tcase_add_test(tk, test_api_client_status_reconnect_or_retry);
     suite_add_tcase(s, tk);
     return s;
 }
