@@ -55,6 +55,9 @@
 #include "shm/ring.h"
 #include "shm/sqe_check.h"
 
+/* The agent hands a client's ttl_ms to the master as is: both must refuse the same TTLs. */
+_Static_assert(MC_MASTER_TTL_MAX_MS == MC_TTL_MAX_MS, "the master's TTL bound is mc.h's");
+
 /* ---------------------------------------------------------------------------------------- */
 
 static uint64_t now_ns(void)

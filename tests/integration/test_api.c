@@ -620,6 +620,53 @@ START_TEST(test_api_eviction_under_pressure)
 }
 END_TEST
 
+/* A TTL ends to the ms (not at the master's next 10 ms tick), and TTLs above MC_TTL_MAX_MS
+ * are refused (they used to be capped, or wrap to "no TTL" near 2^64). */
+START_TEST(test_api_ttl_precise_and_bounded)
+{
+    mc_put_opts_t o = MC_PUT_OPTS_INIT;
+    const char *keys[1] = {"t-huge"};
+    const void *bufs[1];
+    size_t lens[1] = {64};
+    uint8_t buf[64];
+    mc_obj_info_t info;
+    mc_op_t *op;
+    uint64_t t0;
+    int res[1];
+
+    fill(buf, sizeof(buf), 70);
+    bufs[0] = buf;
+    for (int i = 0; i < 5; i++) {
+        char key[32];
+
+        snprintf(key, sizeof(key), "t1/%d", i);
+        o.ttl_ms = 1;
+        ck_assert_int_eq(mc_put(g_c, key, buf, sizeof(buf), &o), 0);
+        t0 = t_now_ms();
+        while (t_now_ms() - t0 < 6) /* 5 ms after the put returned, at least */
+            t_poll_pause();
+        ck_assert_msg(mc_get(g_c, key, buf, sizeof(buf), NULL) == MC_ERR_NOT_FOUND,
+                      "a 1 ms TTL object read %llu ms after its put",
+                      (unsigned long long)(t_now_ms() - t0));
+        ck_assert_int_eq(mc_exist(g_c, key), 0);
+    }
+
+    o.ttl_ms = MC_TTL_MAX_MS + 1;
+    ck_assert_int_eq(mc_put(g_c, "t-huge", buf, sizeof(buf), &o), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_put_async(g_c, "t-huge", buf, sizeof(buf), &o, &op), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_batch_put(g_c, 1, keys, bufs, lens, &o, res), 0);
+    ck_assert_int_eq(res[0], MC_ERR_INVALID);
+    o.ttl_ms = UINT64_MAX;
+    ck_assert_int_eq(mc_put(g_c, "t-huge", buf, sizeof(buf), &o), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_exist(g_c, "t-huge"), 0);
+    o.ttl_ms = MC_TTL_MAX_MS;
+    ck_assert_int_eq(mc_put(g_c, "t-huge", buf, sizeof(buf), &o), 0);
+    ck_assert_int_eq(mc_stat(g_c, "t-huge", &info), 0);
+    ck_assert_uint_le(info.ttl_remaining_ms, MC_TTL_MAX_MS);
+    ck_assert_uint_gt(info.ttl_remaining_ms, MC_TTL_MAX_MS - 60000);
+}
+END_TEST
+
 /* --- deadlines and a lost agent --------------------------------------------------------- */
 
 START_TEST(test_api_timeout_stopped_agent)
@@ -743,6 +790,7 @@ static Suite *api_suite(void)
     tcase_add_test(tc, test_api_processes_share_store);
     tcase_add_test(tc, test_api_eviction_under_pressure);
     tcase_add_test(tc, test_api_timeout_stopped_agent);
+    tcase_add_test(tc, test_api_ttl_precise_and_bounded);
     suite_add_tcase(s, tc);
 
     tcase_add_checked_fixture(ts, setup_scarce, teardown);
