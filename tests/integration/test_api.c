@@ -5,6 +5,7 @@
  * and a lost agent. Every test starts its own agent (t_agent.h) and runs forked (Check).
  */
 #include <check.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -755,6 +756,87 @@ START_TEST(test_api_client_status_reconnect_or_retry)
 }
 END_TEST
 
+/* The agent's ready file says "clients can connect": a clean stop (SIGTERM) removes it. */
+START_TEST(test_api_agent_clean_exit_removes_ready_file)
+{
+    int status = -1;
+
+    ck_assert_int_eq(access(g_agent.ready, F_OK), 0);
+    mc_close(g_c);
+    g_c = NULL;
+    kill(g_agent.pid, SIGTERM);
+    ck_assert(t_agent_reap(&g_agent, t_now_ms() + T_AGENT_STOP_MS, &status));
+    g_agent.pid = 0;
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_msg(access(g_agent.ready, F_OK) != 0, "ready file %s left after a clean exit",
+                  g_agent.ready);
+}
+END_TEST
+
+/* Whether the file at path contains needle. */
+static bool file_has(const char *path, const char *needle)
+{
+    char buf[16384];
+    size_t n;
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL)
+        return false;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+/* A second agent on a live agent's socket fails at once, before it allocates (and
+ * prefaults) its DRAM, with exit status 1; the first keeps serving. */
+START_TEST(test_api_agent_socket_taken_fails_fast)
+{
+    const char *bin = getenv("MC_AGENT_BIN");
+    char log[600];
+    uint8_t buf[100];
+    mc_client_t *c2;
+    uint64_t t0, took;
+    int status = -1, fd;
+    pid_t pid;
+
+    fill(buf, sizeof(buf), 61);
+    ck_assert_int_eq(mc_put(g_c, "k", buf, sizeof(buf), NULL), 0);
+    snprintf(log, sizeof(log), "%s/second.log", g_agent.dir);
+    t0 = t_now_ms();
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            dup2(fd, 2);
+        execl(bin, bin, "--standalone", "--socket", g_agent.sock, "--dram", "4G",
+              (char *)NULL);
+        _exit(127);
+    }
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (t_now_ms() - t0 > 20000) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            ck_abort_msg("the second agent still runs after 20 s");
+        }
+        t_poll_pause();
+    }
+    took = t_now_ms() - t0;
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "second agent: status %d",
+                  status);
+    ck_assert_msg(file_has(log, "another agent is listening"), "no 'socket taken' message");
+    ck_assert_msg(!file_has(log, "prefaulted"), "the second agent allocated its DRAM first");
+    ck_assert_msg(took < 1000, "the second agent took %llu ms to fail",
+                  (unsigned long long)took);
+    /* the first agent still serves, old clients and new */
+    ck_assert_int_eq(mc_exist(g_c, "k"), 1);
+    ck_assert_int_eq(mc_connect(g_agent.sock, &c2), 0);
+    ck_assert_int_eq(mc_get(c2, "k", buf, sizeof(buf), NULL), 0);
+    mc_close(c2);
+}
+END_TEST
+
 /* This test kills the agent itself: teardown only cleans up. */
 static void teardown_killed(void)
 {
@@ -791,6 +873,7 @@ static Suite *api_suite(void)
     tcase_add_test(tc, test_api_eviction_under_pressure);
     tcase_add_test(tc, test_api_timeout_stopped_agent);
     tcase_add_test(tc, test_api_ttl_precise_and_bounded);
+    tcase_add_test(tc, test_api_agent_socket_taken_fails_fast);
     suite_add_tcase(s, tc);
 
     tcase_add_checked_fixture(ts, setup_scarce, teardown);
@@ -802,6 +885,7 @@ static Suite *api_suite(void)
     tcase_set_timeout(tk, 60);
     tcase_add_test(tk, test_api_agent_gone_unavailable);
     tcase_add_test(tk, test_api_client_status_reconnect_or_retry);
+    tcase_add_test(tk, test_api_agent_clean_exit_removes_ready_file);
     suite_add_tcase(s, tk);
     return s;
 }
