@@ -11,8 +11,8 @@
  * ready file is written (by rename, with our pid; in cluster mode "PID PORT" with the port
  * of --listen) once the socket accepts and, in cluster mode, once the agent is
  * authenticated at the master and its segment is mounted, and removed when the agent
- * stops. SIGTERM or SIGINT stops the agent cleanly. Exit: 0 clean stop, 2 usage or config error, 3 refused by the master
- * (token, name), 1 anything else.
+ * stops. SIGTERM or SIGINT stops the agent cleanly. Exit: 0 clean stop, 2 usage or config
+ * error, 3 refused by the master (token, name), 1 anything else.
  */
 #include <stdio.h>
 #include <stdlib.h>
