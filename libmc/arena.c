@@ -252,30 +252,17 @@ static bool range_busy_locked(struct mc_client *c, uintptr_t lo, uintptr_t hi)
     return false;
 }
 
-MC_EXPORT int mc_buf_free(mc_client_t *c, void *ptr)
+/* Free the block at off in arena a unless an op owns part of it; arena_mu held. */
+static int buf_free_locked(struct mc_client *c, struct mc_arena *a, void *ptr, uint64_t off)
 {
     struct mc_arena_blk *b, *nb;
-    struct mc_arena *a;
-    uint32_t id;
-    uint64_t off;
-    int err = MC_ERR_INVALID;
 
-    if (c == NULL)
-        return MC_ERR_INVALID;
-    if (ptr == NULL)
-        return 0;
-    if (!mc_arena_find(c, ptr, 1, &id, &off))
-        return MC_ERR_INVALID;
-    a = &c->arenas[id];
-    pthread_mutex_lock(&c->arena_mu);
     for (b = a->blocks; b != NULL && b->off < off; b = b->next)
         ;
     if (b == NULL || b->off != off || !b->used)
-        goto out_unlock; /* not a pointer mc_buf_alloc returned, or freed already */
-    if (range_busy_locked(c, (uintptr_t)ptr, (uintptr_t)ptr + b->len)) {
-        err = MC_ERR_BUSY;
-        goto out_unlock;
-    }
+        return MC_ERR_INVALID; /* not a pointer mc_buf_alloc returned, or freed already */
+    if (range_busy_locked(c, (uintptr_t)ptr, (uintptr_t)ptr + b->len))
+        return MC_ERR_BUSY;
     b->used = false;
     /* coalesce with the free neighbours */
     nb = b->next;
@@ -294,8 +281,35 @@ MC_EXPORT int mc_buf_free(mc_client_t *c, void *ptr)
             b->next->prev = nb;
         free(b);
     }
-    err = 0;
-out_unlock:
+    return 0;
+}
+
+MC_EXPORT int mc_buf_free(mc_client_t *c, void *ptr)
+{
+    struct mc_arena *a;
+    uint32_t id;
+    uint64_t off;
+    int err;
+
+    if (c == NULL)
+        return MC_ERR_INVALID;
+    if (ptr == NULL)
+        return 0;
+    if (!mc_arena_find(c, ptr, 1, &id, &off))
+        return MC_ERR_INVALID;
+    a = &c->arenas[id];
+    pthread_mutex_lock(&c->arena_mu);
+    err = buf_free_locked(c, a, ptr, off);
+    pthread_mutex_unlock(&c->arena_mu);
+    if (err != MC_ERR_BUSY)
+        return err;
+    /* An op freed unfinished (mc_op_free) has no owner left to reap its completion or to
+     * give it up at its deadline: do it here, so that its buffer comes free once its answer
+     * arrived (or its deadline and grace passed) without waiting for some other call.
+     * mu comes before arena_mu, hence the second look. */
+    mc_async_reap(c);
+    pthread_mutex_lock(&c->arena_mu);
+    err = buf_free_locked(c, a, ptr, off);
     pthread_mutex_unlock(&c->arena_mu);
     return err;
 }

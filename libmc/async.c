@@ -894,7 +894,6 @@ MC_EXPORT int mc_wait(mc_op_t *op, int timeout_ms, size_t *len_out)
 {
     struct mc_client *c;
     uint64_t now, until, check;
-    bool polled = false;
     int status;
 
     if (op == NULL)
@@ -904,23 +903,22 @@ MC_EXPORT int mc_wait(mc_op_t *op, int timeout_ms, size_t *len_out)
     op->waiters++;
     now = mc_client_now_ns();
     until = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000u;
+    if (timeout_ms == 0) {
+        /* only checks: reap what is there without sleeping. Also when op is final already:
+         * this is the call an event loop makes when the eventfd is readable, and reaping
+         * is what empties the eventfd (another thread may have finished op and left the
+         * descriptor readable for it). */
+        mc_client_poll_locked(c);
+        mc_async_kick_locked(c);
+    }
     for (;;) {
         poison_all_locked(c);
         if (op->final)
             break;
         now = mc_client_now_ns();
         expire_locked(c, op, now);
-        if (op->final)
+        if (op->final || timeout_ms == 0)
             break;
-        if (timeout_ms == 0) {
-            if (polled)
-                break;
-            /* only checks: reap what is there without sleeping */
-            mc_client_poll_locked(c);
-            mc_async_kick_locked(c);
-            polled = true;
-            continue;
-        }
         if (now >= until)
             break;
         check = next_check_ns(op, now);
@@ -1008,6 +1006,34 @@ MC_EXPORT int mc_client_eventfd(mc_client_t *c)
     if (c->efd < 0 || !c->efd_agent)
         return MC_ERR_IO;
     return c->efd;
+}
+
+void mc_async_reap(struct mc_client *c)
+{
+    struct mc_op *op, *next;
+    uint64_t now;
+
+    pthread_mutex_lock(&c->mu);
+    poison_all_locked(c);
+    mc_client_poll_locked(c);
+    mc_async_kick_locked(c);
+    /* ops freed unfinished have no mc_wait left to give them up at their deadline */
+    now = mc_client_now_ns();
+    for (op = c->all; op != NULL; op = next) {
+        next = op->all_next; /* expire_locked may free op (detached), nothing else */
+        expire_locked(c, op, now);
+    }
+    poison_all_locked(c); /* the poll may have found the agent gone */
+    mc_async_arm_locked(c);
+    pthread_mutex_unlock(&c->mu);
+}
+
+MC_EXPORT int mc_client_poll(mc_client_t *c)
+{
+    if (c == NULL)
+        return MC_ERR_INVALID;
+    mc_async_reap(c);
+    return atomic_load(&c->poison);
 }
 
 void mc_async_close(struct mc_client *c)

@@ -61,7 +61,7 @@
  * is given up by libmc (the agent carries the same deadline in sqe.deadline_ms, so this is
  * only for an agent that stopped answering). Never for an op whose SQE names the caller's
  * memory (an arena or MC_SQE_F_USER): that one waits for its CQE or the agent's death. */
-#define MC_CLIENT_EXPIRE_GRACE_MS 1000
+#define MC_CLIENT_EXPIRE_GRACE_MS MC_DEADLINE_GRACE_MS /* public: mc.h, "Deadlines" */
 
 enum mc_op_state {
     MC_OP_STATE_FREE = 0,
@@ -161,6 +161,10 @@ uint64_t mc_client_deadline(const struct mc_client *c);
 /* 0, or the code the client is poisoned with. Called at the start of every API call: a
  * closing agent (hdr->agent_state == 1) poisons the client with MC_ERR_UNAVAILABLE. */
 int mc_client_enter(struct mc_client *c);
+
+/* Whether the agent still holds its end of the socket, without waiting: 0, or
+ * MC_ERR_UNAVAILABLE (hung up) or MC_ERR_PROTO (it sent something). Poisons nothing. */
+int mc_client_liveness(const struct mc_client *c);
 
 /* Set up / tear down the engine's state for a region that is attached (c->region set). */
 int mc_client_engine_init(struct mc_client *c);
@@ -287,6 +291,11 @@ bool mc_client_put_is_direct(struct mc_client *c, const void *buf, size_t len);
  * while the agent may still read buf (async.c). */
 int mc_client_put_direct(struct mc_client *c, const char *key, size_t key_len, const void *buf,
                          size_t len, const mc_put_opts_t *o, uint64_t deadline);
+
+/* Reap what is ready now without sleeping (when no other thread is reaping), and give up
+ * the ops whose deadline and grace passed, detached ones included; empties the eventfd.
+ * Takes mu (async.c: mc_client_poll, mc_buf_free). */
+void mc_async_reap(struct mc_client *c);
 
 /* Close-time: cancel every async op, wait until all are final, free them (async.c). */
 void mc_async_close(struct mc_client *c);

@@ -433,6 +433,22 @@ err_free:
     return err;
 }
 
+MC_EXPORT int mc_client_status(const mc_client_t *c)
+{
+    int err;
+
+    if (c == NULL)
+        return MC_ERR_INVALID;
+    err = atomic_load_explicit(&c->poison, memory_order_acquire);
+    if (err != 0)
+        return err;
+    /* not poisoned yet, but the next call would be: say so now, so that a caller deciding
+     * between a retry and a reconnect after MC_ERR_UNAVAILABLE does not retry in vain */
+    if (atomic_load_explicit(&c->region->hdr->agent_state, memory_order_acquire) == 1)
+        return MC_ERR_UNAVAILABLE;
+    return mc_client_liveness(c);
+}
+
 MC_EXPORT void mc_close(mc_client_t *c)
 {
     if (c == NULL)

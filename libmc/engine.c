@@ -117,7 +117,7 @@ int mc_client_enter(struct mc_client *c)
 
 /* Whether the agent closed its end of the socket (it never sends anything after the
  * welcome, so anything readable is a hang-up or a protocol breach). */
-static int agent_liveness(struct mc_client *c)
+static int agent_liveness(const struct mc_client *c)
 {
     struct pollfd p = {.fd = c->sock, .events = POLLIN | POLLRDHUP};
     char byte;
@@ -133,6 +133,11 @@ static int agent_liveness(struct mc_client *c)
     if (n > 0)
         return MC_ERR_PROTO;
     return (errno == EAGAIN || errno == EINTR) ? 0 : MC_ERR_UNAVAILABLE;
+}
+
+int mc_client_liveness(const struct mc_client *c)
+{
+    return agent_liveness(c);
 }
 
 int mc_client_engine_init(struct mc_client *c)

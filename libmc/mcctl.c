@@ -170,8 +170,8 @@ static int parse_cmd_args(int argc, char **argv, bool put, bool lsrm, bool ls,
                 return usage_error("--pin needs soft or hard%s", "");
             i++;
         } else if (put && strcmp(s, "--ttl") == 0) {
-            if (i + 1 >= argc || !parse_u64(argv[i + 1], UINT64_MAX, &v))
-                return usage_error("--ttl needs milliseconds%s", "");
+            if (i + 1 >= argc || !parse_u64(argv[i + 1], MC_TTL_MAX_MS, &v))
+                return usage_error("--ttl needs milliseconds, at most MC_TTL_MAX_MS%s", "");
             a->opts.ttl_ms = v;
             i++;
         } else if (s[0] == '-' && s[1] != '\0') {
@@ -344,10 +344,14 @@ int main(int argc, char **argv)
     bool put, ls, rm;
 
     while (i < argc && argv[i][0] == '-') {
-        if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--socket") == 0) {
+            if (i + 1 >= argc || argv[i + 1][0] == '\0')
+                return usage_error("--socket needs a path%s", "");
             socket_path = argv[i + 1];
             i += 2;
         } else if (strncmp(argv[i], "--socket=", 9) == 0) {
+            if (argv[i][9] == '\0')
+                return usage_error("--socket needs a path%s", "");
             socket_path = argv[i] + 9;
             i++;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {

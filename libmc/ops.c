@@ -47,6 +47,8 @@ int mc_client_opts_check(const mc_put_opts_t *o)
         if (o->reserved[i] != 0)
             return MC_ERR_INVALID;
     }
+    if (o->ttl_ms > MC_TTL_MAX_MS)
+        return MC_ERR_INVALID; /* refused rather than capped: the caller asked for more */
     if (o->replicas > MC_SHM_MAX_REPLICAS)
         return MC_ERR_NO_SPACE;
     return 0;

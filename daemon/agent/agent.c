@@ -55,6 +55,9 @@
 #include "shm/ring.h"
 #include "shm/sqe_check.h"
 
+/* The agent hands a client's ttl_ms to the master as is: both must refuse the same TTLs. */
+_Static_assert(MC_MASTER_TTL_MAX_MS == MC_TTL_MAX_MS, "the master's TTL bound is mc.h's");
+
 /* ---------------------------------------------------------------------------------------- */
 
 static uint64_t now_ns(void)
@@ -1838,6 +1841,25 @@ unsigned mc_agent_listen_port(const struct mc_agent *a)
 
 /* ---------------------------------------------------------------------------------------- */
 
+/* Whether a live agent accepts connections at path (a socket file left by an agent that
+ * died refuses them). */
+static bool socket_is_live(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    bool live;
+    int fd;
+
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return false; /* listen_on reports it */
+    strcpy(sa.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return live;
+}
+
 static int listen_on(const char *path, int *fd_p)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -1937,6 +1959,14 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     a->land_fd = a->land_ro_fd = -1;
     if (a->socket_path == NULL) {
         err = MC_ERR_NOMEM;
+        goto err_destroy;
+    }
+    /* before the segments: allocating (and prefaulting) gigabytes only to find the socket
+     * taken would make a second agent slow to fail and squeeze the live one meanwhile;
+     * listen_on checks again, for an agent that started in between */
+    if (socket_is_live(a->socket_path)) {
+        mc_error("another agent is listening on %s", a->socket_path);
+        err = MC_ERR_EXISTS;
         goto err_destroy;
     }
     /* clients of the same uid must not reach our memory through /proc/<pid>/fd or mem */

@@ -10,9 +10,9 @@
  * dram=, master_addr=, listen=, node_name=, domain= (SIZE takes suffixes: 512M, 4G). The
  * ready file is written (by rename, with our pid; in cluster mode "PID PORT" with the port
  * of --listen) once the socket accepts and, in cluster mode, once the agent is
- * authenticated at the master and its segment is mounted. SIGTERM or SIGINT stops the
- * agent cleanly. Exit: 0 clean stop, 2 usage or config error, 3 refused by the master
- * (token, name), 1 anything else.
+ * authenticated at the master and its segment is mounted, and removed when the agent
+ * stops. SIGTERM or SIGINT stops the agent cleanly. Exit: 0 clean stop, 2 usage or config
+ * error, 3 refused by the master (token, name), 1 anything else.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +89,8 @@ static int run(const struct mc_agent_config *cfg, const char *ready)
     }
     rc = mc_agent_run(a);
     mc_info("stopped");
+    if (ready != NULL)
+        mc_ready_file_remove(ready); /* clients can no longer connect */
     mc_agent_destroy(a);
     /* MC_ERR_DENIED: the master refused us after all (our name is another live agent's) */
     return rc == 0 ? 0 : rc == MC_ERR_DENIED ? 3 : 1;

@@ -26,3 +26,18 @@ int mc_ready_file_write(const char *path, const char *line)
     }
     return 0;
 }
+
+void mc_ready_file_remove(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    int pid = 0;
+
+    if (f == NULL)
+        return;
+    /* only our own: a daemon started since may have written its file at the same path */
+    if (fscanf(f, "%d", &pid) != 1)
+        pid = 0;
+    fclose(f);
+    if (pid == (int)getpid())
+        unlink(path);
+}

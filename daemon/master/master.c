@@ -30,7 +30,7 @@
 
 #define KEY_MAX 512
 #define CT_MS 10u                   /* one coarse tick */
-#define TTL_MAX_CT (200u * 86400u * (1000u / CT_MS)) /* TTLs are capped at 200 days */
+#define TTL_MAX_CT (200u * 86400u * (1000u / CT_MS)) /* longest lease or pin: 200 days */
 #define SIZE_MAX_OBJ ((UINT64_C(1) << 40) - 1)
 #define SLOT_MAX 0xFFFEu            /* node and segment slots */
 
@@ -75,7 +75,7 @@ struct obj {
     uint32_t pin_exp;     /* tick the soft pin lapses */
     uint16_t key_len;
     uint8_t flags;
-    uint8_t pad;
+    uint8_t ttl_sub;      /* ms past the start of tick ttl_exp: the TTL ends to the ms */
     char key[];
 };
 
@@ -171,6 +171,15 @@ static uint32_t ms_to_ct(uint64_t ms)
 static bool ct_reached(uint32_t now, uint32_t t)
 {
     return (int32_t)(now - t) >= 0;
+}
+
+/* The current tick, and in *sub_p the ms elapsed since it began. */
+static uint32_t now_ct_sub(const struct mc_master *m, uint32_t *sub_p)
+{
+    uint64_t rel = now_ms(m) - m->t0_ms;
+
+    *sub_p = (uint32_t)(rel % CT_MS);
+    return (uint32_t)(rel / CT_MS);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -417,12 +426,23 @@ static const char *obj_key(const void *rec, size_t *len_p)
     return o->key;
 }
 
+/* Whether o's TTL (OF_TTL) has ended, to the ms: a TTL shorter than a tick must not last
+ * until the tick ends, since callers are promised absence that many ms after publication.
+ * The tick count alone would keep an object up to CT_MS - 1 ms too long. */
+static bool obj_ttl_passed(const struct mc_master *m, const struct obj *o)
+{
+    uint32_t sub, now = now_ct_sub(m, &sub);
+    int32_t d = (int32_t)(now - o->ttl_exp);
+
+    return (o->flags & OF_TTL) && (d > 0 || (d == 0 && sub >= o->ttl_sub));
+}
+
 /* Readable: a COMPLETE head, TTL not passed, at least one replica on a mounted segment. */
-static bool obj_is_visible(const struct mc_master *m, struct obj *o, uint32_t now)
+static bool obj_is_visible(const struct mc_master *m, struct obj *o)
 {
     if (o->v.state != VS_COMPLETE)
         return false;
-    if ((o->flags & OF_TTL) && ct_reached(now, o->ttl_exp))
+    if (obj_ttl_passed(m, o))
         return false;
     return ver_has_live_rep(m, &o->v);
 }
@@ -519,7 +539,7 @@ static uint64_t seg_evict_step(struct mc_master *m, struct seg *s, bool allow_so
     if (v == NULL || v->ext || v->state != VS_COMPLETE)
         return 0; /* being written, lingering or stale: never an eviction candidate */
     o = ver_obj(v);
-    if ((o->flags & OF_TTL) && ct_reached(now, o->ttl_exp)) {
+    if (obj_ttl_passed(m, o)) {
         /* expired: reclaim the whole version (leases still protect it) */
         len = mc_alloc_len(s->alloc, id);
         m->st.ttl_expiries++;
@@ -830,7 +850,7 @@ static int put_admit(struct mc_master *m, const struct mc_master_put_req *req, u
 
     if (o == NULL || (req->flags & MC_MASTER_PUT_UPSERT))
         return 0;
-    if (obj_is_visible(m, o, now))
+    if (obj_is_visible(m, o))
         return MC_ERR_EXISTS;
     p = obj_pending(o);
     if (p != NULL && !ct_reached(now, p->t_start + m->discard_ct) &&
@@ -867,7 +887,7 @@ int mc_master_put_start(struct mc_master *m, const struct mc_master_put_req *req
     if (req == NULL || grant_p == NULL || check_key(req->key, req->key_len) != 0 ||
         req->size == 0 || (req->flags & ~MC_MASTER_PUT_FLAGS_ALL) != 0 ||
         ((req->flags & MC_MASTER_PUT_PIN_SOFT) && (req->flags & MC_MASTER_PUT_PIN_HARD)) ||
-        req->replicas > MC_MASTER_MAX_REPLICAS)
+        req->replicas > MC_MASTER_MAX_REPLICAS || req->ttl_ms > MC_MASTER_TTL_MAX_MS)
         return MC_ERR_INVALID;
     if (req->alloc_len != 0 && req->alloc_len < req->size)
         return MC_ERR_INVALID;
@@ -901,7 +921,7 @@ int mc_master_put_start(struct mc_master *m, const struct mc_master_put_req *req
             ver_make_stale(m, p);
             m->st.puts_displaced++;
         }
-        if (o->v.state == VS_COMPLETE && !obj_is_visible(m, o, now))
+        if (o->v.state == VS_COMPLETE && !obj_is_visible(m, o))
             ver_retire(m, &o->v, now); /* expired or lost: make room for the new head */
     }
     if (o == NULL) {
@@ -922,7 +942,9 @@ int mc_master_put_start(struct mc_master *m, const struct mc_master_put_req *req
     if (o->v.state == VS_EMPTY && o->more == NULL) {
         v = &o->v;
         o->flags = put_flags_to_of(req->flags);
-        o->ttl_exp = req->ttl_ms != 0 ? ms_to_ct(req->ttl_ms) : 0;
+        /* the length until publication, split as the expiry is (ttl_ms is bounded) */
+        o->ttl_exp = (uint32_t)(req->ttl_ms / CT_MS);
+        o->ttl_sub = (uint8_t)(req->ttl_ms % CT_MS);
     } else {
         struct ver_ext *e = calloc(1, sizeof(*e));
 
@@ -994,15 +1016,20 @@ static void publish(struct mc_master *m, struct obj *o, struct ver *v, uint32_t 
             ver_retire(m, &e->v, now); /* the version it replaces: readers keep it till done */
         /* RETIRED/STALE stay as they are; EMPTY is unlinked by the caller's gc */
     } else {
-        ttl_ms = o->ttl_exp != 0 ? (uint64_t)o->ttl_exp * CT_MS : 0;
+        ttl_ms = (uint64_t)o->ttl_exp * CT_MS + o->ttl_sub;
     }
     o->v.state = VS_COMPLETE;
     o->v.lease_cnt = 0;
     if (ttl_ms != 0) {
-        o->ttl_exp = now + ms_to_ct(ttl_ms);
+        /* the ms (since t0) the object expires at; no overflow: ttl_ms <= the maximum */
+        uint64_t at = now_ms(m) - m->t0_ms + ttl_ms;
+
+        o->ttl_exp = (uint32_t)(at / CT_MS);
+        o->ttl_sub = (uint8_t)(at % CT_MS);
         o->flags |= OF_TTL;
     } else {
         o->ttl_exp = 0;
+        o->ttl_sub = 0;
         o->flags &= (uint8_t)~OF_TTL;
     }
     if (o->flags & OF_PIN_SOFT)
@@ -1125,7 +1152,7 @@ int mc_master_get_replicas(struct mc_master *m, const char *key, size_t key_len,
         return MC_ERR_INVALID;
     m->st.gets++;
     o = lookup(m, key, key_len);
-    if (o == NULL || !obj_is_visible(m, o, now)) {
+    if (o == NULL || !obj_is_visible(m, o)) {
         m->st.get_misses++;
         return MC_ERR_NOT_FOUND;
     }
@@ -1185,7 +1212,7 @@ int mc_master_exist(struct mc_master *m, const char *key, size_t key_len)
     if (check_key(key, key_len) != 0)
         return MC_ERR_INVALID;
     o = lookup(m, key, key_len);
-    return o != NULL && obj_is_visible(m, o, now_ct(m));
+    return o != NULL && obj_is_visible(m, o);
 }
 
 int mc_master_stat(struct mc_master *m, const char *key, size_t key_len,
@@ -1198,7 +1225,7 @@ int mc_master_stat(struct mc_master *m, const char *key, size_t key_len,
     if (check_key(key, key_len) != 0 || st_p == NULL)
         return MC_ERR_INVALID;
     o = lookup(m, key, key_len);
-    if (o == NULL || !obj_is_visible(m, o, now))
+    if (o == NULL || !obj_is_visible(m, o))
         return MC_ERR_NOT_FOUND;
     reps = ver_reps(&o->v);
     for (i = 0; i < o->v.nrep; i++)
@@ -1209,7 +1236,13 @@ int mc_master_stat(struct mc_master *m, const char *key, size_t key_len,
     st_p->flags = of_to_put_flags(o->flags);
     if ((o->flags & OF_PIN_SOFT) && ct_reached(now, o->pin_exp))
         st_p->flags &= ~MC_MASTER_PUT_PIN_SOFT;
-    st_p->ttl_remaining_ms = (o->flags & OF_TTL) ? (uint64_t)(o->ttl_exp - now) * CT_MS : 0;
+    st_p->ttl_remaining_ms = 0;
+    if (o->flags & OF_TTL) {
+        uint32_t sub, cur = now_ct_sub(m, &sub);
+
+        /* visible, so not passed: at least 1 */
+        st_p->ttl_remaining_ms = (uint64_t)(uint32_t)(o->ttl_exp - cur) * CT_MS + o->ttl_sub - sub;
+    }
     return 0;
 }
 
@@ -1233,7 +1266,7 @@ int mc_master_remove(struct mc_master *m, const char *key, size_t key_len)
     if (check_key(key, key_len) != 0)
         return MC_ERR_INVALID;
     o = lookup(m, key, key_len);
-    if (o == NULL || !obj_is_visible(m, o, now))
+    if (o == NULL || !obj_is_visible(m, o))
         return MC_ERR_NOT_FOUND;
     ver_retire(m, &o->v, now);
     m->st.removes++;
@@ -1250,7 +1283,6 @@ static bool has_prefix(const struct obj *o, const char *prefix, size_t len)
 int mc_master_list(struct mc_master *m, const char *prefix, size_t prefix_len,
                    uint64_t *cursor_p, size_t max, mc_master_list_fn fn, void *ctx)
 {
-    uint32_t now = now_ct(m);
     struct mc_dir_cursor c;
     struct obj *o;
     size_t n = 0;
@@ -1264,7 +1296,7 @@ int mc_master_list(struct mc_master *m, const char *prefix, size_t prefix_len,
         c.slot = (*cursor_p - 1) & ((UINT64_C(1) << 40) - 1);
     }
     while (n < max && (o = mc_dir_cursor_next(m->dir, &c)) != NULL) {
-        if (has_prefix(o, prefix, prefix_len) && obj_is_visible(m, o, now)) {
+        if (has_prefix(o, prefix, prefix_len) && obj_is_visible(m, o)) {
             fn(o->key, o->key_len, ctx);
             n++;
         }
@@ -1674,7 +1706,7 @@ static bool obj_sweep(struct mc_master *m, struct obj *o, uint32_t now)
 {
     struct ver_ext *e;
 
-    if (o->v.state == VS_COMPLETE && (o->flags & OF_TTL) && ct_reached(now, o->ttl_exp)) {
+    if (o->v.state == VS_COMPLETE && obj_ttl_passed(m, o)) {
         ver_retire(m, &o->v, now);
         o->flags &= (uint8_t)~OF_TTL;
         m->st.ttl_expiries++;

@@ -42,6 +42,9 @@ enum mc_seg_kind {
 #define MC_MASTER_PUT_SAME_DOMAIN_OK 0x10u
 #define MC_MASTER_PUT_FLAGS_ALL 0x1Fu
 
+/* The longest TTL, ms: MC_TTL_MAX_MS of include/mc/mc.h (200 days). Longer is invalid. */
+#define MC_MASTER_TTL_MAX_MS (UINT64_C(200) * 24 * 3600 * 1000)
+
 struct mc_master_replica {
     uint32_t seg;     /* segment id (mount handle) */
     uint32_t node;    /* node id of the segment's owner */
@@ -60,7 +63,7 @@ struct mc_master_put_req {
                              agent adds room for its checksum trailer */
     uint32_t replicas;    /* 0 = 1 */
     uint32_t flags;       /* MC_MASTER_PUT_* */
-    uint64_t ttl_ms;      /* 0 = none */
+    uint64_t ttl_ms;      /* 0 = none; above MC_MASTER_TTL_MAX_MS: MC_ERR_INVALID */
     uint32_t writer;      /* node id of the writing agent */
     uint32_t preferred;   /* node id to place the first replica on, or MC_MASTER_NODE_NONE */
 };

@@ -57,6 +57,8 @@ static int run(const struct mc_mcmaster_config *cfg, const char *ready)
     }
     rc = mc_mcmaster_server_run(s);
     mc_info("stopped");
+    if (ready != NULL)
+        mc_ready_file_remove(ready);
     mc_mcmaster_server_destroy(s);
     return rc == 0 ? 0 : 1;
 }

@@ -36,7 +36,10 @@
  *   (MC_ERR_PROTO) stays unusable: every later call on it fails with the same code, and so
  *   do its ops that were not final yet. Call mc_close() and mc_connect() again. An
  *   unreachable master does not poison the client: the agent reconnects to it and later
- *   calls may succeed.
+ *   calls may succeed. So MC_ERR_UNAVAILABLE from a call means one of two things, told
+ *   apart by mc_client_status(c): non-zero means reconnect (mc_close(), then
+ *   mc_connect()); 0 means the master (or a peer) is out of reach right now: retry later,
+ *   or recompute, on the same client.
  *
  * Deadlines
  *   Every operation has a deadline: the client's op_timeout_ms (MC_OP_TIMEOUT_MS_DEFAULT,
@@ -47,6 +50,14 @@
  *   then. So a call, or an op's final status, may come later than its deadline by the time
  *   that transfer takes, but the caller's buffer is never touched after the operation has
  *   returned (synchronous call) or has been reported final (mc_wait).
+ *   The agent enforces the deadline and answers MC_ERR_TIMEOUT itself. When the agent
+ *   stops answering (frozen, stalled), a synchronous call still returns at its deadline,
+ *   but libmc gives up an async op (and a synchronous put whose bytes the agent reads from
+ *   the caller's memory) only MC_DEADLINE_GRACE_MS (1000 ms) after its deadline: until
+ *   then the agent's own answer may still be in flight, and an op given up before it would
+ *   leave its lease or its put behind. So such an op may end with MC_ERR_TIMEOUT up to
+ *   MC_DEADLINE_GRACE_MS late; one whose SQE names the caller's memory and that the agent
+ *   has already taken is not given up at all: it waits for the agent's answer or death.
  *
  * Buffer ownership
  *   The caller owns every buffer it passes. A synchronous call uses the buffer only until
@@ -94,6 +105,14 @@ extern "C" {
 
 /* The default deadline of every operation, in milliseconds (op_timeout_ms). */
 #define MC_OP_TIMEOUT_MS_DEFAULT 5000
+
+/* How long after an op's deadline libmc waits for a silent agent's answer before it ends
+ * the op with MC_ERR_TIMEOUT itself (see "Deadlines"). */
+#define MC_DEADLINE_GRACE_MS 1000
+
+/* The longest TTL (mc_put_opts_t.ttl_ms), in milliseconds: 200 days. A larger ttl_ms is
+ * MC_ERR_INVALID. */
+#define MC_TTL_MAX_MS (UINT64_C(200) * 24 * 3600 * 1000)
 
 /*
  * A connection to the local agent. Opaque; created by mc_connect(), destroyed by
@@ -144,7 +163,8 @@ typedef struct mc_put_opts {
                                    MC_PUT_SAME_DOMAIN_OK). */
     uint32_t flags;             /* MC_PUT_* bits; unknown bits are MC_ERR_INVALID */
     uint64_t ttl_ms;            /* the object is absent for every lookup this many ms
-                                   after it became readable, pinned or not; 0 = no TTL */
+                                   after it became readable, pinned or not; 0 = no TTL;
+                                   at most MC_TTL_MAX_MS, else MC_ERR_INVALID */
     const char *preferred_node; /* node id to place the first replica on when it has room;
                                    NULL = any (the writer's node when it has room). A hint:
                                    an unknown or full node is not an error. */
@@ -224,7 +244,8 @@ void mc_close(mc_client_t *c);
  *
  * @return 0 when the object is stored and readable;
  *         MC_ERR_INVALID    c or buf is NULL, len is 0, the key is invalid, or o has
- *                           unknown flag bits, both pin flags or non-zero reserved words;
+ *                           unknown flag bits, both pin flags, a ttl_ms above
+ *                           MC_TTL_MAX_MS or non-zero reserved words;
  *         MC_ERR_EXISTS     (without MC_PUT_UPSERT) the key has a readable version; nothing
  *                           changed;
  *         MC_ERR_BUSY       (without MC_PUT_UPSERT) the key's only version is another put
@@ -422,7 +443,10 @@ int mc_buf_alloc(mc_client_t *c, size_t len, void **ptr);
  * Fails, leaving the buffer allocated, while an operation owns any part of it: a
  * synchronous call in progress in another thread, an async op not yet reported final by
  * mc_wait(), or an op freed unfinished that is not final yet. Free it again once that op is
- * final.
+ * final. mc_buf_free() itself reaps the completions that have arrived (as mc_client_poll()
+ * does), so the buffer of an op freed unfinished comes free by calling mc_buf_free() again
+ * once that op's answer arrived or its deadline and MC_DEADLINE_GRACE_MS passed; no other
+ * call is needed.
  *
  * @param c    The client that allocated ptr.
  * @param ptr  The pointer mc_buf_alloc() returned (not one inside the buffer); NULL does
@@ -532,7 +556,9 @@ int mc_cancel(mc_op_t *op);
  *
  * An op that is not final yet is canceled (as by mc_cancel()) and detached: libmc frees it
  * once final, and its buffer stays busy until then (mc_buf_free() returns MC_ERR_BUSY).
- * No other thread may be using the op.
+ * It becomes final when some call reaps its completion (mc_client_poll(), mc_wait(),
+ * mc_buf_free(), any synchronous call) or gives it up at its deadline. No other thread may
+ * be using the op.
  *
  * @param op  The op; NULL does nothing.
  */
@@ -542,8 +568,12 @@ void mc_op_free(mc_op_t *op);
  * A file descriptor that is readable when async completions are waiting to be reaped,
  * for poll()/epoll (level-triggered) in the caller's event loop.
  *
- * When it is readable, call mc_wait(op, 0, ...) on the pending ops; libmc drains the
- * descriptor itself as it reaps, so the caller must not read, write or close it.
+ * When it is readable, call mc_client_poll(c), or mc_wait(op, 0, ...) on a pending op (one
+ * such call is enough; mc_wait with timeout 0 reaps for every op, also when op is final
+ * already), then mc_wait(op, 0, ...) on the ops you wait for. Each of these reaps what
+ * arrived, ops freed unfinished (mc_op_free) included, and empties the descriptor; it
+ * stays readable until one of them is made, so an event loop that does not make one spins.
+ * libmc drains the descriptor itself: the caller must not read, write or close it.
  * Wake-ups may be spurious. The descriptor belongs to c, is close-on-exec and stays the
  * same until mc_close().
  *
@@ -555,6 +585,39 @@ void mc_op_free(mc_op_t *op);
  *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO (poisoned client).
  */
 int mc_client_eventfd(mc_client_t *c);
+
+/*
+ * Reap the completions that have arrived, without waiting: ops whose outcome arrived
+ * become final (ops freed with mc_op_free() are freed), ops whose deadline and
+ * MC_DEADLINE_GRACE_MS passed with a silent agent end with MC_ERR_TIMEOUT, and the eventfd
+ * (mc_client_eventfd()) is emptied. The call for an event loop whose eventfd is readable
+ * (an op freed unfinished can make it so with no op left to mc_wait() on). Another thread
+ * that is reaping meanwhile does the reaping instead. Thread-safe.
+ *
+ * @param c  The client.
+ *
+ * @return 0;
+ *         MC_ERR_INVALID  c is NULL;
+ *         MC_ERR_UNAVAILABLE, MC_ERR_PROTO (poisoned client: see mc_client_status()).
+ */
+int mc_client_poll(mc_client_t *c);
+
+/*
+ * Whether the client is still usable: tells "reconnect" from "retry" after a call failed
+ * with MC_ERR_UNAVAILABLE (see "Poisoned clients"). Sends nothing and does not wait.
+ * Thread-safe.
+ *
+ * @param c  The client.
+ *
+ * @return 0 while the client is usable (a master or peer out of reach does not count:
+ *         retry later or recompute);
+ *         otherwise the code that poisoned it, or that poisons it at its next call:
+ *         MC_ERR_UNAVAILABLE  the agent connection was lost, or the agent is shutting down;
+ *         MC_ERR_PROTO        the agent broke the protocol;
+ *         then reconnect: mc_close(), then mc_connect();
+ *         MC_ERR_INVALID      c is NULL.
+ */
+int mc_client_status(const mc_client_t *c);
 
 /* mc_strerror(int err), the description of any status code, is in <mc/mc_status.h>. */
 

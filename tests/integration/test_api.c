@@ -5,6 +5,7 @@
  * and a lost agent. Every test starts its own agent (t_agent.h) and runs forked (Check).
  */
 #include <check.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -620,6 +621,53 @@ START_TEST(test_api_eviction_under_pressure)
 }
 END_TEST
 
+/* A TTL ends to the ms (not at the master's next 10 ms tick), and TTLs above MC_TTL_MAX_MS
+ * are refused (they used to be capped, or wrap to "no TTL" near 2^64). */
+START_TEST(test_api_ttl_precise_and_bounded)
+{
+    mc_put_opts_t o = MC_PUT_OPTS_INIT;
+    const char *keys[1] = {"t-huge"};
+    const void *bufs[1];
+    size_t lens[1] = {64};
+    uint8_t buf[64];
+    mc_obj_info_t info;
+    mc_op_t *op;
+    uint64_t t0;
+    int res[1];
+
+    fill(buf, sizeof(buf), 70);
+    bufs[0] = buf;
+    for (int i = 0; i < 5; i++) {
+        char key[32];
+
+        snprintf(key, sizeof(key), "t1/%d", i);
+        o.ttl_ms = 1;
+        ck_assert_int_eq(mc_put(g_c, key, buf, sizeof(buf), &o), 0);
+        t0 = t_now_ms();
+        while (t_now_ms() - t0 < 6) /* 5 ms after the put returned, at least */
+            t_poll_pause();
+        ck_assert_msg(mc_get(g_c, key, buf, sizeof(buf), NULL) == MC_ERR_NOT_FOUND,
+                      "a 1 ms TTL object read %llu ms after its put",
+                      (unsigned long long)(t_now_ms() - t0));
+        ck_assert_int_eq(mc_exist(g_c, key), 0);
+    }
+
+    o.ttl_ms = MC_TTL_MAX_MS + 1;
+    ck_assert_int_eq(mc_put(g_c, "t-huge", buf, sizeof(buf), &o), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_put_async(g_c, "t-huge", buf, sizeof(buf), &o, &op), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_batch_put(g_c, 1, keys, bufs, lens, &o, res), 0);
+    ck_assert_int_eq(res[0], MC_ERR_INVALID);
+    o.ttl_ms = UINT64_MAX;
+    ck_assert_int_eq(mc_put(g_c, "t-huge", buf, sizeof(buf), &o), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_exist(g_c, "t-huge"), 0);
+    o.ttl_ms = MC_TTL_MAX_MS;
+    ck_assert_int_eq(mc_put(g_c, "t-huge", buf, sizeof(buf), &o), 0);
+    ck_assert_int_eq(mc_stat(g_c, "t-huge", &info), 0);
+    ck_assert_uint_le(info.ttl_remaining_ms, MC_TTL_MAX_MS);
+    ck_assert_uint_gt(info.ttl_remaining_ms, MC_TTL_MAX_MS - 60000);
+}
+END_TEST
+
 /* --- deadlines and a lost agent --------------------------------------------------------- */
 
 START_TEST(test_api_timeout_stopped_agent)
@@ -683,6 +731,112 @@ START_TEST(test_api_agent_gone_unavailable)
 }
 END_TEST
 
+/* mc_client_status tells "reconnect" (the agent is gone: non-zero) from "retry" (0). */
+START_TEST(test_api_client_status_reconnect_or_retry)
+{
+    mc_client_t *idle;
+
+    ck_assert_int_eq(mc_client_status(NULL), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_client_status(g_c), 0);
+    ck_assert_int_eq(mc_connect(g_agent.sock, &idle), 0);
+    ck_assert_int_eq(mc_client_status(idle), 0);
+    t_agent_kill(&g_agent);
+    ck_assert_int_eq(mc_exist(g_c, "k"), MC_ERR_UNAVAILABLE);
+    ck_assert_int_eq(mc_client_status(g_c), MC_ERR_UNAVAILABLE);
+    /* a client that made no call since: the lost connection shows all the same */
+    ck_assert_int_eq(mc_client_status(idle), MC_ERR_UNAVAILABLE);
+    mc_close(idle);
+    mc_close(g_c);
+    /* reconnect, to a new agent: a fresh client is usable */
+    t_agent_start(&g_agent, DRAM, NULL);
+    ck_assert_int_eq(mc_connect(g_agent.sock, &g_c), 0);
+    ck_assert_int_eq(mc_client_status(g_c), 0);
+    ck_assert_int_eq(mc_exist(g_c, "k"), 0);
+    ck_assert_int_eq(mc_client_status(g_c), 0);
+}
+END_TEST
+
+/* The agent's ready file says "clients can connect": a clean stop (SIGTERM) removes it. */
+START_TEST(test_api_agent_clean_exit_removes_ready_file)
+{
+    int status = -1;
+
+    ck_assert_int_eq(access(g_agent.ready, F_OK), 0);
+    mc_close(g_c);
+    g_c = NULL;
+    kill(g_agent.pid, SIGTERM);
+    ck_assert(t_agent_reap(&g_agent, t_now_ms() + T_AGENT_STOP_MS, &status));
+    g_agent.pid = 0;
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_msg(access(g_agent.ready, F_OK) != 0, "ready file %s left after a clean exit",
+                  g_agent.ready);
+}
+END_TEST
+
+/* Whether the file at path contains needle. */
+static bool file_has(const char *path, const char *needle)
+{
+    char buf[16384];
+    size_t n;
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL)
+        return false;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+/* A second agent on a live agent's socket fails at once, before it allocates (and
+ * prefaults) its DRAM, with exit status 1; the first keeps serving. */
+START_TEST(test_api_agent_socket_taken_fails_fast)
+{
+    const char *bin = getenv("MC_AGENT_BIN");
+    char log[600];
+    uint8_t buf[100];
+    mc_client_t *c2;
+    uint64_t t0, took;
+    int status = -1, fd;
+    pid_t pid;
+
+    fill(buf, sizeof(buf), 61);
+    ck_assert_int_eq(mc_put(g_c, "k", buf, sizeof(buf), NULL), 0);
+    snprintf(log, sizeof(log), "%s/second.log", g_agent.dir);
+    t0 = t_now_ms();
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            dup2(fd, 2);
+        execl(bin, bin, "--standalone", "--socket", g_agent.sock, "--dram", "4G",
+              (char *)NULL);
+        _exit(127);
+    }
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (t_now_ms() - t0 > 20000) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            ck_abort_msg("the second agent still runs after 20 s");
+        }
+        t_poll_pause();
+    }
+    took = t_now_ms() - t0;
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "second agent: status %d",
+                  status);
+    ck_assert_msg(file_has(log, "another agent is listening"), "no 'socket taken' message");
+    ck_assert_msg(!file_has(log, "prefaulted"), "the second agent allocated its DRAM first");
+    ck_assert_msg(took < 1000, "the second agent took %llu ms to fail",
+                  (unsigned long long)took);
+    /* the first agent still serves, old clients and new */
+    ck_assert_int_eq(mc_exist(g_c, "k"), 1);
+    ck_assert_int_eq(mc_connect(g_agent.sock, &c2), 0);
+    ck_assert_int_eq(mc_get(c2, "k", buf, sizeof(buf), NULL), 0);
+    mc_close(c2);
+}
+END_TEST
+
 /* This test kills the agent itself: teardown only cleans up. */
 static void teardown_killed(void)
 {
@@ -718,6 +872,8 @@ static Suite *api_suite(void)
     tcase_add_test(tc, test_api_processes_share_store);
     tcase_add_test(tc, test_api_eviction_under_pressure);
     tcase_add_test(tc, test_api_timeout_stopped_agent);
+    tcase_add_test(tc, test_api_ttl_precise_and_bounded);
+    tcase_add_test(tc, test_api_agent_socket_taken_fails_fast);
     suite_add_tcase(s, tc);
 
     tcase_add_checked_fixture(ts, setup_scarce, teardown);
@@ -728,6 +884,8 @@ static Suite *api_suite(void)
     tcase_add_checked_fixture(tk, setup, teardown_killed);
     tcase_set_timeout(tk, 60);
     tcase_add_test(tk, test_api_agent_gone_unavailable);
+    tcase_add_test(tk, test_api_client_status_reconnect_or_retry);
+    tcase_add_test(tk, test_api_agent_clean_exit_removes_ready_file);
     suite_add_tcase(s, tk);
     return s;
 }

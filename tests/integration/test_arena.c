@@ -2,9 +2,11 @@
  * Integration tests of libmc's arenas against the real mc-agent: zero-copy puts from any
  * address inside an arena (odd offsets, objects in one PUT and in pieces), gets into arena
  * memory, growth by whole arenas, mc_buf_free's checks, and the failure-contract row
- * "buffer freed early" (test_fault_buf_free_while_in_use_busy).
+ * "buffer freed early" (test_fault_buf_free_while_in_use_busy), also for ops freed unfinished,
+ * whose buffer mc_buf_free itself reaps free.
  */
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +181,79 @@ START_TEST(test_fault_buf_free_get_in_flight_busy)
 }
 END_TEST
 
+/* An op freed unfinished: mc_buf_free alone reaps its completion (no other call on the
+ * client), for a get into the buffer and for a put from it. */
+START_TEST(test_fault_buf_free_reaps_freed_ops)
+{
+    const size_t len = 16 * MIB;
+    uint8_t *a, *b;
+    mc_op_t *op;
+    uint64_t t0;
+    int err;
+
+    ck_assert_int_eq(mc_buf_alloc(g_c, len, (void **)&a), 0);
+    ck_assert_int_eq(mc_buf_alloc(g_c, len, (void **)&b), 0);
+    t_fill(b, len, 92);
+    ck_assert_int_eq(mc_put(g_c, "big", b, len, NULL), 0);
+
+    ck_assert_int_eq(mc_get_async(g_c, "big", a, len, &op), 0);
+    mc_op_free(op); /* detached: the agent holds the answer 300 ms */
+    ck_assert_int_eq(mc_buf_free(g_c, a), MC_ERR_BUSY);
+    t0 = t_now_ms();
+    while ((err = mc_buf_free(g_c, a)) == MC_ERR_BUSY) {
+        ck_assert_msg(t_now_ms() - t0 < 3000, "freed get: buffer still busy after 3 s");
+        t_poll_pause();
+    }
+    ck_assert_int_eq(err, 0);
+
+    ck_assert_int_eq(mc_put_async(g_c, "big2", b, len, NULL, &op), 0);
+    mc_op_free(op);
+    t0 = t_now_ms();
+    while ((err = mc_buf_free(g_c, b)) == MC_ERR_BUSY) {
+        ck_assert_msg(t_now_ms() - t0 < 3000, "freed put: buffer still busy after 3 s");
+        t_poll_pause();
+    }
+    ck_assert_int_eq(err, 0);
+}
+END_TEST
+
+/* A frozen agent never answers a freed get: its buffer stays busy while the answer may
+ * still come, and comes free through mc_buf_free alone once the deadline and
+ * MC_DEADLINE_GRACE_MS passed. */
+START_TEST(test_fault_buf_free_frozen_agent_after_grace)
+{
+    const size_t len = 16 * MIB;
+    mc_client_t *c;
+    mc_op_t *op;
+    uint8_t *a;
+    uint64_t t0, took;
+    int err;
+
+    setenv("MC_OP_TIMEOUT_MS", "300", 1);
+    ck_assert_int_eq(mc_connect(g_agent.sock, &c), 0);
+    unsetenv("MC_OP_TIMEOUT_MS");
+    ck_assert_int_eq(mc_buf_alloc(c, len, (void **)&a), 0);
+    kill(g_agent.pid, SIGSTOP);
+    t0 = t_now_ms();
+    ck_assert_int_eq(mc_get_async(c, "frozen", a, len, &op), 0);
+    mc_op_free(op);
+    ck_assert_int_eq(mc_buf_free(c, a), MC_ERR_BUSY);
+    while ((err = mc_buf_free(c, a)) == MC_ERR_BUSY) {
+        if (t_now_ms() - t0 > 300 + MC_DEADLINE_GRACE_MS + 2000) {
+            kill(g_agent.pid, SIGCONT);
+            ck_abort_msg("buffer still busy %d ms after the deadline and grace", 2000);
+        }
+        t_poll_pause();
+    }
+    took = t_now_ms() - t0;
+    kill(g_agent.pid, SIGCONT);
+    ck_assert_int_eq(err, 0);
+    ck_assert_msg(took >= 300 + MC_DEADLINE_GRACE_MS - 50, "freed after %llu ms only",
+                  (unsigned long long)took);
+    mc_close(c);
+}
+END_TEST
+
 static Suite *arena_suite(void)
 {
     Suite *s = suite_create("integration");
@@ -196,6 +271,8 @@ static Suite *arena_suite(void)
     tcase_add_checked_fixture(ts, setup_slow, teardown);
     tcase_set_timeout(ts, 60);
     tcase_add_test(ts, test_fault_buf_free_get_in_flight_busy);
+    tcase_add_test(ts, test_fault_buf_free_reaps_freed_ops);
+    tcase_add_test(ts, test_fault_buf_free_frozen_agent_after_grace);
     suite_add_tcase(s, ts);
     return s;
 }

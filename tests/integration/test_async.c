@@ -1,8 +1,9 @@
 /*
  * Integration tests of libmc's async ops against the real mc-agent: wait (blocking, polling,
  * a final status returned again), cancel, op_free of an unfinished op, eventfd readiness
- * (poll()), large puts from plain memory (the user-memory path and the staging fallback,
- * MC_CLIENT_NO_USER_COPY=1), and threads sharing a client through batches and async ops.
+ * (poll()) and its draining after an op freed unfinished (mc_client_poll), large puts from
+ * plain memory (the user-memory path and the staging fallback, MC_CLIENT_NO_USER_COPY=1),
+ * and threads sharing a client through batches and async ops.
  * Slow answers come from the agent's test-only test_get_delay_ms knob.
  */
 #include <check.h>
@@ -184,6 +185,33 @@ START_TEST(test_async_eventfd_readiness)
 }
 END_TEST
 
+/* An op freed unfinished makes the eventfd readable when its answer lands, with no op
+ * left to mc_wait on: one mc_client_poll reaps it and empties the descriptor, so an event
+ * loop on it does not spin. */
+START_TEST(test_async_eventfd_freed_op_drained)
+{
+    uint8_t out[64];
+    struct pollfd p;
+    mc_op_t *op;
+    int fd;
+
+    fd = mc_client_eventfd(g_c);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(mc_get_async(g_c, "absent", out, sizeof(out), &op), 0);
+    mc_op_free(op);
+    p.fd = fd;
+    p.events = POLLIN;
+    p.revents = 0;
+    ck_assert_int_eq(poll(&p, 1, 5000), 1); /* its answer landed */
+    ck_assert_int_eq(mc_client_poll(g_c), 0);
+    p.revents = 0;
+    ck_assert_msg(poll(&p, 1, 200) == 0, "eventfd still readable after mc_client_poll");
+    ck_assert_int_eq(mc_client_poll(NULL), MC_ERR_INVALID);
+    /* the client is fine */
+    ck_assert_int_eq(mc_exist(g_c, "absent"), 0);
+}
+END_TEST
+
 /* A put larger than a staging slot from plain memory: the agent reads it itself. */
 START_TEST(test_async_large_put_user_memory)
 {
@@ -318,6 +346,7 @@ static Suite *async_suite(void)
     tcase_add_test(ts, test_async_wait_inprogress_then_cancel);
     tcase_add_test(ts, test_async_op_free_unfinished);
     tcase_add_test(ts, test_async_eventfd_readiness);
+    tcase_add_test(ts, test_async_eventfd_freed_op_drained);
     suite_add_tcase(s, ts);
     return s;
 }

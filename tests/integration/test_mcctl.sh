@@ -93,6 +93,15 @@ expect 2 "unknown option" -- mc get k --bogus
 expect 2 "empty key" -- mc exist ""
 expect 2 "extra argument" -- mc rm k extra
 expect 0 "--help" -- "$MCCTL" --help
+expect 2 "--socket without a path" -- "$MCCTL" --socket
+"$MCCTL" --socket 2>"$dir/nosock.err"
+check "--socket without a path says it needs one" \
+    grep -q -- "--socket needs a path" "$dir/nosock.err"
+check "--socket without a path is not an unknown option" \
+    sh -c "! grep -q 'unknown option' '$dir/nosock.err'"
+expect 2 "--socket= without a path" -- "$MCCTL" --socket= exist k
+printf 'ttl' >"$dir/ttl.src"
+expect 2 "--ttl above the maximum" -- mc put k "$dir/ttl.src" --ttl 18446744073709551615
 
 # no agent there: 3
 expect 3 "wrong socket" -- "$MCCTL" --socket "$dir/nope.sock" exist k

@@ -271,6 +271,79 @@ START_TEST(test_ttl_removes_even_pinned)
 }
 END_TEST
 
+/* A TTL ends to the ms, not at the next 10 ms tick: published at a tick's start, ttl 5 ms
+ * is visible 4 ms later and gone 5 ms later (the tick clock alone kept it 10 ms). */
+START_TEST(test_ttl_precise_to_the_ms)
+{
+    struct t_one t = t_one_seg(MiB);
+    struct mc_master_put_grant g;
+    struct mc_master_put_req req = {.key = "k", .key_len = 1, .size = 4096, .replicas = 1,
+                                    .ttl_ms = 5, .writer = t.node,
+                                    .preferred = MC_MASTER_NODE_NONE};
+    struct mc_master_stat st;
+    struct mc_master_get_result r;
+
+    t_advance(10); /* the start of a tick */
+    ck_assert_int_eq(mc_master_put_start(t.m, &req, &g), 0);
+    ck_assert_int_eq(t_end(t.m, "k", g.version, t.node), 0);
+    ck_assert_int_eq(t_exist(t.m, "k"), 1);
+    ck_assert_int_eq(mc_master_stat(t.m, "k", 1, &st), 0);
+    ck_assert_uint_eq(st.ttl_remaining_ms, 5);
+    t_advance(4);
+    ck_assert_int_eq(mc_master_stat(t.m, "k", 1, &st), 0);
+    ck_assert_uint_eq(st.ttl_remaining_ms, 1);
+    t_advance(1);
+    ck_assert_int_eq(t_exist(t.m, "k"), 0);
+    ck_assert_int_eq(t_get(t.m, "k", &r), MC_ERR_NOT_FOUND);
+    ck_assert_int_eq(mc_master_stat(t.m, "k", 1, &st), MC_ERR_NOT_FOUND);
+    /* a 1 ms TTL, published mid-tick, is gone 7 ms later (the tick count alone kept it) */
+    t_advance(13);
+    req.key = "k1";
+    req.key_len = 2;
+    req.ttl_ms = 1;
+    ck_assert_int_eq(mc_master_put_start(t.m, &req, &g), 0);
+    ck_assert_int_eq(t_end(t.m, "k1", g.version, t.node), 0);
+    ck_assert_int_eq(t_exist(t.m, "k1"), 1);
+    t_advance(7);
+    ck_assert_int_eq(t_exist(t.m, "k1"), 0);
+    ck_assert_int_eq(t_get(t.m, "k1", &r), MC_ERR_NOT_FOUND);
+    /* reclaimed on the tick */
+    mc_master_tick(t.m);
+    ck_assert_uint_eq(t_used(t.m), 0);
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+/* TTLs above the maximum are refused, not capped; the maximum itself lasts. */
+START_TEST(test_ttl_max_enforced)
+{
+    struct t_one t = t_one_seg(MiB);
+    struct mc_master_put_grant g;
+    struct mc_master_put_req req = {.key = "k", .key_len = 1, .size = 4096, .replicas = 1,
+                                    .ttl_ms = MC_MASTER_TTL_MAX_MS + 1, .writer = t.node,
+                                    .preferred = MC_MASTER_NODE_NONE};
+    struct mc_master_stat st;
+
+    ck_assert_int_eq(mc_master_put_start(t.m, &req, &g), MC_ERR_INVALID);
+    req.ttl_ms = UINT64_MAX; /* used to wrap to "no TTL" */
+    ck_assert_int_eq(mc_master_put_start(t.m, &req, &g), MC_ERR_INVALID);
+    req.ttl_ms = UINT64_MAX - 5;
+    ck_assert_int_eq(mc_master_put_start(t.m, &req, &g), MC_ERR_INVALID);
+    ck_assert_uint_eq(t_used(t.m), 0);
+    req.ttl_ms = MC_MASTER_TTL_MAX_MS;
+    ck_assert_int_eq(mc_master_put_start(t.m, &req, &g), 0);
+    ck_assert_int_eq(t_end(t.m, "k", g.version, t.node), 0);
+    ck_assert_int_eq(mc_master_stat(t.m, "k", 1, &st), 0);
+    ck_assert_uint_eq(st.ttl_remaining_ms, MC_MASTER_TTL_MAX_MS);
+    t_advance(MC_MASTER_TTL_MAX_MS - 1); /* no tick: the node is not declared dead */
+    ck_assert_int_eq(mc_master_stat(t.m, "k", 1, &st), 0);
+    ck_assert_uint_eq(st.ttl_remaining_ms, 1);
+    t_advance(1);
+    ck_assert_int_eq(t_exist(t.m, "k"), 0);
+    mc_master_destroy(t.m);
+}
+END_TEST
+
 START_TEST(test_hard_pin_never_evicted)
 {
     struct t_one t = t_one_seg(MiB);
@@ -1177,6 +1250,8 @@ static Suite *master_suite(void)
     tcase_add_test(tc, test_lease_release_makes_evictable);
     tcase_add_test(tc, test_lease_blocks_space_reuse);
     tcase_add_test(tc, test_ttl_removes_even_pinned);
+    tcase_add_test(tc, test_ttl_precise_to_the_ms);
+    tcase_add_test(tc, test_ttl_max_enforced);
     tcase_add_test(tc, test_hard_pin_never_evicted);
     tcase_add_test(tc, test_hard_pin_cap);
     tcase_add_test(tc, test_soft_pin_evicted_last_and_lapses);
