@@ -461,6 +461,7 @@ static void send_one(struct mlink *ml, enum ml_kind k)
     b->ml = ml;
     b->kind = k;
     b->n = 0;
+    b->inflight = false; /* not on the in-flight list until its call is out */
     ml->inflight_batches++;
     while (b->n < ML_BATCH_MAX && ml->head[k] != NULL) {
         struct ml_req *r = ml->head[k];
