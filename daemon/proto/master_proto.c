@@ -352,8 +352,14 @@ int mc_proto_hello_req_decode(const void *buf, size_t len, struct mc_proto_hello
     get_bytes(&r, 0, MC_PROTO_TOKEN_MAX, &m_p->token);
     get_name(&r, 1, &m_p->name);
     get_name(&r, 0, &m_p->domain);
-    /* optional: a HELLO without it is from a sender that predates it */
-    m_p->incarnation = mc_wire_reader_left(&r) > 0 ? mc_wire_get_u64(&r) : 0;
+    /* optional: a HELLO without it is from a sender that predates it. One that is there is
+     * never 0: 0 means "none" and is sent as nothing (one encoding per message) */
+    m_p->incarnation = 0;
+    if (!r.bad && mc_wire_reader_left(&r) > 0) {
+        m_p->incarnation = mc_wire_get_u64(&r);
+        if (m_p->incarnation == 0)
+            fail(&r);
+    }
     return decode_end(&r);
 }
 
