@@ -851,42 +851,58 @@ int mc_ucx_send_raw_frame(struct mc_ucx_ep *ep, const void *frame, size_t len)
     return send_frame(ep, r, len);
 }
 
-int mc_ucx_send_bulk(struct mc_ucx_ep *ep, uint16_t type, uint64_t request_id, const void *hdr,
-                     size_t hdr_len, const void *data, size_t len, mc_ucx_done_fn done_cb,
-                     void *ctx)
+/* The checks both bulk sends share; 0 or why not. */
+static int bulk_check(const struct mc_ucx_ep *ep, uint16_t type, const void *hdr, size_t hdr_len,
+                      const void *data, size_t len)
 {
-    struct mc_wire_hdr h;
-    ucp_request_param_t p;
-    struct req *r;
-    uint32_t flags = MC_WIRE_F_BULK;
-    int err;
-
-    if (ep == NULL || done_cb == NULL || (hdr_len != 0 && hdr == NULL) ||
-        (len != 0 && data == NULL))
+    if (ep == NULL || (hdr_len != 0 && hdr == NULL) || (len != 0 && data == NULL))
         return MC_ERR_INVALID;
     if (ep->status != 0)
         return ep->status;
     if (!mc_wire_type_is_valid(type) || hdr_len > MC_UCX_BULK_HDR_MAX ||
         MC_WIRE_HDR_SIZE + hdr_len > ep->u->max_am_header)
         return MC_ERR_INVALID;
+    return 0;
+}
+
+/* Sends r (RK_BULK_SEND, done and ctx set) with its header frame built from the arguments;
+ * on an error nothing was started and r is the caller's to free. */
+static int bulk_start(struct mc_ucx_ep *ep, struct req *r, uint16_t type, uint64_t request_id,
+                      const void *hdr, size_t hdr_len, const void *data, size_t len)
+{
+    struct mc_wire_hdr h;
+    ucp_request_param_t p;
+    uint32_t flags = MC_WIRE_F_BULK;
+
     if (mc_wire_type_is_reply(type))
         flags |= MC_WIRE_F_REPLY;
+    mc_wire_hdr_init(&h, type, request_id, (uint32_t)hdr_len, flags);
+    (void)mc_wire_hdr_encode(&h, r->frame, MC_WIRE_HDR_SIZE + hdr_len);
+    if (hdr_len != 0)
+        memcpy(r->frame + MC_WIRE_HDR_SIZE, hdr, hdr_len);
+    /* UCX 1.13 reads the AM header until the send completes (no COPY_HEADER flag yet), so
+     * it lives in r, freed by the completion */
+    req_param(&p, r, UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_RNDV);
+    reqs_link(ep->u, r);
+    return req_started(ep->u, r, ucp_am_send_nbx(ep->uep, AM_BULK, r->frame,
+                                                 MC_WIRE_HDR_SIZE + hdr_len, data, len, &p));
+}
+
+int mc_ucx_send_bulk(struct mc_ucx_ep *ep, uint16_t type, uint64_t request_id, const void *hdr,
+                     size_t hdr_len, const void *data, size_t len, mc_ucx_done_fn done_cb,
+                     void *ctx)
+{
+    struct req *r;
+    int err = done_cb == NULL ? MC_ERR_INVALID : bulk_check(ep, type, hdr, hdr_len, data, len);
+
+    if (err != 0)
+        return err;
     r = req_new(ep->u, RK_BULK_SEND, MC_WIRE_HDR_SIZE + hdr_len);
     if (r == NULL)
         return MC_ERR_NOMEM;
     r->done = done_cb;
     r->ctx = ctx;
-    mc_wire_hdr_init(&h, type, request_id, (uint32_t)hdr_len, flags);
-    (void)mc_wire_hdr_encode(&h, r->frame, MC_WIRE_HDR_SIZE + hdr_len);
-    if (hdr_len != 0)
-        memcpy(r->frame + MC_WIRE_HDR_SIZE, hdr, hdr_len);
-
-    /* UCX 1.13 reads the AM header until the send completes (no COPY_HEADER flag yet), so
-     * it lives in r, freed by the completion */
-    req_param(&p, r, UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_RNDV);
-    reqs_link(ep->u, r);
-    err = req_started(ep->u, r, ucp_am_send_nbx(ep->uep, AM_BULK, r->frame,
-                                                MC_WIRE_HDR_SIZE + hdr_len, data, len, &p));
+    err = bulk_start(ep, r, type, request_id, hdr, hdr_len, data, len);
     if (err != 0)
         free(r);
     return err;
@@ -896,21 +912,16 @@ int mc_ucx_send_bulk_call(struct mc_ucx_ep *ep, uint16_t type, const void *hdr, 
                           const void *data, size_t len, uint64_t deadline_ms,
                           mc_ucx_rpc_done_fn reply_cb, mc_ucx_done_fn data_cb, void *ctx)
 {
-    struct mc_wire_hdr h;
-    ucp_request_param_t p;
     struct mc_ucx *u;
     struct call *c;
     struct req *r;
-    int err;
+    int err = reply_cb == NULL || data_cb == NULL ? MC_ERR_INVALID
+                                                  : bulk_check(ep, type, hdr, hdr_len, data, len);
 
-    if (ep == NULL || reply_cb == NULL || data_cb == NULL || (hdr_len != 0 && hdr == NULL) ||
-        (len != 0 && data == NULL))
-        return MC_ERR_INVALID;
-    if (ep->status != 0)
-        return ep->status;
-    if (!mc_wire_type_is_valid(type) || mc_wire_type_is_reply(type) ||
-        hdr_len > MC_UCX_BULK_HDR_MAX || MC_WIRE_HDR_SIZE + hdr_len > ep->u->max_am_header)
-        return MC_ERR_INVALID;
+    if (err == 0 && mc_wire_type_is_reply(type))
+        err = MC_ERR_INVALID; /* a call is a request */
+    if (err != 0)
+        return err;
     u = ep->u;
     c = calloc(1, sizeof(*c));
     r = req_new(u, RK_BULK_SEND, MC_WIRE_HDR_SIZE + hdr_len);
@@ -929,14 +940,7 @@ int mc_ucx_send_bulk_call(struct mc_ucx_ep *ep, uint16_t type, const void *hdr, 
     r->done = data_cb;
     r->ctx = ctx;
     r->call = c;
-    mc_wire_hdr_init(&h, type, c->id, (uint32_t)hdr_len, MC_WIRE_F_BULK);
-    (void)mc_wire_hdr_encode(&h, r->frame, MC_WIRE_HDR_SIZE + hdr_len);
-    if (hdr_len != 0)
-        memcpy(r->frame + MC_WIRE_HDR_SIZE, hdr, hdr_len);
-    req_param(&p, r, UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_RNDV);
-    reqs_link(u, r);
-    err = req_started(u, r, ucp_am_send_nbx(ep->uep, AM_BULK, r->frame,
-                                            MC_WIRE_HDR_SIZE + hdr_len, data, len, &p));
+    err = bulk_start(ep, r, type, c->id, hdr, hdr_len, data, len);
     if (err != 0) {
         free(r);
         free(c);

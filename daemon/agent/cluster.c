@@ -831,8 +831,12 @@ static void write_data_done(void *ctx, int status)
     write_check(x->cl, x);
 }
 
-static void write_replied(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
-                          size_t len)
+static void read_check(struct cluster *cl, struct xfer *x);
+
+/* The owner answered a transfer's call (WRITE: the bytes are in place; READ: it sends them),
+ * or the call failed. */
+static void xfer_replied(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                         size_t len)
 {
     struct xfer *x = ctx;
     struct mc_proto_status_rep rep;
@@ -843,7 +847,10 @@ static void write_replied(void *ctx, int status, const struct mc_wire_hdr *hdr, 
     x->reply_done = true;
     if (status != 0 && x->status == 0)
         x->status = status;
-    write_check(x->cl, x);
+    if (x->kind == X_WRITE)
+        write_check(x->cl, x);
+    else
+        read_check(x->cl, x);
 }
 
 static int write_send(struct cluster *cl, struct xfer *x)
@@ -864,7 +871,7 @@ static int write_send(struct cluster *cl, struct xfer *x)
      * through any node at once (the sender's completion only says the bytes left) */
     if (err == 0)
         err = mc_ucx_send_bulk_call(x->peer->ep, MC_WIRE_WRITE, buf, len, p->dst + x->from,
-                                    x->len, x->deadline_ms, write_replied, write_data_done, x);
+                                    x->len, x->deadline_ms, xfer_replied, write_data_done, x);
     if (err == 0) {
         cl->st.writes_out++;
         cl->st.write_bytes_out += x->len;
@@ -886,21 +893,6 @@ static void read_check(struct cluster *cl, struct xfer *x)
         read_unhash(cl, x);
         xfer_end(cl, x, 0);
     }
-}
-
-static void read_replied(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
-                         size_t len)
-{
-    struct xfer *x = ctx;
-    struct mc_proto_status_rep rep;
-
-    (void)hdr;
-    if (status == 0)
-        status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
-    x->reply_done = true;
-    if (status != 0 && x->status == 0)
-        x->status = status;
-    read_check(x->cl, x);
 }
 
 static int read_send(struct cluster *cl, struct xfer *x)
@@ -934,7 +926,7 @@ static int read_send(struct cluster *cl, struct xfer *x)
         if (x->attempt_ms > x->deadline_ms)
             x->attempt_ms = x->deadline_ms;
     }
-    err = mc_ucx_rpc_call(x->peer->ep, MC_WIRE_READ, buf, len, x->attempt_ms, read_replied, x,
+    err = mc_ucx_rpc_call(x->peer->ep, MC_WIRE_READ, buf, len, x->attempt_ms, xfer_replied, x,
                           NULL);
     if (err != 0) {
         read_unhash(cl, x);

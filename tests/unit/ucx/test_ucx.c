@@ -963,6 +963,160 @@ START_TEST(test_ucx_bulk_refused)
 }
 END_TEST
 
+/* --- bulk calls: the receiver answers once the bytes are in place ---------------------------- */
+
+/* What the sender of a bulk call saw: the answer (or its error) and the data release. */
+struct t_bcall {
+    bool replied, released;
+    int reply_status, data_status;
+    uint64_t replied_ms, released_ms;
+    char answer[8];
+};
+
+static void t_bcall_replied(void *ctx, int status, const struct mc_wire_hdr *h, const void *pl,
+                            size_t len)
+{
+    struct t_bcall *b = ctx;
+
+    (void)h;
+    b->replied = true;
+    b->replied_ms = mc_ucx_now_ms();
+    b->reply_status = status;
+    if (status == 0 && len > 0 && len < sizeof(b->answer))
+        memcpy(b->answer, pl, len);
+}
+
+static void t_bcall_released(void *ctx, int status)
+{
+    struct t_bcall *b = ctx;
+
+    b->released = true;
+    b->released_ms = mc_ucx_now_ms();
+    b->data_status = status;
+}
+
+/* Sends T_BULK_LEN pattern bytes as a bulk call with a 2 s deadline. Exit status: 0 answered
+ * "ok" after the data was released by UCX or before it (either order), 20 + n: the answer
+ * failed with -n (the data release came too); 2-5: setup or a callback missing. */
+static int t_peer_bulk_caller(struct mc_ucx *u, const void *a, size_t n)
+{
+    static const char hdr[] = "alloc 43 v8";
+    struct mc_ucx_ep *ep = NULL;
+    struct t_bcall b = {0};
+    uint8_t *data = malloc(T_BULK_LEN);
+
+    if (data == NULL || mc_ucx_ep_connect(u, a, n, &ep) != 0)
+        return 2;
+    for (size_t i = 0; i < T_BULK_LEN; i++)
+        data[i] = t_pattern(i);
+    if (mc_ucx_send_bulk_call(ep, MC_WIRE_WRITE, hdr, sizeof(hdr), data, T_BULK_LEN,
+                              mc_ucx_now_ms() + 2000, t_bcall_replied, t_bcall_released,
+                              &b) != 0)
+        return 3;
+    if (!t_pump_until(u, &b.replied, T_WAIT_MS) || !t_pump_until(u, &b.released, T_WAIT_MS))
+        return 4;
+    free(data); /* only now: UCX no longer reads it */
+    if (b.reply_status != 0)
+        return 20 - b.reply_status;
+    if (b.data_status != 0 || strcmp(b.answer, "ok") != 0)
+        return 5;
+    return t_serve(u);
+}
+
+static struct mc_ucx_ep *t_rx_ep;
+static bool t_rx_answer; /* the receiver answers in its bulk done callback */
+
+static void *t_bulk_dest_ep(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *h,
+                            const void *hdr_payload, size_t len, void **op_p)
+{
+    t_rx_ep = ep;
+    return t_bulk_dest(ctx, ep, h, hdr_payload, len, op_p);
+}
+
+static void t_bulk_done_answer(void *ctx, void *op, int status)
+{
+    struct t_bulk_rx *rx = ctx;
+
+    t_bulk_done(ctx, op, status);
+    if (t_rx_answer && status == 0)
+        ck_assert_int_eq(mc_ucx_rpc_reply(t_rx_ep, MC_WIRE_WRITE_REPLY, rx->id, "ok", 2), 0);
+}
+
+/* The sender's call ends with the receiver's answer, sent after its bulk done callback: the
+ * bytes were in place when the sender heard "ok" (the send's own completion only says they
+ * left). */
+START_TEST(test_ucx_bulk_call_answered_once_landed)
+{
+    uint8_t addr[T_ADDR_MAX];
+    struct t_peer p;
+
+    t_rx.buf = malloc(T_BULK_LEN);
+    t_rx.cap = T_BULK_LEN;
+    t_rx_answer = true;
+    p = t_peer_start(t_peer_bulk_caller, NULL);
+    t_setup();
+    mc_ucx_bulk_register(t_u, t_bulk_dest_ep, t_bulk_done_answer, &t_rx);
+    (void)t_peer_hello(&p, addr);
+    ck_assert(t_pump_until(t_u, &t_rx.done, T_WAIT_MS));
+    ck_assert_int_eq(t_rx.status, 0);
+    ck_assert_uint_eq(t_rx.len, T_BULK_LEN);
+    ck_assert_str_eq(t_rx.hdr, "alloc 43 v8");
+    ck_assert_uint_ne(t_rx.id >> MC_UCX_SESSION_SHIFT, 0); /* the id carries a session */
+    for (size_t i = 0; i < T_BULK_LEN; i++) {
+        if (t_rx.buf[i] != t_pattern(i))
+            ck_abort_msg("byte %zu: %02x want %02x", i, t_rx.buf[i], t_pattern(i));
+    }
+    ck_assert_int_eq(t_peer_finish(&p, T_WAIT_MS), 0);
+    mc_ucx_destroy(t_u);
+    free(t_rx.buf);
+}
+END_TEST
+
+/* A receiver that takes the bytes but never answers: the call times out at its deadline,
+ * and the data release still comes (exactly once). */
+START_TEST(test_ucx_bulk_call_unanswered_times_out)
+{
+    uint8_t addr[T_ADDR_MAX];
+    struct t_peer p;
+
+    t_rx.buf = malloc(T_BULK_LEN);
+    t_rx.cap = T_BULK_LEN;
+    t_rx_answer = false;
+    p = t_peer_start(t_peer_bulk_caller, NULL);
+    t_setup();
+    mc_ucx_bulk_register(t_u, t_bulk_dest_ep, t_bulk_done_answer, &t_rx);
+    (void)t_peer_hello(&p, addr);
+    ck_assert(t_pump_until(t_u, &t_rx.done, T_WAIT_MS));
+    ck_assert_int_eq(t_peer_finish(&p, T_WAIT_MS), 20 - MC_ERR_TIMEOUT);
+    mc_ucx_destroy(t_u);
+    free(t_rx.buf);
+}
+END_TEST
+
+/* A refused bulk call fails its call (no answer will come) and releases the data. */
+START_TEST(test_ucx_bulk_call_refused)
+{
+    uint8_t addr[T_ADDR_MAX];
+    struct t_peer p;
+    int rc;
+
+    t_rx.buf = malloc(16);
+    t_rx.cap = 16;
+    t_rx.refuse = true;
+    t_rx_answer = true;
+    p = t_peer_start(t_peer_bulk_caller, NULL);
+    t_setup();
+    mc_ucx_bulk_register(t_u, t_bulk_dest_ep, t_bulk_done_answer, &t_rx);
+    (void)t_peer_hello(&p, addr);
+    rc = t_peer_finish(&p, T_WAIT_MS);
+    ck_assert_msg(rc == 20 - MC_ERR_UNAVAILABLE || rc == 20 - MC_ERR_CANCELED,
+                  "the caller's exit status %d", rc);
+    ck_assert(!t_rx.done);
+    mc_ucx_destroy(t_u);
+    free(t_rx.buf);
+}
+END_TEST
+
 /* --- one-sided ---------------------------------------------------------------------------------- */
 
 static int t_peer_rma_target(struct mc_ucx *u, const void *a, size_t n)
@@ -1081,6 +1235,9 @@ static Suite *ucx_suite(void)
     tcase_add_test(tc, test_ucx_bad_reply_fails_call_proto);
     tcase_add_test(tc, test_ucx_bulk_16mib_into_memfd);
     tcase_add_test(tc, test_ucx_bulk_refused);
+    tcase_add_test(tc, test_ucx_bulk_call_answered_once_landed);
+    tcase_add_test(tc, test_ucx_bulk_call_unanswered_times_out);
+    tcase_add_test(tc, test_ucx_bulk_call_refused);
     tcase_add_test(tc, test_ucx_rma_put_get);
     tcase_add_test(tc, test_ucx_create_bad_config);
     suite_add_tcase(s, tc);
