@@ -165,10 +165,12 @@ declare -A stop_pid stop_start
 stop_quiet=
 running=()
 
-# wait_exit MS NAME...: until every NAME's process has exited (each reported with WHAT,
-# e.g. "after SIGTERM"), at most MS milliseconds; leaves those still there in `running`
+# wait_exit MS WHAT SINCE NAME...: until every NAME's process has exited, at most MS
+# milliseconds; each exit is reported with the seconds since SINCE (now_ms) and WHAT
+# ("after SIGTERM"). Leaves those still there in `running`; a host that cannot be asked
+# (ssh fails: exit status other than 0 or 1) counts as still there.
 wait_exit() {
-    local ms=$1 what=$2 since=$3 name deadline poll=0.05
+    local ms=$1 what=$2 since=$3 name deadline poll=0.05 rc
     shift 3
     deadline=$(($(now_ms) + ms))
     [ "$mode" != hosts ] || poll=0.5
@@ -176,10 +178,12 @@ wait_exit() {
     while [ ${#running[@]} -gt 0 ]; do
         local still=()
         for name in "${running[@]}"; do
-            if on_node "$name" "$(sh_same "${stop_pid[$name]}" "${stop_start[$name]}")"; then
-                still+=("$name")
-            else
+            rc=0
+            on_node "$name" "$(sh_same "${stop_pid[$name]}" "${stop_start[$name]}")" || rc=$?
+            if [ $rc -eq 1 ]; then
                 warn "$name (pid ${stop_pid[$name]}) exited $(secs_since "$since") s $what"
+            else
+                still+=("$name")
             fi
         done
         running=("${still[@]+"${still[@]}"}")
@@ -218,7 +222,8 @@ stop_daemons() {
     t0=$(now_ms)
     for name in "${running[@]}"; do
         warn "$name (pid ${stop_pid[$name]}) did not exit in $grace s: SIGKILL"
-        on_node "$name" "$(sh_same "${stop_pid[$name]}" "${stop_start[$name]}") && kill -KILL ${stop_pid[$name]}" || true
+        on_node "$name" "$(sh_same "${stop_pid[$name]}" "${stop_start[$name]}") &&
+            kill -KILL ${stop_pid[$name]}" || true
         killed+=("$name")
     done
     wait_exit 10000 "after SIGKILL" "$t0" "${killed[@]}"
