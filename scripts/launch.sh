@@ -7,7 +7,9 @@
 #          [--set KEY=VALUE]... [--master-set KEY=VALUE]... [--timeout SEC]
 #          start mc-master and N cluster-mode agents; returns once every daemon is ready,
 #          or stops what it started and exits 1.
-#   stop   [--dir RUNDIR]      SIGTERM the agents, then the master; remove what start made
+#   stop   [--dir RUNDIR] [--grace S]
+#          SIGTERM the agents, then the master, SIGKILL what has not exited after S seconds
+#          (default 20); returns once every daemon has exited; remove what start made
 #   status [--dir RUNDIR]      one JSON object: the daemons, and `mcctl cluster` via an agent
 # docs/operations.md ("A cluster with launch.sh") describes the three placements (local,
 # --netns, --hosts), the files in RUNDIR and the exit statuses.
@@ -22,7 +24,7 @@ usage: scripts/launch.sh demo
        scripts/launch.sh start --agents N [--dram SIZE] [--dir RUNDIR] [--netns | --hosts FILE]
                                [--build-dir DIR] [--set KEY=VALUE]... [--master-set KEY=VALUE]...
                                [--timeout SEC]
-       scripts/launch.sh stop [--dir RUNDIR]
+       scripts/launch.sh stop [--dir RUNDIR] [--grace S]
        scripts/launch.sh status [--dir RUNDIR]
 EOF
     exit 2
@@ -128,57 +130,112 @@ node_alive() {
 
 # ---------------------------------------------------------------------------------------
 # stop: agents first (SIGTERM: they finish their ops and leave the cluster), then the
-# master; each wait is bounded, then SIGKILL. Then what start created: sockets and ready
-# files left behind, network namespaces, the bridge. Nothing running: exit 0.
+# master; each waits up to the grace period (--grace, default 20 s), then SIGKILL, and
+# stop returns only once every daemon it signalled has exited. Each step is reported on
+# stderr. Then what start created: sockets and ready files left behind, network
+# namespaces, the bridge. Nothing running: exit 0.
+#
+# A daemon is identified once, before its SIGTERM: its pid file names a running process
+# whose command line has its config file (sh_is_daemon). From then on it is followed by
+# its start time (/proc/PID/stat), not its command line: an exiting process loses its
+# command line before it closes its sockets, and a pid reused meanwhile has another start
+# time, so neither is taken for the daemon, nor signalled.
 
-# signal_all SIG NAME...: send SIG to each NAME whose daemon runs
-signal_all() {
-    local sig=$1 name pid
-    shift
-    for name in "$@"; do
-        pid=$(node_pid "$name")
-        [ -z "$pid" ] || on_node "$name" "$(sh_is_daemon "$name" "$pid") && kill -$sig $pid" || true
-    done
+# sh snippets (expanded by that sh): print PID's start time (clock ticks since boot) if it
+# runs (not a zombie); is PID still the process that started at START
+# shellcheck disable=SC2016
+sh_start_of() {
+    printf '%s && set -- $s && shift 19 && echo "$1"' "$(sh_running "$1")"
+}
+# shellcheck disable=SC2016
+sh_same() { printf '[ "$(%s)" = %s ]' "$(sh_start_of "$1")" "$2"; }
+
+now_ms() {
+    local t=${EPOCHREALTIME:-}
+    t=${t//[!0-9]/}
+    if [ -n "$t" ]; then echo $((10#$t / 1000)); else echo $((SECONDS * 1000)); fi
+}
+# secs_since MS: seconds since then, one decimal
+secs_since() {
+    local d=$(($(now_ms) - $1))
+    printf '%d.%d' $((d / 1000)) $((d % 1000 / 100))
 }
 
-# wait_gone SECONDS NAME...: until no NAME runs, at most SECONDS; leaves those still
-# running in `running`
+declare -A stop_pid stop_start
+stop_quiet=
 running=()
-wait_gone() {
-    local deadline=$((SECONDS + $1)) name
-    shift
+
+# wait_exit MS WHAT SINCE NAME...: until every NAME's process has exited, at most MS
+# milliseconds; each exit is reported with the seconds since SINCE (now_ms) and WHAT
+# ("after SIGTERM"). Leaves those still there in `running`; a host that cannot be asked
+# (ssh fails: exit status other than 0 or 1) counts as still there.
+wait_exit() {
+    local ms=$1 what=$2 since=$3 name deadline poll=0.05 rc
+    shift 3
+    deadline=$(($(now_ms) + ms))
+    [ "$mode" != hosts ] || poll=0.5
     running=("$@")
     while [ ${#running[@]} -gt 0 ]; do
         local still=()
         for name in "${running[@]}"; do
-            node_alive "$name" && still+=("$name")
+            rc=0
+            on_node "$name" "$(sh_same "${stop_pid[$name]}" "${stop_start[$name]}")" || rc=$?
+            if [ $rc -eq 1 ]; then
+                warn "$name (pid ${stop_pid[$name]}) exited $(secs_since "$since") s $what"
+            else
+                still+=("$name")
+            fi
         done
         running=("${still[@]+"${still[@]}"}")
-        if [ ${#running[@]} -eq 0 ] || [ $SECONDS -ge $deadline ]; then break; fi
-        sleep 0.05
+        if [ ${#running[@]} -eq 0 ] || [ "$(now_ms)" -ge "$deadline" ]; then break; fi
+        sleep $poll
     done
 }
 
-# stop_daemons SECONDS NAME...: SIGTERM, then SIGKILL what still runs after SECONDS
+# stop_daemons NAME...: SIGTERM to each NAME whose daemon runs, SIGKILL to those still
+# there after the grace period; returns 1 if one is still there 10 s after its SIGKILL
 stop_daemons() {
-    local secs=$1 name
-    shift
-    [ $# -gt 0 ] || return 0
-    signal_all TERM "$@"
-    wait_gone "$secs" "$@"
+    local name pid st t0 sent=() killed=()
+    for name in "$@"; do
+        pid=$(node_pid "$name")
+        [ -n "$pid" ] || continue # never started
+        # identify and signal in one go (one ssh round trip in --hosts mode)
+        st=$(on_node "$name" "$(sh_is_daemon "$name" "$pid") &&
+            st=\$($(sh_start_of "$pid")) && kill -TERM $pid && echo \$st" 2>/dev/null) || st=
+        if [ -n "$st" ]; then
+            stop_pid[$name]=$pid
+            stop_start[$name]=$st
+            sent+=("$name")
+        elif on_node "$name" "$(sh_running "$pid")" 2>/dev/null; then
+            warn "$name: pid $pid of $name.pid is another program now: left alone"
+        elif [ -z "$stop_quiet" ]; then
+            warn "$name (pid $pid) was not running"
+        fi
+    done
+    [ ${#sent[@]} -gt 0 ] || return 0
+    t0=$(now_ms)
+    local list=
+    for name in "${sent[@]}"; do list+=", $name (pid ${stop_pid[$name]})"; done
+    warn "SIGTERM to ${list#, }"
+    wait_exit $((grace * 1000)) "after SIGTERM" "$t0" "${sent[@]}"
     [ ${#running[@]} -gt 0 ] || return 0
+    t0=$(now_ms)
     for name in "${running[@]}"; do
-        warn "$name (pid $(node_pid "$name")) still running ${secs}s after SIGTERM: SIGKILL"
+        warn "$name (pid ${stop_pid[$name]}) did not exit in $grace s: SIGKILL"
+        on_node "$name" "$(sh_same "${stop_pid[$name]}" "${stop_start[$name]}") &&
+            kill -KILL ${stop_pid[$name]}" || true
+        killed+=("$name")
     done
-    signal_all KILL "${running[@]}"
-    wait_gone 5 "${running[@]}"
+    wait_exit 10000 "after SIGKILL" "$t0" "${killed[@]}"
     for name in "${running[@]+"${running[@]}"}"; do
-        warn "$name (pid $(node_pid "$name")) survived SIGKILL"
+        warn "$name (pid ${stop_pid[$name]}) still there 10 s after SIGKILL (stuck in the kernel?)"
     done
+    [ ${#running[@]} -eq 0 ]
 }
 
 do_stop() {
-    local quiet=${1:-} name agent_names=() ns
+    local quiet=${1:-} name agent_names=() ns rc=0
+    stop_quiet=$quiet
     if ! load_state; then
         [ -n "$quiet" ] || say "nothing to stop in $rundir"
         return 0
@@ -186,8 +243,8 @@ do_stop() {
     for name in "${names[@]}"; do
         [ "$name" = master ] || agent_names+=("$name")
     done
-    stop_daemons 20 "${agent_names[@]+"${agent_names[@]}"}"
-    stop_daemons 10 master
+    stop_daemons "${agent_names[@]+"${agent_names[@]}"}" || rc=1
+    stop_daemons master || rc=1
     for name in "${names[@]}"; do
         if [ "$name" != master ] &&
             on_node "$name" "test -S $(q "$rundir/$name.sock")" 2>/dev/null; then
@@ -207,11 +264,24 @@ do_stop() {
         done
         [ -z "$bridge" ] || ip link del "$bridge" 2>/dev/null || true
     fi
+    if [ $rc -ne 0 ]; then
+        warn "not every daemon of $rundir could be stopped"
+        return 1
+    fi
     [ -n "$quiet" ] || say "stopped the cluster in $rundir"
 }
 
 # ---------------------------------------------------------------------------------------
 # status: one JSON object on stdout.
+
+# node_health NAME: what NAME's daemon says of its own health, as JSON, or null when it
+# cannot be asked. `alive` is the pid's word (the process runs); this is the daemon's.
+# A hook, null for now: the daemons have no health endpoint yet. Once one is configured
+# (an HTTP listener answering GET /health), ask it here on NAME's host (on_node), bounded
+# (e.g. curl -m 2), and print {"ok":BOOL,...}; status then carries it unchanged.
+node_health() {
+    printf 'null'
+}
 
 do_status() {
     local name pid alive addr k first=1 sock cluster='' out
@@ -229,10 +299,10 @@ do_status() {
         local ns=${node_ns[$1]} dest=${node_dest[$1]}
         [ "$ns" != - ] || ns=
         [ "$dest" != - ] || dest=
-        printf '"node":%s,"pid":%s,"alive":%s,"addr":%s,"netns":%s,"host":%s,"config":%s,"log":%s' \
-            "$(json_str "$1")" "${pid:-null}" "$alive" "$(json_or_null "$addr")" \
-            "$(json_or_null "$ns")" "$(json_or_null "$dest")" \
-            "$(json_str "$rundir/$1.json")" "$(json_str "$rundir/$1.log")"
+        printf '"node":%s,"pid":%s,"alive":%s,"health":%s,"addr":%s,"netns":%s,"host":%s,' \
+            "$(json_str "$1")" "${pid:-null}" "$alive" "$(node_health "$1")" \
+            "$(json_or_null "$addr")" "$(json_or_null "$ns")" "$(json_or_null "$dest")"
+        printf '"config":%s,"log":%s' "$(json_str "$rundir/$1.json")" "$(json_str "$rundir/$1.log")"
     }
     out=$(printf '{"mode":%s,"dir":%s,"build":%s,"master":{' "$(json_str "$mode")" \
         "$(json_str "$rundir")" "$(json_str "$build")")
@@ -576,10 +646,11 @@ demo)
 start | stop | status)
     shift
     agents='' dram=256M rundir=${XDG_RUNTIME_DIR:-/tmp}/mcstore netns='' hosts_file='' build_dir=
-    timeout=60 agent_sets=() master_sets=()
+    timeout=60 agent_sets=() master_sets=() grace=20
     while [ $# -gt 0 ]; do
         case $1 in
-        --agents | --dram | --dir | --hosts | --build-dir | --set | --master-set | --timeout)
+        --agents | --dram | --dir | --hosts | --build-dir | --set | --master-set | --timeout | \
+            --grace)
             [ $# -ge 2 ] || { warn "$1 needs a value"; usage; }
             case $1 in
             --agents) agents=$2 ;;
@@ -590,6 +661,7 @@ start | stop | status)
             --set) agent_sets+=("$2") ;;
             --master-set) master_sets+=("$2") ;;
             --timeout) timeout=$2 ;;
+            --grace) grace=$2 ;;
             esac
             shift 2
             ;;
@@ -603,6 +675,7 @@ start | stop | status)
             ;;
         esac
     done
+    [[ $grace =~ ^[0-9]+$ ]] || { warn "--grace: seconds"; usage; }
     if [ "$cmd" != start ] && [ -d "$rundir" ]; then
         rundir=$(cd "$rundir" && pwd -P)
     fi

@@ -49,6 +49,7 @@
 
 #include "daemon/agent/cluster.h"
 #include "daemon/common/log.h"
+#include "daemon/common/notify.h"
 #include "daemon/master/master.h"
 #include "shm/memfd.h"
 #include "shm/region.h"
@@ -1668,6 +1669,7 @@ static void handle_cqe(struct mc_agent *a, struct io_uring_cqe *cqe)
     case UD_SIGNAL:
         if (cqe->res > 0 && !a->draining) {
             mc_info("signal received: finishing in-flight operations, then stopping");
+            mc_notify_stopping();
             drain_start(a);
         } else if (cqe->res > 0) {
             a->stopping = true; /* a second signal: stop now */

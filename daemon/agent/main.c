@@ -11,8 +11,10 @@
  * ready file is written (by rename, with our pid; in cluster mode "PID PORT" with the port
  * of --listen) once the socket accepts and, in cluster mode, once the agent is
  * authenticated at the master and its segment is mounted, and removed when the agent
- * stops. SIGTERM or SIGINT stops the agent cleanly. Exit: 0 clean stop, 2 usage or config
- * error, 3 refused by the master (token, name), 1 anything else.
+ * stops. At that same moment a service manager is told READY=1 (NOTIFY_SOCKET, systemd's
+ * Type=notify), and STOPPING=1 once it begins to stop. SIGTERM or SIGINT stops the agent
+ * cleanly. Exit: 0 clean stop, 2 usage or config error, 3 refused by the master (token,
+ * name), 1 anything else.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@
 
 #include "daemon/agent/agent.h"
 #include "daemon/common/log.h"
+#include "daemon/common/notify.h"
 #include "daemon/common/ready.h"
 
 static void usage(FILE *f)
@@ -87,7 +90,9 @@ static int run(const struct mc_agent_config *cfg, const char *ready)
         mc_agent_destroy(a);
         return 1;
     }
+    mc_notify_ready(cfg->master_addr != NULL ? "serving (cluster)" : "serving (standalone)");
     rc = mc_agent_run(a);
+    mc_notify_stopping(); /* sent already when a signal stopped us */
     mc_info("stopped");
     if (ready != NULL)
         mc_ready_file_remove(ready); /* clients can no longer connect */

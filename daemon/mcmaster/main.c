@@ -6,9 +6,10 @@
  *
  * --listen is the same as --set listen=HOST:PORT (port 0: any free port). The cluster token
  * comes from the config (cluster_token; MC_CLUSTER_TOKEN in the environment). The ready file
- * is written (by rename) once the listener and the UCX worker are up: "PID PORT\n". SIGTERM
- * or SIGINT stops the master cleanly. Exit: 0 clean stop, 2 usage or config error, 1
- * anything else.
+ * is written (by rename) once the listener and the UCX worker are up: "PID PORT\n"; a service
+ * manager is told READY=1 then (NOTIFY_SOCKET, systemd's Type=notify) and STOPPING=1 once
+ * the master begins to stop. SIGTERM or SIGINT stops the master cleanly. Exit: 0 clean stop,
+ * 2 usage or config error, 1 anything else.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <mc/mc_status.h>
 
 #include "daemon/common/log.h"
+#include "daemon/common/notify.h"
 #include "daemon/common/ready.h"
 #include "daemon/mcmaster/mcmaster_config.h"
 #include "daemon/mcmaster/server.h"
@@ -55,7 +57,9 @@ static int run(const struct mc_mcmaster_config *cfg, const char *ready)
         mc_mcmaster_server_destroy(s);
         return 1;
     }
+    mc_notify_ready("serving");
     rc = mc_mcmaster_server_run(s);
+    mc_notify_stopping(); /* sent already when a signal stopped us */
     mc_info("stopped");
     if (ready != NULL)
         mc_ready_file_remove(ready);

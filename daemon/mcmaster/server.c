@@ -28,6 +28,7 @@
 #include <mc/mc_status.h>
 
 #include "daemon/common/log.h"
+#include "daemon/common/notify.h"
 #include "daemon/master/master.h"
 #include "daemon/common/bootstrap.h"
 #include "daemon/proto/master_proto.h"
@@ -791,6 +792,7 @@ static void on_signal(struct mc_mcmaster_server *s)
 
     while (read(s->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         mc_info("signal %u: stopping", si.ssi_signo);
+        mc_notify_stopping();
         s->stopping = true;
     }
 }

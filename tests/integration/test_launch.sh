@@ -4,7 +4,9 @@
 # layer through a stand-in for ssh that runs every command here, and a network-namespace
 # cluster (master + 2 agents, each in its own namespace on a bridge). Each cluster: status
 # JSON, a put through agent 1 read back byte-exact through the last agent, `mcctl cluster`,
-# stop, nothing left (processes, sockets, namespaces, bridge).
+# stop (each exit reported; the pids of the pid files gone when it returns), nothing left
+# (processes, sockets, namespaces, bridge). A SIGSTOPped agent is SIGKILLed after
+# --grace; a pid file naming another program leaves that program alone.
 #
 # Needs MC_BUILD_DIR and LAUNCH (meson sets both); without them it exits 77 (SKIP).
 # Network namespaces need root and ip: where they cannot be made, the other parts still
@@ -67,6 +69,25 @@ nothing_running_in() {
 }
 no_sockets_in() { ! ls "$1"/*.sock >/dev/null 2>&1; }
 
+# is PID a live process (kill -0 also reaches a zombie: that one has exited)
+pid_lives() {
+    local s
+    kill -0 "$1" 2>/dev/null || return 1
+    s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    s=${s##*) }
+    [ "${s%% *}" != Z ]
+}
+# no pid of RUN's pid files is a live process
+no_pid_alive_in() {
+    local f pid left=
+    for f in "$1"/*.pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f")
+        if pid_lives "$pid"; then left+=" $pid"; fi
+    done
+    [ -z "$left" ] || { echo "  still alive:$left" >&2; return 1; }
+}
+
 # exercise RUN N: a started cluster of N agents in RUN: status, put/get, cluster, stop
 exercise() {
     local run=$1 n=$2 rc
@@ -77,6 +98,8 @@ exercise() {
     check "status: nothing dead" is "$(count '"alive":false' "$run.status")" 0
     check "status: the cluster as an agent sees it, $n nodes alive" \
         is "$(count '"state":"alive"' "$run.status")" "$n"
+    check "status: a health field per daemon (null: no health endpoint yet)" \
+        is "$(count '"health":null' "$run.status")" $((n + 1))
     check "status: agent sockets" grep -qF "\"socket\":\"$run/agent-$n.sock\"" "$run.status"
 
     head -c 3000000 /dev/urandom >"$run.in"
@@ -91,8 +114,13 @@ exercise() {
 
     "$LAUNCH" stop --dir "$run" 2>"$run.stop.err"
     check "stop exits 0" test $? -eq 0
+    check "no pid of the run alive once stop returned" no_pid_alive_in "$run"
     cat "$run.stop.err" >&2
-    check "every daemon stopped on SIGTERM, cleanly" test ! -s "$run.stop.err"
+    check "stop reports each daemon's exit after SIGTERM" \
+        is "$(grep -cE '^launch: (master|agent-[0-9]+) \(pid [0-9]+\) exited [0-9.]+ s after SIGTERM$' \
+            "$run.stop.err")" $((n + 1))
+    check "every daemon stopped on SIGTERM, cleanly" \
+        test -z "$(grep -E 'SIGKILL|socket behind|not running|another program' "$run.stop.err")"
     "$LAUNCH" status --dir "$run" >"$run.status2"
     check "status after stop is JSON" valid_json "$run.status2"
     check "status after stop: nothing alive" is "$(count '"alive":true' "$run.status2")" 0
@@ -132,6 +160,42 @@ check "a second start in a running RUNDIR is refused" test $? -ne 0
 check "... and leaves the running cluster alone" \
     is "$("$LAUNCH" status --dir "$run" | grep -oF '"alive":true' | wc -l)" 4
 exercise "$run" 3
+
+# --- stop of a daemon that does not exit on SIGTERM (SIGSTOPped): SIGKILL after --grace,
+# reported; a pid file naming another program is left alone; start right after stop
+run=$dir/stuck
+"$LAUNCH" start --agents 2 --dram 64M --dir "$run" --build-dir "$MC_BUILD_DIR" >/dev/null
+check "stuck: start exits 0" test $? -eq 0
+stuck=$(cat "$run/agent-1.pid")
+kill -STOP "$stuck"
+t0=$SECONDS
+"$LAUNCH" stop --dir "$run" --grace 1 2>"$run.stop.err"
+rc=$?
+cat "$run.stop.err" >&2
+check "stuck: stop exits 0" test $rc -eq 0
+check "stuck: stop did not wait for the default grace" test $((SECONDS - t0)) -lt 15
+check "stuck: SIGKILL after the grace, reported" \
+    grep -qxF "launch: agent-1 (pid $stuck) did not exit in 1 s: SIGKILL" "$run.stop.err"
+check "stuck: its exit after SIGKILL, reported" \
+    grep -qE "^launch: agent-1 \(pid $stuck\) exited [0-9.]+ s after SIGKILL$" "$run.stop.err"
+check "stuck: the others exited on SIGTERM" \
+    is "$(grep -cE 'exited [0-9.]+ s after SIGTERM$' "$run.stop.err")" 2
+check "stuck: no pid of the run alive once stop returned" no_pid_alive_in "$run"
+check "stuck: no daemon left" nothing_running_in "$run"
+sleep 60 &
+other=$!
+echo "$other" >"$run/agent-2.pid"
+"$LAUNCH" stop --dir "$run" --grace 1 2>"$run.stop2.err"
+check "a pid file naming another program: stop exits 0" test $? -eq 0
+check "... leaves that program alone" pid_lives "$other"
+check "... and says so" grep -qF "agent-2: pid $other of agent-2.pid is another program" \
+    "$run.stop2.err"
+kill "$other" 2>/dev/null
+wait "$other" 2>/dev/null
+"$LAUNCH" start --agents 1 --dram 64M --dir "$run" --build-dir "$MC_BUILD_DIR" >/dev/null
+check "start right after stop in the same RUNDIR" test $? -eq 0
+"$LAUNCH" stop --dir "$run" 2>/dev/null
+check "... and its stop" no_pid_alive_in "$run"
 
 # --- a start that fails (an agent refuses its --dram) stops what it started
 run=$dir/bad
