@@ -116,8 +116,15 @@ START_TEST(test_metrics_cluster_master_counts_and_agent_health)
     ck_assert(val(m1, "mcstore_master_nodes_alive", "") >= 1);
     ck_assert(val(m1, "mcstore_master_capacity_bytes", "tier=\"dram\"") >= 32 << 20);
 
-    /* the agent's page: cluster figures, not the standalone master's */
-    scrape(aport, m0);
+    /* the agent's page: cluster figures, not the standalone master's (published every
+     * ~10 ms while it works, every tick_ms while it sleeps: wait for them) */
+    deadline = t_now_ms() + 5000;
+    do {
+        scrape(aport, m0);
+        if (val(m0, "mcstore_agent_puts_total", "") >= N)
+            break;
+        t_poll_pause();
+    } while (t_now_ms() < deadline);
     ck_assert_double_eq(val(m0, "mcstore_agent_master_reachable", ""), 1);
     ck_assert_double_eq(val(m0, "mcstore_agent_puts_total", ""), N);
     ck_assert(!isnan(t_prom_value(m0, "mcstore_agent_read_failovers_total", "")));

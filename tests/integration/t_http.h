@@ -146,7 +146,7 @@ struct t_prom {
     size_t ns;
     struct t_prom_family f[T_PROM_MAX];
     size_t nf;
-    char err[256];
+    char err[512];
 };
 
 static inline bool t_prom_name_ok(const char *s, size_t n)
