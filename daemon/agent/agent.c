@@ -94,10 +94,90 @@ struct io_uring_sqe *agent_get_sqe(struct mc_agent *a)
 /* ---------------------------------------------------------------------------------------- */
 /* completions to clients */
 
+/* --- op latency (metrics on) -------------------------------------------------------------
+ * Each timed op has an entry keyed by its user_data from the moment its SQE is taken to the
+ * moment its CQE is posted, in a per-client table sized at connection: no allocation and
+ * no syscall beyond the clock read on the data path. Linear probing with backward-shift
+ * deletion keeps lookups short without tombstones. */
+
+static uint32_t optime_slot(uint64_t user_data, uint32_t mask)
+{
+    return (uint32_t)((user_data * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & mask;
+}
+
+static void optime_add(struct client *c, uint64_t user_data, uint64_t t0_ns, uint8_t kind)
+{
+    uint32_t i;
+
+    if (c->times == NULL || c->ntimes >= c->times_mask)
+        return; /* cannot happen while entries <= ops in flight; never loop for ever */
+    for (i = optime_slot(user_data, c->times_mask); c->times[i].kind != OT_NONE;
+         i = (i + 1) & c->times_mask) {
+        if (c->times[i].user_data == user_data)
+            return; /* a client reusing a user_data in flight: the first keeps its time */
+    }
+    c->times[i] = (struct optime){.user_data = user_data, .t0_ns = t0_ns, .kind = kind};
+    c->ntimes++;
+}
+
+static void optime_end(struct client *c, uint64_t user_data)
+{
+    uint32_t m = c->times_mask, i = optime_slot(user_data, m), j, k;
+    struct optime *t = c->times;
+    uint64_t dt;
+
+    while (t[i].kind != OT_NONE && t[i].user_data != user_data)
+        i = (i + 1) & m;
+    if (t[i].kind == OT_NONE)
+        return;
+    dt = now_ns() - t[i].t0_ns;
+    mc_histo_observe(t[i].kind == OT_PUT ? c->a->h_put : c->a->h_get, dt);
+    /* close the gap: move up every later entry of the run whose home slot is not in (i, j] */
+    for (j = i;;) {
+        j = (j + 1) & m;
+        if (t[j].kind == OT_NONE)
+            break;
+        k = optime_slot(t[j].user_data, m);
+        if ((i <= j) ? (k <= i || k > j) : (k <= i && k > j)) {
+            t[i] = t[j];
+            i = j;
+        }
+    }
+    t[i].kind = OT_NONE;
+    c->ntimes--;
+}
+
+/* Before op_run dispatches s: start its clock if it is timed. */
+static void optime_start(struct mc_agent *a, struct client *c, const struct mc_sqe *s)
+{
+    const struct put *p;
+
+    switch (s->opcode) {
+    case MC_OP_PUT:
+        a->op_t0_ns = now_ns();
+        optime_add(c, s->user_data, a->op_t0_ns, OT_PUT);
+        break;
+    case MC_OP_PUT_START:
+        a->op_t0_ns = now_ns(); /* put_begin keeps it: PUT_END's answer ends the clock */
+        break;
+    case MC_OP_PUT_END:
+        if (s->arg0 < c->lay.max_inflight && (p = &c->puts[s->arg0])->used && !p->oneshot)
+            optime_add(c, s->user_data, p->t0_ns, OT_PUT);
+        break;
+    case MC_OP_GET:
+        optime_add(c, s->user_data, now_ns(), OT_GET);
+        break;
+    default:
+        break;
+    }
+}
+
 void agent_cqe_post(struct client *c, const struct mc_cqe *src)
 {
     struct mc_shm_ring_ctrl *cq = c->r->cq;
 
+    if (c->ntimes != 0)
+        optime_end(c, src->user_data);
     c->inflight--;
     if (mc_ring_used_at(cq, c->cq_tail) >= c->lay.cq_entries) {
         /* full: it cannot happen while the client keeps to max_inflight <= cq_entries; above
@@ -401,6 +481,7 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
     p->size = size;
     p->user_data = s->user_data;
     p->deadline_ms = deadline_ms;
+    p->t0_ns = a->op_t0_ns;
     p->src = src;
     p->uaddr = s->data_off;
     c->refs++;
@@ -723,6 +804,7 @@ static void get_answered(void *ctx, struct ml_req *r)
     if (j == g->nrep) {
         /* every replica failed the reader's checksum: nothing intact is left */
         lease_end(a, c, i);
+        a->st.corrupt_reads++;
         agent_cqe_res(c, l->user_data, MC_ERR_CORRUPT);
         goto out;
     }
@@ -781,6 +863,8 @@ static void op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
     struct lease *l;
 
     a->st.gets++;
+    if (s->arg0 != 0)
+        a->st.checksum_retries++; /* the reader found a replica corrupt and asks again */
     if (c->nlease_free == 0) {
         agent_cqe_res(c, s->user_data, MC_ERR_NOMEM); /* reads holding leases: docs/protocol.md */
         return;
@@ -990,6 +1074,8 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
     }
 
     a->st.ops++;
+    if (a->metrics != NULL)
+        optime_start(a, c, s);
     switch (s->opcode) {
     case MC_OP_NOP:
         agent_cqe_res(c, s->user_data, 0);
@@ -1232,6 +1318,7 @@ static void client_free(struct mc_agent *a, struct client *c)
     }
     mc_shm_region_destroy(c->r);
     free(c->puts);
+    free(c->times);
     free(c->leases);
     free(c->lease_free);
     free(c->copies);
@@ -1494,6 +1581,14 @@ static void client_handshake(struct mc_agent *a, struct client *c)
         c->nlease_free = c->lease_free != NULL ? c->nleases : 0;
         c->copies = calloc(c->lay.max_inflight, sizeof(*c->copies));
         c->arenas = calloc(MC_SHM_MAX_ARENAS, sizeof(*c->arenas));
+        if (a->metrics != NULL) {
+            c->times_mask = 1;
+            while (c->times_mask + 1 < 2 * c->lay.max_inflight + 2)
+                c->times_mask = c->times_mask * 2 + 1;
+            c->times = calloc((size_t)c->times_mask + 1, sizeof(*c->times));
+            if (c->times == NULL)
+                err = MC_ERR_NOMEM;
+        }
         if (c->puts == NULL || c->leases == NULL || c->copies == NULL || c->arenas == NULL)
             err = MC_ERR_NOMEM;
     }
@@ -1790,6 +1885,10 @@ int mc_agent_run(struct mc_agent *a)
     if (err != 0)
         return err;
     a->last_active_ns = now_ns();
+    if (a->metrics != NULL) {
+        agent_metrics_publish(a);
+        mc_metrics_set_ready(a->metrics, true); /* the ready file is written: we serve */
+    }
     while (!a->stopping) {
         bool work = serve_clients(a);
         uint64_t t;
@@ -1797,6 +1896,12 @@ int mc_agent_run(struct mc_agent *a)
         if (a->cl != NULL && cluster_turn(a))
             work = true;
         t = now_ns();
+        /* the metrics page reads a copy at most ~10 ms old (and the timer wakes an idle
+         * loop every tick_ms) */
+        if (a->metrics != NULL && t - a->metrics_pub_ns >= 10000000u) {
+            a->metrics_pub_ns = t;
+            agent_metrics_publish(a);
+        }
 
         if (a->draining && (clients_idle(a) || t / 1000000u >= a->drain_deadline_ms))
             break; /* every op answered (or the grace ran out): now stop */
@@ -1828,6 +1933,8 @@ int mc_agent_run(struct mc_agent *a)
         }
         io_uring_cq_advance(&a->ring, n);
     }
+    if (a->metrics != NULL)
+        mc_metrics_set_health(a->metrics, "stopping");
     return a->exit_status;
 }
 
@@ -1956,6 +2063,7 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     a->cfg.cluster_token = dup_or_null(cfg->cluster_token);
     a->cfg.allow_uids = dup_or_null(cfg->allow_uids);
     a->cfg.allow_gids = dup_or_null(cfg->allow_gids);
+    a->cfg.metrics_listen = NULL; /* read in this call only */
     a->socket_path = strdup(socket_path);
     a->seg_fd = a->seg_ro_fd = a->listen_fd = a->timer_fd = a->signal_fd = -1;
     a->land_fd = a->land_ro_fd = -1;
@@ -1980,6 +2088,17 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     sigaddset(&sigs, SIGINT);
     sigprocmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+
+    /* the metrics thread starts after the mask (it inherits it) and before the cluster
+     * join, so /ready says 503 while the agent joins */
+    if (cfg->metrics_listen != NULL) {
+        err = mc_metrics_create(mc_agent_metrics_table, cfg->metrics_listen, &a->metrics,
+                                NULL);
+        if (err != 0)
+            goto err_destroy;
+        a->h_put = mc_metrics_histo(a->metrics, AM_PUT_LATENCY);
+        a->h_get = mc_metrics_histo(a->metrics, AM_GET_LATENCY);
+    }
 
     a->seg_size = cfg->dram;
     if (a->seg_size != 0) {
@@ -2136,6 +2255,7 @@ void mc_agent_destroy(struct mc_agent *a)
         close(a->seg_ro_fd);
     if (a->seg_fd >= 0)
         close(a->seg_fd);
+    mc_metrics_destroy(a->metrics); /* its thread reads nothing of ours: any order */
     free(a->cfg.allow_uids);
     free(a->cfg.allow_gids);
     free(a->cfg.node_name);

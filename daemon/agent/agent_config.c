@@ -122,6 +122,11 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
             "while it sends can leave the receiver's shared-memory queue blocked for good "
             "(UCX 1.13; docs/decisions.md). Off by default; daemons on different hosts never "
             "use it. UCX_TLS, when set, wins."},
+    {.name = "metrics_listen", .type = MC_CFG_STRING, .def = NULL,
+     .offset = FIELD(metrics_listen),
+     .doc = "HOST:PORT of the HTTP listener serving GET /metrics (Prometheus text format), "
+            "/health and /ready (docs/metrics.md); port 0: any free port, logged as "
+            "\"metrics on HOST:PORT\". Unset, the default: no listener."},
     {.name = NULL},
 };
 

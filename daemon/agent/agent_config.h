@@ -45,6 +45,7 @@ struct mc_agent_config {
     uint64_t keepalive_ms;     /* UCX KEEPALIVE_INTERVAL */
     uint64_t peer_hard_deadline_ms; /* a transfer this far past its deadline: peer closed */
     bool ucx_shm;              /* let UCX use shared memory between daemons of one host */
+    char *metrics_listen;      /* HOST:PORT of the metrics and health pages (NULL: none) */
 };
 
 /* The whole key space of mc-agent: daemon + agent + master tables. */

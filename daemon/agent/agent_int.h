@@ -13,6 +13,7 @@
 #include <liburing.h>
 
 #include "daemon/agent/agent.h"
+#include "daemon/agent/agent_metrics.h"
 #include "daemon/agent/mlink.h"
 #include "daemon/master/alloc.h"
 #include "daemon/master/master.h"
@@ -54,6 +55,7 @@ struct put {
     uint64_t version;
     uint64_t size;
     uint64_t received;   /* bytes of distinct chunks copied */
+    uint64_t t0_ns;      /* metrics: when its PUT or PUT_START was taken */
     uint8_t *dst;        /* the object's image: a replica in our segment, or `image` */
     uint8_t *image;      /* no replica here (cluster): alloc_len bytes the writes are sent
                             from (agent_image_get) */
@@ -113,6 +115,15 @@ struct copy {
 
 enum client_state { CL_HANDSHAKE, CL_ACTIVE, CL_CLOSING };
 
+/* A timed op (metrics on): its submission's user_data, when it was taken, which histogram.
+ * A client-chosen user_data is a key only: a duplicate keeps the first entry's time. */
+enum optime_kind { OT_NONE, OT_PUT, OT_GET };
+struct optime {
+    uint64_t user_data;
+    uint64_t t0_ns;
+    uint8_t kind;
+};
+
 struct client {
     struct mc_agent *a;
     struct client *next;
@@ -147,6 +158,11 @@ struct client {
         uint8_t *base;
         uint64_t size;
     } *arenas;                /* MC_SHM_MAX_ARENAS, registered over the socket */
+    /* ops being timed (metrics on): open addressing over a power of two above
+     * 2 * max_inflight slots, so it never fills (an entry lives while its op is in flight) */
+    struct optime *times;
+    uint32_t times_mask;
+    uint32_t ntimes;
 };
 
 /* An answer held back by the test-only test_get_delay_ms knob, or (p != NULL) a put_end
@@ -203,7 +219,15 @@ struct mc_agent {
     struct stats {
         uint64_t ops, puts, gets, hits, bytes_in, disconnects, refused, violations;
         uint64_t delayed_answers;
+        uint64_t corrupt_reads, checksum_retries;
     } st;
+    /* metrics (NULL: metrics_listen unset, and nothing is timed) */
+    struct mc_metrics *metrics;
+    struct mc_histo *h_put, *h_get;
+    uint64_t metrics_pub_ns;      /* the last publication */
+    uint64_t op_t0_ns;            /* when the op being run was taken */
+    uint64_t mvals[AM__COUNT];
+    uint8_t mpresent[AM__COUNT];
 };
 
 
@@ -220,6 +244,13 @@ void agent_fatal(struct mc_agent *a, int status);
 struct mc_proto_seg_entry;
 struct mc_proto_node_entry;
 struct mc_master_stats;
+/* info.c: the figures of the metrics page, published from the loop (about every 10 ms) */
+void agent_metrics_publish(struct mc_agent *a);
+/* cluster.c: why the agent cannot serve master-bound ops now (rejoining, the master silent),
+ * or NULL */
+const char *cluster_health(const struct mc_agent *a);
+/* cluster.c: the peer figures into the metrics arrays (indexed by enum mc_agent_metric) */
+void cluster_metrics_fill(const struct mc_agent *a, uint64_t *vals, uint8_t *present);
 /* info.c: the JSON of STATS (the agent and the master's figures) and of the cluster view
  * (mcctl cluster); agent_answer_json writes one into the client's staging range and
  * answers (it frees js; NULL: out of memory). */

@@ -1999,6 +1999,46 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "reads_hedged", json_integer((json_int_t)cl->st.hedged));
 }
 
+const char *cluster_health(const struct mc_agent *a)
+{
+    const struct cluster *cl = a->cl;
+
+    if (cl == NULL)
+        return NULL;
+    if (cl->mstate != M_UP)
+        return "no master: rejoining the cluster";
+    if (cl->m_unresp)
+        return "the master does not answer: master-bound operations fail";
+    return NULL;
+}
+
+void cluster_metrics_fill(const struct mc_agent *a, uint64_t *v, uint8_t *present)
+{
+    const struct cluster *cl = a->cl;
+    static const enum mc_agent_metric ids[] = {
+        AM_WRITES_TO_PEERS, AM_BYTES_TO_PEERS, AM_READS_FROM_PEERS, AM_BYTES_FROM_PEERS,
+        AM_WRITES_SERVED, AM_WRITE_BYTES_SERVED, AM_READS_SERVED, AM_PEER_REFUSED,
+        AM_PEER_ERRORS, AM_READ_FAILOVERS, AM_READS_HEDGED,
+    };
+    size_t i;
+
+    if (cl == NULL)
+        return;
+    v[AM_WRITES_TO_PEERS] = cl->st.writes_out;
+    v[AM_BYTES_TO_PEERS] = cl->st.write_bytes_out;
+    v[AM_READS_FROM_PEERS] = cl->st.reads_out;
+    v[AM_BYTES_FROM_PEERS] = cl->st.read_bytes_in;
+    v[AM_WRITES_SERVED] = cl->st.writes_in;
+    v[AM_WRITE_BYTES_SERVED] = cl->st.write_bytes_in;
+    v[AM_READS_SERVED] = cl->st.reads_in;
+    v[AM_PEER_REFUSED] = cl->st.refused;
+    v[AM_PEER_ERRORS] = cl->st.peer_errors;
+    v[AM_READ_FAILOVERS] = cl->st.failovers;
+    v[AM_READS_HEDGED] = cl->st.hedged;
+    for (i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+        present[ids[i]] = 1;
+}
+
 /* --- ops answered from the master's view ---------------------------------------------------- */
 
 /* A client's op waiting for a CLUSTER_INFO or LIST answer. */

@@ -195,3 +195,74 @@ void agent_answer_json(struct client *c, uint64_t user_data, uint64_t data_off,
     free(js);
     agent_cqe_res(c, user_data, (int)n);
 }
+
+/* --- the metrics page ------------------------------------------------------------------------ */
+
+static void mset(struct mc_agent *a, enum mc_agent_metric i, uint64_t v)
+{
+    a->mvals[i] = v;
+    a->mpresent[i] = 1;
+}
+
+void agent_metrics_publish(struct mc_agent *a)
+{
+    const char *health = NULL;
+
+    memset(a->mpresent, 0, sizeof(a->mpresent));
+    mset(a, AM_OPS, a->st.ops);
+    mset(a, AM_PUTS, a->st.puts);
+    mset(a, AM_GETS, a->st.gets);
+    mset(a, AM_GET_HITS, a->st.hits);
+    mset(a, AM_CORRUPT_READS, a->st.corrupt_reads);
+    mset(a, AM_CHECKSUM_RETRIES, a->st.checksum_retries);
+    mset(a, AM_BYTES_WRITTEN, a->st.bytes_in);
+    mset(a, AM_CLIENTS, a->nclients);
+    mset(a, AM_CLIENTS_DISCONNECTED, a->st.disconnects);
+    mset(a, AM_CLIENTS_REFUSED, a->st.refused);
+    mset(a, AM_VIOLATIONS, a->st.violations);
+    mset(a, AM_DELAYED, a->st.delayed_answers);
+    mset(a, AM_HUGEPAGES, a->seg_huge);
+    mset(a, AM_DRAINING, a->draining);
+    mset(a, AM_CAPACITY_DRAM, a->seg_size);
+    if (a->master != NULL) {
+        /* standalone: the in-process master's figures cost a few loads per segment */
+        struct mc_master_seg_info si;
+        struct mc_master_stats ms;
+
+        mc_master_get_stats(a->master, &ms);
+        memset(&si, 0, sizeof(si));
+        mc_master_segment_info(a->master, a->seg_id, &si);
+        mset(a, AM_USED_DRAM, ms.used_bytes);
+        mset(a, AM_PINNED_DRAM, si.hard_pinned_bytes);
+        mset(a, AM_OBJECTS, ms.objects);
+        mset(a, AM_STORE_CAPACITY, ms.capacity_bytes);
+        mset(a, AM_PUTS_STARTED, ms.puts_started);
+        mset(a, AM_PUTS_REVOKED, ms.puts_revoked);
+        mset(a, AM_GET_MISSES, ms.get_misses);
+        mset(a, AM_LEASE_GRANTS, ms.lease_grants);
+        mset(a, AM_LEASE_RELEASES, ms.lease_releases);
+        mset(a, AM_LEASE_EXPIRIES, ms.lease_expiries);
+        mset(a, AM_EVICTIONS, ms.evictions);
+        mset(a, AM_EVICTED_BYTES, ms.evicted_bytes);
+        mset(a, AM_TTL_EXPIRIES, ms.ttl_expiries);
+        mset(a, AM_REMOVES, ms.removes);
+        mset(a, AM_STALE_FENCE, ms.stale_freed_by_fence);
+        mset(a, AM_STALE_TIMEOUT, ms.stale_freed_by_timeout);
+        mset(a, AM_NODES_DEAD, ms.nodes_declared_dead);
+    }
+    if (a->land != NULL) {
+        mset(a, AM_LANDING, a->land_size);
+        mset(a, AM_LANDING_USED, mc_alloc_used_bytes(a->land));
+    }
+    if (a->cl != NULL) {
+        health = cluster_health(a);
+        mset(a, AM_MASTER_REACHABLE, health == NULL);
+        cluster_metrics_fill(a, a->mvals, a->mpresent);
+    }
+    mc_metrics_publish(a->metrics, a->mvals, a->mpresent);
+    if (a->stopping)
+        health = "stopping";
+    else if (a->draining)
+        health = "draining: stopping once the operations under way are answered";
+    mc_metrics_set_health(a->metrics, health);
+}

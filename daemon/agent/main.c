@@ -6,8 +6,9 @@
  *   mc-agent --master HOST:PORT --listen HOST:PORT --node NAME [--domain NAME]
  *            --socket PATH --dram SIZE [--ready-file F] [options]
  *
- * --socket, --dram, --master, --listen, --node and --domain are the same as --set socket=,
- * dram=, master_addr=, listen=, node_name=, domain= (SIZE takes suffixes: 512M, 4G). The
+ * --socket, --dram, --master, --listen, --node, --domain and --metrics-listen are the same
+ * as --set socket=, dram=, master_addr=, listen=, node_name=, domain=, metrics_listen=
+ * (SIZE takes suffixes: 512M, 4G). The
  * ready file is written (by rename, with our pid; in cluster mode "PID PORT" with the port
  * of --listen) once the socket accepts and, in cluster mode, once the agent is
  * authenticated at the master and its segment is mounted, and removed when the agent
@@ -44,6 +45,8 @@ static void usage(FILE *f)
             "  --socket PATH      unix socket for local clients (= --set socket=PATH)\n"
             "  --dram SIZE        DRAM contributed to the pool, e.g. 512M, 4G (= --set dram=SIZE);\n"
             "                     0 in cluster mode: a client node that holds no data\n"
+            "  --metrics-listen HOST:PORT  serve /metrics, /health, /ready over HTTP there\n"
+            "                     (= --set metrics_listen=; port 0: any free port, logged)\n"
             "  --ready-file F     write our pid to F (atomically) once clients can connect\n"
             "                     (cluster mode: once joined and mounted, \"PID PORT\")\n"
             "%s"
@@ -131,6 +134,8 @@ int main(int argc, char **argv)
             key = "node_name";
         } else if (strcmp(argv[i], "--domain") == 0) {
             key = "domain";
+        } else if (strcmp(argv[i], "--metrics-listen") == 0) {
+            key = "metrics_listen";
         } else if (strcmp(argv[i], "--standalone") == 0) {
             standalone = true;
             continue;

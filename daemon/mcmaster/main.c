@@ -4,7 +4,8 @@
  *   mc-master --listen HOST:PORT [--config FILE] [--set k=v]... [--ready-file F]
  *             [--dump-config]
  *
- * --listen is the same as --set listen=HOST:PORT (port 0: any free port). The cluster token
+ * --listen is the same as --set listen=HOST:PORT (port 0: any free port), --metrics-listen
+ * the same as --set metrics_listen=HOST:PORT. The cluster token
  * comes from the config (cluster_token; MC_CLUSTER_TOKEN in the environment). The ready file
  * is written (by rename) once the listener and the UCX worker are up: "PID PORT\n"; a service
  * manager is told READY=1 then (NOTIFY_SOCKET, systemd's Type=notify) and STOPPING=1 once
@@ -30,6 +31,8 @@ static void usage(FILE *f)
             "usage: mc-master --listen HOST:PORT [options]\n"
             "  --listen HOST:PORT TCP address peers fetch the UCX worker address from\n"
             "                     (= --set listen=HOST:PORT)\n"
+            "  --metrics-listen HOST:PORT  serve /metrics, /health, /ready over HTTP there\n"
+            "                     (= --set metrics_listen=; port 0: any free port, logged)\n"
             "  --ready-file F     write \"PID PORT\" to F (atomically) once peers can connect\n"
             "%s"
             "  --help             this text\n"
@@ -71,7 +74,7 @@ int main(int argc, char **argv)
 {
     struct mc_mcmaster_config cfg;
     const char *ready = NULL;
-    char **args, *listen_kv = NULL, err[512];
+    char **args, *listen_kv = NULL, *metrics_kv = NULL, err[512];
     int i, n = 1, rc = 2;
 
     /* --listen is a --set spelling: rewritten so the config engine sees one ordered list
@@ -94,6 +97,19 @@ int main(int argc, char **argv)
             sprintf(listen_kv, "listen=%s", argv[++i]);
             args[n++] = "--set";
             args[n++] = listen_kv;
+        } else if (strcmp(argv[i], "--metrics-listen") == 0) {
+            if (i + 1 >= argc || metrics_kv != NULL) {
+                fprintf(stderr, "mc-master: --metrics-listen needs one value\n");
+                goto out_args;
+            }
+            metrics_kv = malloc(strlen(argv[i + 1]) + sizeof("metrics_listen="));
+            if (metrics_kv == NULL) {
+                rc = 1;
+                goto out_args;
+            }
+            sprintf(metrics_kv, "metrics_listen=%s", argv[++i]);
+            args[n++] = "--set";
+            args[n++] = metrics_kv;
         } else if (strcmp(argv[i], "--ready-file") == 0 && i + 1 < argc) {
             ready = argv[++i];
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -122,6 +138,7 @@ int main(int argc, char **argv)
     mc_config_cleanup(mc_mcmaster_config_table, &cfg);
 out_args:
     free(listen_kv);
+    free(metrics_kv);
     free(args);
     return rc;
 }

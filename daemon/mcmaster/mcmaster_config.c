@@ -54,6 +54,13 @@ const struct mc_config_entry mc_mcmaster_own_config_table[] = {
      .max = 1000000,
      .offset = FIELD(max_peers),
      .doc = "Accepted UCX endpoints at most; requests from more are dropped."},
+    {.name = "metrics_listen",
+     .type = MC_CFG_STRING,
+     .def = NULL,
+     .offset = FIELD(metrics_listen),
+     .doc = "HOST:PORT of the HTTP listener serving GET /metrics (Prometheus text format), "
+            "/health and /ready (docs/metrics.md); port 0: any free port, logged as "
+            "\"metrics on HOST:PORT\". Unset, the default: no listener."},
     {.name = NULL},
 };
 

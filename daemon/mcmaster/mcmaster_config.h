@@ -21,6 +21,7 @@ struct mc_mcmaster_config {
     uint64_t keepalive_ms; /* UCX KEEPALIVE_INTERVAL */
     bool ucx_shm;          /* let UCX use shared memory between daemons of one host */
     uint64_t max_peers;    /* accepted endpoints at most */
+    char *metrics_listen;  /* HOST:PORT of the metrics and health pages (NULL: none) */
 };
 
 /* The whole key space of mc-master: daemon + own + master tables. */

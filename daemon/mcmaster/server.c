@@ -31,6 +31,8 @@
 #include "daemon/common/notify.h"
 #include "daemon/master/master.h"
 #include "daemon/common/bootstrap.h"
+#include "daemon/common/metrics.h"
+#include "daemon/mcmaster/mcmaster_metrics.h"
 #include "daemon/proto/master_proto.h"
 #include "ucx_backend/ucx.h"
 
@@ -69,6 +71,12 @@ struct mc_mcmaster_server {
     struct seg_blobs *segs;
     size_t nsegs;
     bool stopping;
+    /* metrics: the RPC counters live in mvals (counted whether served or not); the rest
+     * is filled at each publication, at most every 10 ms */
+    struct mc_metrics *metrics; /* NULL: metrics_listen unset */
+    uint64_t metrics_pub_ms;
+    uint64_t mvals[MM__COUNT];
+    uint8_t mpresent[MM__COUNT];
     uint64_t last_turn_ms; /* when the loop last ran (stall detection) */
     uint64_t stall_ms;     /* a gap between two turns longer than this: we did not run */
     /* boot message: header + worker address */
@@ -599,6 +607,26 @@ static void reply_status(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, in
         mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, buf, len);
 }
 
+static enum mc_mcmaster_metric rpc_metric(uint16_t type)
+{
+    switch (type) {
+    case MC_WIRE_HELLO: return MM_RPC_HELLO;
+    case MC_WIRE_MOUNT: return MM_RPC_MOUNT;
+    case MC_WIRE_HEARTBEAT: return MM_RPC_HEARTBEAT;
+    case MC_WIRE_PUT_START_BATCH: return MM_RPC_PUT_START;
+    case MC_WIRE_PUT_END_BATCH: return MM_RPC_PUT_END;
+    case MC_WIRE_PUT_REVOKE_BATCH: return MM_RPC_PUT_REVOKE;
+    case MC_WIRE_GET_BATCH: return MM_RPC_GET;
+    case MC_WIRE_LEASE_RELEASE_BATCH: return MM_RPC_LEASE_RELEASE;
+    case MC_WIRE_EXIST_BATCH: return MM_RPC_EXIST;
+    case MC_WIRE_REMOVE_BATCH: return MM_RPC_REMOVE;
+    case MC_WIRE_FENCE: return MM_RPC_FENCE;
+    case MC_WIRE_CLUSTER_INFO: return MM_RPC_CLUSTER_INFO;
+    case MC_WIRE_LIST: return MM_RPC_LIST;
+    default: return MM_RPC_OTHER;
+    }
+}
+
 static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                        const void *pl)
 {
@@ -607,7 +635,9 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
     struct peer *p;
     int rc;
 
+    s->mvals[rpc_metric(hdr->type)]++;
     if (s->stopping) {
+        s->mvals[MM_RPCS_FAILED]++;
         reply_status(ep, hdr, MC_ERR_UNAVAILABLE);
         return;
     }
@@ -623,6 +653,7 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         p->authed = false;
     }
     if (hdr->type != MC_WIRE_HELLO && !p->authed) {
+        s->mvals[MM_RPCS_FAILED]++;
         reply_status(ep, hdr, MC_ERR_DENIED);
         peer_drop(s, p, false); /* keep nothing for a peer without the token */
         return;
@@ -673,6 +704,8 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
     }
     if (rc == MC_ERR_PROTO)
         mc_debug("node %u: malformed request type %u (%zu bytes)", p->node, hdr->type, len);
+    if (rc != 0)
+        s->mvals[MM_RPCS_FAILED]++;
     if (rc != 0)
         reply_status(ep, hdr, rc);
     else
@@ -730,6 +763,13 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
     if (sigprocmask(SIG_BLOCK, &sigs, NULL) != 0) {
         err = MC_ERR_IO;
         goto err_destroy;
+    }
+    /* after the mask: the HTTP thread inherits it */
+    if (cfg->metrics_listen != NULL) {
+        err = mc_metrics_create(mc_mcmaster_metrics_table, cfg->metrics_listen, &s->metrics,
+                                NULL);
+        if (err != 0)
+            goto err_destroy;
     }
     s->signal_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
     s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
@@ -906,10 +946,51 @@ static void on_timer(struct mc_mcmaster_server *s)
     mc_ucx_expire(s->u, mc_ucx_now_ms());
 }
 
+static void metrics_publish(struct mc_mcmaster_server *s)
+{
+    struct mc_master_stats ms;
+    size_t i;
+
+    mc_master_get_stats(s->m, &ms);
+    s->mvals[MM_OBJECTS] = ms.objects;
+    s->mvals[MM_NODES_ALIVE] = ms.nodes_alive;
+    s->mvals[MM_SEGMENTS] = ms.segments;
+    s->mvals[MM_PEERS] = s->npeers;
+    s->mvals[MM_CAPACITY_DRAM] = ms.capacity_bytes; /* every segment is DRAM today */
+    s->mvals[MM_USED_DRAM] = ms.used_bytes;
+    s->mvals[MM_META_BYTES] = ms.meta_bytes;
+    s->mvals[MM_PUTS_STARTED] = ms.puts_started;
+    s->mvals[MM_PUTS_COMPLETED] = ms.puts_completed;
+    s->mvals[MM_PUTS_REVOKED] = ms.puts_revoked;
+    s->mvals[MM_PUTS_CANCELED] = ms.puts_canceled;
+    s->mvals[MM_PUTS_DISPLACED] = ms.puts_displaced;
+    s->mvals[MM_GETS] = ms.gets;
+    s->mvals[MM_GET_MISSES] = ms.get_misses;
+    s->mvals[MM_LEASE_GRANTS] = ms.lease_grants;
+    s->mvals[MM_LEASE_RELEASES] = ms.lease_releases;
+    s->mvals[MM_LEASE_EXPIRIES] = ms.lease_expiries;
+    s->mvals[MM_EVICTIONS] = ms.evictions;
+    s->mvals[MM_EVICTED_BYTES] = ms.evicted_bytes;
+    s->mvals[MM_TTL_EXPIRIES] = ms.ttl_expiries;
+    s->mvals[MM_REMOVES] = ms.removes;
+    s->mvals[MM_STALE_WRITER] = ms.stale_freed_by_writer;
+    s->mvals[MM_STALE_FENCE] = ms.stale_freed_by_fence;
+    s->mvals[MM_STALE_TIMEOUT] = ms.stale_freed_by_timeout;
+    s->mvals[MM_NODES_DEAD] = ms.nodes_declared_dead;
+    for (i = 0; i < MM__COUNT; i++)
+        s->mpresent[i] = 1;
+    mc_metrics_publish(s->metrics, s->mvals, s->mpresent);
+    mc_metrics_set_health(s->metrics, s->stopping ? "stopping" : NULL);
+}
+
 int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
 {
     uint64_t drain_end;
 
+    if (s->metrics != NULL) {
+        metrics_publish(s);
+        mc_metrics_set_ready(s->metrics, true); /* the ready file is written: we serve */
+    }
     while (!s->stopping) {
         struct pollfd pfd[4] = {
             {.fd = s->signal_fd, .events = POLLIN},
@@ -944,7 +1025,13 @@ int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
             on_timer(s);
         if (pfd[2].revents & POLLIN)
             mc_boot_serve(s->listen_fd, s->boot, s->boot_len);
+        if (s->metrics != NULL && now - s->metrics_pub_ms >= 10) {
+            s->metrics_pub_ms = now;
+            metrics_publish(s);
+        }
     }
+    if (s->metrics != NULL)
+        metrics_publish(s); /* says "stopping" */
     /* refuse new work (on_request answers MC_ERR_UNAVAILABLE) and let the replies already
      * queued go out before the endpoints are closed */
     drain_end = mc_ucx_now_ms() + MC_MCMASTER_DRAIN_MS;
@@ -963,6 +1050,7 @@ void mc_mcmaster_server_destroy(struct mc_mcmaster_server *s)
 
     if (s == NULL)
         return;
+    mc_metrics_destroy(s->metrics);
     while (s->peers != NULL)
         peer_drop(s, s->peers, true);
     mc_ucx_destroy(s->u);

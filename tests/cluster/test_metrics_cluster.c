@@ -1,0 +1,167 @@
+/*
+ * Metrics and health in cluster mode: mc-master's /metrics (strictly parsed) counts the
+ * puts and RPCs an agent's workload caused; an agent's /health turns 503 with a reason
+ * while its master is stopped (SIGSTOP, past master_timeout_ms) and 200 again after
+ * SIGCONT.
+ */
+#include <check.h>
+#include <math.h>
+
+#include <mc/mc.h>
+
+#include "../integration/t_http.h"
+#include "t_cluster.h"
+
+#define PAGE_CAP (1u << 20)
+
+static void scrape(unsigned port, struct t_prom *p)
+{
+    char *buf = malloc(PAGE_CAP);
+    const char *body;
+
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_eq(t_http(port, "GET", "/metrics", buf, PAGE_CAP, &body), 200);
+    ck_assert_msg(t_prom_parse(body, p), "exposition: %s", p->err);
+    free(buf);
+}
+
+static double val(const struct t_prom *p, const char *name, const char *labels)
+{
+    double v = t_prom_value(p, name, labels);
+
+    ck_assert_msg(!isnan(v), "no sample %s{%s}", name, labels);
+    return v;
+}
+
+/* Poll /health until it answers `want`; returns the last code, body in buf. */
+static int health_until(unsigned port, int want, char *buf, size_t cap, const char **body,
+                        unsigned ms)
+{
+    uint64_t deadline = t_now_ms() + ms;
+    int code;
+
+    do {
+        code = t_http(port, "GET", "/health", buf, cap, body);
+        if (code == want)
+            break;
+        t_poll_pause();
+    } while (t_now_ms() < deadline);
+    return code;
+}
+
+START_TEST(test_metrics_cluster_master_counts_and_agent_health)
+{
+    struct t_proc master, agent;
+    struct t_prom *m0 = malloc(sizeof(*m0)), *m1 = malloc(sizeof(*m1));
+    const char *margv[8], *body;
+    static const char *const extra[] = {"--metrics-listen", "127.0.0.1:0", NULL};
+    char dir[256], token[65], buf[4096], key[32];
+    unsigned mport, aport;
+    uint8_t in[512] = {7};
+    uint64_t deadline;
+    mc_client_t *c;
+    enum { N = 30 };
+    int i;
+
+    ck_assert_ptr_nonnull(m0);
+    ck_assert_ptr_nonnull(m1);
+    t_mkdtemp(dir, sizeof(dir));
+    t_random_token(token, sizeof(token));
+    snprintf(master.ready, sizeof(master.ready), "%s/master.ready", dir);
+    margv[0] = t_env_bin("MC_MASTER_BIN");
+    margv[1] = "--listen";
+    margv[2] = "127.0.0.1:0";
+    margv[3] = "--ready-file";
+    margv[4] = master.ready;
+    margv[5] = "--metrics-listen";
+    margv[6] = "127.0.0.1:0";
+    margv[7] = NULL;
+    t_proc_spawn(&master, dir, "master", token, margv);
+    ck_assert_int_eq(t_proc_wait_ready(&master, T_READY_MS), 0);
+    mport = t_metrics_port(master.log);
+    ck_assert_uint_ne(mport, 0);
+    t_agent_start(&agent, dir, master.port, "a", NULL, "32M", token, extra);
+    aport = t_metrics_port(agent.log);
+    ck_assert_uint_ne(aport, 0);
+
+    ck_assert_int_eq(t_http(mport, "GET", "/ready", buf, sizeof(buf), &body), 200);
+    ck_assert_int_eq(t_http(aport, "GET", "/ready", buf, sizeof(buf), &body), 200);
+    ck_assert_int_eq(health_until(aport, 200, buf, sizeof(buf), &body, 5000), 200);
+    ck_assert_int_eq(t_http(mport, "GET", "/health", buf, sizeof(buf), &body), 200);
+    ck_assert_int_eq(t_http(mport, "POST", "/metrics", buf, sizeof(buf), &body), 405);
+
+    scrape(mport, m0);
+    ck_assert_int_eq(mc_connect(agent.sock, &c), 0);
+    for (i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "cm/%d", i);
+        ck_assert_int_eq(mc_put(c, key, in, sizeof(in), NULL), 0);
+    }
+    deadline = t_now_ms() + 5000;
+    do {
+        scrape(mport, m1);
+        if (val(m1, "mcstore_master_puts_completed_total", "") >=
+            val(m0, "mcstore_master_puts_completed_total", "") + N)
+            break;
+        t_poll_pause();
+    } while (t_now_ms() < deadline);
+    ck_assert_double_eq(val(m1, "mcstore_master_puts_completed_total", ""),
+                        val(m0, "mcstore_master_puts_completed_total", "") + N);
+    ck_assert_double_eq(val(m1, "mcstore_master_objects", ""),
+                        val(m0, "mcstore_master_objects", "") + N);
+    ck_assert(val(m1, "mcstore_master_rpcs_total", "kind=\"put_start\"") >
+              val(m0, "mcstore_master_rpcs_total", "kind=\"put_start\""));
+    ck_assert(val(m1, "mcstore_master_rpcs_total", "kind=\"put_end\"") >
+              val(m0, "mcstore_master_rpcs_total", "kind=\"put_end\""));
+    ck_assert(val(m1, "mcstore_master_rpcs_total", "kind=\"hello\"") >= 1);
+    ck_assert(val(m1, "mcstore_master_nodes_alive", "") >= 1);
+    ck_assert(val(m1, "mcstore_master_capacity_bytes", "tier=\"dram\"") >= 32 << 20);
+
+    /* the agent's page: cluster figures, not the standalone master's (published every
+     * ~10 ms while it works, every tick_ms while it sleeps: wait for them) */
+    deadline = t_now_ms() + 5000;
+    do {
+        scrape(aport, m0);
+        if (val(m0, "mcstore_agent_puts_total", "") >= N)
+            break;
+        t_poll_pause();
+    } while (t_now_ms() < deadline);
+    ck_assert_double_eq(val(m0, "mcstore_agent_master_reachable", ""), 1);
+    ck_assert_double_eq(val(m0, "mcstore_agent_puts_total", ""), N);
+    ck_assert(!isnan(t_prom_value(m0, "mcstore_agent_read_failovers_total", "")));
+    ck_assert(isnan(t_prom_value(m0, "mcstore_agent_objects", "")));
+
+    /* a stopped master: the agent says so within master_timeout_ms plus a heartbeat */
+    ck_assert_int_eq(kill(master.pid, SIGSTOP), 0);
+    ck_assert_int_eq(health_until(aport, 503, buf, sizeof(buf), &body, 10000), 503);
+    ck_assert_msg(strstr(body, "master") != NULL, "reason: %s", body);
+    scrape(aport, m0);
+    ck_assert_double_eq(val(m0, "mcstore_agent_master_reachable", ""), 0);
+    ck_assert_int_eq(kill(master.pid, SIGCONT), 0);
+    ck_assert_int_eq(health_until(aport, 200, buf, sizeof(buf), &body, 10000), 200);
+    ck_assert_str_eq(body, "ok\n");
+
+    mc_close(c);
+    ck_assert_int_eq(t_proc_stop(&agent), 0);
+    ck_assert_int_eq(t_proc_stop(&master), 0);
+    t_rmdir(dir);
+    free(m0);
+    free(m1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("metrics_cluster");
+    TCase *tc = tcase_create("cluster");
+    SRunner *sr;
+    int nf;
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_metrics_cluster_master_counts_and_agent_health);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
