@@ -431,10 +431,14 @@ static const char *obj_key(const void *rec, size_t *len_p)
  * The tick count alone would keep an object up to CT_MS - 1 ms too long. */
 static bool obj_ttl_passed(const struct mc_master *m, const struct obj *o)
 {
-    uint32_t sub, now = now_ct_sub(m, &sub);
-    int32_t d = (int32_t)(now - o->ttl_exp);
+    uint32_t sub, now;
+    int32_t d;
 
-    return (o->flags & OF_TTL) && (d > 0 || (d == 0 && sub >= o->ttl_sub));
+    if (!(o->flags & OF_TTL))
+        return false; /* most objects: no clock read on the lookup and eviction paths */
+    now = now_ct_sub(m, &sub);
+    d = (int32_t)(now - o->ttl_exp);
+    return d > 0 || (d == 0 && sub >= o->ttl_sub);
 }
 
 /* Readable: a COMPLETE head, TTL not passed, at least one replica on a mounted segment. */
