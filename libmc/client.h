@@ -325,6 +325,11 @@ int mc_client_list(mc_client_t *c, const char *prefix, size_t prefix_len, uint64
                    uint32_t max, int (*fn)(void *arg, const char *key, size_t key_len),
                    void *arg);
 
+/* DRAIN (mcctl drain / undrain): the master drains (on) or undrains the node named `node`
+ * (1..63 graphic ASCII bytes). Returns 0 or an MC_ERR_* code (MC_ERR_NOT_FOUND: no live node
+ * of that name). */
+int mc_client_drain(mc_client_t *c, const char *node, bool on);
+
 /* REMOVE_PREFIX (mcctl rm --prefix): the number of objects removed, or an MC_ERR_* code.
  * prefix: 1 .. 512 bytes. */
 int mc_client_remove_prefix(mc_client_t *c, const char *prefix, uint64_t *removed_p);

@@ -11,6 +11,7 @@
  *   mcctl [--socket PATH] stat KEY
  *   mcctl [--socket PATH] stats
  *   mcctl [--socket PATH] cluster
+ *   mcctl [--socket PATH] drain NODE | undrain NODE
  *
  * Exit status: 0 success (exist: present), 1 not found (exist: absent), 2 usage, 3 any
  * other failure, described in words on stderr. put reads the whole input into memory; get
@@ -46,6 +47,9 @@ static void usage(FILE *f)
                "  ls [--prefix P] [--limit N]   one key per line\n"
                "  stat KEY           one JSON object\n"
                "  stats              the agent's statistics (JSON)\n"
+               "  drain NODE         stop placing on NODE and move its objects to other nodes;\n"
+               "                     mcctl cluster shows its progress (draining, drained)\n"
+               "  undrain NODE       let placement use NODE again\n"
                "  cluster            the cluster: nodes, domains, segments, capacity, used,\n"
                "                     state (JSON)\n"
                "exit status: 0 success, 1 not found, 2 usage, 3 other failure\n");
@@ -341,7 +345,7 @@ int main(int argc, char **argv)
     mc_client_t *c;
     size_t key_len;
     int i = 1, rc, err;
-    bool put, ls, rm;
+    bool put, ls, rm, drain;
 
     while (i < argc && argv[i][0] == '-') {
         if (strcmp(argv[i], "--socket") == 0) {
@@ -367,8 +371,10 @@ int main(int argc, char **argv)
     put = strcmp(cmd, "put") == 0;
     ls = strcmp(cmd, "ls") == 0;
     rm = strcmp(cmd, "rm") == 0;
-    if (!put && !ls && !rm && strcmp(cmd, "get") != 0 && strcmp(cmd, "exist") != 0 &&
-        strcmp(cmd, "stat") != 0 && strcmp(cmd, "stats") != 0 && strcmp(cmd, "cluster") != 0)
+    drain = strcmp(cmd, "drain") == 0 || strcmp(cmd, "undrain") == 0;
+    if (!put && !ls && !rm && !drain && strcmp(cmd, "get") != 0 &&
+        strcmp(cmd, "exist") != 0 && strcmp(cmd, "stat") != 0 && strcmp(cmd, "stats") != 0 &&
+        strcmp(cmd, "cluster") != 0)
         return usage_error("unknown command %s", cmd);
     rc = parse_cmd_args(argc - i, argv + i, put, ls || rm, ls, &a);
     if (rc != 0)
@@ -385,6 +391,13 @@ int main(int argc, char **argv)
         if (a.npos != 0)
             return usage_error("%s takes no argument", cmd);
         key = NULL;
+    } else if (drain) {
+        if (a.npos != 1)
+            return usage_error("%s needs one NODE", cmd);
+        key = a.pos[0];
+        key_len = strnlen(key, 64);
+        if (key_len == 0 || key_len > 63)
+            return usage_error("a NODE name has 1 to 63 bytes%s", "");
     } else {
         if (a.npos == 0)
             return usage_error("%s needs a KEY", cmd);
@@ -416,6 +429,9 @@ int main(int argc, char **argv)
         rc = err == 0 ? 0 : fail("rm", key, err);
     } else if (strcmp(cmd, "stat") == 0) {
         rc = cmd_stat(c, key);
+    } else if (drain) {
+        err = mc_client_drain(c, key, strcmp(cmd, "drain") == 0);
+        rc = err == 0 ? 0 : fail(cmd, key, err);
     } else {
         rc = cmd_stats(c, strcmp(cmd, "cluster") == 0);
     }

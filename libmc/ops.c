@@ -284,6 +284,7 @@ static uint64_t load_u64(const uint8_t *p)
 }
 
 #define COPY_SLICE (256u << 10)
+#define MC_MASTER_NODE_NAME_MAX 63 /* a node name, bytes: as the master checks it */
 
 /*
  * Copy an object from its segment into buf, verifying each MC_SHM_CHUNK chunk right after
@@ -683,6 +684,30 @@ out_proto:
 out_put:
     mc_client_staging_put(c, slot);
     return err;
+}
+
+int mc_client_drain(mc_client_t *c, const char *node, bool on)
+{
+    struct mc_sqe sqe;
+    struct mc_cqe cqe;
+    size_t len;
+    int err;
+
+    if (c == NULL || node == NULL)
+        return MC_ERR_INVALID;
+    len = strnlen(node, MC_MASTER_NODE_NAME_MAX + 1);
+    if (len == 0 || len > MC_MASTER_NODE_NAME_MAX)
+        return MC_ERR_INVALID;
+    err = mc_client_enter(c);
+    if (err != 0)
+        return err;
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = MC_OP_DRAIN;
+    sqe.arg0 = on ? 1 : 0;
+    err = run_op(c, &sqe, node, len, mc_client_deadline(c), &cqe);
+    if (err != 0)
+        return err;
+    return cqe.res < 0 ? cqe.res : 0;
 }
 
 int mc_client_remove_prefix(mc_client_t *c, const char *prefix, uint64_t *removed_p)

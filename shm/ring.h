@@ -150,7 +150,9 @@ enum mc_shm_op {
                             (uint16_t length, bytes) records; res = keys written,
                             cqe.version = the next cursor (0: done) */
     MC_OP_REMOVE_PREFIX = 13, /* key = prefix (1..512 bytes): res = objects removed */
-    MC_OP__COUNT = 14,
+    MC_OP_DRAIN = 14,    /* key = a node's name (1..63 bytes), arg0 = 1 drain / 0 undrain:
+                            the agent asks the master; res = status */
+    MC_OP__COUNT = 15,
 };
 
 #define MC_STATS_F_CLUSTER 0x1u /* MC_OP_STATS arg0 */

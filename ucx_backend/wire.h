@@ -77,7 +77,11 @@ enum mc_wire_type {
     MC_WIRE_READ_REPLY = 28,
     MC_WIRE_LIST = 29, /* agent -> master: a page of keys by prefix */
     MC_WIRE_LIST_REPLY = 30,
-    MC_WIRE__COUNT = 31, /* valid types are 1 .. MC_WIRE__COUNT - 1 */
+    MC_WIRE_DRAIN = 31, /* agent -> master: drain or undrain a node (mcctl drain) */
+    MC_WIRE_DRAIN_REPLY = 32,
+    MC_WIRE_COPY = 33, /* master -> owner: write a replica's bytes into another node's block */
+    MC_WIRE_COPY_REPLY = 34,
+    MC_WIRE__COUNT = 35, /* valid types are 1 .. MC_WIRE__COUNT - 1 */
 };
 
 /* The decoded header, in host byte order. Not the wire layout: see the table above. */

@@ -1050,6 +1050,26 @@ static void op_list(struct mc_agent *a, struct client *c, const struct mc_sqe *s
     agent_cqe_post(c, &e);
 }
 
+/* DRAIN: a cluster's master drains the node; a standalone agent is the only node there is,
+ * with nowhere to move its objects, and its master answers by name like any other. */
+static void op_drain(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
+                     const char *key)
+{
+    char name[MC_MASTER_NAME_MAX + 1];
+
+    if (s->arg0 > 1 || s->key_len > MC_MASTER_NAME_MAX) {
+        agent_cqe_res(c, s->user_data, MC_ERR_INVALID);
+        return;
+    }
+    if (a->cl != NULL) {
+        cluster_op_drain(a, c, s, key);
+        return;
+    }
+    memcpy(name, key, s->key_len);
+    name[s->key_len] = '\0';
+    agent_cqe_res(c, s->user_data, mc_master_node_drain(a->master, name, s->arg0 != 0));
+}
+
 static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key)
 {
     uint64_t now = agent_now_ms(), deadline;
@@ -1162,6 +1182,9 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
         return;
     case MC_OP_REMOVE_PREFIX:
         op_simple(a, c, s, key, ML_REMOVE_PREFIX);
+        return;
+    case MC_OP_DRAIN:
+        op_drain(a, c, s, key);
         return;
     default:
         agent_cqe_res(c, s->user_data, MC_ERR_INVALID);

@@ -63,7 +63,7 @@ struct segrec {
     uint8_t *addr; /* the owner's worker address */
 };
 
-enum xfer_kind { X_WRITE, X_READ };
+enum xfer_kind { X_WRITE, X_READ, X_COPY };
 
 /* One GET's remote read: one transfer at a time, or more while an owner that stalled
  * mid-transfer still holds the first (a second replica is read meanwhile: a stalled owner
@@ -82,6 +82,7 @@ struct xfer {
     struct cluster *cl;
     struct mc_master_replica r;
     struct put *p;             /* X_WRITE */
+    struct copyjob *cj;        /* X_COPY */
     uint64_t from;             /* X_WRITE: bytes [from, from + len) of the image */
     struct rget *rg;           /* X_READ */
     uint32_t land_id;          /* X_READ: its own block of the landing segment */
@@ -97,6 +98,17 @@ struct xfer {
     struct xfer *iprev, *inext;
     bool data_started, data_done, reply_done;
     int status;
+};
+
+/* A copy the master asked of us (a node being drained): our segment's bytes written to a
+ * block of another node, answered to the master once that owner answered the write. */
+struct copyjob {
+    struct mc_ucx_ep *master; /* the endpoint it came on: answered only if still ours */
+    uint64_t request_id;
+    uint64_t id;              /* the write's version: the target's fences name it */
+    uint64_t src_offset;
+    size_t key_len;
+    char key[MC_PROTO_KEY_MAX];
 };
 
 /* A write landing in our segment now: the owner's index of what may still change. */
@@ -171,7 +183,7 @@ struct cluster {
     struct {
         uint64_t writes_out, write_bytes_out, reads_out, read_bytes_in;
         uint64_t writes_in, write_bytes_in, reads_in, refused, peer_errors, failovers;
-        uint64_t hedged;
+        uint64_t hedged, copies_out;
     } st;
 };
 
@@ -847,7 +859,7 @@ static void xfer_replied(void *ctx, int status, const struct mc_wire_hdr *hdr, c
     x->reply_done = true;
     if (status != 0 && x->status == 0)
         x->status = status;
-    if (x->kind == X_WRITE)
+    if (x->kind != X_READ) /* WRITE and COPY */
         write_check(x->cl, x);
     else
         read_check(x->cl, x);
@@ -856,22 +868,34 @@ static void xfer_replied(void *ctx, int status, const struct mc_wire_hdr *hdr, c
 static int write_send(struct cluster *cl, struct xfer *x)
 {
     struct put *p = x->p;
+    struct copyjob *cj = x->cj;
     struct mc_peer_write_hdr h = {
-        .seg = x->r.seg, .alloc = x->r.alloc, .version = p->version,
-        .offset = x->r.offset + x->from, .len = x->len,
-        .key = {.p = (const uint8_t *)p->key, .len = p->key_len},
+        .seg = x->r.seg, .alloc = x->r.alloc, .offset = x->r.offset + x->from, .len = x->len,
     };
+    const uint8_t *src;
     uint8_t buf[MC_PROTO_KEY_MAX + 64];
     size_t len;
-    int err = mc_peer_write_hdr_encode(&h, buf, sizeof(buf), &len);
+    int err;
+
+    if (x->kind == X_COPY) {
+        /* the master keeps the source block allocated while the copy runs */
+        h.version = cj->id;
+        h.key = (struct mc_proto_bytes){(const uint8_t *)cj->key, cj->key_len};
+        src = cl->a->seg + cj->src_offset;
+    } else {
+        h.version = p->version;
+        h.key = (struct mc_proto_bytes){(const uint8_t *)p->key, p->key_len};
+        src = p->dst + x->from;
+    }
+    err = mc_peer_write_hdr_encode(&h, buf, sizeof(buf), &len);
 
     x->data_done = x->reply_done = false;
     x->status = 0;
     /* the owner answers once the bytes are in its segment: a put that returned is readable
      * through any node at once (the sender's completion only says the bytes left) */
     if (err == 0)
-        err = mc_ucx_send_bulk_call(x->peer->ep, MC_WIRE_WRITE, buf, len, p->dst + x->from,
-                                    x->len, x->deadline_ms, xfer_replied, write_data_done, x);
+        err = mc_ucx_send_bulk_call(x->peer->ep, MC_WIRE_WRITE, buf, len, src, x->len,
+                                    x->deadline_ms, xfer_replied, write_data_done, x);
     if (err == 0) {
         cl->st.writes_out++;
         cl->st.write_bytes_out += x->len;
@@ -972,7 +996,7 @@ static void xfer_start(struct cluster *cl, struct xfer *x)
         x->peer->waitq_tail = x;
         return;
     }
-    err = x->kind == X_WRITE ? write_send(cl, x) : read_send(cl, x);
+    err = x->kind == X_READ ? read_send(cl, x) : write_send(cl, x);
     if (err != 0)
         xfer_end(cl, x, err);
 }
@@ -1074,6 +1098,23 @@ static void xfer_end(struct cluster *cl, struct xfer *x, int status)
     if ((status == MC_ERR_NOT_FOUND || status == MC_ERR_CANCELED) && x->r.seg < cl->nsegtab)
         cl->segs[x->r.seg].valid = false;
 
+    if (x->kind == X_COPY) {
+        struct copyjob *cj = x->cj;
+
+        if (status != 0)
+            mc_debug("copy %llu to node %u (segment %u): %s", (unsigned long long)cj->id,
+                     x->r.node, x->r.seg, mc_strerror(status));
+        else
+            cl->st.copies_out++;
+        /* the master that asked is still ours: tell it (a new one knows nothing of it) */
+        if (!cl->destroying && cj->master == cl->master && cl->master != NULL)
+            reply_status(cj->master, &(struct mc_wire_hdr){.request_id = cj->request_id,
+                                                           .type = MC_WIRE_COPY},
+                         status);
+        free(cj);
+        free(x);
+        return;
+    }
     if (x->kind == X_WRITE) {
         struct put *p = x->p;
 
@@ -1241,6 +1282,54 @@ static void h_read(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
 static void h_fence(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                     const void *pl);
 
+/* COPY from the master (our node drains): write [src_offset, +len) of our segment into
+ * another node's block with the ordinary remote write; answered when that write is. */
+static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                   const void *pl)
+{
+    struct mc_agent *a = cl->a;
+    struct mc_proto_copy_req req;
+    struct copyjob *cj;
+    struct xfer *x;
+
+    if (mc_proto_copy_req_decode(pl, hdr->payload_len, &req) != 0) {
+        reply_status(ep, hdr, MC_ERR_PROTO);
+        return;
+    }
+    if (req.src_seg != a->seg_id || !span_in_seg(a, req.src_offset, req.len)) {
+        reply_status(ep, hdr, MC_ERR_NOT_FOUND);
+        return;
+    }
+    if (req.dst_seg == a->seg_id || cl->destroying || cl->leaving) {
+        reply_status(ep, hdr, MC_ERR_INVALID);
+        return;
+    }
+    cj = malloc(sizeof(*cj));
+    x = calloc(1, sizeof(*x));
+    if (cj == NULL || x == NULL) {
+        free(cj);
+        free(x);
+        reply_status(ep, hdr, MC_ERR_NOMEM);
+        return;
+    }
+    cj->master = ep;
+    cj->request_id = hdr->request_id;
+    cj->id = req.id;
+    cj->src_offset = req.src_offset;
+    cj->key_len = req.key.len;
+    memcpy(cj->key, req.key.p, req.key.len);
+    x->kind = X_COPY;
+    x->cl = cl;
+    x->cj = cj;
+    x->r = (struct mc_master_replica){.seg = req.dst_seg, .node = req.dst_node,
+                                      .alloc = req.dst_alloc, .offset = req.dst_offset,
+                                      .len = req.len};
+    x->from = 0;
+    x->len = req.len;
+    x->deadline_ms = agent_now_ms() + a->cfg.op_timeout_ms;
+    xfer_start(cl, x);
+}
+
 static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                        const void *pl)
 {
@@ -1281,6 +1370,8 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         h_read(cl, ep, hdr, pl);
     else if (hdr->type == MC_WIRE_FENCE && ep == cl->master)
         h_fence(cl, ep, hdr, pl);
+    else if (hdr->type == MC_WIRE_COPY && ep == cl->master)
+        h_copy(cl, ep, hdr, pl);
     else
         reply_status(ep, hdr, MC_ERR_PROTO);
 }
@@ -1997,6 +2088,7 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "peer_errors", json_integer((json_int_t)cl->st.peer_errors));
     json_object_set_new(o, "read_failovers", json_integer((json_int_t)cl->st.failovers));
     json_object_set_new(o, "reads_hedged", json_integer((json_int_t)cl->st.hedged));
+    json_object_set_new(o, "drain_copies_out", json_integer((json_int_t)cl->st.copies_out));
 }
 
 const char *cluster_health(const struct mc_agent *a)
@@ -2195,6 +2287,47 @@ void cluster_op_list(struct mc_agent *a, struct client *c, const struct mc_sqe *
     if (err == 0)
         err = master_call(a->cl, MC_WIRE_LIST, buf, len, mc_ucx_now_ms() + a->cfg.op_timeout_ms,
                           list_done, v);
+    if (err != 0) {
+        agent_cqe_res(c, s->user_data, err);
+        view_call_end(v);
+    }
+}
+
+static void drain_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                       size_t len)
+{
+    struct view_call *v = ctx;
+    struct mc_proto_status_rep rep;
+
+    (void)hdr;
+    if (status == 0)
+        status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+    if (v->c->state == CL_ACTIVE)
+        agent_cqe_res(v->c, v->user_data, status);
+    view_call_end(v);
+}
+
+void cluster_op_drain(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
+                      const char *key)
+{
+    struct mc_proto_drain_req req = {.on = s->arg0 != 0 ? 1u : 0u,
+                                     .name = {(const uint8_t *)key, s->key_len}};
+    struct view_call *v;
+    uint8_t buf[MC_PROTO_NAME_MAX + 16];
+    size_t len;
+    int err = mc_proto_drain_req_encode(&req, buf, sizeof(buf), &len);
+
+    if (err != 0) { /* not a node name (graphic ASCII) */
+        agent_cqe_res(c, s->user_data, err);
+        return;
+    }
+    v = view_call_new(a, c, s);
+    if (v == NULL) {
+        agent_cqe_res(c, s->user_data, MC_ERR_NOMEM);
+        return;
+    }
+    err = master_call(a->cl, MC_WIRE_DRAIN, buf, len, mc_ucx_now_ms() + a->cfg.op_timeout_ms,
+                      drain_done, v);
     if (err != 0) {
         agent_cqe_res(c, s->user_data, err);
         view_call_end(v);

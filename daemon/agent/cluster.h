@@ -69,6 +69,11 @@ void cluster_op_stats(struct mc_agent *a, struct client *c, const struct mc_sqe 
 void cluster_op_list(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
                      const char *key);
 
+/* DRAIN through the master: key = the node's name (1..MC_MASTER_NAME_MAX bytes), arg0 = 1
+ * drain / 0 undrain; answers the status. */
+void cluster_op_drain(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
+                      const char *key);
+
 /* Graceful exit: tell the master we leave (bounded wait). */
 void cluster_leave(struct mc_agent *a);
 

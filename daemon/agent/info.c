@@ -112,7 +112,7 @@ char *agent_cluster_json(const struct mc_master_stats *ms, const struct mc_proto
         const struct mc_proto_node_entry *n = &nodes[i];
         char name[MC_PROTO_NAME_MAX + 1], dom[MC_PROTO_NAME_MAX + 1];
         uint64_t ncap = 0, nused = 0;
-        json_t *d;
+        json_t *d, *jnode;
 
         memcpy(name, n->name.p, n->name.len);
         name[n->name.len] = '\0';
@@ -125,12 +125,21 @@ char *agent_cluster_json(const struct mc_master_stats *ms, const struct mc_proto
             }
         }
         dead += !n->alive;
-        json_array_append_new(jn, json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "id",
-                                            (json_int_t)n->id, "name", name, "domain", dom,
-                                            "state", n->alive ? "alive" : "dead", "segments",
-                                            (json_int_t)n->segments, "capacity",
-                                            (json_int_t)ncap, "used", (json_int_t)nused,
-                                            "idle_ms", (json_int_t)n->idle_ms));
+        jnode = json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "id", (json_int_t)n->id,
+                          "name", name, "domain", dom, "state", n->alive ? "alive" : "dead",
+                          "segments", (json_int_t)n->segments, "capacity", (json_int_t)ncap,
+                          "used", (json_int_t)nused, "idle_ms", (json_int_t)n->idle_ms);
+        if (jnode != NULL && n->drain != MC_MASTER_DRAIN_NONE) {
+            /* what is left to move off it: every block still allocated there */
+            json_object_set_new(jnode, "drain",
+                                json_string(n->drain == MC_MASTER_DRAIN_DRAINED ? "drained"
+                                                                                : "draining"));
+            json_object_set_new(jnode, "drain_left_objects",
+                                json_integer((json_int_t)n->drain_blocks));
+            json_object_set_new(jnode, "drain_left_bytes",
+                                json_integer((json_int_t)n->drain_bytes));
+        }
+        json_array_append_new(jn, jnode);
         if (!n->alive)
             continue;
         d = domain_of(jd, dom);

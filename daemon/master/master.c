@@ -27,116 +27,8 @@
 
 #include "daemon/master/alloc.h"
 #include "daemon/master/directory.h"
-
-#define KEY_MAX 512
-#define CT_MS 10u                   /* one coarse tick */
-#define TTL_MAX_CT (200u * 86400u * (1000u / CT_MS)) /* longest lease or pin: 200 days */
-#define SIZE_MAX_OBJ ((UINT64_C(1) << 40) - 1)
-#define SLOT_MAX 0xFFFEu            /* node and segment slots */
-
-enum ver_state {
-    VS_EMPTY = 0,      /* no version here */
-    VS_PROCESSING = 1, /* being written, invisible */
-    VS_COMPLETE = 2,   /* readable (when it is the head) */
-    VS_RETIRED = 3,    /* unpublished; freed when its last lease ends */
-    VS_STALE = 4,      /* displaced, superseded or revoked put; freed when writes are over */
-};
-
-/* object flags */
-#define OF_CLOCK 0x01u    /* used since the hand last passed */
-#define OF_PIN_SOFT 0x02u
-#define OF_PIN_HARD 0x04u
-#define OF_NO_CSUM 0x08u
-#define OF_TTL 0x10u
-
-struct rep {
-    uint16_t seg; /* segment slot */
-    uint16_t gen; /* the slot's generation when the block was allocated */
-    uint32_t alloc;
-};
-
-struct ver {
-    uint64_t id;
-    uint64_t size : 40, nrep : 4, state : 3, ext : 1, epoch : 16;
-    uint32_t t_start;   /* tick of put_start */
-    uint32_t lease_exp; /* tick; meaningful while lease_cnt > 0 */
-    uint32_t lease_cnt; /* leases of the current epoch not released yet */
-    uint32_t writer;    /* node id */
-    union {
-        struct rep one;   /* nrep <= 1 */
-        struct rep *many; /* nrep >= 2 */
-    } r;
-};
-
-struct obj {
-    struct ver_ext *more; /* chain of further versions, usually NULL */
-    struct ver v;         /* the head */
-    uint32_t ttl_exp;     /* tick (OF_TTL); while the head is PROCESSING: the TTL length */
-    uint32_t pin_exp;     /* tick the soft pin lapses */
-    uint16_t key_len;
-    uint8_t flags;
-    uint8_t ttl_sub;      /* ms past the start of tick ttl_exp: the TTL ends to the ms */
-    char key[];
-};
-
-struct ver_ext {
-    struct ver v; /* first: a struct ver * with ext set points here */
-    struct ver_ext *next;
-    struct obj *obj;
-    uint64_t ttl_ms;
-    uint8_t flags; /* OF_PIN_* / OF_NO_CSUM of this version */
-};
-
-_Static_assert(sizeof(struct rep) == 8, "replica ref is 8 bytes");
-_Static_assert(sizeof(struct ver) == 40, "version is 40 bytes");
-_Static_assert(offsetof(struct obj, key) <= 64, "record header within the 64-byte budget");
-
-enum { NODE_FREE = 0, NODE_ALIVE, NODE_DEAD };
-enum { SEG_FREE = 0, SEG_MOUNTED };
-
-struct node {
-    uint32_t id; /* gen << 16 | slot */
-    uint8_t state;
-    uint32_t domain_id;
-    uint64_t last_hb_ms;
-    char name[MC_MASTER_NAME_MAX + 1];
-    char domain[MC_MASTER_NAME_MAX + 1];
-};
-
-struct seg {
-    uint16_t gen;
-    uint8_t state;
-    uint32_t kind;
-    uint32_t node;
-    uint64_t base;
-    struct mc_alloc *alloc;
-    uint64_t hard_pinned;
-    uint64_t evictions;
-};
-
-struct mc_master {
-    struct mc_master_config cfg;
-    mc_master_clock_fn clock;
-    void *clock_ctx;
-    uint64_t t0_ms;
-    struct mc_dir *dir;
-    struct mc_dir_cursor sweep;
-    uint64_t next_version;
-    uint64_t rng;
-    uint32_t next_domain_id;
-    struct node *nodes;
-    uint32_t nnodes; /* slots in use (high-water) */
-    uint32_t cap_nodes;
-    struct seg *segs;
-    uint32_t nsegs;
-    uint32_t cap_segs;
-    uint32_t lease_ct, discard_ct, release_ct, soft_pin_ct;
-    struct mc_master_stats st;
-    /* blocks of puts whose writer died: the owners are asked to fence them (a ring; when
-     * it is full the release timeout frees the rest) */
-    struct mc_master_fence fences[MC_MASTER_FENCE_QUEUE];
-    uint32_t fence_head, fence_count;
-};
+#include "daemon/master/drain.h"
+#include "daemon/master/master_int.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* time */
@@ -357,15 +249,26 @@ static void fence_queue(struct mc_master *m, struct ver *v)
     if (v->state != VS_STALE)
         return;
     reps = ver_reps(v);
-    for (i = 0; i < v->nrep && m->fence_count < MC_MASTER_FENCE_QUEUE; i++) {
-        struct mc_master_fence *f =
-            &m->fences[(m->fence_head + m->fence_count) % MC_MASTER_FENCE_QUEUE];
-
-        f->seg = (uint32_t)reps[i].gen << 16 | reps[i].seg; /* = seg_id() */
-        f->alloc = reps[i].alloc;
-        f->version = v->id;
-        m->fence_count++;
+    for (i = 0; i < v->nrep; i++) {
+        /* = seg_id() */
+        if (!mc_master__fence_push(m, (uint32_t)reps[i].gen << 16 | reps[i].seg, reps[i].alloc,
+                                   v->id))
+            break;
     }
+}
+
+bool mc_master__fence_push(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version)
+{
+    struct mc_master_fence *f;
+
+    if (m->fence_count >= MC_MASTER_FENCE_QUEUE)
+        return false;
+    f = &m->fences[(m->fence_head + m->fence_count) % MC_MASTER_FENCE_QUEUE];
+    f->seg = seg;
+    f->alloc = alloc;
+    f->version = version;
+    m->fence_count++;
+    return true;
 }
 
 size_t mc_master_fences_take(struct mc_master *m, struct mc_master_fence *out, size_t max)
@@ -695,6 +598,8 @@ static int place(struct mc_master *m, const struct mc_master_put_req *req, uint3
 
         if (s->state != SEG_MOUNTED || s->kind != MC_SEG_DRAM)
             continue;
+        if (node_get(m, s->node)->draining)
+            continue; /* being emptied: as if it were not there */
         any_seg = true;
         cap = mc_alloc_capacity(s->alloc);
         if (cap < need)
@@ -1381,6 +1286,8 @@ int mc_master_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint6
 
     if (s == NULL || !mc_alloc_is_used(s->alloc, alloc))
         return MC_ERR_NOT_FOUND;
+    if (mc_drain_fence_ack(m, seg, alloc, version))
+        return 0; /* the block of a failed copy */
     v = mc_alloc_owner(s->alloc, alloc);
     if (v == NULL || v->id != version)
         return MC_ERR_NOT_FOUND; /* block ids are reused: a late ack names an older put */
@@ -1465,6 +1372,7 @@ int mc_master_node_register(struct mc_master *m, const char *name, const char *d
     /* a new incarnation: the generation in the id's top half makes old ids stale */
     n->id = (((n->id >> 16) + 1) & 0xFFFFu) << 16 | slot;
     n->state = NODE_ALIVE;
+    n->draining = false;
     n->last_hb_ms = now_ms(m);
     strcpy(n->name, name);
     strcpy(n->domain, domain);
@@ -1555,6 +1463,28 @@ static uint32_t node_segments(const struct mc_master *m, uint32_t node)
     return n;
 }
 
+/* A draining node's state and what is left in its segments (every allocated block: a
+ * replica, a put being written, a block waiting for a lease or a fence). */
+static void node_drain_info(const struct mc_master *m, const struct node *nd,
+                            struct mc_master_node_info *o)
+{
+    uint32_t i;
+
+    o->drain = MC_MASTER_DRAIN_NONE;
+    o->drain_blocks = o->drain_bytes = 0;
+    if (nd->state != NODE_ALIVE || !nd->draining)
+        return;
+    for (i = 0; i < m->nsegs; i++) {
+        const struct seg *s = &m->segs[i];
+
+        if (s->state == SEG_MOUNTED && s->node == nd->id) {
+            o->drain_blocks += mc_alloc_used_blocks(s->alloc);
+            o->drain_bytes += mc_alloc_used_bytes(s->alloc);
+        }
+    }
+    o->drain = o->drain_blocks == 0 ? MC_MASTER_DRAIN_DRAINED : MC_MASTER_DRAIN_DRAINING;
+}
+
 /* The cursor is a slot index. A page always holds at least one node when there is one, so
  * a next page never starts at slot 0 and 0 can mean "done". Counting segments walks the
  * segment table per node: a page costs max * nsegs, fine for a monitoring call. */
@@ -1584,6 +1514,7 @@ size_t mc_master_node_list(const struct mc_master *m, uint32_t *cursor_p,
         o->idle_ms = ms >= nd->last_hb_ms ? ms - nd->last_hb_ms : 0;
         memcpy(o->name, nd->name, sizeof(o->name));
         memcpy(o->domain, nd->domain, sizeof(o->domain));
+        node_drain_info(m, nd, o);
     }
     *cursor_p = 0;
     return n;
@@ -1756,6 +1687,7 @@ void mc_master_tick(struct mc_master *m)
                 m->cfg.high_watermark * (double)mc_alloc_capacity(s->alloc))
             seg_evict(m, s, done_low_watermark, 0, now);
     }
+    mc_drain_tick(m);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1787,6 +1719,12 @@ int mc_master_create(const struct mc_master_config *cfg, mc_master_clock_fn cloc
         return err;
     }
     mc_dir_cursor_init(&m->sweep);
+    err = mc_drain_create((uint32_t)cfg->drain_copies_max, &m->drain);
+    if (err != 0) {
+        mc_dir_destroy(m->dir);
+        free(m);
+        return err;
+    }
     *m_p = m;
     return 0;
 }
@@ -1806,6 +1744,7 @@ void mc_master_destroy(struct mc_master *m)
         obj_free(o);
     }
     mc_dir_destroy(m->dir);
+    mc_drain_destroy(m->drain);
     for (i = 0; i < m->nsegs; i++)
         mc_alloc_destroy(m->segs[i].alloc);
     free(m->segs);
@@ -1836,4 +1775,98 @@ void mc_master_get_stats(const struct mc_master *m, struct mc_master_stats *st_p
 const struct mc_master_config *mc_master_config(const struct mc_master *m)
 {
     return &m->cfg;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* lent to drain.c (master_int.h) */
+
+uint64_t mc_master__now_ms(const struct mc_master *m)
+{
+    return now_ms(m);
+}
+uint32_t mc_master__now_ct(const struct mc_master *m)
+{
+    return now_ct(m);
+}
+struct node *mc_master__node_get(const struct mc_master *m, uint32_t id)
+{
+    return node_get(m, id);
+}
+struct seg *mc_master__seg_of_rep(const struct mc_master *m, const struct rep *r)
+{
+    return seg_of_rep(m, r);
+}
+uint32_t mc_master__seg_id(const struct mc_master *m, const struct seg *s)
+{
+    return seg_id(m, s);
+}
+struct rep *mc_master__ver_reps(struct ver *v)
+{
+    return ver_reps(v);
+}
+uint8_t mc_master__ver_flags(struct ver *v)
+{
+    return ver_flags(v);
+}
+bool mc_master__ver_is_leased(struct mc_master *m, struct ver *v, uint32_t now)
+{
+    return ver_is_leased(m, v, now);
+}
+bool mc_master__obj_is_visible(const struct mc_master *m, struct obj *o)
+{
+    return obj_is_visible(m, o);
+}
+struct obj *mc_master__lookup(const struct mc_master *m, const char *key, size_t len)
+{
+    return check_key(key, len) == 0 ? lookup(m, key, len) : NULL;
+}
+struct ver *mc_master__obj_find_ver(struct obj *o, uint64_t id)
+{
+    return obj_find_ver(o, id);
+}
+void mc_master__rep_release(struct mc_master *m, const struct rep *r, bool hard)
+{
+    rep_release(m, r, hard);
+}
+void mc_master__ver_drop_rep(struct ver *v, uint32_t i)
+{
+    ver_drop_rep(v, i);
+}
+int mc_master__place(struct mc_master *m, const struct mc_master_put_req *req, uint32_t nrep,
+                     uint32_t now, struct rep *reps)
+{
+    return place(m, req, nrep, now, reps);
+}
+void mc_master__fill_replica(const struct mc_master *m, const struct rep *r,
+                             struct mc_master_replica *out)
+{
+    fill_replica(m, r, out);
+}
+
+int mc_master__ver_add_rep(struct mc_master *m, struct ver *v, const struct rep *r)
+{
+    struct seg *s = seg_of_rep(m, r);
+    struct rep *many;
+
+    if (v->nrep >= MC_MASTER_MAX_REPLICAS || s == NULL)
+        return MC_ERR_NO_SPACE;
+    if (v->nrep == 0) {
+        v->r.one = *r;
+    } else if (v->nrep == 1) {
+        many = malloc(2 * sizeof(*many));
+        if (many == NULL)
+            return MC_ERR_NOMEM;
+        many[0] = v->r.one;
+        many[1] = *r;
+        v->r.many = many;
+    } else {
+        many = realloc(v->r.many, (v->nrep + 1u) * sizeof(*many));
+        if (many == NULL)
+            return MC_ERR_NOMEM;
+        many[v->nrep] = *r;
+        v->r.many = many;
+    }
+    v->nrep++;
+    mc_alloc_set_owner(s->alloc, r->alloc, v);
+    return 0;
 }

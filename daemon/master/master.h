@@ -176,6 +176,9 @@ struct mc_master_node_info {
     uint64_t idle_ms;  /* ms since its last heartbeat or registration (master clock) */
     char name[MC_MASTER_NAME_MAX + 1];   /* NUL-terminated */
     char domain[MC_MASTER_NAME_MAX + 1]; /* NUL-terminated; the node's name when it gave none */
+    uint32_t drain;         /* MC_MASTER_DRAIN_*: none, draining, drained */
+    uint64_t drain_blocks;  /* allocated blocks left in its segments (while draining) */
+    uint64_t drain_bytes;   /* bytes of them */
 };
 
 /* Up to `max` registered nodes from *cursor_p on (0: from the start), in slot order, dead
@@ -184,6 +187,44 @@ struct mc_master_node_info {
  * register between pages may be missed. max 0 writes nothing and leaves *cursor_p as it is. */
 size_t mc_master_node_list(const struct mc_master *m, uint32_t *cursor_p,
                            struct mc_master_node_info *out, size_t max);
+
+/* --- draining a node ------------------------------------------------------------------- */
+
+#define MC_MASTER_DRAIN_NONE 0u
+#define MC_MASTER_DRAIN_DRAINING 1u
+#define MC_MASTER_DRAIN_DRAINED 2u /* draining, and no block is left in its segments */
+#define MC_MASTER_DRAIN_COPIES_MAX 64u /* the most copies in flight at once (config bound) */
+
+/* Drain (on) or undrain (off) the live node named `name`. A draining node gets no new
+ * replica; on each tick the master walks the directory: a readable object with a replica
+ * there and another elsewhere loses the one there (once no lease holds it), an object whose
+ * replicas are all there is copied to another node (mc_master_copies_take), at most
+ * cfg->drain_copies_max at once. Undrain stops the walk and lets placement use the node
+ * again; copies in flight finish. Repeating either is no error. Errors: MC_ERR_INVALID,
+ * MC_ERR_NOT_FOUND (no live node of that name). */
+int mc_master_node_drain(struct mc_master *m, const char *name, bool on);
+
+/* A copy the master wants made: the owner of `src` (src.node) sends its bytes to `dst`
+ * with its usual remote write, which names `dst.alloc` and carries `id` as its version;
+ * the owner answers once the target owner said the bytes are in place. Only then does the
+ * copy count (mc_master_copy_done with 0): dst becomes a replica of the version. `key`
+ * points into the master's copy record, valid until mc_master_copy_done or the next tick. */
+struct mc_master_copy {
+    uint64_t id;      /* fresh from the version counter: fences name it */
+    uint64_t version; /* the object's version being copied */
+    const char *key;
+    size_t key_len;
+    uint64_t len;     /* bytes to copy: the whole source block */
+    struct mc_master_replica src, dst;
+};
+/* Copies made by the tick and not handed out yet; each is handed out once. */
+size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, size_t max);
+/* The owner's answer to copy `id` (or the call's failure). On 0 the target becomes a replica
+ * of the version when that is still the readable one and still holds the source replica,
+ * else its block is freed (the write is over). On failure the target is fenced at its owner
+ * before its block is reused (mc_master_fences_take); the object is tried again later. An
+ * unknown or repeated id is ignored. */
+void mc_master_copy_done(struct mc_master *m, uint64_t id, int status);
 
 /* --- segments -------------------------------------------------------------------------- */
 

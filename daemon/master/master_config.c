@@ -147,6 +147,17 @@ const struct mc_config_entry mc_master_config_table[] = {
                "less contention between the service's threads.",
     },
     {
+        .name = "drain_copies_max",
+        .type = MC_CFG_U64,
+        .def = "4",
+        .min = 1,
+        .max = 64,
+        .offset = FIELD(drain_copies_max),
+        .doc = "While a node drains (mcctl drain): how many objects are copied off it at "
+               "once. Each copy is one remote write of the object; a few keep the drain "
+               "from crowding out normal traffic.",
+    },
+    {
         .name = "tick_ms",
         .type = MC_CFG_MS,
         .def = "100",

@@ -24,6 +24,7 @@ struct mc_master_config {
     uint64_t sweep_max_scan;    /* directory records one tick's sweep may examine (65536) */
     uint64_t alloc_granule;     /* allocation alignment in bytes, power of two (64) */
     uint64_t directory_shards;  /* key-hash shards of the directory, power of two (64) */
+    uint64_t drain_copies_max;  /* copies of a drain in flight at once (4) */
     uint64_t tick_ms;           /* how often front ends call the service tick (100 ms) */
 };
 

@@ -494,6 +494,24 @@ static int h_fence(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
 }
 
+/* DRAIN: any authenticated agent may drain or undrain any node (mcctl runs on any). */
+static int h_drain(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                   size_t *out_len)
+{
+    struct mc_proto_drain_req req;
+    struct mc_proto_status_rep rep = {0};
+    char name[MC_MASTER_NAME_MAX + 1];
+
+    if (mc_proto_drain_req_decode(pl, len, &req) != 0)
+        return MC_ERR_PROTO;
+    copy_name(name, &req.name);
+    rep.status = mc_master_node_drain(s->m, name, req.on != 0);
+    if (rep.status != 0)
+        return rep.status;
+    mc_info("node %s %s (asked by node %u)", name, req.on ? "draining" : "undrained", p->node);
+    return mc_proto_status_rep_encode(&rep, s->out, sizeof(s->out), out_len);
+}
+
 /* The node page of CLUSTER_INFO. Entries point into s->node_info, alive until the reply is
  * encoded. */
 static void info_nodes(struct mc_mcmaster_server *s, const struct mc_proto_info_req *req,
@@ -512,6 +530,9 @@ static void info_nodes(struct mc_mcmaster_server *s, const struct mc_proto_info_
             .idle_ms = ni->idle_ms,
             .name = {(const uint8_t *)ni->name, strlen(ni->name)},
             .domain = {(const uint8_t *)ni->domain, strlen(ni->domain)},
+            .drain = ni->drain,
+            .drain_blocks = ni->drain_blocks,
+            .drain_bytes = ni->drain_bytes,
         };
     }
     rep->nnode = (uint32_t)n;
@@ -697,6 +718,9 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         break;
     case MC_WIRE_LIST:
         rc = h_list(s, p, pl, len, &out_len);
+        break;
+    case MC_WIRE_DRAIN:
+        rc = h_drain(s, p, pl, len, &out_len);
         break;
     default: /* WRITE, READ: agent-to-agent messages */
         rc = MC_ERR_PROTO;
@@ -919,6 +943,78 @@ static void fences_send(struct mc_mcmaster_server *s)
     /* blocks whose owner has no endpoint: it is gone, and its segment with them */
 }
 
+/* --- copies of a drain: the source's owner writes the bytes to the target ------------------ */
+
+#define COPY_BATCH 16u
+/* The owner's own write ends by op_timeout_ms (and a stalled target is cut off after the
+ * peer hard deadline): past this, the copy counts as failed and its target gets fenced. */
+#define COPY_TIMEOUT_MS 30000u
+
+struct copy_call {
+    struct mc_mcmaster_server *s;
+    uint64_t id;
+};
+
+static void copy_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                      size_t len)
+{
+    struct copy_call *cc = ctx;
+    struct mc_proto_status_rep rep;
+
+    (void)hdr;
+    if (status == 0)
+        status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+    if (status != 0)
+        mc_debug("copy %llu failed: %s", (unsigned long long)cc->id, mc_strerror(status));
+    mc_master_copy_done(cc->s->m, cc->id, status);
+    free(cc);
+}
+
+static struct peer *peer_of_node(struct mc_mcmaster_server *s, uint32_t node)
+{
+    struct peer *p;
+
+    for (p = s->peers; p != NULL; p = p->next) {
+        if (p->authed && p->node == node)
+            return p;
+    }
+    return NULL;
+}
+
+/* Ask the owners to make the copies the tick decided on. */
+static void copies_send(struct mc_mcmaster_server *s)
+{
+    struct mc_master_copy c[COPY_BATCH];
+    size_t n = mc_master_copies_take(s->m, c, COPY_BATCH), i;
+
+    for (i = 0; i < n; i++) {
+        struct mc_proto_copy_req req = {
+            .id = c[i].id, .version = c[i].version,
+            .src_seg = c[i].src.seg, .src_alloc = c[i].src.alloc,
+            .src_offset = c[i].src.offset, .len = c[i].len,
+            .dst_node = c[i].dst.node, .dst_seg = c[i].dst.seg,
+            .dst_alloc = c[i].dst.alloc, .dst_offset = c[i].dst.offset,
+            .key = {(const uint8_t *)c[i].key, c[i].key_len}};
+        struct peer *p = peer_of_node(s, c[i].src.node);
+        struct copy_call *cc = malloc(sizeof(*cc));
+        size_t len;
+
+        if (p == NULL || cc == NULL ||
+            mc_proto_copy_req_encode(&req, s->out, sizeof(s->out), &len) != 0) {
+            free(cc);
+            mc_master_copy_done(s->m, c[i].id, MC_ERR_UNAVAILABLE);
+            continue;
+        }
+        cc->s = s;
+        cc->id = c[i].id;
+        if (mc_ucx_rpc_call(p->ep, MC_WIRE_COPY, s->out, len,
+                            mc_ucx_now_ms() + COPY_TIMEOUT_MS, copy_done, cc, NULL) != 0) {
+            free(cc);
+            mc_master_copy_done(s->m, c[i].id, MC_ERR_UNAVAILABLE);
+        }
+    }
+}
+
 static void on_timer(struct mc_mcmaster_server *s)
 {
     uint64_t ticks;
@@ -942,6 +1038,7 @@ static void on_timer(struct mc_mcmaster_server *s)
                     (unsigned long long)(after.nodes_declared_dead -
                                          before.nodes_declared_dead));
     }
+    copies_send(s);
     fences_send(s);
     mc_ucx_expire(s->u, mc_ucx_now_ms());
 }

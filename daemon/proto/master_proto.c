@@ -34,13 +34,20 @@
  *                         u32 next_node_cursor, nnode * node]]
  *   LIST                  u32 node, u32 max, u64 cursor, blob prefix
  *   LIST_REPLY            i32 status [u32 n, u64 next_cursor, n * blob key]
+ *   DRAIN                 u32 on (0/1), blob name
+ *   COPY                  u64 id, u64 version, u32 src_seg, u32 src_alloc, u64 src_offset,
+ *                         u64 len, u32 dst_node, u32 dst_seg, u32 dst_alloc, u64 dst_offset,
+ *                         blob key
+ *   DRAIN_REPLY,
+ *   COPY_REPLY            i32 status
  *
  *   replica  u32 seg, u32 node, u32 alloc, u32 kind, u64 offset, u64 addr, u64 len
  *   stat     u64 size, u64 version, u32 replicas, u32 flags, u64 ttl_remaining_ms
  *   segment  u32 seg, u32 node, u32 kind, u64 base, u64 size, u64 free_bytes,
  *            u64 largest_free, u64 hard_pinned_bytes, u64 blocks, u64 evictions,
  *            blob worker_addr, blob rkey
- *   node     u32 id, u32 alive, u32 segments, u64 idle_ms, blob name, blob domain
+ *   node     u32 id, u32 alive, u32 segments, u64 idle_ms, blob name, blob domain,
+ *            u32 drain (0 none, 1 draining, 2 drained), u64 drain_blocks, u64 drain_bytes
  *
  * The lease's version is not sent: it is the result's version (a lease is granted on the
  * version returned), so the decoder sets it and the encoder refuses anything else.
@@ -70,7 +77,8 @@
 #define MC_PROTO_SZ_SEG_ENTRY                                                                  \
     (4u + 4u + 4u + 7u * 8u + MC_PROTO_SZ_BLOB(MC_PROTO_ADDR_MAX) +                            \
      MC_PROTO_SZ_BLOB(MC_PROTO_RKEY_MAX))
-#define MC_PROTO_SZ_NODE_ENTRY (4u + 4u + 4u + 8u + 2u * MC_PROTO_SZ_BLOB(MC_PROTO_NAME_MAX))
+#define MC_PROTO_SZ_NODE_ENTRY                                                                 \
+    (4u + 4u + 4u + 8u + 2u * MC_PROTO_SZ_BLOB(MC_PROTO_NAME_MAX) + 4u + 8u + 8u)
 #define MC_PROTO_STATS_FIELDS  24u
 
 static_assert(12u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_PUT_START_ITEM <= MC_WIRE_PAYLOAD_MAX,
@@ -1161,7 +1169,8 @@ static bool seg_entry_ok(const struct mc_proto_seg_entry *e)
 
 static bool node_entry_ok(const struct mc_proto_node_entry *e)
 {
-    return e->alive <= 1 && name_ok(&e->name, 1) && name_ok(&e->domain, 1);
+    return e->alive <= 1 && name_ok(&e->name, 1) && name_ok(&e->domain, 1) &&
+           e->drain <= MC_MASTER_DRAIN_DRAINED;
 }
 
 static bool info_rep_ok(const struct mc_proto_info_rep *m)
@@ -1220,6 +1229,9 @@ static void put_node_entry(struct mc_wire_writer *w, const struct mc_proto_node_
     mc_wire_put_u64(w, e->idle_ms);
     mc_wire_put_blob(w, e->name.p, e->name.len);
     mc_wire_put_blob(w, e->domain.p, e->domain.len);
+    mc_wire_put_u32(w, e->drain);
+    mc_wire_put_u64(w, e->drain_blocks);
+    mc_wire_put_u64(w, e->drain_bytes);
 }
 
 static void get_node_entry(struct mc_wire_reader *r, struct mc_proto_node_entry *e)
@@ -1233,6 +1245,11 @@ static void get_node_entry(struct mc_wire_reader *r, struct mc_proto_node_entry 
     e->idle_ms = mc_wire_get_u64(r);
     get_name(r, 1, &e->name);
     get_name(r, 1, &e->domain);
+    e->drain = mc_wire_get_u32(r);
+    if (e->drain > MC_MASTER_DRAIN_DRAINED)
+        fail(r);
+    e->drain_blocks = mc_wire_get_u64(r);
+    e->drain_bytes = mc_wire_get_u64(r);
 }
 
 int mc_proto_info_rep_encode(const struct mc_proto_info_rep *m,
@@ -1386,5 +1403,84 @@ int mc_proto_list_rep_decode(const void *buf, size_t len, size_t cap,
         for (uint32_t i = 0; i < m_p->n && !r.bad; i++)
             get_key(&r, &keys[i].key, &keys[i].key_len);
     }
+    return decode_end(&r);
+}
+
+static bool drain_req_ok(const struct mc_proto_drain_req *m)
+{
+    return m->on <= 1 && name_ok(&m->name, 1);
+}
+
+int mc_proto_drain_req_encode(const struct mc_proto_drain_req *m, void *buf, size_t cap,
+                              size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!drain_req_ok(m))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, m->on);
+    mc_wire_put_blob(&w, m->name.p, m->name.len);
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_drain_req_decode(const void *buf, size_t len, struct mc_proto_drain_req *m_p)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->on = mc_wire_get_u32(&r);
+    if (m_p->on > 1)
+        fail(&r);
+    get_name(&r, 1, &m_p->name);
+    return decode_end(&r);
+}
+
+static bool copy_req_ok(const struct mc_proto_copy_req *m)
+{
+    return m->len > 0 && m->id != 0 && m->dst_node != MC_MASTER_NODE_NONE &&
+           bytes_ok(m->key.p, m->key.len, 1, MC_PROTO_KEY_MAX);
+}
+
+int mc_proto_copy_req_encode(const struct mc_proto_copy_req *m, void *buf, size_t cap,
+                             size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!copy_req_ok(m))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u64(&w, m->id);
+    mc_wire_put_u64(&w, m->version);
+    mc_wire_put_u32(&w, m->src_seg);
+    mc_wire_put_u32(&w, m->src_alloc);
+    mc_wire_put_u64(&w, m->src_offset);
+    mc_wire_put_u64(&w, m->len);
+    mc_wire_put_u32(&w, m->dst_node);
+    mc_wire_put_u32(&w, m->dst_seg);
+    mc_wire_put_u32(&w, m->dst_alloc);
+    mc_wire_put_u64(&w, m->dst_offset);
+    mc_wire_put_blob(&w, m->key.p, m->key.len);
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_copy_req_decode(const void *buf, size_t len, struct mc_proto_copy_req *m_p)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->id = mc_wire_get_u64(&r);
+    m_p->version = mc_wire_get_u64(&r);
+    m_p->src_seg = mc_wire_get_u32(&r);
+    m_p->src_alloc = mc_wire_get_u32(&r);
+    m_p->src_offset = mc_wire_get_u64(&r);
+    m_p->len = mc_wire_get_u64(&r);
+    m_p->dst_node = mc_wire_get_u32(&r);
+    m_p->dst_seg = mc_wire_get_u32(&r);
+    m_p->dst_alloc = mc_wire_get_u32(&r);
+    m_p->dst_offset = mc_wire_get_u64(&r);
+    get_bytes(&r, 1, MC_PROTO_KEY_MAX, &m_p->key);
+    if (!r.bad && !copy_req_ok(m_p))
+        fail(&r);
     return decode_end(&r);
 }

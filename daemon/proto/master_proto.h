@@ -205,6 +205,9 @@ struct mc_proto_node_entry {
     uint64_t idle_ms;             /* since its last heartbeat, master clock */
     struct mc_proto_bytes name;   /* 1..MC_PROTO_NAME_MAX graphic ASCII */
     struct mc_proto_bytes domain; /* 1..MC_PROTO_NAME_MAX graphic ASCII */
+    uint32_t drain;               /* MC_MASTER_DRAIN_*: 0 none, 1 draining, 2 drained */
+    uint64_t drain_blocks;        /* blocks left in its segments while it drains */
+    uint64_t drain_bytes;         /* bytes of them */
 };
 
 struct mc_proto_info_rep {
@@ -230,6 +233,24 @@ struct mc_proto_list_rep {
     int32_t status;
     uint32_t n;           /* keys in the reply (0 when status != 0) */
     uint64_t next_cursor; /* 0 = done */
+};
+
+/* --- DRAIN (agent -> master) and COPY (master -> owner) -------------------------------- */
+
+struct mc_proto_drain_req {
+    uint32_t on;                /* 1: drain, 0: undrain */
+    struct mc_proto_bytes name; /* the node's name, 1..MC_PROTO_NAME_MAX graphic ASCII */
+};
+
+struct mc_proto_copy_req {
+    uint64_t id;         /* the copy; the write to the target carries it as its version */
+    uint64_t version;    /* the object's version (logs) */
+    uint32_t src_seg, src_alloc;
+    uint64_t src_offset;
+    uint64_t len;        /* > 0 */
+    uint32_t dst_node, dst_seg, dst_alloc;
+    uint64_t dst_offset;
+    struct mc_proto_bytes key; /* 1..MC_PROTO_KEY_MAX */
 };
 
 /* --- status codes ------------------------------------------------------------------------- */
@@ -408,5 +429,14 @@ int mc_proto_list_rep_encode(const struct mc_proto_list_rep *m, const struct mc_
                              void *buf, size_t cap, size_t *len_p);
 int mc_proto_list_rep_decode(const void *buf, size_t len, size_t cap,
                              struct mc_proto_list_rep *m_p, struct mc_proto_key *keys);
+
+/* DRAIN: answered with a status only (mc_proto_status_rep). */
+int mc_proto_drain_req_encode(const struct mc_proto_drain_req *m, void *buf, size_t cap,
+                              size_t *len_p);
+int mc_proto_drain_req_decode(const void *buf, size_t len, struct mc_proto_drain_req *m_p);
+/* COPY: answered with a status only, once the target's owner answered the write. */
+int mc_proto_copy_req_encode(const struct mc_proto_copy_req *m, void *buf, size_t cap,
+                             size_t *len_p);
+int mc_proto_copy_req_decode(const void *buf, size_t len, struct mc_proto_copy_req *m_p);
 
 #endif /* MC_PROTO_MASTER_PROTO_H */

@@ -327,6 +327,19 @@ static size_t t_hp_payload(const struct t_hp_ctx *x, uint16_t type, uint8_t *buf
         rc = mc_proto_list_req_encode(&m, buf, cap, &len);
         break;
     }
+    case MC_WIRE_DRAIN: { /* draining a node without the token */
+        struct mc_proto_drain_req m = {1, {(const uint8_t *)"a1", 2}};
+
+        rc = mc_proto_drain_req_encode(&m, buf, cap, &len);
+        break;
+    }
+    case MC_WIRE_COPY: { /* a forged copy: never from the master's endpoint */
+        struct mc_proto_copy_req m = {.id = 1, .version = 1, .len = 4096, .dst_node = 1,
+                                      .key = {(const uint8_t *)x->victim, strlen(x->victim)}};
+
+        rc = mc_proto_copy_req_encode(&m, buf, cap, &len);
+        break;
+    }
     default:
         break;
     }
@@ -443,7 +456,8 @@ static const uint16_t t_hp_types[] = {
     MC_WIRE_EXIST_BATCH,   MC_WIRE_REMOVE_BATCH,
     MC_WIRE_FENCE,         MC_WIRE_CLUSTER_INFO,
     MC_WIRE_WRITE,         MC_WIRE_READ,
-    MC_WIRE_LIST,
+    MC_WIRE_LIST,          MC_WIRE_DRAIN,
+    MC_WIRE_COPY,
 };
 #define T_HP_NTYPES (sizeof(t_hp_types) / sizeof(t_hp_types[0]))
 static_assert(T_HP_NTYPES == (MC_WIRE__COUNT - 1) / 2, "a request type is missing here");

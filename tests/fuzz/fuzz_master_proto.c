@@ -1,6 +1,6 @@
 /* libFuzzer target: every master RPC payload decoder (daemon/proto/master_proto.h), the code
  * that reads what agents and the master send each other. The first input byte selects the
- * message: t_type_at(b % T_NTYPES) (HELLO .. CLUSTER_INFO_REPLY, LIST, LIST_REPLY), and
+ * message: t_type_at(b % T_NTYPES) (HELLO .. CLUSTER_INFO_REPLY, LIST .. COPY_REPLY), and
  * b / T_NTYPES the item capacity the decoder is given (0: MC_PROTO_BATCH_MAX, else a small
  * one, to exercise the cap check).
  * The rest is the payload, decoded from an allocation of exactly its size. A payload that

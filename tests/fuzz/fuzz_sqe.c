@@ -133,7 +133,8 @@ static void t_layout_from(struct t_bytes *b, struct mc_shm_layout *l)
 static bool t_op_uses_key(unsigned int op)
 {
     return op == MC_OP_PUT || op == MC_OP_PUT_START || op == MC_OP_GET || op == MC_OP_EXIST ||
-           op == MC_OP_REMOVE || op == MC_OP_STAT || op == MC_OP_REMOVE_PREFIX;
+           op == MC_OP_REMOVE || op == MC_OP_STAT || op == MC_OP_REMOVE_PREFIX ||
+           op == MC_OP_DRAIN;
 }
 
 static bool t_op_uses_staging(unsigned int op)

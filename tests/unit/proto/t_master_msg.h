@@ -16,8 +16,8 @@
 #define T_POOL (256u << 10)
 
 /* The master messages: HELLO .. CLUSTER_INFO_REPLY (1 .. 24), then LIST, LIST_REPLY (29, 30);
- * 25 .. 28 are agent-to-agent messages. Tests walk t_type_at(0 .. T_NTYPES - 1). */
-#define T_NTYPES 26u
+ * 25 .. 28 are agent-to-agent messages; then DRAIN .. COPY_REPLY (31 .. 34). Tests walk t_type_at(0 .. T_NTYPES - 1). */
+#define T_NTYPES 30u
 static inline unsigned int t_type_at(size_t i)
 {
     i %= T_NTYPES;
@@ -42,6 +42,8 @@ struct t_msg {
     struct mc_proto_info_rep info_rep;
     struct mc_proto_list_req list_req;
     struct mc_proto_list_rep list_rep;
+    struct mc_proto_drain_req drain_req;
+    struct mc_proto_copy_req copy_req;
     struct mc_master_put_req put_reqs[MC_PROTO_BATCH_MAX];
     struct mc_master_ref refs[MC_PROTO_BATCH_MAX];
     struct mc_proto_key keys[MC_PROTO_BATCH_MAX];
@@ -113,6 +115,13 @@ static inline int t_encode(unsigned int type, const struct t_msg *m, void *buf, 
         return mc_proto_list_req_encode(&m->list_req, buf, cap, len_p);
     case MC_WIRE_LIST_REPLY:
         return mc_proto_list_rep_encode(&m->list_rep, m->keys, buf, cap, len_p);
+    case MC_WIRE_DRAIN:
+        return mc_proto_drain_req_encode(&m->drain_req, buf, cap, len_p);
+    case MC_WIRE_COPY:
+        return mc_proto_copy_req_encode(&m->copy_req, buf, cap, len_p);
+    case MC_WIRE_DRAIN_REPLY:
+    case MC_WIRE_COPY_REPLY:
+        return mc_proto_status_rep_encode(&m->status_rep, buf, cap, len_p);
     default:
         return MC_ERR_INVALID;
     }
@@ -178,6 +187,13 @@ static inline int t_decode(unsigned int type, const void *buf, size_t len, size_
         return mc_proto_list_req_decode(buf, len, &m->list_req);
     case MC_WIRE_LIST_REPLY:
         return mc_proto_list_rep_decode(buf, len, cap, &m->list_rep, m->keys);
+    case MC_WIRE_DRAIN:
+        return mc_proto_drain_req_decode(buf, len, &m->drain_req);
+    case MC_WIRE_COPY:
+        return mc_proto_copy_req_decode(buf, len, &m->copy_req);
+    case MC_WIRE_DRAIN_REPLY:
+    case MC_WIRE_COPY_REPLY:
+        return mc_proto_status_rep_decode(buf, len, &m->status_rep);
     default:
         return MC_ERR_PROTO;
     }
@@ -474,6 +490,9 @@ static inline void t_random(unsigned int type, uint64_t *s, size_t nmax, struct 
                 e->idle_ms = t_u64(s);
                 e->name = t_bytes(m, s, 1, MC_PROTO_NAME_MAX, true);
                 e->domain = t_bytes(m, s, 1, MC_PROTO_NAME_MAX, true);
+                e->drain = (uint32_t)t_below(s, 3);
+                e->drain_blocks = t_u64(s);
+                e->drain_bytes = t_u64(s);
             }
         }
         if (!(r->flags & MC_PROTO_INFO_F_SEGMENTS))
@@ -508,6 +527,28 @@ static inline void t_random(unsigned int type, uint64_t *s, size_t nmax, struct 
         m->list_rep = (struct mc_proto_list_rep){call, n, call == 0 ? t_u64(s) : 0};
         for (uint32_t i = 0; i < n; i++)
             t_key(m, s, &m->keys[i].key, &m->keys[i].key_len);
+        break;
+    case MC_WIRE_DRAIN:
+        m->drain_req = (struct mc_proto_drain_req){(uint32_t)t_below(s, 2),
+                                                   t_bytes(m, s, 1, MC_PROTO_NAME_MAX, true)};
+        break;
+    case MC_WIRE_COPY:
+        m->copy_req = (struct mc_proto_copy_req){
+            .id = 1 + t_below(s, UINT64_MAX), .version = t_u64(s), .src_seg = t_u32(s),
+            .src_alloc = t_u32(s), .src_offset = t_u64(s), .len = 1 + t_below(s, UINT64_MAX),
+            .dst_node = t_node(s), .dst_seg = t_u32(s), .dst_alloc = t_u32(s),
+            .dst_offset = t_u64(s)};
+        {
+            const char *k;
+            size_t kl;
+
+            t_key(m, s, &k, &kl);
+            m->copy_req.key = (struct mc_proto_bytes){(const uint8_t *)k, kl};
+        }
+        break;
+    case MC_WIRE_DRAIN_REPLY:
+    case MC_WIRE_COPY_REPLY:
+        m->status_rep.status = call;
         break;
     default:
         break;

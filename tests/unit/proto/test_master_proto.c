@@ -558,13 +558,16 @@ START_TEST(test_proto_cluster_info_nodes_round_trip)
     r->nnode = 2;
     r->next_node_cursor = 9;
     m->nodes[0] = (struct mc_proto_node_entry){
-        1, 1, 1, 20, {(const uint8_t *)"node-a", 6}, {(const uint8_t *)"rack1", 5}};
+        1, 1, 1, 20, {(const uint8_t *)"node-a", 6}, {(const uint8_t *)"rack1", 5}, 1, 3, 4096};
     m->nodes[1] = (struct mc_proto_node_entry){0x10002,
                                                0,
                                                0,
                                                UINT64_MAX,
                                                {(const uint8_t *)"client-b", 8},
-                                               {(const uint8_t *)"client-b", 8}};
+                                               {(const uint8_t *)"client-b", 8},
+                                               0,
+                                               0,
+                                               0};
     ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO_REPLY, m, t_buf, sizeof(t_buf), &len), 0);
     ck_assert_int_eq(t_decode(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, len, 2, d), 0);
     ck_assert_uint_eq(d->info_rep.flags, MC_PROTO_INFO_F_KNOWN);
@@ -580,6 +583,9 @@ START_TEST(test_proto_cluster_info_nodes_round_trip)
     ck_assert_uint_eq(d->nodes[0].name.len, 6);
     ck_assert_mem_eq(d->nodes[0].name.p, "node-a", 6);
     ck_assert_mem_eq(d->nodes[0].domain.p, "rack1", 5);
+    ck_assert_uint_eq(d->nodes[0].drain, MC_MASTER_DRAIN_DRAINING);
+    ck_assert_uint_eq(d->nodes[0].drain_blocks, 3);
+    ck_assert_uint_eq(d->nodes[0].drain_bytes, 4096);
     ck_assert(t_inside(d->nodes[0].name.p, t_buf, len));
     ck_assert_uint_eq(d->nodes[1].id, 0x10002);
     ck_assert_uint_eq(d->nodes[1].alive, 0);
@@ -597,7 +603,7 @@ START_TEST(test_proto_cluster_info_nodes_round_trip)
     r->next_node_cursor = 0;
     ck_assert_int_eq(mc_proto_info_rep_encode(r, NULL, m->nodes, t_buf, sizeof(t_buf), &len),
                      0);
-    ck_assert_uint_eq(len, 4 + 4 + 8 + (20 + 4 + 6 + 4 + 5));
+    ck_assert_uint_eq(len, 4 + 4 + 8 + (20 + 4 + 6 + 4 + 5 + 20));
     ck_assert_int_eq(mc_proto_info_rep_decode(t_buf, len, 0, &dr, NULL, 2, nodes), 0);
     ck_assert_uint_eq(dr.nnode, 1);
     ck_assert_uint_eq(dr.nseg, 0);
@@ -1096,6 +1102,8 @@ START_TEST(test_proto_cluster_info_bounds)
 END_TEST
 
 /* A CLUSTER_INFO_REPLY with one node entry; bad_byte < 0: none, else put into the name. */
+static uint32_t t_raw_drain; /* the drain state t_raw_node_rep writes */
+
 static size_t t_raw_node_rep(uint32_t nnode, uint32_t alive, size_t name, size_t domain,
                              int bad_byte)
 {
@@ -1113,6 +1121,9 @@ static size_t t_raw_node_rep(uint32_t nnode, uint32_t alive, size_t name, size_t
     t_blob(name);
     t_fill[name / 2] = 'k';
     t_blob(domain);
+    mc_wire_put_u32(&t_w, t_raw_drain);
+    mc_wire_put_u64(&t_w, 7);    /* drain_blocks */
+    mc_wire_put_u64(&t_w, 4096); /* drain_bytes */
     return t_raw_len();
 }
 
@@ -1137,6 +1148,64 @@ START_TEST(test_proto_cluster_info_node_bounds)
     ck_assert_int_eq(t_decode_exact(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, len, 0, d),
                      MC_ERR_PROTO);                                   /* > the caller's cap */
     T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_u32s(4, v), d); /* page > max */
+    t_raw_drain = MC_MASTER_DRAIN_DRAINED;
+    T_ACCEPT(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_node_rep(1, 1, 8, 8, -1), d);
+    ck_assert_uint_eq(d->nodes[0].drain, MC_MASTER_DRAIN_DRAINED);
+    ck_assert_uint_eq(d->nodes[0].drain_blocks, 7);
+    t_raw_drain = MC_MASTER_DRAIN_DRAINED + 1; /* no such state */
+    T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_node_rep(1, 1, 8, 8, -1), d);
+    t_raw_drain = 0;
+    free(d);
+}
+END_TEST
+
+START_TEST(test_proto_drain_and_copy_bounds)
+{
+    struct t_msg *m = t_msg_new(), *d = t_msg_new();
+    size_t len;
+
+    /* DRAIN: on is 0 or 1, the name graphic ASCII of 1..63 bytes */
+    m->drain_req = (struct mc_proto_drain_req){1, {(const uint8_t *)"node-a", 6}};
+    ck_assert_int_eq(t_encode(MC_WIRE_DRAIN, m, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_uint_eq(len, 4 + 4 + 6);
+    ck_assert_int_eq(t_decode(MC_WIRE_DRAIN, t_buf, len, 1, d), 0);
+    ck_assert_uint_eq(d->drain_req.on, 1);
+    ck_assert_mem_eq(d->drain_req.name.p, "node-a", 6);
+    t_buf[0] = 2;
+    ck_assert_int_eq(t_decode(MC_WIRE_DRAIN, t_buf, len, 1, d), MC_ERR_PROTO);
+    t_buf[0] = 0;
+    t_buf[9] = ' ';
+    ck_assert_int_eq(t_decode(MC_WIRE_DRAIN, t_buf, len, 1, d), MC_ERR_PROTO);
+    m->drain_req.name.len = 0;
+    ck_assert_int_eq(t_encode(MC_WIRE_DRAIN, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
+    m->drain_req = (struct mc_proto_drain_req){2, {(const uint8_t *)"a", 1}};
+    ck_assert_int_eq(t_encode(MC_WIRE_DRAIN, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
+
+    /* COPY: an id, a length and a target node; a key of 1..512 bytes */
+    m->copy_req = (struct mc_proto_copy_req){.id = 9, .version = 3, .src_seg = 1,
+                                             .src_alloc = 2, .src_offset = 4096, .len = 100,
+                                             .dst_node = 5, .dst_seg = 6, .dst_alloc = 7,
+                                             .dst_offset = 8192,
+                                             .key = {(const uint8_t *)"key", 3}};
+    ck_assert_int_eq(t_encode(MC_WIRE_COPY, m, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_uint_eq(len, 8 * 5 + 4 * 5 + 4 + 3);
+    ck_assert_int_eq(t_decode(MC_WIRE_COPY, t_buf, len, 1, d), 0);
+    ck_assert_uint_eq(d->copy_req.id, 9);
+    ck_assert_uint_eq(d->copy_req.src_offset, 4096);
+    ck_assert_uint_eq(d->copy_req.len, 100);
+    ck_assert_uint_eq(d->copy_req.dst_node, 5);
+    ck_assert_uint_eq(d->copy_req.dst_alloc, 7);
+    ck_assert_uint_eq(d->copy_req.dst_offset, 8192);
+    ck_assert_mem_eq(d->copy_req.key.p, "key", 3);
+    ck_assert_int_eq(t_decode(MC_WIRE_COPY, t_buf, len - 1, 1, d), MC_ERR_PROTO);
+    memset(t_buf, 0, 8); /* id 0 */
+    ck_assert_int_eq(t_decode(MC_WIRE_COPY, t_buf, len, 1, d), MC_ERR_PROTO);
+    m->copy_req.len = 0;
+    ck_assert_int_eq(t_encode(MC_WIRE_COPY, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
+    m->copy_req.len = 1;
+    m->copy_req.key.len = 0;
+    ck_assert_int_eq(t_encode(MC_WIRE_COPY, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
+    free(m);
     free(d);
 }
 END_TEST
@@ -1263,7 +1332,7 @@ START_TEST(test_proto_encoders_refuse_invalid)
     m->info_rep.flags = MC_PROTO_INFO_F_NODES;
     m->info_rep.nnode = 1;
     m->nodes[0] = (struct mc_proto_node_entry){
-        1, 1, 0, 0, {(const uint8_t *)"a b", 3}, {(const uint8_t *)"d", 1}};
+        1, 1, 0, 0, {(const uint8_t *)"a b", 3}, {(const uint8_t *)"d", 1}, 0, 0, 0};
     ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO_REPLY, m, t_buf, sizeof(t_buf), &len),
                      MC_ERR_INVALID);
     m->nodes[0].name.len = 1;
@@ -1419,6 +1488,7 @@ static Suite *proto_suite(void)
     tcase_add_test(tc, test_proto_reply_bounds);
     tcase_add_test(tc, test_proto_cluster_info_bounds);
     tcase_add_test(tc, test_proto_cluster_info_node_bounds);
+    tcase_add_test(tc, test_proto_drain_and_copy_bounds);
     tcase_add_test(tc, test_proto_list_bounds);
     tcase_add_test(tc, test_proto_encoders_refuse_invalid);
     tcase_add_test(tc, test_proto_full_batches_fit);

@@ -52,6 +52,7 @@ static struct mc_sqe t_sqe(uint8_t op)
     case MC_OP_REMOVE:
     case MC_OP_STAT:
     case MC_OP_REMOVE_PREFIX:
+    case MC_OP_DRAIN:
         s.key_len = 1;
         break;
     case MC_OP_LIST:

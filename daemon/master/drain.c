@@ -1,0 +1,385 @@
+/*
+ * Draining a node (drain.h): the master's side of emptying a node before it leaves.
+ *
+ * A walk of the directory of its own (a cursor beside the sweep's) looks at each readable
+ * object that has a replica on a draining node:
+ *
+ *  - with a replica on some other node too, the draining one is dropped from the version
+ *    and its block freed, but only while no lease is out on the version: a reader may be
+ *    reading exactly that replica, so it waits for the next pass instead;
+ *  - with every replica on draining nodes, a copy is made: a block is placed elsewhere as
+ *    put_start would place it, and the front end asks the source's owner to write its bytes
+ *    there with the ordinary remote write. The target block belongs to no version while the
+ *    copy runs (eviction and readers cannot see it); it joins the version only when the
+ *    owner reports the write answered, so a reader is never handed a replica that lacks a
+ *    byte. At most drain_copies_max copies are open at once.
+ *
+ * A failed copy's block may still be written by a transfer that has not ended, so it is
+ * freed only once its owner fenced it (the same FENCE the master sends for dead writers,
+ * naming the copy's own id as the version, which no put ever carries), or when the target's
+ * segment is gone, or at the latest put_release_ms after the copy began. The object itself
+ * is simply met again by a later pass of the walk.
+ */
+#include "daemon/master/drain.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <mc/mc_status.h>
+
+#include "daemon/master/alloc.h"
+#include "daemon/master/master_int.h"
+
+#define FENCE_RETRY_MS 2000u /* a fence the owner did not acknowledge is asked again */
+
+enum copy_state {
+    CS_QUEUED,  /* made by the tick, not handed to the front end yet */
+    CS_SENT,    /* the owner was asked; its answer is awaited */
+    CS_FENCING, /* failed: the target block waits for its owner's fence */
+};
+
+struct copy {
+    struct copy *next;
+    enum copy_state state;
+    uint64_t id;
+    uint64_t version;
+    uint64_t start_ms;
+    uint64_t fence_ms; /* CS_FENCING: when the fence was last queued */
+    bool hard;         /* the version is hard-pinned: the target block counts as such */
+    struct rep src, tgt;
+    uint16_t key_len;
+    char key[];
+};
+
+struct mc_drain {
+    struct mc_dir_cursor cur;
+    struct copy *copies;
+    uint32_t open; /* copies QUEUED or SENT */
+    uint32_t open_max;
+};
+
+int mc_drain_create(uint32_t copies_max, struct mc_drain **d_p)
+{
+    struct mc_drain *d = calloc(1, sizeof(*d));
+
+    if (d == NULL)
+        return MC_ERR_NOMEM;
+    mc_dir_cursor_init(&d->cur);
+    d->open_max = copies_max == 0 ? 1 : copies_max;
+    *d_p = d;
+    return 0;
+}
+
+void mc_drain_destroy(struct mc_drain *d)
+{
+    struct copy *c, *next;
+
+    if (d == NULL)
+        return;
+    for (c = d->copies; c != NULL; c = next) {
+        next = c->next;
+        free(c);
+    }
+    free(d);
+}
+
+static bool node_draining(const struct mc_master *m, uint32_t node)
+{
+    const struct node *n = mc_master__node_get(m, node);
+
+    return n != NULL && n->draining;
+}
+
+static bool any_draining(const struct mc_master *m)
+{
+    uint32_t i;
+
+    for (i = 0; i < m->nnodes; i++) {
+        if (m->nodes[i].state == NODE_ALIVE && m->nodes[i].draining)
+            return true;
+    }
+    return false;
+}
+
+static bool rep_equal(const struct rep *a, const struct rep *b)
+{
+    return a->seg == b->seg && a->gen == b->gen && a->alloc == b->alloc;
+}
+
+static uint32_t rep_seg_id(const struct rep *r)
+{
+    return (uint32_t)r->gen << 16 | r->seg;
+}
+
+static struct copy *copy_of_version(const struct mc_drain *d, uint64_t version)
+{
+    struct copy *c;
+
+    for (c = d->copies; c != NULL; c = c->next) {
+        if (c->version == version && c->state != CS_FENCING)
+            return c;
+    }
+    return NULL;
+}
+
+/* Unlink and free c; its target block is freed by the caller when that is safe. */
+static void copy_remove(struct mc_drain *d, struct copy *c)
+{
+    struct copy **pp;
+
+    for (pp = &d->copies; *pp != c; pp = &(*pp)->next)
+        ;
+    *pp = c->next;
+    if (c->state != CS_FENCING)
+        d->open--;
+    free(c);
+}
+
+/* The copy failed while its write may still land: fence the target before reuse. */
+static void copy_fence(struct mc_master *m, struct copy *c)
+{
+    struct mc_drain *d = m->drain;
+
+    if (mc_master__seg_of_rep(m, &c->tgt) == NULL) {
+        copy_remove(d, c); /* the segment is gone, and the block with it */
+        return;
+    }
+    if (c->state != CS_FENCING)
+        d->open--;
+    c->state = CS_FENCING;
+    c->fence_ms = mc_master__now_ms(m);
+    (void)mc_master__fence_push(m, rep_seg_id(&c->tgt), c->tgt.alloc, c->id);
+}
+
+/* Drop v's replicas on draining nodes (v has a replica elsewhere and no lease). */
+static void drop_draining(struct mc_master *m, struct ver *v)
+{
+    bool hard = (mc_master__ver_flags(v) & OF_PIN_HARD) != 0;
+    uint32_t i = 0;
+
+    while (i < v->nrep) {
+        struct rep *reps = mc_master__ver_reps(v); /* moves when nrep drops to 1 */
+        struct seg *s = mc_master__seg_of_rep(m, &reps[i]);
+
+        if (s != NULL && node_draining(m, s->node)) {
+            mc_master__rep_release(m, &reps[i], hard);
+            mc_master__ver_drop_rep(v, i);
+        } else {
+            i++;
+        }
+    }
+}
+
+/* Place a block for a copy of v (whose live replicas all sit on draining nodes) and queue
+ * the copy. Nothing happens when no other node has room: a later pass tries again. */
+static void copy_start(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now)
+{
+    struct mc_drain *d = m->drain;
+    struct rep *reps = mc_master__ver_reps(v);
+    struct mc_master_put_req req = {0};
+    struct seg *src_seg = NULL;
+    struct rep src = {0}, tgt;
+    struct copy *c;
+    uint32_t i;
+    bool hard = (mc_master__ver_flags(v) & OF_PIN_HARD) != 0;
+
+    for (i = 0; i < v->nrep && src_seg == NULL; i++) {
+        src_seg = mc_master__seg_of_rep(m, &reps[i]);
+        src = reps[i];
+    }
+    if (src_seg == NULL)
+        return;
+    c = malloc(sizeof(*c) + o->key_len);
+    if (c == NULL)
+        return;
+    req.key = o->key;
+    req.key_len = o->key_len;
+    req.size = v->size;
+    req.alloc_len = mc_alloc_len(src_seg->alloc, src.alloc);
+    req.replicas = 1;
+    req.flags = hard ? MC_MASTER_PUT_PIN_HARD : 0;
+    req.writer = MC_MASTER_NODE_NONE;
+    req.preferred = MC_MASTER_NODE_NONE;
+    /* placement never evicts from draining segments (it skips them), so v keeps its source */
+    if (mc_master__place(m, &req, 1, now, &tgt) != 0) {
+        free(c);
+        return;
+    }
+    memset(c, 0, sizeof(*c));
+    c->state = CS_QUEUED;
+    c->id = ++m->next_version;
+    c->version = v->id;
+    c->start_ms = mc_master__now_ms(m);
+    c->hard = hard;
+    c->src = src;
+    c->tgt = tgt;
+    c->key_len = o->key_len;
+    memcpy(c->key, o->key, o->key_len);
+    c->next = d->copies;
+    d->copies = c;
+    d->open++;
+}
+
+/* One record of the walk. */
+static void drain_obj(struct mc_master *m, struct obj *o, uint32_t now)
+{
+    struct ver *v = &o->v;
+    struct rep *reps;
+    uint32_t i, here = 0, elsewhere = 0;
+
+    if (!mc_master__obj_is_visible(m, o))
+        return; /* being written, expired or lost: the sweep and later passes see to it */
+    reps = mc_master__ver_reps(v);
+    for (i = 0; i < v->nrep; i++) {
+        struct seg *s = mc_master__seg_of_rep(m, &reps[i]);
+
+        if (s == NULL)
+            continue;
+        if (node_draining(m, s->node))
+            here++;
+        else
+            elsewhere++;
+    }
+    if (here == 0)
+        return;
+    if (elsewhere > 0) {
+        /* a leased version may be read from the replica we would drop: wait */
+        if (!mc_master__ver_is_leased(m, v, now) && copy_of_version(m->drain, v->id) == NULL)
+            drop_draining(m, v);
+        return;
+    }
+    if (copy_of_version(m->drain, v->id) == NULL)
+        copy_start(m, o, v, now);
+}
+
+void mc_drain_tick(struct mc_master *m)
+{
+    struct mc_drain *d = m->drain;
+    uint64_t ms = mc_master__now_ms(m);
+    uint32_t now = mc_master__now_ct(m);
+    struct copy *c, *next;
+    uint64_t n;
+
+    for (c = d->copies; c != NULL; c = next) {
+        next = c->next;
+        if (mc_master__seg_of_rep(m, &c->tgt) == NULL) {
+            copy_remove(d, c); /* the target's segment is gone: nothing to fence or free */
+        } else if (ms - c->start_ms >= m->cfg.put_release_ms) {
+            /* no write of it can still be in flight this long after it began */
+            mc_master__rep_release(m, &c->tgt, c->hard);
+            copy_remove(d, c);
+        } else if (c->state == CS_FENCING && ms - c->fence_ms >= FENCE_RETRY_MS) {
+            c->fence_ms = ms;
+            (void)mc_master__fence_push(m, rep_seg_id(&c->tgt), c->tgt.alloc, c->id);
+        }
+    }
+    if (!any_draining(m)) {
+        mc_dir_cursor_init(&d->cur);
+        return;
+    }
+    for (n = 0; n < m->cfg.sweep_max_scan && d->open < d->open_max; n++) {
+        struct obj *o = mc_dir_cursor_next(m->dir, &d->cur);
+
+        if (o == NULL)
+            break; /* a pass is done; the next tick starts another */
+        drain_obj(m, o, now);
+    }
+}
+
+bool mc_drain_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version)
+{
+    struct mc_drain *d = m->drain;
+    struct copy *c;
+
+    for (c = d->copies; c != NULL; c = c->next) {
+        if (c->id != version || rep_seg_id(&c->tgt) != seg || c->tgt.alloc != alloc)
+            continue;
+        /* the target's owner says no byte of this copy can land any more: also when the
+         * write failed there before the source's owner answered us */
+        mc_master__rep_release(m, &c->tgt, c->hard);
+        copy_remove(d, c);
+        return true;
+    }
+    return false;
+}
+
+/* --- the public part (master.h) ---------------------------------------------------------- */
+
+int mc_master_node_drain(struct mc_master *m, const char *name, bool on)
+{
+    uint32_t id;
+    struct node *n;
+
+    if (m == NULL || name == NULL)
+        return MC_ERR_INVALID;
+    if (mc_master_node_find(m, name, &id) != 0)
+        return MC_ERR_NOT_FOUND;
+    n = mc_master__node_get(m, id);
+    n->draining = on;
+    return 0;
+}
+
+size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, size_t max)
+{
+    struct copy *c, *next;
+    size_t k = 0;
+
+    for (c = m->drain->copies; c != NULL && k < max; c = next) {
+        struct mc_master_copy *o = &out[k];
+        struct seg *s;
+
+        next = c->next;
+        if (c->state != CS_QUEUED)
+            continue;
+        s = mc_master__seg_of_rep(m, &c->src);
+        if (s == NULL || mc_master__seg_of_rep(m, &c->tgt) == NULL) {
+            copy_fence(m, c); /* the source left meanwhile: no write was sent */
+            continue;
+        }
+        c->state = CS_SENT;
+        o->id = c->id;
+        o->version = c->version;
+        o->key = c->key;
+        o->key_len = c->key_len;
+        o->len = mc_alloc_len(s->alloc, c->src.alloc);
+        mc_master__fill_replica(m, &c->src, &o->src);
+        mc_master__fill_replica(m, &c->tgt, &o->dst);
+        k++;
+    }
+    return k;
+}
+
+void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)
+{
+    struct mc_drain *d = m->drain;
+    struct obj *o;
+    struct ver *v = NULL;
+    struct copy *c;
+    uint32_t i;
+    bool has_src = false;
+
+    for (c = d->copies; c != NULL; c = c->next) {
+        if (c->id == id && c->state == CS_SENT)
+            break;
+    }
+    if (c == NULL)
+        return;
+    if (status != 0) {
+        copy_fence(m, c);
+        return;
+    }
+    if (mc_master__seg_of_rep(m, &c->tgt) == NULL) {
+        copy_remove(d, c);
+        return;
+    }
+    o = mc_master__lookup(m, c->key, c->key_len);
+    if (o != NULL && mc_master__obj_is_visible(m, o) && o->v.id == c->version)
+        v = &o->v;
+    /* the bytes were read from the source block: they are the version's only while that
+     * block still belongs to it (not evicted, not dropped, not reused meanwhile) */
+    for (i = 0; v != NULL && i < v->nrep; i++)
+        has_src |= rep_equal(&mc_master__ver_reps(v)[i], &c->src);
+    if (v == NULL || !has_src || mc_master__ver_add_rep(m, v, &c->tgt) != 0)
+        mc_master__rep_release(m, &c->tgt, c->hard); /* the write is over: safe to reuse */
+    copy_remove(d, c);
+}

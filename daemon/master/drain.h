@@ -1,0 +1,28 @@
+/*
+ * Draining a node: the part of the master service that empties a node before it leaves.
+ * master.c calls in here from its tick, its fence acknowledgement and its node listing;
+ * drain.c owns the copies in flight and its own walk of the directory. No I/O: the copies
+ * are handed to the front end (mc_master_copies_take) and their answers come back through
+ * mc_master_copy_done.
+ */
+#ifndef MC_MASTER_DRAIN_H
+#define MC_MASTER_DRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct mc_master;
+struct mc_drain;
+
+/* Errors: MC_ERR_NOMEM. */
+int mc_drain_create(uint32_t copies_max, struct mc_drain **d_p);
+/* Frees the copy records; their blocks go with the allocators. Accepts NULL. */
+void mc_drain_destroy(struct mc_drain *d);
+/* Bounded work: drops replicas that have another home, starts copies of those that do not,
+ * retries fences of failed copies. Does nothing while no node drains and no copy is open. */
+void mc_drain_tick(struct mc_master *m);
+/* A fence acknowledgement for a failed copy's target block: frees it and returns true.
+ * False when (seg, alloc, version) names no copy (the caller handles it as a put's). */
+bool mc_drain_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version);
+
+#endif /* MC_MASTER_DRAIN_H */
