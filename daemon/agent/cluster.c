@@ -172,6 +172,7 @@ struct cluster {
     struct fenced *fenced[FENCED_HASH];
     uint64_t next_hb_ms, next_fence_ms;
     bool hb_busy;
+    uint32_t drain;               /* our node's drain state, as the last heartbeat said */
     uint64_t incarnation;         /* this process, in every HELLO (the master tells a
                                      reconnect of ours from another agent by it) */
     uint64_t m_silent_since;      /* the first call the master owes since its last answer
@@ -1626,13 +1627,15 @@ static void hb_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const 
                     size_t len)
 {
     struct cluster *cl = ctx;
-    struct mc_proto_status_rep rep;
+    struct mc_proto_heartbeat_rep rep;
 
     (void)hdr;
     cl->hb_busy = false;
     if (status == 0) {
         master_heard(cl);
-        status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+        status = mc_proto_heartbeat_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+        if (status == 0)
+            cl->drain = rep.drain;
     }
     if ((status == MC_ERR_NOT_FOUND || status == MC_ERR_DENIED) && cl->mstate == M_UP) {
         /* the master declared us dead (a partition or a stop longer than its TTL), or this
@@ -2101,6 +2104,10 @@ const char *cluster_health(const struct mc_agent *a)
         return "no master: rejoining the cluster";
     if (cl->m_unresp)
         return "the master does not answer: master-bound operations fail";
+    if (cl->drain == MC_MASTER_DRAIN_DRAINING)
+        return "draining: the master moves this node's objects to other nodes";
+    if (cl->drain == MC_MASTER_DRAIN_DRAINED)
+        return "drained: this node holds nothing and may leave";
     return NULL;
 }
 

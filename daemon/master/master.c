@@ -1485,6 +1485,17 @@ static void node_drain_info(const struct mc_master *m, const struct node *nd,
     o->drain = o->drain_blocks == 0 ? MC_MASTER_DRAIN_DRAINED : MC_MASTER_DRAIN_DRAINING;
 }
 
+uint32_t mc_master_node_drain_state(const struct mc_master *m, uint32_t node)
+{
+    const struct node *nd = node_get(m, node);
+    struct mc_master_node_info o;
+
+    if (nd == NULL)
+        return MC_MASTER_DRAIN_NONE;
+    node_drain_info(m, nd, &o);
+    return o.drain;
+}
+
 /* The cursor is a slot index. A page always holds at least one node when there is one, so
  * a next page never starts at slot 0 and 0 can mean "done". Counting segments walks the
  * segment table per node: a page costs max * nsegs, fine for a monitoring call. */

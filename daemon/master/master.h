@@ -204,6 +204,10 @@ size_t mc_master_node_list(const struct mc_master *m, uint32_t *cursor_p,
  * MC_ERR_NOT_FOUND (no live node of that name). */
 int mc_master_node_drain(struct mc_master *m, const char *name, bool on);
 
+/* The drain state of live node `node` (MC_MASTER_DRAIN_*; NONE for an unknown node): what
+ * its heartbeat's answer tells the agent, which shows it on its health page. */
+uint32_t mc_master_node_drain_state(const struct mc_master *m, uint32_t node);
+
 /* A copy the master wants made: the owner of `src` (src.node) sends its bytes to `dst`
  * with its usual remote write, which names `dst.alloc` and carries `id` as its version;
  * the owner answers once the target owner said the bytes are in place. Only then does the

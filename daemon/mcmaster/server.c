@@ -313,7 +313,7 @@ static int h_heartbeat(struct mc_mcmaster_server *s, struct peer *p, const void 
                        size_t *out_len)
 {
     struct mc_proto_heartbeat_req req;
-    struct mc_proto_status_rep rep = {0};
+    struct mc_proto_heartbeat_rep rep = {0};
     int rc;
 
     if (mc_proto_heartbeat_req_decode(pl, len, &req) != 0)
@@ -329,10 +329,11 @@ static int h_heartbeat(struct mc_mcmaster_server *s, struct peer *p, const void 
         }
     } else {
         rc = mc_master_node_heartbeat(s->m, req.node);
+        rep.drain = rc == 0 ? mc_master_node_drain_state(s->m, req.node) : 0;
     }
     if (rc != 0)
         return rc;
-    return mc_proto_status_rep_encode(&rep, s->out, sizeof(s->out), out_len);
+    return mc_proto_heartbeat_rep_encode(&rep, s->out, sizeof(s->out), out_len);
 }
 
 static int h_put_start(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,

@@ -8,7 +8,7 @@
  *   MOUNT                 u32 node, u32 kind, u64 base, u64 size, blob worker_addr, blob rkey
  *   MOUNT_REPLY           i32 status [u32 seg]
  *   HEARTBEAT             u32 node, u32 flags
- *   HEARTBEAT_REPLY       i32 status
+ *   HEARTBEAT_REPLY       i32 status [u32 drain, MC_MASTER_DRAIN_*: left out when 0]
  *   PUT_START_BATCH       u32 writer, u32 n, n * {blob key, u64 size, u64 alloc_len,
  *                         u32 replicas, u32 flags, u64 ttl_ms, u32 preferred}
  *   PUT_START_BATCH_REPLY i32 status [u32 n, n * {i32 status [u64 version, u32 nrep,
@@ -522,6 +522,37 @@ int mc_proto_status_rep_decode(const void *buf, size_t len, struct mc_proto_stat
 
     mc_wire_reader_init(&r, buf, len);
     m_p->status = get_status(&r, false);
+    return decode_end(&r);
+}
+
+int mc_proto_heartbeat_rep_encode(const struct mc_proto_heartbeat_rep *m, void *buf, size_t cap,
+                                  size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (!mc_proto_status_is_valid(m->status, false) || m->drain > MC_MASTER_DRAIN_DRAINED ||
+        (m->status != 0 && m->drain != 0))
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, u32_from_i32(m->status));
+    if (m->drain != 0)
+        mc_wire_put_u32(&w, m->drain);
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_heartbeat_rep_decode(const void *buf, size_t len, struct mc_proto_heartbeat_rep *m_p)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->status = get_status(&r, false);
+    m_p->drain = 0;
+    /* optional, and never 0 when there (0 is sent as nothing): one encoding per message */
+    if (!r.bad && m_p->status == 0 && mc_wire_reader_left(&r) > 0) {
+        m_p->drain = mc_wire_get_u32(&r);
+        if (m_p->drain == 0 || m_p->drain > MC_MASTER_DRAIN_DRAINED)
+            fail(&r);
+    }
     return decode_end(&r);
 }
 

@@ -129,8 +129,15 @@ struct mc_proto_heartbeat_req {
     uint32_t flags; /* MC_PROTO_HEARTBEAT_F_* */
 };
 
-struct mc_proto_status_rep { /* a reply that is only a status: HEARTBEAT */
+struct mc_proto_status_rep { /* a reply that is only a status */
     int32_t status;
+};
+
+/* HEARTBEAT_REPLY: the status, then (status 0, and only when not 0) the node's drain state,
+ * MC_MASTER_DRAIN_*: the agent shows it on its health page. */
+struct mc_proto_heartbeat_rep {
+    int32_t status;
+    uint32_t drain;
 };
 
 /* --- batches ------------------------------------------------------------------------------ */
@@ -291,6 +298,9 @@ int mc_proto_heartbeat_req_encode(const struct mc_proto_heartbeat_req *m, void *
 int mc_proto_heartbeat_req_decode(const void *buf, size_t len,
                                   struct mc_proto_heartbeat_req *m_p);
 /* A status-only reply (HEARTBEAT_REPLY): status 0 or a known MC_ERR_*. */
+int mc_proto_heartbeat_rep_encode(const struct mc_proto_heartbeat_rep *m, void *buf, size_t cap,
+                                  size_t *len_p);
+int mc_proto_heartbeat_rep_decode(const void *buf, size_t len, struct mc_proto_heartbeat_rep *m_p);
 int mc_proto_status_rep_encode(const struct mc_proto_status_rep *m, void *buf, size_t cap,
                                size_t *len_p);
 int mc_proto_status_rep_decode(const void *buf, size_t len, struct mc_proto_status_rep *m_p);

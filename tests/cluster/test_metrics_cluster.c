@@ -1,8 +1,8 @@
 /*
  * Metrics and health in cluster mode: mc-master's /metrics (strictly parsed) counts the
  * puts and RPCs an agent's workload caused; an agent's /health turns 503 with a reason
- * while its master is stopped (SIGSTOP, past master_timeout_ms) and 200 again after
- * SIGCONT.
+ * while its master is stopped (SIGSTOP, past master_timeout_ms), 200 again after SIGCONT,
+ * and 503 again while its node is drained ("draining", then "drained") until undrained.
  */
 #include <check.h>
 #include <math.h>
@@ -139,6 +139,40 @@ START_TEST(test_metrics_cluster_master_counts_and_agent_health)
     ck_assert_int_eq(kill(master.pid, SIGCONT), 0);
     ck_assert_int_eq(health_until(aport, 200, buf, sizeof(buf), &body, 10000), 200);
     ck_assert_str_eq(body, "ok\n");
+
+    /* a drain: a holds the only copies and there is nowhere to move them (503 "draining"),
+     * b joins and takes them (503 "drained": a may leave), undrain (200) */
+    {
+        struct t_proc b;
+        char *out = NULL;
+
+        ck_assert_int_eq(t_mcctl(agent.sock, &out, "drain", "a", NULL), 0);
+        free(out);
+        ck_assert_int_eq(health_until(aport, 503, buf, sizeof(buf), &body, 10000), 503);
+        ck_assert_msg(strncmp(body, "draining", 8) == 0, "reason: %s", body);
+        t_agent_start(&b, dir, master.port, "b", NULL, "32M", token, NULL);
+        deadline = t_now_ms() + 15000;
+        do {
+            (void)t_http(aport, "GET", "/health", buf, sizeof(buf), &body);
+            if (strncmp(body, "drained", 7) == 0)
+                break;
+            t_poll_pause();
+        } while (t_now_ms() < deadline);
+        ck_assert_msg(strncmp(body, "drained", 7) == 0, "reason: %s", body);
+        out = NULL;
+        ck_assert_int_eq(t_mcctl(agent.sock, &out, "undrain", "a", NULL), 0);
+        free(out);
+        ck_assert_int_eq(health_until(aport, 200, buf, sizeof(buf), &body, 10000), 200);
+        for (i = 0; i < N; i++) {
+            uint8_t back[sizeof(in)];
+            size_t got = 0;
+
+            snprintf(key, sizeof(key), "cm/%d", i);
+            ck_assert_int_eq(mc_get(c, key, back, sizeof(back), &got), 0);
+            ck_assert(got == sizeof(in) && memcmp(back, in, sizeof(in)) == 0);
+        }
+        ck_assert_int_eq(t_proc_stop(&b), 0);
+    }
 
     mc_close(c);
     ck_assert_int_eq(t_proc_stop(&agent), 0);

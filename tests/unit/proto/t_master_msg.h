@@ -32,6 +32,7 @@ struct t_msg {
     struct mc_proto_mount_rep mount_rep;
     struct mc_proto_heartbeat_req heartbeat_req;
     struct mc_proto_status_rep status_rep;
+    struct mc_proto_heartbeat_rep heartbeat_rep;
     struct mc_proto_put_start_req put_start_req;
     struct mc_proto_ref_req ref_req;
     struct mc_proto_keys_req keys_req;
@@ -74,7 +75,7 @@ static inline int t_encode(unsigned int type, const struct t_msg *m, void *buf, 
     case MC_WIRE_HEARTBEAT:
         return mc_proto_heartbeat_req_encode(&m->heartbeat_req, buf, cap, len_p);
     case MC_WIRE_HEARTBEAT_REPLY:
-        return mc_proto_status_rep_encode(&m->status_rep, buf, cap, len_p);
+        return mc_proto_heartbeat_rep_encode(&m->heartbeat_rep, buf, cap, len_p);
     case MC_WIRE_PUT_START_BATCH:
         return mc_proto_put_start_req_encode(&m->put_start_req, m->put_reqs, buf, cap, len_p);
     case MC_WIRE_PUT_START_BATCH_REPLY:
@@ -146,7 +147,7 @@ static inline int t_decode(unsigned int type, const void *buf, size_t len, size_
     case MC_WIRE_HEARTBEAT:
         return mc_proto_heartbeat_req_decode(buf, len, &m->heartbeat_req);
     case MC_WIRE_HEARTBEAT_REPLY:
-        return mc_proto_status_rep_decode(buf, len, &m->status_rep);
+        return mc_proto_heartbeat_rep_decode(buf, len, &m->heartbeat_rep);
     case MC_WIRE_PUT_START_BATCH:
         return mc_proto_put_start_req_decode(buf, len, cap, &m->put_start_req, m->put_reqs);
     case MC_WIRE_PUT_START_BATCH_REPLY:
@@ -347,7 +348,8 @@ static inline void t_random(unsigned int type, uint64_t *s, size_t nmax, struct 
         m->heartbeat_req = (struct mc_proto_heartbeat_req){t_node(s), (uint32_t)t_below(s, 2)};
         break;
     case MC_WIRE_HEARTBEAT_REPLY:
-        m->status_rep.status = call;
+        m->heartbeat_rep.status = call;
+        m->heartbeat_rep.drain = call == 0 ? (uint32_t)t_below(s, 3) : 0;
         break;
     case MC_WIRE_PUT_START_BATCH:
         m->put_start_req = (struct mc_proto_put_start_req){t_node(s), n};

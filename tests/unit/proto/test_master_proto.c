@@ -1284,9 +1284,31 @@ START_TEST(test_proto_encoders_refuse_invalid)
     m->heartbeat_req = (struct mc_proto_heartbeat_req){1, 0x100};
     ck_assert_int_eq(t_encode(MC_WIRE_HEARTBEAT, m, t_buf, sizeof(t_buf), &len),
                      MC_ERR_INVALID);
-    m->status_rep.status = 5;
+    m->heartbeat_rep = (struct mc_proto_heartbeat_rep){5, 0};
     ck_assert_int_eq(t_encode(MC_WIRE_HEARTBEAT_REPLY, m, t_buf, sizeof(t_buf), &len),
                      MC_ERR_INVALID);
+    m->heartbeat_rep = (struct mc_proto_heartbeat_rep){0, MC_MASTER_DRAIN_DRAINED + 1};
+    ck_assert_int_eq(t_encode(MC_WIRE_HEARTBEAT_REPLY, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    m->heartbeat_rep = (struct mc_proto_heartbeat_rep){MC_ERR_NOT_FOUND, 1};
+    ck_assert_int_eq(t_encode(MC_WIRE_HEARTBEAT_REPLY, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    /* the drain state rides only when not 0: a plain status still decodes (LEAVE's answer),
+     * and an explicit 0 is refused (one encoding per message) */
+    m->heartbeat_rep = (struct mc_proto_heartbeat_rep){0, MC_MASTER_DRAIN_DRAINING};
+    ck_assert_int_eq(t_encode(MC_WIRE_HEARTBEAT_REPLY, m, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_uint_eq(len, 8);
+    {
+        struct mc_proto_heartbeat_rep hr;
+
+        ck_assert_int_eq(mc_proto_heartbeat_rep_decode(t_buf, len, &hr), 0);
+        ck_assert_uint_eq(hr.drain, MC_MASTER_DRAIN_DRAINING);
+        ck_assert_int_eq(mc_proto_heartbeat_rep_decode(t_buf, 4, &hr), 0);
+        ck_assert_uint_eq(hr.drain, 0);
+        memset(t_buf + 4, 0, 4);
+        ck_assert_int_eq(mc_proto_heartbeat_rep_decode(t_buf, len, &hr), MC_ERR_PROTO);
+        len = 12345; /* what the refusals below must leave alone */
+    }
     m->put_start_req = (struct mc_proto_put_start_req){1, 1};
     m->put_reqs[0] = (struct mc_master_put_req){
         (const char *)big, MC_PROTO_KEY_MAX + 1, 1, 0, 0, 0, 0, 1, 0};
