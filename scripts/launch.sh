@@ -275,12 +275,30 @@ do_stop() {
 # status: one JSON object on stdout.
 
 # node_health NAME: what NAME's daemon says of its own health, as JSON, or null when it
-# cannot be asked. `alive` is the pid's word (the process runs); this is the daemon's.
-# A hook, null for now: the daemons have no health endpoint yet. Once one is configured
-# (an HTTP listener answering GET /health), ask it here on NAME's host (on_node), bounded
-# (e.g. curl -m 2), and print {"ok":BOOL,...}; status then carries it unchanged.
+# cannot be asked. `alive` is the pid's word (the process runs); this is the daemon's: its
+# GET /health (the daemons serve it on metrics_listen, which start sets; the port is in the
+# log line "metrics on HOST:PORT"), asked on NAME's host (in its namespace), bounded by 2 s.
+# {"ok":true,"code":200,"reason":"ok"}, or ok false with the daemon's one-line reason.
+# shellcheck disable=SC2016 # expanded by the node's bash
 node_health() {
-    printf 'null'
+    local probe ns=${node_ns[$1]} out code reason
+    # one line: the node's sh reads it (q's quoting of a newline is bash's own)
+    probe='hp=$(grep -o "metrics on [^ ]*" '"$(q "$rundir/$1.log")"' 2>/dev/null | tail -1);'
+    probe+=' hp=${hp#metrics on }; [ -n "$hp" ] || exit 1;'
+    probe+=' h=${hp%:*}; p=${hp##*:}; h=${h#[}; h=${h%]};'
+    probe+=' exec 3<>"/dev/tcp/$h/$p" || exit 1;'
+    probe+=' printf "GET /health HTTP/1.0\r\nHost: %s\r\n\r\n" "$h" >&3; cat <&3'
+    probe="timeout 2 bash -c $(q "$probe")"
+    [ "$ns" = - ] || probe="ip netns exec $(q "$ns") $probe"
+    out=$(on_node "$1" "$probe" 2>/dev/null | tr -d '\r') || out=
+    code=$(printf '%s\n' "$out" | sed -n '1s/^HTTP\/[0-9.]* \([0-9]*\).*/\1/p')
+    if [ -z "$code" ]; then
+        printf 'null'
+        return 0
+    fi
+    reason=$(printf '%s\n' "$out" | sed '/^$/,$!d' | sed '/^$/d' | head -1)
+    printf '{"ok":%s,"code":%s,"reason":%s}' "$([ "$code" = 200 ] && echo true || echo false)" \
+        "$code" "$(json_str "$reason")"
 }
 
 do_status() {
@@ -577,7 +595,7 @@ do_start() {
 
     # the master
     cfg=$rundir/master.json
-    write_json "$cfg" listen "${node_addr[master]}:0"
+    write_json "$cfg" listen "${node_addr[master]}:0" metrics_listen "${node_addr[master]}:0"
     push master "$rundir/token"
     push master "$cfg"
     mk=("$build/daemon/mcmaster/mc-master" --config "$cfg" --ready-file "$rundir/master.ready")
@@ -594,7 +612,7 @@ do_start() {
         cfg=$rundir/$name.json
         sock=$rundir/$name.sock
         write_json "$cfg" master_addr "$master_addr" listen "${node_addr[$name]}:0" \
-            node_name "$name" socket "$sock" dram "$dram"
+            node_name "$name" socket "$sock" dram "$dram" metrics_listen "${node_addr[$name]}:0"
         push "$name" "$rundir/token"
         push "$name" "$cfg"
         mk=("$build/daemon/agent/mc-agent" --config "$cfg" --ready-file "$rundir/$name.ready")

@@ -98,8 +98,8 @@ exercise() {
     check "status: nothing dead" is "$(count '"alive":false' "$run.status")" 0
     check "status: the cluster as an agent sees it, $n nodes alive" \
         is "$(count '"state":"alive"' "$run.status")" "$n"
-    check "status: a health field per daemon (null: no health endpoint yet)" \
-        is "$(count '"health":null' "$run.status")" $((n + 1))
+    check "status: every daemon says it is healthy (its GET /health)" \
+        is "$(count '"health":{"ok":true,"code":200,"reason":"ok"}' "$run.status")" $((n + 1))
     check "status: agent sockets" grep -qF "\"socket\":\"$run/agent-$n.sock\"" "$run.status"
 
     head -c 3000000 /dev/urandom >"$run.in"
@@ -124,6 +124,8 @@ exercise() {
     "$LAUNCH" status --dir "$run" >"$run.status2"
     check "status after stop is JSON" valid_json "$run.status2"
     check "status after stop: nothing alive" is "$(count '"alive":true' "$run.status2")" 0
+    check "status after stop: no daemon to ask for its health" \
+        is "$(count '"health":null' "$run.status2")" $((n + 1))
     check "status after stop: no cluster" grep -qF '"cluster":null' "$run.status2"
     check "no daemon left after stop" nothing_running_in "$run"
     check "no socket left after stop" no_sockets_in "$run"
