@@ -135,8 +135,15 @@ int main(int argc, char **argv)
     return 0;
 }
 C
+# A sanitized build (the ASan run of the suites) installs a sanitized libmc: its runtime
+# must come first in the program that loads it, so the client is built the same way. The
+# client's own flags stay pkg-config's alone otherwise.
+san=
+if readelf -d "$libdir/libmc.so.0" 2>/dev/null | grep -q 'NEEDED.*libasan'; then
+    san="-fsanitize=address,undefined"
+fi
 # shellcheck disable=SC2086 # pkg-config's words
-"${CC:-cc}" -std=c11 -Wall -Wextra -Werror -o "$tmp/client" "$tmp/client.c" $flags
+"${CC:-cc}" -std=c11 -Wall -Wextra -Werror $san -o "$tmp/client" "$tmp/client.c" $flags
 check "client compiles against the installed headers and library" test $? -eq 0
 check "client needs libmc.so.0" \
     grep -qF '[libmc.so.0]' <(readelf -d "$tmp/client" 2>/dev/null | grep NEEDED)
