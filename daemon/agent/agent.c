@@ -1368,16 +1368,21 @@ static void arm_sock_poll(struct mc_agent *a, struct client *c)
     c->refs++;
 }
 
+/* true when `id` is one of the list's comma-separated decimal ids; an entry with anything
+ * else in it ("10x", "-1", " ") matches nothing */
 static bool uid_listed(const char *list, unsigned long id)
 {
     const char *p = list;
 
     while (p != NULL && *p != '\0') {
         char *end;
-        unsigned long v = strtoul(p, &end, 10);
+        unsigned long v;
 
-        if (end != p && v == id)
-            return true;
+        if (*p >= '0' && *p <= '9') {
+            v = strtoul(p, &end, 10);
+            if (v == id && (*end == ',' || *end == '\0'))
+                return true;
+        }
         p = strchr(p, ',');
         if (p != NULL)
             p++;
@@ -1385,15 +1390,20 @@ static bool uid_listed(const char *list, unsigned long id)
     return false;
 }
 
+/*
+ * Who may connect: root and the agent's own uid always; then any uid on allow_uids, and any
+ * peer whose primary group is on allow_gids. The lists add to the default,
+ * they never narrow it.
+ */
 static bool cred_allowed(const struct mc_agent *a, const struct ucred *cr)
 {
-    if (a->cfg.allow_uids == NULL) {
-        if (cr->uid == 0 || cr->uid == getuid())
-            return true;
-    } else if (uid_listed(a->cfg.allow_uids, cr->uid)) {
+    if (cr->uid == 0 || cr->uid == getuid())
         return true;
-    }
-    return a->cfg.allow_gids != NULL && uid_listed(a->cfg.allow_gids, cr->gid);
+    if (a->cfg.allow_uids != NULL && uid_listed(a->cfg.allow_uids, cr->uid))
+        return true;
+    if (a->cfg.allow_gids == NULL)
+        return false;
+    return uid_listed(a->cfg.allow_gids, cr->gid);
 }
 
 static void send_welcome(int sock, const struct mc_shm_welcome *w, const int *fds, int nfds)
@@ -1433,7 +1443,7 @@ static void refuse(int sock, int status)
 
 static void on_accept(struct mc_agent *a, int fd)
 {
-    struct ucred cr;
+    struct ucred cr = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
     socklen_t len = sizeof(cr);
     struct client *c;
 
