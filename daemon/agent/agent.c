@@ -1390,12 +1390,54 @@ static bool uid_listed(const char *list, unsigned long id)
     return false;
 }
 
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59 /* Linux >= 4.13 */
+#endif
+
+/* The kernel caps a process's supplementary groups at NGROUPS_MAX (65536): a longer answer
+ * is not believed. */
+#define MC_AGENT_PEER_GROUPS_MAX 65536u
+
+/*
+ * true when one of the peer's supplementary groups (SO_PEERGROUPS, the groups it had at
+ * connect) is on allow_gids. The first try uses a stack buffer that holds the usual few
+ * groups; ERANGE says how much is needed, and one larger buffer is tried, bounded. A kernel
+ * without SO_PEERGROUPS, or any other failure, admits nobody by this path.
+ */
+static bool peer_group_listed(const char *list, int sock)
+{
+    gid_t small[64], *g = small;
+    socklen_t len = sizeof(small), cap = sizeof(small);
+    bool found = false;
+
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERGROUPS, g, &len) != 0) {
+        if (errno != ERANGE || len <= sizeof(small) ||
+            len > MC_AGENT_PEER_GROUPS_MAX * sizeof(gid_t))
+            return false;
+        cap = len;
+        g = malloc(cap);
+        if (g == NULL)
+            return false;
+        if (getsockopt(sock, SOL_SOCKET, SO_PEERGROUPS, g, &len) != 0) {
+            free(g);
+            return false;
+        }
+    }
+    if (len > cap) /* never read past the buffer, whatever the kernel said */
+        len = cap;
+    for (size_t i = 0; i < len / sizeof(gid_t) && !found; i++)
+        found = uid_listed(list, g[i]);
+    if (g != small)
+        free(g);
+    return found;
+}
+
 /*
  * Who may connect: root and the agent's own uid always; then any uid on allow_uids, and any
- * peer whose primary group is on allow_gids. The lists add to the default,
- * they never narrow it.
+ * peer whose primary or supplementary group is on allow_gids. The lists add to the
+ * default, they never narrow it.
  */
-static bool cred_allowed(const struct mc_agent *a, const struct ucred *cr)
+static bool cred_allowed(const struct mc_agent *a, int sock, const struct ucred *cr)
 {
     if (cr->uid == 0 || cr->uid == getuid())
         return true;
@@ -1403,7 +1445,7 @@ static bool cred_allowed(const struct mc_agent *a, const struct ucred *cr)
         return true;
     if (a->cfg.allow_gids == NULL)
         return false;
-    return uid_listed(a->cfg.allow_gids, cr->gid);
+    return uid_listed(a->cfg.allow_gids, cr->gid) || peer_group_listed(a->cfg.allow_gids, sock);
 }
 
 static void send_welcome(int sock, const struct mc_shm_welcome *w, const int *fds, int nfds)
@@ -1447,7 +1489,7 @@ static void on_accept(struct mc_agent *a, int fd)
     socklen_t len = sizeof(cr);
     struct client *c;
 
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || !cred_allowed(a, &cr)) {
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || !cred_allowed(a, fd, &cr)) {
         mc_warn("client pid %d uid %u refused: not on the allow-list", (int)cr.pid,
                 (unsigned)cr.uid);
         refuse(fd, MC_ERR_DENIED);

@@ -2,7 +2,9 @@
  * test_peercred_disallowed_uid_refused: a client running under a uid that is not on the
  * agent's allow-list is refused at connect (MC_ERR_DENIED), and the agent goes on serving
  * allowed clients. test_peercred_allow_uids_adds_to_default: allow_uids widens the default
- * (root and the agent's own uid still connect). The other uids come from setpriv (util-linux); the tests need root to switch uid and exit 77 (SKIP)
+ * (root and the agent's own uid still connect). test_peercred_allow_gids_supplementary:
+ * allow_gids admits through a supplementary group (SO_PEERGROUPS). The other uids and groups
+ * come from setpriv (util-linux); the tests need root to switch uid and exit 77 (SKIP)
  * without it.
  */
 #include <check.h>
@@ -136,6 +138,32 @@ START_TEST(test_peercred_allow_uids_adds_to_default)
 }
 END_TEST
 
+/* allow_gids admits a client through a supplementary group, not only its primary gid; a
+ * client in none of the listed groups is refused. */
+START_TEST(test_peercred_allow_gids_supplementary)
+{
+    const char *mcctl = getenv("MC_MCCTL_BIN");
+    const char *extra[] = {"--set", "allow_gids=65531", NULL};
+    struct t_agent a;
+    char err[1024];
+    int rc;
+
+    t_need_setpriv(mcctl);
+    t_agent_start(&a, "64M", extra);
+    ck_assert_int_eq(chmod(a.dir, 0755), 0);
+    rc = t_run_as(mcctl, a.sock, 65530, 65530, "65529,65531", err, sizeof(err));
+    ck_assert_msg(rc == T_ADMITTED, "mcctl with a listed supplementary group exited %d: %s",
+                  rc, err);
+    rc = t_run_as(mcctl, a.sock, 65530, 65530, "65529", err, sizeof(err));
+    ck_assert_msg(rc == T_REFUSED, "mcctl in no listed group exited %d: %s", rc, err);
+    ck_assert_msg(strstr(err, "permission denied") != NULL, "stderr: %s", err);
+    /* the primary gid still counts */
+    rc = t_run_as(mcctl, a.sock, 65530, 65531, NULL, err, sizeof(err));
+    ck_assert_msg(rc == T_ADMITTED, "mcctl with a listed primary gid exited %d: %s", rc, err);
+    ck_assert_int_eq(t_agent_stop(&a), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("peercred");
@@ -147,6 +175,7 @@ int main(void)
     tcase_add_test(tc, test_peercred_disallowed_uid_refused);
     tcase_add_test(tc, test_peercred_allow_list_admits_listed_uid);
     tcase_add_test(tc, test_peercred_allow_uids_adds_to_default);
+    tcase_add_test(tc, test_peercred_allow_gids_supplementary);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
