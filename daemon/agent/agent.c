@@ -2090,7 +2090,8 @@ static void seg_prefault(uint8_t *base, uint64_t size)
     mc_info("prefaulted %" PRIu64 " bytes in %" PRIu64 " ms", size, (now_ns() - t0) / 1000000u);
 }
 
-/* A segment clients map read-only: a sealed memfd, our writable map, a read-only fd. */
+/* A segment clients map read-only: a memfd sealed for size, future writes and seals, our
+ * writable map, a read-only fd. */
 static int seg_create(struct mc_agent *a, const char *name, uint64_t size, bool hugepages,
                       int *fd_p, int *ro_fd_p, uint8_t **map_p, bool *huge_p)
 {
@@ -2105,6 +2106,9 @@ static int seg_create(struct mc_agent *a, const char *name, uint64_t size, bool 
      * read-only fd, but could reopen it read-write through /proc/self/fd */
     if (err == 0)
         err = mc_shm_memfd_seal_future_write(*fd_p);
+    /* last: a client holding the read-only fd could otherwise add seals of its own */
+    if (err == 0)
+        err = mc_shm_memfd_seal_seals(*fd_p);
     if (err == 0)
         err = mc_shm_fd_reopen_ro(*fd_p, ro_fd_p);
     return err;
