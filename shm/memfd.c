@@ -117,6 +117,13 @@ int mc_shm_memfd_seal_future_write(int fd)
     return 0;
 }
 
+int mc_shm_memfd_seal_seals(int fd)
+{
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL) < 0)
+        return errno == EPERM ? MC_ERR_INVALID : mc_shm_err_from_errno(errno);
+    return 0;
+}
+
 int mc_shm_fd_reopen_ro(int fd, int *ro_fd_p)
 {
     char path[32];

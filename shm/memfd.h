@@ -45,6 +45,15 @@ int mc_shm_memfd_seal_size(int fd);
 int mc_shm_memfd_seal_future_write(int fd);
 
 /*
+ * Seal the seals (F_SEAL_SEAL): no seal can be added or removed afterwards, by anyone
+ * holding any fd of the memfd. Call it last, once every seal the owner relies on is in
+ * place (F_SEAL_FUTURE_WRITE after it fails), and before the fd is handed to a peer, so the
+ * peer cannot add seals of its own (F_SEAL_WRITE, F_SEAL_FUTURE_WRITE) under the owner.
+ * Returns 0, MC_ERR_INVALID (not a sealable fd), MC_ERR_IO.
+ */
+int mc_shm_memfd_seal_seals(int fd);
+
+/*
  * Open a new read-only description of the file behind `fd` (open("/proc/self/fd/N",
  * O_RDONLY | O_CLOEXEC)): a PROT_WRITE MAP_SHARED mapping of the result fails with EACCES.
  * ro_fd_p: on success the new fd, owned by the caller; `fd` is untouched.

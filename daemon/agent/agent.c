@@ -1368,16 +1368,21 @@ static void arm_sock_poll(struct mc_agent *a, struct client *c)
     c->refs++;
 }
 
+/* true when `id` is one of the list's comma-separated decimal ids; an entry with anything
+ * else in it ("10x", "-1", " ") matches nothing */
 static bool uid_listed(const char *list, unsigned long id)
 {
     const char *p = list;
 
     while (p != NULL && *p != '\0') {
         char *end;
-        unsigned long v = strtoul(p, &end, 10);
+        unsigned long v;
 
-        if (end != p && v == id)
-            return true;
+        if (*p >= '0' && *p <= '9') {
+            v = strtoul(p, &end, 10);
+            if (v == id && (*end == ',' || *end == '\0'))
+                return true;
+        }
         p = strchr(p, ',');
         if (p != NULL)
             p++;
@@ -1385,15 +1390,62 @@ static bool uid_listed(const char *list, unsigned long id)
     return false;
 }
 
-static bool cred_allowed(const struct mc_agent *a, const struct ucred *cr)
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59 /* Linux >= 4.13 */
+#endif
+
+/* The kernel caps a process's supplementary groups at NGROUPS_MAX (65536): a longer answer
+ * is not believed. */
+#define MC_AGENT_PEER_GROUPS_MAX 65536u
+
+/*
+ * true when one of the peer's supplementary groups (SO_PEERGROUPS, the groups it had at
+ * connect) is on allow_gids. The first try uses a stack buffer that holds the usual few
+ * groups; ERANGE says how much is needed, and one larger buffer is tried, bounded. A kernel
+ * without SO_PEERGROUPS, or any other failure, admits nobody by this path.
+ */
+static bool peer_group_listed(const char *list, int sock)
 {
-    if (a->cfg.allow_uids == NULL) {
-        if (cr->uid == 0 || cr->uid == getuid())
-            return true;
-    } else if (uid_listed(a->cfg.allow_uids, cr->uid)) {
-        return true;
+    gid_t small[64], *g = small;
+    socklen_t len = sizeof(small), cap = sizeof(small);
+    bool found = false;
+
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERGROUPS, g, &len) != 0) {
+        if (errno != ERANGE || len <= sizeof(small) ||
+            len > MC_AGENT_PEER_GROUPS_MAX * sizeof(gid_t))
+            return false;
+        cap = len;
+        g = malloc(cap);
+        if (g == NULL)
+            return false;
+        if (getsockopt(sock, SOL_SOCKET, SO_PEERGROUPS, g, &len) != 0) {
+            free(g);
+            return false;
+        }
     }
-    return a->cfg.allow_gids != NULL && uid_listed(a->cfg.allow_gids, cr->gid);
+    if (len > cap) /* never read past the buffer, whatever the kernel said */
+        len = cap;
+    for (size_t i = 0; i < len / sizeof(gid_t) && !found; i++)
+        found = uid_listed(list, g[i]);
+    if (g != small)
+        free(g);
+    return found;
+}
+
+/*
+ * Who may connect: root and the agent's own uid always; then any uid on allow_uids, and any
+ * peer whose primary or supplementary group is on allow_gids. The lists add to the
+ * default, they never narrow it.
+ */
+static bool cred_allowed(const struct mc_agent *a, int sock, const struct ucred *cr)
+{
+    if (cr->uid == 0 || cr->uid == getuid())
+        return true;
+    if (a->cfg.allow_uids != NULL && uid_listed(a->cfg.allow_uids, cr->uid))
+        return true;
+    if (a->cfg.allow_gids == NULL)
+        return false;
+    return uid_listed(a->cfg.allow_gids, cr->gid) || peer_group_listed(a->cfg.allow_gids, sock);
 }
 
 static void send_welcome(int sock, const struct mc_shm_welcome *w, const int *fds, int nfds)
@@ -1433,11 +1485,11 @@ static void refuse(int sock, int status)
 
 static void on_accept(struct mc_agent *a, int fd)
 {
-    struct ucred cr;
+    struct ucred cr = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
     socklen_t len = sizeof(cr);
     struct client *c;
 
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || !cred_allowed(a, &cr)) {
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || !cred_allowed(a, fd, &cr)) {
         mc_warn("client pid %d uid %u refused: not on the allow-list", (int)cr.pid,
                 (unsigned)cr.uid);
         refuse(fd, MC_ERR_DENIED);
@@ -2038,7 +2090,8 @@ static void seg_prefault(uint8_t *base, uint64_t size)
     mc_info("prefaulted %" PRIu64 " bytes in %" PRIu64 " ms", size, (now_ns() - t0) / 1000000u);
 }
 
-/* A segment clients map read-only: a sealed memfd, our writable map, a read-only fd. */
+/* A segment clients map read-only: a memfd sealed for size, future writes and seals, our
+ * writable map, a read-only fd. */
 static int seg_create(struct mc_agent *a, const char *name, uint64_t size, bool hugepages,
                       int *fd_p, int *ro_fd_p, uint8_t **map_p, bool *huge_p)
 {
@@ -2053,6 +2106,9 @@ static int seg_create(struct mc_agent *a, const char *name, uint64_t size, bool 
      * read-only fd, but could reopen it read-write through /proc/self/fd */
     if (err == 0)
         err = mc_shm_memfd_seal_future_write(*fd_p);
+    /* last: a client holding the read-only fd could otherwise add seals of its own */
+    if (err == 0)
+        err = mc_shm_memfd_seal_seals(*fd_p);
     if (err == 0)
         err = mc_shm_fd_reopen_ro(*fd_p, ro_fd_p);
     return err;

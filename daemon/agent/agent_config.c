@@ -61,9 +61,12 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
      .doc = "Clients are told their lease ends this much before the master's does, so a "
             "reader never trusts a lease the master has dropped."},
     {.name = "allow_uids", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(allow_uids),
-     .doc = "Comma-separated uids allowed to connect (unset: the agent's own uid and root)."},
+     .doc = "Comma-separated uids allowed to connect in addition to root and the agent's own "
+            "uid, which may always connect (unset: only those two)."},
     {.name = "allow_gids", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(allow_gids),
-     .doc = "Comma-separated gids whose members may connect too (unset: none)."},
+     .doc = "Comma-separated gids whose members may connect too, as primary or supplementary "
+            "group (SO_PEERGROUPS, the groups the client had when it connected); adds to root, "
+            "the agent's own uid and allow_uids (unset: no group admits anyone)."},
     {.name = "idle_wakeups_max", .type = MC_CFG_U64, .def = "100000", .min = 1,
      .max = 100000000, .offset = FIELD(idle_wakeups_max),
      .doc = "Doorbells with nothing submitted one client may ring per second before it is "

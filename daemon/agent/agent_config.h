@@ -28,8 +28,8 @@ struct mc_agent_config {
     uint64_t max_clients;
     uint64_t copy_slice;       /* bytes copied per loop turn before other work runs */
     uint64_t lease_margin_ms;  /* a client's copy must finish this long before the lease ends */
-    char *allow_uids;          /* comma-separated uids allowed to connect (NULL: own + root) */
-    char *allow_gids;          /* comma-separated gids allowed to connect (NULL: none) */
+    char *allow_uids;          /* uids that may connect besides own + root */
+    char *allow_gids;          /* gids whose members (any group) may too */
     uint64_t idle_wakeups_max; /* empty doorbells per second before a client is cut off */
     uint64_t test_get_delay_ms; /* test only: hold every GET answer back this long */
     uint64_t test_put_end_delay_ms; /* test only: hold every publication back this long */
