@@ -1396,7 +1396,8 @@ START_TEST(test_hostile_client_per_uid_cap)
     for (int k = 0; k < 3; k++)
         ck_assert_int_eq(mc_connect(agent.sock, &c[k]), 0);
     ck_assert_int_eq(mc_connect(agent.sock, &more), MC_ERR_BUSY);
-    ck_assert_int_eq(t_hello_status(agent.sock, NULL), MC_ERR_BUSY);
+    /* refused at accept, before its hello is read: the welcome may be lost to the reset */
+    ck_assert_int_ne(t_hello_status(agent.sock, NULL), 0);
     /* another uid is not locked out */
     ck_assert_int_eq(t_as_nobody(t_hello_ok, agent.sock, 0), 0);
     ck_assert_uint_eq(t_stat_u64(c[0], "clients_refused_busy"), 2);
