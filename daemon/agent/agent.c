@@ -235,15 +235,23 @@ static void client_wake(struct mc_agent *a, struct client *c)
 /* ---------------------------------------------------------------------------------------- */
 /* puts and copies */
 
+/* A free slot; one whose put was revoked for idleness only when no other is free (its
+ * handle answers MC_ERR_TIMEOUT until then, not a newer put's pieces). */
 static int put_alloc(struct client *c, uint32_t *h_p)
 {
-    uint32_t i;
+    uint32_t i, expired = UINT32_MAX;
 
     for (i = 0; i < c->lay.max_inflight; i++) {
-        if (!c->puts[i].used) {
+        if (!c->puts[i].used && !c->puts[i].expired) {
             *h_p = i;
             return 0;
         }
+        if (!c->puts[i].used && expired == UINT32_MAX)
+            expired = i;
+    }
+    if (expired != UINT32_MAX) {
+        *h_p = expired;
+        return 0;
     }
     return MC_ERR_NOMEM; /* more open puts than this client's table (docs/protocol.md) */
 }
@@ -296,6 +304,8 @@ static void image_put(struct mc_agent *a, uint8_t *p, uint64_t cap)
 /* Only once no transfer reads the image any more (every send to a peer is final). */
 static void put_forget(struct put *p)
 {
+    p->c->open_put_bytes -= p->open_bytes;
+    p->open_bytes = 0;
     free(p->seen);
     p->seen = NULL;
     if (p->image != NULL)
@@ -314,6 +324,17 @@ static struct put *put_get(struct client *c, uint64_t h)
         c->puts[h].waiting || c->puts[h].revoke_pending)
         return NULL;
     return &c->puts[h];
+}
+
+/* Was handle h revoked for idleness (put_idle_ms)? END and ABORT end that: the handle is
+ * free for new puts again. */
+static bool put_expired(struct client *c, uint64_t h, bool end)
+{
+    if (h >= c->lay.max_inflight || !c->puts[h].expired || c->puts[h].used)
+        return false;
+    if (end)
+        c->puts[h].expired = false;
+    return true;
 }
 
 /* Abandon at the master (fire-and-forget: the writer's transfers are final) and forget.
@@ -410,6 +431,7 @@ static void put_granted(void *ctx, struct ml_req *r)
     if (a->cl != NULL && (err == MC_ERR_NOT_FOUND || err == MC_ERR_DENIED))
         err = MC_ERR_UNAVAILABLE;
     if (err == 0) {
+        p->active_ms = agent_now_ms();
         p->version = r->out.grant.version;
         p->nrep = r->out.grant.nrep;
         memcpy(p->rep, r->out.grant.rep, p->nrep * sizeof(p->rep[0]));
@@ -452,6 +474,15 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
         return MC_ERR_INVALID;
     if (a->cl == NULL && mc_shm_alloc_len(size, csum) > a->seg_size)
         return MC_ERR_TOO_LARGE;
+    /* space reserved by puts not finished is the client's to use or lose: a client that
+     * starts puts and sends nothing would hold the pool and evict everyone else's objects.
+     * One put alone is always allowed, so any object that fits can be put. */
+    if (c->open_put_bytes != 0 &&
+        (c->open_put_bytes >= a->open_put_limit ||
+         mc_shm_alloc_len(size, csum) > a->open_put_limit - c->open_put_bytes)) {
+        a->st.puts_refused++;
+        return MC_ERR_NO_SPACE;
+    }
     err = put_alloc(c, &h);
     if (err != 0)
         return err;
@@ -484,6 +515,8 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
     p->t0_ns = a->op_t0_ns;
     p->src = src;
     p->uaddr = s->data_off;
+    p->open_bytes = mc_shm_alloc_len(size, csum);
+    c->open_put_bytes += p->open_bytes;
     c->refs++;
     ml_submit(a->ml, r);
     return 0;
@@ -685,6 +718,7 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
             cluster_put_progress(a, p); /* whole pieces go out while the rest is copied */
     }
     a->st.bytes_in += n;
+    p->active_ms = now;
     if (cp->done == cp->len)
         copy_done(a, c, 0);
     return n;
@@ -988,6 +1022,8 @@ static int data_source(struct mc_agent *a, struct client *c, const struct mc_sqe
 
         if (ar->base == NULL)
             client_read_socket(a, c); /* its registration may still be in the socket */
+        if (c->state == CL_ACTIVE && ar->refused != 0)
+            return ar->refused; /* over an arena limit: it was never mapped */
         if (c->state != CL_ACTIVE || ar->base == NULL || off > ar->size ||
             s->data_len > ar->size - off)
             return MC_ERR_INVALID;
@@ -1113,6 +1149,10 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
             agent_cqe_res(c, s->user_data, err);
         return;
     case MC_OP_PUT_DATA:
+        if (put_expired(c, s->arg0, false)) {
+            agent_cqe_res(c, s->user_data, MC_ERR_TIMEOUT);
+            return;
+        }
         p = put_get(c, s->arg0);
         /* pieces start on a chunk and end on one or at the object's end, so each chunk's
          * checksum is computed from one piece */
@@ -1131,6 +1171,10 @@ static void op_run(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
         return;
     case MC_OP_PUT_END:
     case MC_OP_PUT_ABORT:
+        if (put_expired(c, s->arg0, true)) {
+            agent_cqe_res(c, s->user_data, MC_ERR_TIMEOUT);
+            return;
+        }
         p = put_get(c, s->arg0);
         if (p == NULL || p->abort_pending) {
             agent_cqe_res(c, s->user_data, MC_ERR_NOT_FOUND);
@@ -1334,8 +1378,10 @@ static void client_free(struct mc_agent *a, struct client *c)
         close(c->efd);
     if (c->arenas != NULL) {
         for (uint32_t i = 0; i < MC_SHM_MAX_ARENAS; i++) {
-            if (c->arenas[i].base != NULL)
+            if (c->arenas[i].base != NULL) {
                 munmap(c->arenas[i].base, c->arenas[i].size);
+                a->arena_bytes -= c->arenas[i].size;
+            }
         }
         free(c->arenas);
     }
@@ -1483,24 +1529,76 @@ static void refuse(int sock, int status)
     send_welcome(sock, &w, NULL, 0);
 }
 
+static void refused_log_flush(struct mc_agent *a, uint64_t now)
+{
+    mc_warn("refused %" PRIu64 " more connections in the last %" PRIu64 " ms (not on the "
+            "allow-list), last uid %u", a->refused_unlogged, now - a->refused_log_ms,
+            a->refused_last_uid);
+    a->refused_unlogged = 0;
+}
+
+/* A refused uid may connect in a loop: one line a second at most, with the count of those
+ * not logged (the stats count every one). */
+static void refused_log(struct mc_agent *a, const struct ucred *cr, bool have_cred)
+{
+    uint64_t now = agent_now_ms();
+
+    a->refused_last_uid = have_cred ? (unsigned)cr->uid : UINT_MAX;
+    if (a->refused_log_ms != 0 && now - a->refused_log_ms < 1000) {
+        a->refused_unlogged++;
+        return;
+    }
+    if (a->refused_unlogged != 0)
+        refused_log_flush(a, now);
+    if (have_cred)
+        mc_warn("client pid %d uid %u refused: not on the allow-list", (int)cr->pid,
+                (unsigned)cr->uid);
+    else
+        mc_warn("a client refused: its credentials cannot be read");
+    a->refused_log_ms = now;
+}
+
+/* Connections of one uid that are not closing. */
+static uint64_t uid_clients(const struct mc_agent *a, uid_t uid)
+{
+    const struct client *c;
+    uint64_t n = 0;
+
+    for (c = a->clients; c != NULL; c = c->next) {
+        if (c->uid == uid && c->state != CL_CLOSING)
+            n++;
+    }
+    return n;
+}
+
 static void on_accept(struct mc_agent *a, int fd)
 {
     struct ucred cr = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
     socklen_t len = sizeof(cr);
     struct client *c;
+    bool have_cred = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0;
 
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || !cred_allowed(a, fd, &cr)) {
-        mc_warn("client pid %d uid %u refused: not on the allow-list", (int)cr.pid,
-                (unsigned)cr.uid);
+    if (!have_cred || !cred_allowed(a, fd, &cr)) {
+        refused_log(a, &cr, have_cred);
         refuse(fd, MC_ERR_DENIED);
         close(fd);
         a->st.refused++;
+        a->st.refused_denied++;
         return;
     }
-    if (a->nclients >= a->cfg.max_clients || a->draining) {
+    /* the per-uid cap keeps one client (or one user's runaway pool of them) from taking
+     * every slot of max_clients; root and the agent's own uid get no exemption, since the
+     * default allow-list is exactly those two */
+    if (a->nclients >= a->cfg.max_clients || a->draining ||
+        uid_clients(a, cr.uid) >= a->max_per_uid) {
+        if (!a->draining && a->nclients < a->cfg.max_clients)
+            mc_debug("client pid %d uid %u refused: it holds max_clients_per_uid (%" PRIu64
+                     ") connections", (int)cr.pid, (unsigned)cr.uid, a->max_per_uid);
         refuse(fd, a->draining ? MC_ERR_UNAVAILABLE : MC_ERR_BUSY);
         close(fd);
         a->st.refused++;
+        if (!a->draining)
+            a->st.refused_busy++;
         return;
     }
     c = calloc(1, sizeof(*c));
@@ -1569,23 +1667,55 @@ static bool fd_is_eventfd(int fd)
     return strcmp(link, "anon_inode:[eventfd]") == 0;
 }
 
-/* Map an arena the client registered: its own sealed memfd, exactly the size it says. */
-static int arena_add(struct client *c, const struct mc_shm_arena_msg *m, int fd)
+/* Map an arena the client registered: its own sealed memfd, exactly the size it says.
+ * Registrations are not answered, so an arena over the client's or the agent's arena limit
+ * is remembered as refused (not mapped: a sparse memfd costs the client nothing, but each
+ * mapping takes the agent's address space, and enough of them leave it none for new
+ * clients) and the ops naming it fail; the connection stays usable. */
+static int arena_add(struct mc_agent *a, struct client *c, const struct mc_shm_arena_msg *m,
+                     int fd)
 {
+    struct arena *ar;
     struct stat st;
     int seals = fcntl(fd, F_GET_SEALS);
     void *p;
 
     if (m->magic != MC_SHM_MAGIC || m->type != MC_SHM_ARENA_ADD || m->reserved != 0 ||
         m->arena_id >= MC_SHM_MAX_ARENAS || c->arenas[m->arena_id].base != NULL ||
-        m->size == 0 || seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) !=
-        (F_SEAL_SHRINK | F_SEAL_GROW) || fstat(fd, &st) != 0 || (uint64_t)st.st_size != m->size)
+        c->arenas[m->arena_id].refused != 0 || m->size == 0 || seals < 0 ||
+        (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
+        fstat(fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size != m->size)
         return MC_ERR_PROTO;
+    ar = &c->arenas[m->arena_id];
+    /* checked before the mapping, each sum without overflow (m->size is the client's) */
+    if (m->size > a->cfg.arena_bytes_per_client - c->arena_bytes ||
+        m->size > a->cfg.arena_bytes_total - a->arena_bytes) {
+        ar->refused = MC_ERR_NO_SPACE;
+        a->st.arenas_refused++;
+        mc_warn("client %u (pid %d uid %u): arena of %" PRIu64 " bytes refused: %s arena "
+                "limit (%" PRIu64 " bytes mapped of %" PRIu64 ")", c->id, (int)c->pid,
+                (unsigned)c->uid, m->size,
+                m->size > a->cfg.arena_bytes_per_client - c->arena_bytes ? "over the client's"
+                                                                          : "over the agent's",
+                m->size > a->cfg.arena_bytes_per_client - c->arena_bytes ? c->arena_bytes
+                                                                          : a->arena_bytes,
+                m->size > a->cfg.arena_bytes_per_client - c->arena_bytes
+                    ? a->cfg.arena_bytes_per_client
+                    : a->cfg.arena_bytes_total);
+        return 0;
+    }
     p = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
-        return MC_ERR_NOMEM;
-    c->arenas[m->arena_id].base = p;
-    c->arenas[m->arena_id].size = m->size;
+    if (p == MAP_FAILED) {
+        ar->refused = MC_ERR_NOMEM;
+        a->st.arenas_refused++;
+        mc_warn("client %u (pid %d): arena of %" PRIu64 " bytes not mapped: %s", c->id,
+                (int)c->pid, m->size, strerror(errno));
+        return 0;
+    }
+    ar->base = p;
+    ar->size = m->size;
+    c->arena_bytes += m->size;
+    a->arena_bytes += m->size;
     return 0;
 }
 
@@ -1605,7 +1735,7 @@ static void client_read_socket(struct mc_agent *a, struct client *c)
             client_close(a, c, "socket closed");
             return;
         }
-        err = n == (ssize_t)sizeof(m) && fd >= 0 ? arena_add(c, &m, fd) : MC_ERR_PROTO;
+        err = n == (ssize_t)sizeof(m) && fd >= 0 ? arena_add(a, c, &m, fd) : MC_ERR_PROTO;
         if (fd >= 0)
             close(fd); /* the mapping keeps the arena */
         if (err != 0) {
@@ -1730,6 +1860,10 @@ static void on_tick(struct mc_agent *a)
     } else {
         cluster_tick(a);
     }
+    if (a->refused_unlogged != 0 && now - a->refused_log_ms >= 1000) {
+        refused_log_flush(a, now);
+        a->refused_log_ms = now;
+    }
     for (c = a->clients; c != NULL; c = next) {
         next = c->next;
         if (c->state == CL_HANDSHAKE && now - c->accepted_ms > HANDSHAKE_MS) {
@@ -1748,6 +1882,17 @@ static void on_tick(struct mc_agent *a)
                 now > p->deadline_ms) {
                 p->answered = true;
                 agent_cqe_res(c, p->user_data, MC_ERR_TIMEOUT);
+            }
+            /* a started put the client feeds no data: its reserved space goes back to
+             * the pool (the client learns it when it names the handle again) */
+            if (p->used && !p->oneshot && !p->waiting && !p->finishing &&
+                !p->revoke_pending && !p->abort_pending && p->busy == 0 &&
+                now - p->active_ms > a->cfg.put_idle_ms) {
+                mc_debug("client %u: put of version %" PRIu64 " idle for %" PRIu64
+                         " ms: revoked", c->id, p->version, now - p->active_ms);
+                a->st.puts_idle_revoked++;
+                put_revoke(a, p);
+                p->expired = true;
             }
         }
         /* leases the client never released end at their deadline (the master ends them
@@ -2134,6 +2279,14 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     if (a == NULL)
         return MC_ERR_NOMEM;
     a->cfg = *cfg;
+    a->max_per_uid = cfg->max_clients_per_uid;
+    if (a->max_per_uid == 0)
+        a->max_per_uid = cfg->max_clients - cfg->max_clients / 4; /* >= 1: max_clients >= 1 */
+    a->open_put_limit = cfg->open_put_bytes_per_client;
+    if (a->open_put_limit == 0)
+        a->open_put_limit = cfg->master_addr == NULL && cfg->dram / 4 < (UINT64_C(1) << 30)
+                                ? cfg->dram / 4
+                                : UINT64_C(1) << 30;
     a->cfg.socket = NULL;
     a->cfg.node_name = dup_or_null(cfg->node_name);
     a->cfg.master_addr = dup_or_null(cfg->master_addr);

@@ -52,6 +52,33 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
             "error and disconnects it."},
     {.name = "max_clients", .type = MC_CFG_U64, .def = "256", .min = 1, .max = 65536,
      .offset = FIELD(max_clients), .doc = "Connected clients at most; more are refused."},
+    {.name = "max_clients_per_uid", .type = MC_CFG_U64, .def = "0", .min = 0, .max = 65536,
+     .offset = FIELD(max_clients_per_uid),
+     .doc = "Connections one uid may hold at once (root and the agent's own uid included); "
+            "more are refused with MC_ERR_BUSY, so one client cannot take every slot of "
+            "max_clients. 0, the default: three quarters of max_clients (at least 1), so a "
+            "node whose clients all run as one user keeps most slots for it and another "
+            "user still finds a quarter free."},
+    {.name = "arena_bytes_per_client", .type = MC_CFG_SIZE, .def = "256G", .min = 1 << 20,
+     .max = 1ull << 50, .offset = FIELD(arena_bytes_per_client),
+     .doc = "Bytes of zero-copy arenas (mc_buf_alloc) one connection may have registered, "
+            "counted by their mapped size. An arena over it is not mapped: ops naming it "
+            "fail with MC_ERR_NO_SPACE, the connection stays usable."},
+    {.name = "arena_bytes_total", .type = MC_CFG_SIZE, .def = "1T", .min = 1 << 20,
+     .max = 1ull << 50, .offset = FIELD(arena_bytes_total),
+     .doc = "Bytes of arenas all connections together may have registered (the agent maps "
+            "each one, and its address space is finite); over it as arena_bytes_per_client."},
+    {.name = "open_put_bytes_per_client", .type = MC_CFG_SIZE, .def = "0", .min = 0,
+     .max = 1ull << 50, .offset = FIELD(open_put_bytes_per_client),
+     .doc = "Bytes of puts one client may have started and not finished (PUT, PUT_START); a "
+            "put over it fails with MC_ERR_NO_SPACE, unless the client has no other put "
+            "open (any object that fits the pool can be put). 0, the default: a quarter of "
+            "dram, at most 1 GiB (1 GiB on a node with no DRAM segment)."},
+    {.name = "put_idle_ms", .type = MC_CFG_MS, .def = "10000", .min = 10, .max = 3600000,
+     .offset = FIELD(put_idle_ms),
+     .doc = "A put started with PUT_START that receives no PUT_DATA for this long is "
+            "revoked and its space freed; the client's later PUT_DATA, PUT_END or "
+            "PUT_ABORT naming it is answered MC_ERR_TIMEOUT."},
     {.name = "copy_slice", .type = MC_CFG_SIZE, .def = "256K", .min = 4096, .max = 64 << 20,
      .offset = FIELD(copy_slice),
      .doc = "Bytes the agent copies per loop turn before it serves other clients, timers "

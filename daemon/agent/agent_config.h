@@ -26,6 +26,11 @@ struct mc_agent_config {
     uint64_t staging_slots;
     uint64_t max_inflight;     /* ops one client may have outstanding */
     uint64_t max_clients;
+    uint64_t max_clients_per_uid; /* connections one uid may hold (0: 3/4 of max_clients) */
+    uint64_t arena_bytes_per_client; /* arena bytes one connection may have mapped */
+    uint64_t arena_bytes_total;  /* arena bytes all clients together may have mapped */
+    uint64_t open_put_bytes_per_client; /* bytes of unfinished puts per client (0: auto) */
+    uint64_t put_idle_ms;      /* a started put with no data for this long is revoked */
     uint64_t copy_slice;       /* bytes copied per loop turn before other work runs */
     uint64_t lease_margin_ms;  /* a client's copy must finish this long before the lease ends */
     char *allow_uids;          /* uids that may connect besides own + root */

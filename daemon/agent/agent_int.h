@@ -71,6 +71,10 @@ struct put {
     bool revoke_pending; /* revoked while writes were in flight: revoke when they end */
     bool answered;       /* its op was answered (MC_ERR_TIMEOUT at the deadline) while
                             writes to a stalled peer still read the image */
+    bool expired;        /* revoked for idleness (put_idle_ms): the slot stays reserved
+                            until the client names it (MC_ERR_TIMEOUT) or needs it */
+    uint64_t open_bytes; /* counted in the client's open_put_bytes until forgotten */
+    uint64_t active_ms;  /* granted, or its last piece copied: put_idle_ms counts from it */
     /* the op that answers when the master or the peers are done */
     uint64_t user_data;
     uint64_t deadline_ms;
@@ -157,7 +161,10 @@ struct client {
     struct arena {
         uint8_t *base;
         uint64_t size;
+        int refused;          /* not mapped (over an arena limit): ops naming it get this */
     } *arenas;                /* MC_SHM_MAX_ARENAS, registered over the socket */
+    uint64_t arena_bytes;     /* mapped size of its arenas (arena_bytes_per_client) */
+    uint64_t open_put_bytes;  /* alloc_len of its puts not forgotten yet */
     /* ops being timed (metrics on): open addressing over a power of two above
      * 2 * max_inflight slots, so it never fills (an entry lives while its op is in flight) */
     struct optime *times;
@@ -216,8 +223,17 @@ struct mc_agent {
         uint64_t cap;
     } images[IMAGE_CACHE];
     uint64_t image_cache_bytes;
+    uint64_t arena_bytes;         /* mapped size of every client's arenas */
+    uint64_t open_put_limit;      /* open_put_bytes_per_client, its default resolved */
+    uint64_t max_per_uid;         /* max_clients_per_uid, its default resolved */
+    /* refused connections not on the allow-list, logged at most once a second */
+    uint64_t refused_log_ms;
+    uint64_t refused_unlogged;
+    unsigned refused_last_uid;
     struct stats {
         uint64_t ops, puts, gets, hits, bytes_in, disconnects, refused, violations;
+        uint64_t refused_denied, refused_busy; /* of refused: not allowed, over a limit */
+        uint64_t arenas_refused, puts_refused, puts_idle_revoked;
         uint64_t delayed_answers;
         uint64_t corrupt_reads, checksum_retries;
     } st;

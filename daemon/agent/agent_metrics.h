@@ -32,7 +32,26 @@
     X(CLIENTS_DISCONNECTED, "mcstore_agent_clients_disconnected_total", COUNTER, NULL,         \
       "Clients gone (closed, crashed or cut off).", NULL, "clients_disconnected")             \
     X(CLIENTS_REFUSED, "mcstore_agent_clients_refused_total", COUNTER, NULL,                   \
-      "Connections refused (not allowed, too many clients, draining).", NULL, NULL)           \
+      "Connections refused (not allowed, too many clients, draining).", NULL,                \
+      "clients_refused")                                                                       \
+    X(CLIENTS_REFUSED_DENIED, "mcstore_agent_clients_refused_denied_total", COUNTER, NULL,     \
+      "Connections refused because their uid and gid are not on the allow-list (logged at "  \
+      "most once a second).", NULL, "clients_refused_denied")                                \
+    X(CLIENTS_REFUSED_BUSY, "mcstore_agent_clients_refused_busy_total", COUNTER, NULL,         \
+      "Connections refused MC_ERR_BUSY: max_clients, or max_clients_per_uid of their uid.",   \
+      NULL, "clients_refused_busy")                                                            \
+    X(ARENA_BYTES, "mcstore_agent_arena_bytes", GAUGE, NULL,                                   \
+      "Bytes of client arenas the agent has mapped (arena_bytes_total bounds it).", NULL,     \
+      "arena_bytes")                                                                           \
+    X(ARENAS_REFUSED, "mcstore_agent_arenas_refused_total", COUNTER, NULL,                     \
+      "Arena registrations not mapped: over arena_bytes_per_client or arena_bytes_total.",    \
+      NULL, "arenas_refused")                                                                  \
+    X(PUTS_REFUSED_OPEN, "mcstore_agent_puts_refused_open_bytes_total", COUNTER, NULL,         \
+      "Puts refused MC_ERR_NO_SPACE: over the client's open_put_bytes_per_client.", NULL,     \
+      "puts_refused_open_bytes")                                                               \
+    X(PUTS_IDLE_REVOKED, "mcstore_agent_puts_idle_revoked_total", COUNTER, NULL,               \
+      "Started puts revoked after put_idle_ms with no data from their client.", NULL,         \
+      "puts_idle_revoked")                                                                     \
     X(VIOLATIONS, "mcstore_agent_protocol_violations_total", COUNTER, NULL,                    \
       "Invalid submissions from clients.", NULL, NULL)                                        \
     X(DELAYED, "mcstore_agent_test_delayed_answers_total", COUNTER, NULL,                     \

@@ -31,6 +31,16 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
     if (a->st.delayed_answers != 0)
         json_object_set_new(o, "test_delayed_answers",
                             json_integer((json_int_t)a->st.delayed_answers));
+    json_object_set_new(o, "clients_refused", json_integer((json_int_t)a->st.refused));
+    json_object_set_new(o, "clients_refused_denied",
+                        json_integer((json_int_t)a->st.refused_denied));
+    json_object_set_new(o, "clients_refused_busy", json_integer((json_int_t)a->st.refused_busy));
+    json_object_set_new(o, "arena_bytes", json_integer((json_int_t)a->arena_bytes));
+    json_object_set_new(o, "arenas_refused", json_integer((json_int_t)a->st.arenas_refused));
+    json_object_set_new(o, "puts_refused_open_bytes",
+                        json_integer((json_int_t)a->st.puts_refused));
+    json_object_set_new(o, "puts_idle_revoked",
+                        json_integer((json_int_t)a->st.puts_idle_revoked));
     json_object_set_new(o, "puts_revoked", json_integer((json_int_t)ms->puts_revoked));
     json_object_set_new(o, "stale_freed_by_fence",
                         json_integer((json_int_t)ms->stale_freed_by_fence));
@@ -228,6 +238,12 @@ void agent_metrics_publish(struct mc_agent *a)
     mset(a, AM_CLIENTS, a->nclients);
     mset(a, AM_CLIENTS_DISCONNECTED, a->st.disconnects);
     mset(a, AM_CLIENTS_REFUSED, a->st.refused);
+    mset(a, AM_CLIENTS_REFUSED_DENIED, a->st.refused_denied);
+    mset(a, AM_CLIENTS_REFUSED_BUSY, a->st.refused_busy);
+    mset(a, AM_ARENA_BYTES, a->arena_bytes);
+    mset(a, AM_ARENAS_REFUSED, a->st.arenas_refused);
+    mset(a, AM_PUTS_REFUSED_OPEN, a->st.puts_refused);
+    mset(a, AM_PUTS_IDLE_REVOKED, a->st.puts_idle_revoked);
     mset(a, AM_VIOLATIONS, a->st.violations);
     mset(a, AM_DELAYED, a->st.delayed_answers);
     mset(a, AM_HUGEPAGES, a->seg_huge);

@@ -211,6 +211,8 @@ typedef struct mc_obj_info {
  *         MC_ERR_DENIED       the agent refused this process's uid/gid, or the socket's
  *                             permissions did;
  *         MC_ERR_PROTO        the agent's magic or ABI version does not match this libmc;
+ *         MC_ERR_BUSY         the agent serves max_clients connections, or this uid holds
+ *                             max_clients_per_uid of them (agent config); retry later;
  *         MC_ERR_TIMEOUT      the handshake did not finish within the default deadline;
  *         MC_ERR_IO           the shared region could not be mapped;
  *         MC_ERR_NOMEM.
@@ -253,7 +255,10 @@ void mc_close(mc_client_t *c);
  *         MC_ERR_TOO_LARGE  len is larger than any segment can hold;
  *         MC_ERR_NO_SPACE   room could not be made (everything leased or pinned), the hard
  *                           pin cap is reached, or replicas cannot go to distinct failure
- *                           domains (see MC_PUT_SAME_DOMAIN_OK);
+ *                           domains (see MC_PUT_SAME_DOMAIN_OK); also: this client's other
+ *                           unfinished puts already hold open_put_bytes_per_client (agent
+ *                           config), or buf is in an arena the agent refused to map
+ *                           (mc_buf_alloc);
  *         MC_ERR_CANCELED   an upsert of the key superseded this put while it was still in
  *                           flight (this put an upsert or a plain one);
  *         MC_ERR_TIMEOUT    the deadline passed; the put was revoked, unless the object had
@@ -433,6 +438,11 @@ int mc_prefix_match(mc_client_t *c, size_t n, const char *const keys[]);
  *         MC_ERR_INVALID  c or ptr is NULL, or len is 0;
  *         MC_ERR_NOMEM    no arena has room and no new one can be made (process or agent
  *                         limits);
+ *
+ * The agent answers arena registrations with nothing: an arena over its limits
+ * (arena_bytes_per_client, arena_bytes_total: mapped size) still yields a buffer here, and
+ * every put from that buffer then fails with MC_ERR_NO_SPACE; the client stays usable
+ * (puts from other memory work).
  *         MC_ERR_IO, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
  */
 int mc_buf_alloc(mc_client_t *c, size_t len, void **ptr);

@@ -37,7 +37,10 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <grp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -137,6 +140,8 @@ static bool t_alive(pid_t pid)
 #endif
 #define T_HC_KEY0       'G' /* the good client's keys start with it; hostile keys never do */
 #define T_HC_BAD_HELLOS 9
+#define T_AF_CONNS      32   /* connections flooding the agent with huge sparse arenas */
+#define T_RF_CONNECTS   5000 /* connections of a refused uid */
 
 /* What the well-behaved client saw. */
 struct t_good_report {
@@ -884,10 +889,12 @@ static void t_hc_settle(pid_t agent, mc_client_t *c, long fds, long maps, uint64
         t_poll_pause();
 }
 
-/* Start a standalone agent (no t_agent.h: t_cluster.h's process helpers serve both tests). */
-static void t_standalone_start(struct t_proc *p, const char *dir, const char *dram)
+/* Start a standalone agent (no t_agent.h: t_cluster.h's process helpers serve both tests),
+ * with `extra` (NULL-terminated, may be NULL) appended to its arguments. */
+static void t_standalone_start_with(struct t_proc *p, const char *dir, const char *dram,
+                                    const char *const *extra)
 {
-    const char *argv[16];
+    const char *argv[32];
     char st[48];
     uint64_t deadline;
     int argc = 0;
@@ -902,6 +909,8 @@ static void t_standalone_start(struct t_proc *p, const char *dir, const char *dr
     argv[argc++] = dram;
     argv[argc++] = "--ready-file";
     argv[argc++] = p->ready;
+    for (int k = 0; extra != NULL && extra[k] != NULL && argc < 31; k++)
+        argv[argc++] = extra[k];
     argv[argc] = NULL;
     t_proc_spawn(p, dir, "agent", NULL, argv);
     deadline = t_now_ms() + T_READY_MS;
@@ -915,6 +924,11 @@ static void t_standalone_start(struct t_proc *p, const char *dir, const char *dr
         ck_assert_msg(t_now_ms() < deadline, "mc-agent not ready");
         t_poll_pause();
     }
+}
+
+static void t_standalone_start(struct t_proc *p, const char *dir, const char *dram)
+{
+    t_standalone_start_with(p, dir, dram, NULL);
 }
 
 START_TEST(test_hostile_client_scribbles_everything)
@@ -1040,6 +1054,364 @@ START_TEST(test_hostile_client_scribbles_everything)
 }
 END_TEST
 
+/* --- limits: one client (or uid) must not take what the others need ----------------------- */
+
+static long t_proc_vmsize_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "VmSize: %ld kB", &kb) == 1)
+            break;
+    }
+    fclose(f);
+    return kb;
+}
+
+static long t_file_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long n = 0;
+    int ch;
+
+    if (f == NULL)
+        return -1;
+    while ((ch = fgetc(f)) != EOF)
+        n += ch == '\n';
+    fclose(f);
+    return n;
+}
+
+/* The hello by hand; returns the welcome's status (fds it carries are closed), or 1 when
+ * the agent closed without a welcome. The socket is closed unless sock_p takes it. */
+static int t_hello_status(const char *path, int *sock_p)
+{
+    struct mc_shm_hello hello = {.magic = MC_SHM_MAGIC, .abi = MC_SHM_ABI};
+    struct mc_shm_welcome w;
+    union {
+        struct cmsghdr hdr;
+        char buf[CMSG_SPACE(sizeof(int) * (MC_SHM_MAX_SEGS + 1))];
+    } ctl;
+    struct iovec iov = {.iov_base = &w, .iov_len = sizeof(w)};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                         .msg_controllen = sizeof(ctl.buf)};
+    struct cmsghdr *cm;
+    int s = t_unix_connect(path);
+    ssize_t n;
+
+    /* an agent refusing us answers at accept, before our hello, and closes: the send
+     * may fail then, the welcome is still there to read */
+    (void)send(s, &hello, sizeof(hello), MSG_NOSIGNAL);
+    do {
+        n = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    for (cm = CMSG_FIRSTHDR(&msg); n > 0 && cm != NULL; cm = CMSG_NXTHDR(&msg, cm)) {
+        int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int)), fds[MC_SHM_MAX_SEGS + 1];
+
+        memcpy(fds, CMSG_DATA(cm), sizeof(int) * (size_t)k);
+        for (int i = 0; i < k; i++)
+            close(fds[i]);
+    }
+    if (sock_p != NULL && n == (ssize_t)sizeof(w) && w.status == 0)
+        *sock_p = s;
+    else
+        close(s);
+    return n == (ssize_t)sizeof(w) ? w.status : 1;
+}
+
+/* Fork a child that switches to uid/gid 65534 and runs fn(path, arg); returns its exit
+ * status (fn's return value). */
+static int t_as_nobody(int (*fn)(const char *, long), const char *path, long arg)
+{
+    pid_t pid;
+    int st;
+
+    fflush(NULL);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+            setresuid(65534, 65534, 65534) != 0)
+            _exit(90);
+        _exit(fn(path, arg));
+    }
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st), "the uid-65534 child died");
+    return WEXITSTATUS(st);
+}
+
+static void t_open_to_all(const struct t_proc *p, const char *dir)
+{
+    ck_assert_int_eq(chmod(dir, 0755), 0);
+    ck_assert_int_eq(chmod(p->sock, 0777), 0);
+}
+
+static bool t_need_root(void)
+{
+    if (geteuid() == 0)
+        return true;
+    fprintf(stderr, "not root: the second uid cannot be made; this test checks nothing\n");
+    return false;
+}
+
+/* 1. Sparse arenas cost their client nothing but the agent's address space: a flood of
+ * them from several connections must not leave the agent unable to map the next client. */
+START_TEST(test_hostile_client_arena_flood)
+{
+    struct t_proc agent = {0};
+    char dir[256], buf[64];
+    int socks[T_AF_CONNS];
+    long vm0, vm1;
+    mc_client_t *c, *c2;
+    size_t len;
+
+    t_mkdtemp(dir, sizeof(dir));
+    t_standalone_start(&agent, dir, "32M");
+    ck_assert_int_eq(mc_connect(agent.sock, &c), 0);
+    vm0 = t_proc_vmsize_kb(agent.pid);
+    for (int k = 0; k < T_AF_CONNS; k++) {
+        ck_assert_int_eq(t_hello_status(agent.sock, &socks[k]), 0);
+        for (uint32_t id = 0; id <= 46 - 20; id++) {
+            struct mc_shm_arena_msg m = {.magic = MC_SHM_MAGIC, .type = MC_SHM_ARENA_ADD,
+                                         .arena_id = id, .size = UINT64_C(1) << (46 - id)};
+            int fd = t_memfd_sealed("t-arena-flood", m.size, true);
+
+            ck_assert_int_eq(t_send_fds(socks[k], &m, sizeof(m), &fd, 1), sizeof(m));
+            close(fd);
+        }
+    }
+    /* the registrations are read in order with the next ones: a fresh client after them
+     * is served, as is an op of ours */
+    ck_assert_int_eq(mc_connect(agent.sock, &c2), 0);
+    ck_assert_int_eq(mc_put(c2, "after-the-flood", "x", 1, NULL), 0);
+    ck_assert_int_eq(mc_get(c, "after-the-flood", buf, sizeof(buf), &len), 0);
+    ck_assert_uint_eq(len, 1);
+    vm1 = t_proc_vmsize_kb(agent.pid);
+    fprintf(stderr, "test_hostile_client_arena_flood: agent VmSize %ld -> %ld kB, "
+            "arena_bytes %" PRIu64 ", arenas_refused %" PRIu64 "\n", vm0, vm1,
+            t_stat_u64(c, "arena_bytes"), t_stat_u64(c, "arenas_refused"));
+    /* the default arena_bytes_total: 1 TiB of mappings, plus what the agent had */
+    ck_assert_int_le(vm1, vm0 + (1L << 30) + (1L << 20));
+    ck_assert_uint_le(t_stat_u64(c, "arena_bytes"), UINT64_C(1) << 40);
+    ck_assert_uint_gt(t_stat_u64(c, "arenas_refused"), 0);
+    /* refusing an arena does not cut its client off */
+    for (int k = 0; k < T_AF_CONNS; k++) {
+        ck_assert_msg(!t_cut_off(socks[k], 0), "flooding connection %d cut off", k);
+        close(socks[k]);
+    }
+    t_hc_settle(agent.pid, c, -1, -1, 2);
+    ck_assert_uint_eq(t_stat_u64(c, "arena_bytes"), 0);
+    mc_close(c2);
+    mc_close(c);
+    ck_assert_int_eq(t_proc_stop(&agent), 0);
+    t_rmdir(dir);
+}
+END_TEST
+
+/* Submit one SQE by hand (no sanitizing: sizes are meant) and ring the doorbell. */
+static void t_hc_submit_one(struct t_hc *h, const struct mc_sqe *s, const char *key)
+{
+    uint32_t idx = h->sq_tail & (h->hdr.sq_entries - 1);
+
+    memcpy(h->base + h->hdr.sqes_off + (uint64_t)idx * sizeof(*s), s, sizeof(*s));
+    if (key != NULL)
+        memcpy(h->base + h->hdr.keys_off + (uint64_t)idx * MC_SHM_KEY_SLOT, key, s->key_len);
+    h->sq_tail++;
+    atomic_store_explicit(&h->sq->tail, h->sq_tail, memory_order_release);
+    t_doorbell(h->sq);
+}
+
+static struct mc_cqe t_hc_reap_one(struct t_hc *h)
+{
+    uint64_t deadline = t_now_ms() + T_HC_CUT_MS;
+    uint32_t head = atomic_load(&h->cq->head);
+    struct mc_cqe e;
+
+    while (atomic_load_explicit(&h->cq->tail, memory_order_acquire) == head) {
+        ck_assert_msg(t_now_ms() < deadline, "no CQE from the agent");
+        t_poll_pause();
+    }
+    memcpy(&e, h->base + h->hdr.cqes_off + (uint64_t)(head & (h->hdr.cq_entries - 1)) *
+                                               sizeof(e), sizeof(e));
+    atomic_store_explicit(&h->cq->head, head + 1, memory_order_release);
+    return e;
+}
+
+/* 2. Puts started and never fed hold the pool: the client's open puts are bounded, and a
+ * started put with no data is revoked after put_idle_ms. */
+START_TEST(test_hostile_client_silent_puts)
+{
+    const char *extra[] = {"--set", "put_idle_ms=500", NULL};
+    struct t_proc agent = {0};
+    char dir[256], key[32];
+    static uint8_t obj[1 << 20];
+    uint64_t used0, deadline;
+    uint32_t handle = UINT32_MAX;
+    int ok = 0, nospace = 0;
+    struct t_hc h;
+    mc_client_t *c;
+
+    t_mkdtemp(dir, sizeof(dir));
+    t_standalone_start_with(&agent, dir, "32M", extra);
+    ck_assert_int_eq(mc_connect(agent.sock, &c), 0);
+    memset(obj, 0x47, sizeof(obj));
+    for (int k = 0; k < 6; k++) {
+        snprintf(key, sizeof(key), "Gkeep-%d", k);
+        ck_assert_int_eq(mc_put(c, key, obj, sizeof(obj), NULL), 0);
+    }
+    used0 = t_stat_u64(c, "used_bytes");
+
+    t_hc_connect(&h, agent.sock, 1, false);
+    for (int k = 0; k < 8; k++) {
+        struct mc_sqe s = {.opcode = MC_OP_PUT_START, .user_data = 100 + (uint64_t)k,
+                           .arg0 = 4000000};
+
+        snprintf(key, sizeof(key), "silent-%d", k);
+        s.key_len = (uint16_t)strlen(key);
+        t_hc_submit_one(&h, &s, key);
+    }
+    for (int k = 0; k < 8; k++) {
+        struct mc_cqe e = t_hc_reap_one(&h);
+
+        if (e.res == 0) {
+            ok++;
+            handle = e.lease_id;
+        } else {
+            ck_assert_int_eq(e.res, MC_ERR_NO_SPACE);
+            nospace++;
+        }
+    }
+    /* the default open_put_bytes_per_client: a quarter of the 32 MiB pool */
+    ck_assert_msg(ok >= 1 && ok <= 2 && nospace == 8 - ok, "%d started, %d refused", ok,
+                  nospace);
+    ck_assert_uint_eq(t_stat_u64(c, "puts_refused_open_bytes"), (uint64_t)nospace);
+    for (int k = 0; k < 6; k++) {
+        snprintf(key, sizeof(key), "Gkeep-%d", k);
+        ck_assert_msg(mc_exist(c, key) == 1, "%s was evicted", key);
+    }
+    /* the silent puts go back to the pool after put_idle_ms (and a tick) */
+    deadline = t_now_ms() + 500 + 2000;
+    while (t_stat_u64(c, "used_bytes") != used0) {
+        ck_assert_msg(t_now_ms() < deadline, "used_bytes %" PRIu64 ", %" PRIu64 " before",
+                      t_stat_u64(c, "used_bytes"), used0);
+        t_poll_pause();
+    }
+    ck_assert_uint_eq(t_stat_u64(c, "puts_idle_revoked"), (uint64_t)ok);
+    {
+        struct mc_sqe s = {.opcode = MC_OP_PUT_END, .user_data = 200, .arg0 = handle};
+        struct mc_cqe e;
+
+        t_hc_submit_one(&h, &s, NULL);
+        e = t_hc_reap_one(&h);
+        ck_assert_uint_eq(e.user_data, 200);
+        ck_assert_int_eq(e.res, MC_ERR_TIMEOUT);
+    }
+    ck_assert_msg(!t_cut_off(h.sock, 0), "the silent client was cut off");
+    t_hc_close(&h);
+    mc_close(c);
+    ck_assert_int_eq(t_proc_stop(&agent), 0);
+    t_rmdir(dir);
+}
+END_TEST
+
+static int t_connect_many(const char *path, long n)
+{
+    for (long i = 0; i < n; i++) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+            return 91;
+        close(s);
+    }
+    return 0;
+}
+
+/* 3. A refused uid connecting in a loop must not fill the agent's log; the stats count
+ * every refusal. */
+START_TEST(test_hostile_client_refused_flood)
+{
+    struct t_proc agent = {0};
+    char dir[256];
+    long lines0, lines1;
+    uint64_t t0, deadline, secs;
+    mc_client_t *c;
+
+    if (!t_need_root())
+        return;
+    t_mkdtemp(dir, sizeof(dir));
+    t_standalone_start(&agent, dir, "32M");
+    t_open_to_all(&agent, dir);
+    ck_assert_int_eq(mc_connect(agent.sock, &c), 0);
+    lines0 = t_file_lines(agent.log);
+    t0 = t_now_ms();
+    ck_assert_int_eq(t_as_nobody(t_connect_many, agent.sock, T_RF_CONNECTS), 0);
+    deadline = t_now_ms() + T_HC_SETTLE_MS;
+    while (t_stat_u64(c, "clients_refused_denied") != T_RF_CONNECTS) {
+        ck_assert_msg(t_now_ms() < deadline, "clients_refused_denied %" PRIu64,
+                      t_stat_u64(c, "clients_refused_denied"));
+        t_poll_pause();
+    }
+    secs = (t_now_ms() - t0) / 1000;
+    ck_assert_uint_eq(t_stat_u64(c, "clients_refused"), T_RF_CONNECTS);
+    lines1 = t_file_lines(agent.log);
+    fprintf(stderr, "test_hostile_client_refused_flood: %d refusals in %" PRIu64 " s, "
+            "%ld log lines\n", T_RF_CONNECTS, secs, lines1 - lines0);
+    /* a line a second, and the count of those not logged (the tick's flush) */
+    ck_assert_int_le(lines1 - lines0, 2 * (long)secs + 4);
+    mc_close(c);
+    ck_assert_int_eq(t_proc_stop(&agent), 0);
+    t_rmdir(dir);
+}
+END_TEST
+
+static int t_hello_ok(const char *path, long unused)
+{
+    (void)unused;
+    return t_hello_status(path, NULL) == 0 ? 0 : 92;
+}
+
+/* 4. max_clients is shared by everyone: one uid may hold max_clients_per_uid of it. */
+START_TEST(test_hostile_client_per_uid_cap)
+{
+    const char *extra[] = {"--set", "max_clients=8", "--set", "max_clients_per_uid=3",
+                           "--set", "allow_uids=0,65534", NULL};
+    struct t_proc agent = {0};
+    char dir[256];
+    mc_client_t *c[3], *more = NULL;
+
+    if (!t_need_root())
+        return;
+    t_mkdtemp(dir, sizeof(dir));
+    t_standalone_start_with(&agent, dir, "32M", extra);
+    t_open_to_all(&agent, dir);
+    for (int k = 0; k < 3; k++)
+        ck_assert_int_eq(mc_connect(agent.sock, &c[k]), 0);
+    ck_assert_int_eq(mc_connect(agent.sock, &more), MC_ERR_BUSY);
+    /* refused at accept, before its hello is read: the welcome may be lost to the reset */
+    ck_assert_int_ne(t_hello_status(agent.sock, NULL), 0);
+    /* another uid is not locked out */
+    ck_assert_int_eq(t_as_nobody(t_hello_ok, agent.sock, 0), 0);
+    ck_assert_uint_eq(t_stat_u64(c[0], "clients_refused_busy"), 2);
+    /* a slot given back is the uid's again */
+    mc_close(c[2]);
+    t_hc_settle(agent.pid, c[0], -1, -1, 2);
+    ck_assert_int_eq(mc_connect(agent.sock, &c[2]), 0);
+    for (int k = 0; k < 3; k++)
+        mc_close(c[k]);
+    ck_assert_int_eq(t_proc_stop(&agent), 0);
+    t_rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("hostile_client");
@@ -1049,6 +1421,10 @@ int main(void)
 
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_hostile_client_scribbles_everything);
+    tcase_add_test(tc, test_hostile_client_arena_flood);
+    tcase_add_test(tc, test_hostile_client_silent_puts);
+    tcase_add_test(tc, test_hostile_client_refused_flood);
+    tcase_add_test(tc, test_hostile_client_per_uid_cap);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
