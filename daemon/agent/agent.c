@@ -380,8 +380,11 @@ static int put_image(struct mc_agent *a, struct put *p)
             return 0;
         }
     }
-    if (a->cl == NULL || p->nrep == 0)
+    if (a->cl == NULL || p->nrep == 0) {
+        mc_error("put of version %" PRIu64 ": granted %u replica(s), none of them ours in "
+                 "standalone mode (a bug: please report)", p->version, p->nrep);
         return MC_ERR_INTERNAL; /* one node: every replica is ours */
+    }
     p->nremote = p->nrep;
     p->image = image_get(a, len, &p->image_cap);
     if (p->image == NULL)

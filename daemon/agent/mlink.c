@@ -8,6 +8,7 @@
 
 #include <mc/mc_status.h>
 
+#include "daemon/common/log.h"
 #include "daemon/proto/master_proto.h"
 #include "ucx_backend/ucx.h"
 
@@ -448,6 +449,16 @@ static int encode(struct mlink *ml, struct batch *b, size_t *len_p)
     }
 }
 
+static const char *kind_name(enum ml_kind k)
+{
+    static const char *const names[ML__COUNT] = {
+        "PUT_START", "PUT_END", "PUT_REVOKE", "GET", "LEASE_RELEASE", "EXIST", "STAT",
+        "REMOVE", "REMOVE_PREFIX",
+    };
+
+    return (unsigned)k < ML__COUNT ? names[k] : "?";
+}
+
 static void send_one(struct mlink *ml, enum ml_kind k)
 {
     struct batch *b = ml->free_batches;
@@ -473,12 +484,25 @@ static void send_one(struct mlink *ml, enum ml_kind k)
     if (ml->head[k] == NULL)
         ml->tail[k] = NULL;
     rc = ml->ep == NULL ? MC_ERR_UNAVAILABLE : encode(ml, b, &len);
-    if (rc == 0)
+    if (rc != 0 && rc != MC_ERR_UNAVAILABLE) {
+        /* our own requests did not encode: a bug, not the caller's fault nor the master's */
+        mc_error("a batch of %u %s request(s) did not encode: %s (a bug: please report)",
+                 b->n, kind_name(k), mc_strerror(rc));
+        rc = MC_ERR_INTERNAL;
+    } else if (rc == 0) {
         rc = mc_ucx_rpc_call(ml->ep, wire_type(k), ml->frame, len,
                              mc_ucx_now_ms() + ml->op_timeout_ms, batch_done, b, NULL);
+        if (rc != 0 && rc != MC_ERR_NOMEM) {
+            /* the transport refused the send (an endpoint being torn down or not up yet
+             * says so in several ways, MC_ERR_INVALID among them): the master cannot be
+             * reached through it right now, which callers may retry */
+            mc_debug("a batch of %u %s request(s) not sent: %s", b->n, kind_name(k),
+                     mc_strerror(rc));
+            rc = MC_ERR_UNAVAILABLE;
+        }
+    }
     if (rc != 0) {
-        batch_fail(ml, b, rc == MC_ERR_INVALID || rc == MC_ERR_TOO_LARGE ? MC_ERR_INTERNAL
-                                                                          : rc);
+        batch_fail(ml, b, rc);
         return;
     }
     b->inflight = true;
