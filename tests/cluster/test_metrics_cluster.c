@@ -12,26 +12,6 @@
 #include "../integration/t_http.h"
 #include "t_cluster.h"
 
-#define PAGE_CAP (1u << 20)
-
-static void scrape(unsigned port, struct t_prom *p)
-{
-    char *buf = malloc(PAGE_CAP);
-    const char *body;
-
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_int_eq(t_http(port, "GET", "/metrics", buf, PAGE_CAP, &body), 200);
-    ck_assert_msg(t_prom_parse(body, p), "exposition: %s", p->err);
-    free(buf);
-}
-
-static double val(const struct t_prom *p, const char *name, const char *labels)
-{
-    double v = t_prom_value(p, name, labels);
-
-    ck_assert_msg(!isnan(v), "no sample %s{%s}", name, labels);
-    return v;
-}
 
 /* Poll /health until it answers `want`; returns the last code, body in buf. */
 static int health_until(unsigned port, int want, char *buf, size_t cap, const char **body,
@@ -90,7 +70,7 @@ START_TEST(test_metrics_cluster_master_counts_and_agent_health)
     ck_assert_int_eq(t_http(mport, "GET", "/health", buf, sizeof(buf), &body), 200);
     ck_assert_int_eq(t_http(mport, "POST", "/metrics", buf, sizeof(buf), &body), 405);
 
-    scrape(mport, m0);
+    t_prom_scrape(mport, m0);
     ck_assert_int_eq(mc_connect(agent.sock, &c), 0);
     for (i = 0; i < N; i++) {
         snprintf(key, sizeof(key), "cm/%d", i);
@@ -98,35 +78,35 @@ START_TEST(test_metrics_cluster_master_counts_and_agent_health)
     }
     deadline = t_now_ms() + 5000;
     do {
-        scrape(mport, m1);
-        if (val(m1, "mcstore_master_puts_completed_total", "") >=
-            val(m0, "mcstore_master_puts_completed_total", "") + N)
+        t_prom_scrape(mport, m1);
+        if (t_prom_val(m1, "mcstore_master_puts_completed_total", "") >=
+            t_prom_val(m0, "mcstore_master_puts_completed_total", "") + N)
             break;
         t_poll_pause();
     } while (t_now_ms() < deadline);
-    ck_assert_double_eq(val(m1, "mcstore_master_puts_completed_total", ""),
-                        val(m0, "mcstore_master_puts_completed_total", "") + N);
-    ck_assert_double_eq(val(m1, "mcstore_master_objects", ""),
-                        val(m0, "mcstore_master_objects", "") + N);
-    ck_assert(val(m1, "mcstore_master_rpcs_total", "kind=\"put_start\"") >
-              val(m0, "mcstore_master_rpcs_total", "kind=\"put_start\""));
-    ck_assert(val(m1, "mcstore_master_rpcs_total", "kind=\"put_end\"") >
-              val(m0, "mcstore_master_rpcs_total", "kind=\"put_end\""));
-    ck_assert(val(m1, "mcstore_master_rpcs_total", "kind=\"hello\"") >= 1);
-    ck_assert(val(m1, "mcstore_master_nodes_alive", "") >= 1);
-    ck_assert(val(m1, "mcstore_master_capacity_bytes", "tier=\"dram\"") >= 32 << 20);
+    ck_assert_double_eq(t_prom_val(m1, "mcstore_master_puts_completed_total", ""),
+                        t_prom_val(m0, "mcstore_master_puts_completed_total", "") + N);
+    ck_assert_double_eq(t_prom_val(m1, "mcstore_master_objects", ""),
+                        t_prom_val(m0, "mcstore_master_objects", "") + N);
+    ck_assert(t_prom_val(m1, "mcstore_master_rpcs_total", "kind=\"put_start\"") >
+              t_prom_val(m0, "mcstore_master_rpcs_total", "kind=\"put_start\""));
+    ck_assert(t_prom_val(m1, "mcstore_master_rpcs_total", "kind=\"put_end\"") >
+              t_prom_val(m0, "mcstore_master_rpcs_total", "kind=\"put_end\""));
+    ck_assert(t_prom_val(m1, "mcstore_master_rpcs_total", "kind=\"hello\"") >= 1);
+    ck_assert(t_prom_val(m1, "mcstore_master_nodes_alive", "") >= 1);
+    ck_assert(t_prom_val(m1, "mcstore_master_capacity_bytes", "tier=\"dram\"") >= 32 << 20);
 
     /* the agent's page: cluster figures, not the standalone master's (published every
      * ~10 ms while it works, every tick_ms while it sleeps: wait for them) */
     deadline = t_now_ms() + 5000;
     do {
-        scrape(aport, m0);
-        if (val(m0, "mcstore_agent_puts_total", "") >= N)
+        t_prom_scrape(aport, m0);
+        if (t_prom_val(m0, "mcstore_agent_puts_total", "") >= N)
             break;
         t_poll_pause();
     } while (t_now_ms() < deadline);
-    ck_assert_double_eq(val(m0, "mcstore_agent_master_reachable", ""), 1);
-    ck_assert_double_eq(val(m0, "mcstore_agent_puts_total", ""), N);
+    ck_assert_double_eq(t_prom_val(m0, "mcstore_agent_master_reachable", ""), 1);
+    ck_assert_double_eq(t_prom_val(m0, "mcstore_agent_puts_total", ""), N);
     ck_assert(!isnan(t_prom_value(m0, "mcstore_agent_read_failovers_total", "")));
     ck_assert(isnan(t_prom_value(m0, "mcstore_agent_objects", "")));
 
@@ -134,8 +114,8 @@ START_TEST(test_metrics_cluster_master_counts_and_agent_health)
     ck_assert_int_eq(kill(master.pid, SIGSTOP), 0);
     ck_assert_int_eq(health_until(aport, 503, buf, sizeof(buf), &body, 10000), 503);
     ck_assert_msg(strstr(body, "master") != NULL, "reason: %s", body);
-    scrape(aport, m0);
-    ck_assert_double_eq(val(m0, "mcstore_agent_master_reachable", ""), 0);
+    t_prom_scrape(aport, m0);
+    ck_assert_double_eq(t_prom_val(m0, "mcstore_agent_master_reachable", ""), 0);
     ck_assert_int_eq(kill(master.pid, SIGCONT), 0);
     ck_assert_int_eq(health_until(aport, 200, buf, sizeof(buf), &body, 10000), 200);
     ck_assert_str_eq(body, "ok\n");

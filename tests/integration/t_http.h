@@ -404,4 +404,31 @@ static inline double t_prom_value(const struct t_prom *p, const char *name, cons
     return NAN;
 }
 
+/* Check-based helpers for the tests that scrape a daemon (they include <check.h> first). */
+#ifdef CHECK_MAJOR_VERSION
+#define T_PROM_PAGE_CAP (1u << 20)
+
+/* GET /metrics on port, parsed strictly into *p (any violation fails the test). */
+static inline void t_prom_scrape(unsigned port, struct t_prom *p)
+{
+    char *buf = malloc(T_PROM_PAGE_CAP);
+    const char *body;
+
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_eq(t_http(port, "GET", "/metrics", buf, T_PROM_PAGE_CAP, &body), 200);
+    ck_assert_ptr_nonnull(strstr(buf, "text/plain; version=0.0.4"));
+    ck_assert_msg(t_prom_parse(body, p), "exposition: %s", p->err);
+    free(buf);
+}
+
+/* The value of sample name{labels}, which must be there. */
+static inline double t_prom_val(const struct t_prom *p, const char *name, const char *labels)
+{
+    double v = t_prom_value(p, name, labels);
+
+    ck_assert_msg(!isnan(v), "no sample %s{%s}", name, labels);
+    return v;
+}
+#endif
+
 #endif /* MC_T_HTTP_H */

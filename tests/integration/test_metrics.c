@@ -16,7 +16,6 @@
 #include "t_agent.h"
 #include "t_http.h"
 
-#define PAGE_CAP (1u << 20)
 
 static struct t_agent g_agent;
 static unsigned g_port;
@@ -38,29 +37,6 @@ static void teardown(void)
     ck_assert_int_eq(t_agent_stop(&g_agent), 0);
 }
 
-/* Scrape /metrics and parse it strictly (fails the test on any violation). */
-static void scrape(struct t_prom *p)
-{
-    char *buf = malloc(PAGE_CAP);
-    const char *body;
-    int code;
-
-    ck_assert_ptr_nonnull(buf);
-    code = t_http(g_port, "GET", "/metrics", buf, PAGE_CAP, &body);
-    ck_assert_int_eq(code, 200);
-    ck_assert_ptr_nonnull(strstr(buf, "text/plain; version=0.0.4"));
-    ck_assert_msg(t_prom_parse(body, p), "exposition: %s", p->err);
-    free(buf);
-}
-
-static double val(const struct t_prom *p, const char *name, const char *labels)
-{
-    double v = t_prom_value(p, name, labels);
-
-    ck_assert_msg(!isnan(v), "no sample %s{%s}", name, labels);
-    return v;
-}
-
 START_TEST(test_metrics_counters_move_with_the_workload)
 {
     struct t_prom *p0 = malloc(sizeof(*p0)), *p1 = malloc(sizeof(*p1));
@@ -74,7 +50,7 @@ START_TEST(test_metrics_counters_move_with_the_workload)
 
     ck_assert_ptr_nonnull(p0);
     ck_assert_ptr_nonnull(p1);
-    scrape(p0);
+    t_prom_scrape(g_port, p0);
     ck_assert_int_eq(mc_connect(g_agent.sock, &c), 0);
     memset(in, 0x5a, sizeof(in));
     for (i = 0; i < N; i++) {
@@ -89,33 +65,33 @@ START_TEST(test_metrics_counters_move_with_the_workload)
     /* the counters are published by the loop every ~10 ms: wait for them */
     deadline = t_now_ms() + 5000;
     do {
-        scrape(p1);
-        if (val(p1, "mcstore_agent_gets_total", "") >=
-            val(p0, "mcstore_agent_gets_total", "") + N)
+        t_prom_scrape(g_port, p1);
+        if (t_prom_val(p1, "mcstore_agent_gets_total", "") >=
+            t_prom_val(p0, "mcstore_agent_gets_total", "") + N)
             break;
         t_poll_pause();
     } while (t_now_ms() < deadline);
-    ck_assert_double_eq(val(p1, "mcstore_agent_puts_total", ""),
-                        val(p0, "mcstore_agent_puts_total", "") + N);
-    ck_assert_double_eq(val(p1, "mcstore_agent_gets_total", ""),
-                        val(p0, "mcstore_agent_gets_total", "") + N);
-    ck_assert_double_eq(val(p1, "mcstore_agent_get_hits_total", ""),
-                        val(p0, "mcstore_agent_get_hits_total", "") + N);
-    ck_assert_double_eq(val(p1, "mcstore_agent_bytes_written_total", ""),
-                        val(p0, "mcstore_agent_bytes_written_total", "") + N * LEN);
-    ck_assert(val(p1, "mcstore_agent_ops_total", "") >=
-              val(p0, "mcstore_agent_ops_total", "") + 2 * N);
-    ck_assert_double_eq(val(p1, "mcstore_agent_put_latency_seconds_count", ""),
-                        val(p0, "mcstore_agent_put_latency_seconds_count", "") + N);
-    ck_assert_double_eq(val(p1, "mcstore_agent_get_latency_seconds_count", ""),
-                        val(p0, "mcstore_agent_get_latency_seconds_count", "") + N);
-    ck_assert(val(p1, "mcstore_agent_get_latency_seconds_sum", "") >
-              val(p0, "mcstore_agent_get_latency_seconds_sum", ""));
-    ck_assert_double_eq(val(p1, "mcstore_agent_objects", ""),
-                        val(p0, "mcstore_agent_objects", "") + N);
-    ck_assert(val(p1, "mcstore_agent_used_bytes", "tier=\"dram\"") >= N * LEN);
-    ck_assert_double_eq(val(p1, "mcstore_agent_capacity_bytes", "tier=\"dram\""), 64 << 20);
-    ck_assert_double_eq(val(p1, "mcstore_agent_clients", ""), 1);
+    ck_assert_double_eq(t_prom_val(p1, "mcstore_agent_puts_total", ""),
+                        t_prom_val(p0, "mcstore_agent_puts_total", "") + N);
+    ck_assert_double_eq(t_prom_val(p1, "mcstore_agent_gets_total", ""),
+                        t_prom_val(p0, "mcstore_agent_gets_total", "") + N);
+    ck_assert_double_eq(t_prom_val(p1, "mcstore_agent_get_hits_total", ""),
+                        t_prom_val(p0, "mcstore_agent_get_hits_total", "") + N);
+    ck_assert_double_eq(t_prom_val(p1, "mcstore_agent_bytes_written_total", ""),
+                        t_prom_val(p0, "mcstore_agent_bytes_written_total", "") + N * LEN);
+    ck_assert(t_prom_val(p1, "mcstore_agent_ops_total", "") >=
+              t_prom_val(p0, "mcstore_agent_ops_total", "") + 2 * N);
+    ck_assert_double_eq(t_prom_val(p1, "mcstore_agent_put_latency_seconds_count", ""),
+                        t_prom_val(p0, "mcstore_agent_put_latency_seconds_count", "") + N);
+    ck_assert_double_eq(t_prom_val(p1, "mcstore_agent_get_latency_seconds_count", ""),
+                        t_prom_val(p0, "mcstore_agent_get_latency_seconds_count", "") + N);
+    ck_assert(t_prom_val(p1, "mcstore_agent_get_latency_seconds_sum", "") >
+              t_prom_val(p0, "mcstore_agent_get_latency_seconds_sum", ""));
+    ck_assert_double_eq(t_prom_val(p1, "mcstore_agent_objects", ""),
+                        t_prom_val(p0, "mcstore_agent_objects", "") + N);
+    ck_assert(t_prom_val(p1, "mcstore_agent_used_bytes", "tier=\"dram\"") >= N * LEN);
+    ck_assert_double_eq(t_prom_val(p1, "mcstore_agent_capacity_bytes", "tier=\"dram\""), 64 << 20);
+    ck_assert_double_eq(t_prom_val(p1, "mcstore_agent_clients", ""), 1);
     /* standalone: no cluster-only figures */
     ck_assert(isnan(t_prom_value(p1, "mcstore_agent_peer_reads_total", "")));
     mc_close(c);
@@ -144,7 +120,7 @@ START_TEST(test_metrics_every_name_documented)
     ck_assert_ptr_nonnull(doc);
     ck_assert_uint_eq(fread(doc, 1, (size_t)n, f), (size_t)n);
     fclose(f);
-    scrape(p);
+    t_prom_scrape(g_port, p);
     ck_assert_uint_gt(p->nf, 20);
     for (size_t i = 0; i < p->nf; i++) {
         snprintf(pat, sizeof(pat), "| `%s` |", p->f[i].name);
