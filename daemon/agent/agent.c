@@ -311,6 +311,8 @@ static void put_forget(struct put *p)
     if (p->image != NULL)
         image_put(p->c->a, p->image, p->image_cap);
     p->image = NULL;
+    if (p->used)
+        p->c->nputs--;
     p->used = false;
     p->waiting = false;
 }
@@ -507,6 +509,7 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
     };
     p->c = c;
     p->used = true;
+    c->nputs++;
     p->waiting = true;
     p->oneshot = s->opcode == MC_OP_PUT;
     p->csum = csum;
@@ -1878,7 +1881,7 @@ static void on_tick(struct mc_agent *a)
         /* a put whose writes to peers outlive its deadline (a stalled owner) is answered
          * now: MC_ERR_TIMEOUT, it will not be published; its image stays ours until UCX
          * reads it no more, then the put is revoked */
-        for (i = 0; i < c->lay.max_inflight; i++) {
+        for (i = 0; c->nputs != 0 && i < c->lay.max_inflight; i++) {
             struct put *p = &c->puts[i];
 
             if (p->used && p->finishing && !p->answered && p->sends > 0 &&

@@ -146,6 +146,7 @@ struct client {
     bool futex_armed;
     uint32_t refs;            /* io_uring requests naming this client */
     struct put *puts;         /* lay.max_inflight */
+    uint32_t nputs;           /* of them in use: the tick scans them only when some are */
     struct lease *leases;     /* nleases: reads outlive their op until RELEASE */
     uint32_t nleases;         /* 2 * lay.max_inflight */
     uint32_t *lease_free;     /* stack of free lease slots: O(1) per GET */
