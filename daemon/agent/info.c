@@ -7,7 +7,10 @@
 
 #include <mc/mc_status.h>
 
+#include "daemon/agent/info.h"
+
 #include "daemon/agent/agent_int.h"
+#include "daemon/agent/client.h"
 #include "daemon/agent/cluster.h"
 #include "daemon/proto/master_proto.h"
 
@@ -19,24 +22,24 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
     o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}",
                   "objects", (json_int_t)ms->objects, "used_bytes", (json_int_t)ms->used_bytes,
                   "capacity_bytes", (json_int_t)ms->capacity_bytes, "evictions",
-                  (json_int_t)ms->evictions, "clients", (json_int_t)a->nclients, "puts",
+                  (json_int_t)ms->evictions, "clients", (json_int_t)a->cs.n, "puts",
                   (json_int_t)ms->puts_completed, "gets", (json_int_t)ms->gets, "get_misses",
                   (json_int_t)ms->get_misses, "lease_expiries", (json_int_t)ms->lease_expiries,
                   "ttl_expiries", (json_int_t)ms->ttl_expiries, "removes",
                   (json_int_t)ms->removes, "bytes_written", (json_int_t)a->st.bytes_in,
-                  "clients_disconnected", (json_int_t)a->st.disconnects, "hugepages",
-                  a->seg_huge);
+                  "clients_disconnected", (json_int_t)a->cs.st.disconnects, "hugepages",
+                  a->seg != NULL && a->seg->huge);
     if (o == NULL)
         return NULL;
     if (a->st.delayed_answers != 0)
         json_object_set_new(o, "test_delayed_answers",
                             json_integer((json_int_t)a->st.delayed_answers));
-    json_object_set_new(o, "clients_refused", json_integer((json_int_t)a->st.refused));
+    json_object_set_new(o, "clients_refused", json_integer((json_int_t)a->cs.st.refused));
     json_object_set_new(o, "clients_refused_denied",
-                        json_integer((json_int_t)a->st.refused_denied));
-    json_object_set_new(o, "clients_refused_busy", json_integer((json_int_t)a->st.refused_busy));
-    json_object_set_new(o, "arena_bytes", json_integer((json_int_t)a->arena_bytes));
-    json_object_set_new(o, "arenas_refused", json_integer((json_int_t)a->st.arenas_refused));
+                        json_integer((json_int_t)a->cs.st.refused_denied));
+    json_object_set_new(o, "clients_refused_busy", json_integer((json_int_t)a->cs.st.refused_busy));
+    json_object_set_new(o, "arena_bytes", json_integer((json_int_t)a->cs.arena_bytes));
+    json_object_set_new(o, "arenas_refused", json_integer((json_int_t)a->cs.st.arenas_refused));
     json_object_set_new(o, "puts_refused_open_bytes",
                         json_integer((json_int_t)a->st.puts_refused));
     json_object_set_new(o, "puts_idle_revoked",
@@ -49,9 +52,9 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
     json_object_set_new(o, "nodes_declared_dead",
                         json_integer((json_int_t)ms->nodes_declared_dead));
     json_object_set_new(o, "mode", json_string(a->cl != NULL ? "cluster" : "standalone"));
-    json_object_set_new(o, "dram_bytes", json_integer((json_int_t)a->seg_size));
+    json_object_set_new(o, "dram_bytes", json_integer((json_int_t)agent_dram_bytes(a)));
     if (a->land != NULL) {
-        json_object_set_new(o, "landing_bytes", json_integer((json_int_t)a->land_size));
+        json_object_set_new(o, "landing_bytes", json_integer((json_int_t)a->land_seg->size));
         json_object_set_new(o, "landing_used_bytes",
                             json_integer((json_int_t)mc_alloc_used_bytes(a->land)));
     }
@@ -201,18 +204,18 @@ void agent_answer_json(struct client *c, uint64_t user_data, uint64_t data_off,
     size_t n;
 
     if (js == NULL) {
-        agent_cqe_res(c, user_data, MC_ERR_NOMEM);
+        client_cqe_res(c, user_data, MC_ERR_NOMEM);
         return;
     }
     n = strlen(js);
     if (n > data_len) {
         free(js);
-        agent_cqe_res(c, user_data, MC_ERR_TOO_LARGE);
+        client_cqe_res(c, user_data, MC_ERR_TOO_LARGE);
         return;
     }
     memcpy(c->r->staging + data_off, js, n);
     free(js);
-    agent_cqe_res(c, user_data, (int)n);
+    client_cqe_res(c, user_data, (int)n);
 }
 
 /* --- the metrics page ------------------------------------------------------------------------ */
@@ -235,20 +238,20 @@ void agent_metrics_publish(struct mc_agent *a)
     mset(a, AM_CORRUPT_READS, a->st.corrupt_reads);
     mset(a, AM_CHECKSUM_RETRIES, a->st.checksum_retries);
     mset(a, AM_BYTES_WRITTEN, a->st.bytes_in);
-    mset(a, AM_CLIENTS, a->nclients);
-    mset(a, AM_CLIENTS_DISCONNECTED, a->st.disconnects);
-    mset(a, AM_CLIENTS_REFUSED, a->st.refused);
-    mset(a, AM_CLIENTS_REFUSED_DENIED, a->st.refused_denied);
-    mset(a, AM_CLIENTS_REFUSED_BUSY, a->st.refused_busy);
-    mset(a, AM_ARENA_BYTES, a->arena_bytes);
-    mset(a, AM_ARENAS_REFUSED, a->st.arenas_refused);
+    mset(a, AM_CLIENTS, a->cs.n);
+    mset(a, AM_CLIENTS_DISCONNECTED, a->cs.st.disconnects);
+    mset(a, AM_CLIENTS_REFUSED, a->cs.st.refused);
+    mset(a, AM_CLIENTS_REFUSED_DENIED, a->cs.st.refused_denied);
+    mset(a, AM_CLIENTS_REFUSED_BUSY, a->cs.st.refused_busy);
+    mset(a, AM_ARENA_BYTES, a->cs.arena_bytes);
+    mset(a, AM_ARENAS_REFUSED, a->cs.st.arenas_refused);
     mset(a, AM_PUTS_REFUSED_OPEN, a->st.puts_refused);
     mset(a, AM_PUTS_IDLE_REVOKED, a->st.puts_idle_revoked);
-    mset(a, AM_VIOLATIONS, a->st.violations);
+    mset(a, AM_VIOLATIONS, a->cs.st.violations);
     mset(a, AM_DELAYED, a->st.delayed_answers);
-    mset(a, AM_HUGEPAGES, a->seg_huge);
+    mset(a, AM_HUGEPAGES, a->seg != NULL && a->seg->huge);
     mset(a, AM_DRAINING, a->draining);
-    mset(a, AM_CAPACITY_DRAM, a->seg_size);
+    mset(a, AM_CAPACITY_DRAM, agent_dram_bytes(a));
     if (a->master != NULL) {
         /* standalone: the in-process master's figures cost a few loads per segment */
         struct mc_master_seg_info si;
@@ -276,7 +279,7 @@ void agent_metrics_publish(struct mc_agent *a)
         mset(a, AM_NODES_DEAD, ms.nodes_declared_dead);
     }
     if (a->land != NULL) {
-        mset(a, AM_LANDING, a->land_size);
+        mset(a, AM_LANDING, a->land_seg->size);
         mset(a, AM_LANDING_USED, mc_alloc_used_bytes(a->land));
     }
     if (a->cl != NULL) {

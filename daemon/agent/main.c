@@ -17,9 +17,11 @@
  * cleanly. Exit: 0 clean stop, 2 usage or config error, 3 refused by the master (token,
  * name), 1 anything else.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -76,10 +78,20 @@ static int run(const struct mc_agent_config *cfg, const char *ready)
 {
     struct mc_agent *a = NULL;
     char port[16];
+    sigset_t sigs;
     int rc;
 
     mc_log_set_ident("mc-agent");
     mc_log_set_level(cfg->daemon.log_level);
+    /* the process, before any thread starts (UCX's, the metrics server's): they inherit
+     * the mask, so SIGTERM and SIGINT reach only the agent's signalfd; clients of the same
+     * uid must not reach our memory through /proc/<pid>/fd or mem */
+    prctl(PR_SET_DUMPABLE, 0);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigprocmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
     rc = mc_agent_create(cfg, cfg->socket != NULL ? cfg->socket : default_socket(), &a);
     if (rc != 0) {
         mc_error("cannot start: %s", mc_strerror(rc));

@@ -25,7 +25,7 @@
 #include "shm/sqe_check.h"
 
 #define T_MIB      (1u << 20)
-#define T_PER_TURN 64 /* = SQES_PER_TURN of daemon/agent/agent_int.h */
+#define T_PER_TURN 64 /* = CLIENT_SQES_PER_TURN of daemon/agent/client.h */
 
 typedef unsigned __int128 t_u128;
 

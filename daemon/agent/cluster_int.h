@@ -1,0 +1,240 @@
+/*
+ * The agent's cluster mode, inside: what its files (xfer.c: peers, the segment table and
+ * the transfers we start; owner.c: the transfers others start with us; cluster.c: the
+ * master link, join and rejoin; views.c: ops answered from the master's view) share. Not
+ * an API: the rest of the agent uses cluster.h and rio.h.
+ */
+#ifndef MC_AGENT_CLUSTER_INT_H
+#define MC_AGENT_CLUSTER_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mc/mc_status.h>
+
+#include "daemon/agent/agent_int.h"
+#include "daemon/agent/loop.h"
+#include "daemon/agent/rio.h"
+#include "daemon/common/bootstrap.h"
+#include "daemon/proto/master_proto.h"
+#include "daemon/proto/peer_proto.h"
+#include "ucx_backend/ucx.h"
+
+#define PEER_HASH 64u
+#define READ_HASH 256u
+#define HELLO_TIMEOUT_MS 3000u /* a peer that does not answer HELLO in time is unreachable */
+#define INFO_TIMEOUT_MS 3000u
+#define FENCE_RETRY_MS 1000u
+#define READ_ATTEMPT_MIN_MS 250u /* the shortest turn a replica gets while others are left */
+#define BOOT_BACKLOG 128
+
+/* What a bulk completion's `op` points at: the first field of both. */
+enum op_what { OP_READ = 1, OP_INWRITE = 2 };
+
+enum peer_state { PEER_HELLO, PEER_READY };
+
+/* Our link to the master: up, or being rejoined after it was lost (DESIGN.md §6). */
+enum master_state { M_UP, M_DOWN, M_FETCH, M_HELLO, M_MOUNT };
+
+struct xfer;
+
+/* Another agent we send to or read from: one endpoint, authenticated once. */
+struct peer {
+    struct peer *next;
+    struct cluster *cl;
+    uint32_t node;             /* as the master last named it (logs) */
+    uint8_t *addr;             /* its worker address: what identifies it (node ids do not
+                                  survive a master restart) */
+    size_t addr_len;
+    struct mc_ucx_ep *ep;
+    enum peer_state state;
+    struct xfer *waitq, *waitq_tail; /* transfers waiting for HELLO's answer */
+};
+
+/* A segment of the cluster as CLUSTER_INFO showed it. */
+struct segrec {
+    bool valid;
+    uint32_t node;
+    uint64_t size;
+    size_t addr_len;
+    uint8_t *addr; /* the owner's worker address */
+};
+
+enum xfer_kind { X_WRITE, X_READ };
+
+/* One GET's remote read (rio.h read): one transfer at a time, or more while an owner that
+ * stalled mid-transfer still holds the first (a second replica is read meanwhile: a stalled
+ * owner counts as absent, like a dead one). The first transfer to land answers; the others
+ * end on their own and give their landing blocks back. */
+struct rget {
+    mc_rio_read_fn done;      /* NULL once answered: the transfers still running are orphans */
+    mc_rio_wanted_fn wanted;
+    void *ctx;
+    const struct mc_master_get_result *g; /* the reader's, valid until it is answered */
+    uint32_t skip;            /* replicas not to read (a bit each) */
+    uint32_t rep_next;        /* the next replica to try */
+    uint32_t running;         /* transfers of it not final yet */
+};
+
+/* One transfer we started: a put's image to a replica, or a read into the landing segment. */
+struct xfer {
+    enum op_what what;         /* OP_READ (reads only: bulk completions name it) */
+    enum xfer_kind kind;
+    struct xfer *next;         /* a wait queue, or the read hash chain */
+    struct cluster *cl;
+    struct mc_master_replica r;
+    /* X_WRITE: the image's bytes [from, from + len) to the replica */
+    const uint8_t *src;
+    uint64_t from;
+    uint64_t version;
+    const char *key;           /* the writer's, valid until done ran */
+    size_t key_len;
+    mc_rio_write_fn wdone;
+    void *wctx;
+    struct rget *rg;           /* X_READ */
+    uint32_t land_id;          /* X_READ: its own block of the landing segment */
+    uint32_t ri;               /* X_READ: which replica of the object it reads */
+    bool hedged;               /* X_READ: stalled mid-transfer, another replica was started */
+    struct peer *peer;
+    uint64_t id;               /* X_READ: the request id the owner's bulk carries */
+    uint64_t len;
+    uint64_t deadline_ms;
+    uint64_t attempt_ms;       /* X_READ: this replica's turn ends (the next one is tried) */
+    bool hashed;               /* X_READ: findable by id */
+    bool moving;               /* on the in-flight list: UCX has it */
+    struct xfer *iprev, *inext;
+    bool data_started, data_done, reply_done;
+    int status;
+};
+
+/* A write landing in our segment now: the owner's index of what may still change. */
+struct inwrite {
+    enum op_what what;         /* OP_INWRITE */
+    struct inwrite *next, *prev;
+    struct cluster *cl;
+    struct mc_ucx_ep *ep;      /* NULL once it failed: nobody to answer */
+    uint64_t request_id;       /* the writer's call, answered when the bytes are in place */
+    uint32_t seg, alloc;
+    uint64_t version, offset, len;
+};
+
+/* An allocation a failed write touched: the master may reuse it once we say no write can
+ * land there any more (FENCE), which is true as soon as the failed transfer is final. */
+struct fence {
+    struct fence *next;
+    struct mc_proto_fence_item item;
+    uint64_t first_ms;
+};
+
+/* A block the master asked us to fence: no write of that put may land any more. */
+struct fenced {
+    struct fenced *next;
+    uint32_t alloc;
+    uint64_t version;
+    uint64_t until_ms; /* past any write of it that could still arrive */
+};
+
+#define FENCED_HASH 256u
+
+struct cluster {
+    struct mc_agent *a;
+    void (*fatal)(struct mc_agent *a, int status); /* the agent cannot go on */
+    struct mc_ucx *u;
+    struct mc_ucx_ep *master;
+    enum master_state mstate;
+    uint64_t rejoin_ms, backoff_ms, fetch_deadline_ms;
+    struct mc_boot_fetch bf;
+    uint32_t node;
+    uint64_t node_ttl_ms, lease_ttl_ms;
+    char *token;
+    size_t token_len;
+    char name[MC_MASTER_NAME_MAX + 1];
+    int listen_fd;
+    uint16_t port;
+    void *boot;
+    size_t boot_len;
+    bool efd_polled, listen_polled;
+    struct mc_loop_ev efd_ev, listen_ev; /* the worker's event fd, the bootstrap listener */
+    int accepted_marker;          /* the user pointer of authenticated accepted endpoints */
+    struct segrec *segs;
+    uint32_t nsegtab;
+    bool info_busy;
+    struct xfer *info_wait, *info_wait_tail; /* transfers waiting for a segment's owner */
+    struct peer *peers[PEER_HASH];
+    struct xfer *reads[READ_HASH];
+    uint64_t next_id;
+    struct inwrite *inwrites;
+    struct xfer *moving;          /* transfers UCX holds, for the peer hard deadline */
+    struct fence *fences;
+    bool fence_busy;
+    struct fenced *fenced[FENCED_HASH];
+    uint64_t next_hb_ms, next_fence_ms;
+    bool hb_busy;
+    uint32_t drain;               /* our node's drain state, as the last heartbeat said */
+    uint64_t incarnation;         /* this process, in every HELLO (the master tells a
+                                     reconnect of ours from another agent by it) */
+    uint64_t m_silent_since;      /* the first call the master owes since its last answer
+                                     was sent then (0: it owes none) */
+    bool m_unresp;                /* it owed one past master_timeout_ms: ops fail fast */
+    bool m_refused;               /* it refused a batch of ours: join again */
+    bool leaving;
+    bool destroying;              /* cluster_destroy runs: start no transfer, no endpoint */
+    struct {
+        uint64_t writes_out, write_bytes_out, reads_out, read_bytes_in;
+        uint64_t writes_in, write_bytes_in, reads_in, refused, peer_errors, failovers;
+        uint64_t hedged, copies_out;
+    } st;
+};
+
+
+/* --- small shared helpers ------------------------------------------------------------- */
+
+/* A call to the master, or MC_ERR_UNAVAILABLE while we have none (it is being rejoined) or
+ * it does not answer (only heartbeats ask it then). */
+static inline int cl_master_call(struct cluster *cl, uint16_t type, const void *pl, size_t len,
+                                 uint64_t deadline_ms, mc_ucx_rpc_done_fn done, void *ctx)
+{
+    if (cl->master == NULL || cl->mstate != M_UP || cl->m_unresp)
+        return MC_ERR_UNAVAILABLE;
+    return mc_ucx_rpc_call(cl->master, type, pl, len, deadline_ms, done, ctx, NULL);
+}
+
+/* Writes landing from ep end through their bulk completions, unanswered: ep goes. */
+static inline void cl_inwrites_forget_ep(struct cluster *cl, const struct mc_ucx_ep *ep)
+{
+    for (struct inwrite *w = cl->inwrites; w != NULL; w = w->next) {
+        if (w->ep == ep)
+            w->ep = NULL;
+    }
+}
+
+/* --- xfer.c: peers, the segment table, transfers we start ------------------------------ */
+
+extern const struct mc_rio_ops mc_rio_ucx_ops;
+
+int cl_hello_encode(const struct cluster *cl, void *buf, size_t cap, size_t *len_p);
+/* Forget a peer: its waiting transfers fail with status; its endpoint is closed. */
+void cl_peer_drop(struct cluster *cl, struct peer *p, int status);
+/* A write of ours (rio.h), for puts and for the master's COPY. */
+int cl_write(struct cluster *cl, const struct mc_rio_write *w, mc_rio_write_fn done, void *ctx);
+/* A READ_REPLY bulk for request id: where its bytes land (NULL: not a read of ours), and
+ * its end (op: what cl_read_landing gave). */
+void *cl_read_landing(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id, size_t len,
+                      void **op_p);
+void cl_read_landed(struct cluster *cl, void *op, int status);
+/* The tick: peers past the hard deadline, reads that never started or stalled. */
+void cl_xfer_tick(struct cluster *cl, uint64_t now);
+/* After a master restart the segment ids name other segments: learn them again. */
+void cl_segments_forget(struct cluster *cl);
+/* Exit: every transfer ends (CANCELED), every peer goes. */
+void cl_xfer_destroy(struct cluster *cl);
+
+/* --- owner.c: what others ask of us ------------------------------------------------------ */
+
+void cl_owner_register(struct cluster *cl);
+void cl_owner_tick(struct cluster *cl, uint64_t now);
+void cl_fences_forget(struct cluster *cl);
+void cl_owner_destroy(struct cluster *cl);
+
+#endif /* MC_AGENT_CLUSTER_INT_H */

@@ -1,0 +1,72 @@
+/*
+ * The fault-injection seam (fault.h): a list of deferred calls, newest first.
+ */
+#include "daemon/agent/fault.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+struct mc_fault_item {
+    struct mc_fault_item *next;
+    uint64_t due_ms;
+    mc_fault_fn run, drop;
+    void *ctx;
+};
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+bool mc_fault_defer(struct mc_fault *f, enum mc_fault_kind kind, mc_fault_fn run,
+                    mc_fault_fn drop, void *ctx)
+{
+    struct mc_fault_item *it;
+
+    if (kind >= MC_FAULT__KINDS || f->delay_ms[kind] == 0 || (it = malloc(sizeof(*it))) == NULL)
+        return false;
+    it->due_ms = now_ms() + f->delay_ms[kind];
+    it->run = run;
+    it->drop = drop;
+    it->ctx = ctx;
+    it->next = f->pending;
+    f->pending = it;
+    return true;
+}
+
+bool mc_fault_run_due(struct mc_fault *f, uint64_t now)
+{
+    struct mc_fault_item **pp = &f->pending, *it;
+
+    while ((it = *pp) != NULL) {
+        if (it->due_ms > now) {
+            pp = &it->next;
+            continue;
+        }
+        *pp = it->next; /* unlinked first: run may defer again */
+        it->run(it->ctx);
+        free(it);
+        pp = &f->pending; /* the list may have changed under run: walk it again */
+    }
+    return f->pending != NULL;
+}
+
+bool mc_fault_pending(const struct mc_fault *f)
+{
+    return f->pending != NULL;
+}
+
+void mc_fault_cleanup(struct mc_fault *f)
+{
+    while (f->pending != NULL) {
+        struct mc_fault_item *it = f->pending;
+
+        f->pending = it->next;
+        if (it->drop != NULL)
+            it->drop(it->ctx);
+        free(it);
+    }
+}

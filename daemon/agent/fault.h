@@ -1,0 +1,39 @@
+/*
+ * The agent's one fault-injection seam, for tests: hold an answer or a publication back
+ * for a while, so that a test can kill or stop a process inside the window. Every delay is
+ * 0 in production (the knobs test_get_delay_ms and test_put_end_delay_ms), and then
+ * nothing is deferred and nothing is allocated.
+ */
+#ifndef MC_AGENT_FAULT_H
+#define MC_AGENT_FAULT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum mc_fault_kind {
+    MC_FAULT_GET_ANSWER, /* a GET's answer (its bytes are readable already) */
+    MC_FAULT_PUT_END,    /* a put's publication (its bytes are in place already) */
+    MC_FAULT__KINDS,
+};
+
+struct mc_fault_item;
+
+struct mc_fault {
+    uint64_t delay_ms[MC_FAULT__KINDS];
+    struct mc_fault_item *pending;
+};
+
+typedef void (*mc_fault_fn)(void *ctx);
+
+/* run(ctx) later, once the delay of `kind` passed; drop(ctx) instead if the seam is
+ * cleaned up first (drop may be NULL). Returns false (run nothing, keep nothing) when that
+ * kind has no delay or no memory is left: the caller goes on at once. */
+bool mc_fault_defer(struct mc_fault *f, enum mc_fault_kind kind, mc_fault_fn run,
+                    mc_fault_fn drop, void *ctx);
+/* Runs what is due; returns whether anything is still pending (keep the loop polling). */
+bool mc_fault_run_due(struct mc_fault *f, uint64_t now_ms);
+bool mc_fault_pending(const struct mc_fault *f);
+/* drop() for everything pending. */
+void mc_fault_cleanup(struct mc_fault *f);
+
+#endif /* MC_AGENT_FAULT_H */

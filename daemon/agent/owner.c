@@ -1,0 +1,479 @@
+/*
+ * The owner's side of the agent in cluster mode (cluster_int.h): what peers and the master
+ * ask of us. Peers authenticate with the cluster token (HELLO) on every endpoint before any
+ * READ or WRITE is served; a WRITE lands straight in our segment inside the block the
+ * master granted and is answered once its bytes are in place; a READ is sent from our
+ * segment straight into the reader's landing segment; FENCE and COPY come from the master
+ * only. A write torn midway leaves a fence we report, so the master may reuse the block.
+ */
+#include "daemon/agent/cluster_int.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/agent/client.h"
+#include "daemon/common/log.h"
+
+static void reply_status(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, int status)
+{
+    struct mc_proto_status_rep rep = {.status = status};
+    uint8_t buf[8];
+    size_t len;
+
+    if (mc_proto_status_rep_encode(&rep, buf, sizeof(buf), &len) == 0)
+        mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, buf, len);
+}
+
+/* --- the owner's side ----------------------------------------------------------------------- */
+
+/* A frame with request id `id` on `ep` comes from an authenticated peer: ours (to the master,
+ * to peers whose addresses the master gave us), or an accepted one that passed HELLO in the
+ * session this frame carries (ucx.h: a new endpoint at a dead peer's address does not). */
+static bool ep_authed(const struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id)
+{
+    if (!mc_ucx_ep_is_accepted(ep))
+        return true;
+    return mc_ucx_ep_user(ep) == &cl->accepted_marker &&
+           MC_UCX_SESSION_OF(id) == mc_ucx_ep_session(ep);
+}
+
+static uint8_t *seg_span(struct mc_agent *a, uint64_t off, uint64_t len)
+{
+    return mc_seg_span(a->seg, off, len);
+}
+
+static void fence_add(struct cluster *cl, uint32_t seg, uint32_t alloc, uint64_t version)
+{
+    struct fence *f = malloc(sizeof(*f));
+
+    if (f == NULL)
+        return; /* the master's put_release timeout frees it */
+    f->item = (struct mc_proto_fence_item){.seg = seg, .alloc = alloc, .version = version};
+    f->first_ms = mc_agent_now_ms();
+    f->next = cl->fences;
+    cl->fences = f;
+}
+
+static void read_served(void *ctx, int status)
+{
+    struct cluster *cl = ctx;
+
+    if (status != 0)
+        mc_debug("a read served to a peer failed: %s", mc_strerror(status));
+    else
+        cl->st.reads_in++;
+}
+
+static void h_read(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                   const void *pl)
+{
+    struct mc_agent *a = cl->a;
+    struct mc_peer_read_req req;
+    const uint8_t *src;
+    int err;
+
+    if (mc_peer_read_req_decode(pl, hdr->payload_len, &req) != 0) {
+        reply_status(ep, hdr, MC_ERR_PROTO);
+        return;
+    }
+    if (req.seg != a->seg_id || (src = seg_span(a, req.offset, req.len)) == NULL) {
+        reply_status(ep, hdr, MC_ERR_NOT_FOUND);
+        return;
+    }
+    /* straight from the segment: the reader's lease keeps the allocation ours to send */
+    err = mc_ucx_send_bulk(ep, MC_WIRE_READ_REPLY, req.xfer, NULL, 0, src, req.len, read_served,
+                           cl);
+    reply_status(ep, hdr, err);
+}
+
+static void h_fence(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                    const void *pl);
+
+/* A copy the master asked of us (a node being drained): our segment's bytes written to a
+ * block of another node, answered to the master once that owner answered the write. */
+struct copyjob {
+    struct cluster *cl;
+    struct mc_ucx_ep *master; /* the endpoint it came on: answered only if still ours */
+    uint64_t request_id;
+    struct mc_master_replica dst;
+    size_t key_len;
+    char key[MC_PROTO_KEY_MAX];
+};
+
+static void copy_written(void *ctx, int status)
+{
+    struct copyjob *cj = ctx;
+    struct cluster *cl = cj->cl;
+
+    if (status != 0)
+        mc_debug("copy to node %u (segment %u): %s", cj->dst.node, cj->dst.seg,
+                 mc_strerror(status));
+    else
+        cl->st.copies_out++;
+    /* the master that asked is still ours: tell it (a new one knows nothing of it) */
+    if (!cl->destroying && cj->master == cl->master && cl->master != NULL)
+        reply_status(cj->master,
+                     &(struct mc_wire_hdr){.request_id = cj->request_id, .type = MC_WIRE_COPY},
+                     status);
+    free(cj);
+}
+
+/* COPY from the master (our node drains): write [src_offset, +len) of our segment into
+ * another node's block with the ordinary remote write; answered when that write is. */
+static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                   const void *pl)
+{
+    struct mc_agent *a = cl->a;
+    struct mc_proto_copy_req req;
+    struct mc_rio_write w;
+    struct copyjob *cj;
+    const uint8_t *src;
+    int err;
+
+    if (mc_proto_copy_req_decode(pl, hdr->payload_len, &req) != 0) {
+        reply_status(ep, hdr, MC_ERR_PROTO);
+        return;
+    }
+    if (req.src_seg != a->seg_id || (src = seg_span(a, req.src_offset, req.len)) == NULL) {
+        reply_status(ep, hdr, MC_ERR_NOT_FOUND);
+        return;
+    }
+    if (req.dst_seg == a->seg_id || cl->destroying || cl->leaving) {
+        reply_status(ep, hdr, MC_ERR_INVALID);
+        return;
+    }
+    cj = malloc(sizeof(*cj));
+    if (cj == NULL) {
+        reply_status(ep, hdr, MC_ERR_NOMEM);
+        return;
+    }
+    cj->cl = cl;
+    cj->master = ep;
+    cj->request_id = hdr->request_id;
+    cj->key_len = req.key.len;
+    memcpy(cj->key, req.key.p, req.key.len);
+    cj->dst = (struct mc_master_replica){.seg = req.dst_seg, .node = req.dst_node,
+                                         .alloc = req.dst_alloc, .offset = req.dst_offset,
+                                         .len = req.len};
+    /* the master keeps the source block allocated while the copy runs; the write's version
+     * is the copy's id: the target's fences name it */
+    w = (struct mc_rio_write){.r = &cj->dst, .version = req.id, .key = cj->key,
+                              .key_len = cj->key_len, .src = src, .from = 0, .len = req.len,
+                              .deadline_ms = mc_agent_now_ms() + a->cfg.op_timeout_ms};
+    err = cl_write(cl, &w, copy_written, cj);
+    if (err != 0) {
+        free(cj);
+        reply_status(ep, hdr, err);
+    }
+}
+
+static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                       const void *pl)
+{
+    struct cluster *cl = ctx;
+
+    if (hdr->type == MC_WIRE_HELLO) {
+        struct mc_proto_hello_req req;
+
+        if (mc_proto_hello_req_decode(pl, hdr->payload_len, &req) != 0) {
+            reply_status(ep, hdr, MC_ERR_PROTO);
+        } else if (!mc_proto_token_equal(cl->token, cl->token_len, &req.token)) {
+            mc_warn("a peer's HELLO with a wrong cluster token refused");
+            cl->st.refused++;
+            reply_status(ep, hdr, MC_ERR_DENIED);
+            if (mc_ucx_ep_is_accepted(ep)) {
+                mc_ucx_ep_set_user(ep, NULL); /* it loses what an earlier HELLO gave it */
+                cl_inwrites_forget_ep(cl, ep);
+                mc_ucx_ep_close(ep, false);   /* and we keep nothing for it */
+            }
+        } else {
+            if (mc_ucx_ep_is_accepted(ep)) {
+                mc_ucx_ep_set_user(ep, &cl->accepted_marker);
+                mc_ucx_ep_set_session(ep, MC_UCX_SESSION_OF(hdr->request_id));
+            }
+            reply_status(ep, hdr, 0);
+        }
+        return;
+    }
+    if (!ep_authed(cl, ep, hdr->request_id)) {
+        cl->st.refused++;
+        reply_status(ep, hdr, MC_ERR_DENIED);
+        mc_ucx_ep_set_user(ep, NULL);
+        cl_inwrites_forget_ep(cl, ep);
+        mc_ucx_ep_close(ep, false); /* an accepted one: forgotten, nothing kept for it */
+        return;
+    }
+    if (hdr->type == MC_WIRE_READ)
+        h_read(cl, ep, hdr, pl);
+    else if (hdr->type == MC_WIRE_FENCE && ep == cl->master)
+        h_fence(cl, ep, hdr, pl);
+    else if (hdr->type == MC_WIRE_COPY && ep == cl->master)
+        h_copy(cl, ep, hdr, pl);
+    else
+        reply_status(ep, hdr, MC_ERR_PROTO);
+}
+
+static bool is_fenced(const struct cluster *cl, uint32_t alloc, uint64_t version)
+{
+    const struct fenced *f;
+
+    for (f = cl->fenced[alloc % FENCED_HASH]; f != NULL; f = f->next) {
+        if (f->alloc == alloc && f->version == version)
+            return true;
+    }
+    return false;
+}
+
+/* FENCE from the master: the writer of these blocks was declared dead. A block with a write
+ * landing now is BUSY (asked again later); any other is fenced from now on: a write of that
+ * put arriving later is refused, so the master may reuse the block once we said 0. */
+static void h_fence(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                    const void *pl)
+{
+    struct mc_agent *a = cl->a;
+    struct mc_proto_fence_item *items = malloc(MC_PROTO_BATCH_MAX * sizeof(*items));
+    int *results = malloc(MC_PROTO_BATCH_MAX * sizeof(*results));
+    struct mc_proto_batch_rep rep = {0};
+    struct mc_proto_fence_req req;
+    uint8_t *out = NULL;
+    size_t len;
+    uint32_t i;
+
+    if (items == NULL || results == NULL ||
+        (out = malloc(MC_PROTO_BATCH_MAX * 8 + 64)) == NULL) {
+        reply_status(ep, hdr, MC_ERR_NOMEM);
+        goto out;
+    }
+    if (mc_proto_fence_req_decode(pl, hdr->payload_len, MC_PROTO_BATCH_MAX, &req, items) != 0) {
+        reply_status(ep, hdr, MC_ERR_PROTO);
+        goto out;
+    }
+    for (i = 0; i < req.n; i++) {
+        const struct mc_proto_fence_item *it = &items[i];
+        struct inwrite *w;
+        struct fenced *f;
+
+        results[i] = 0;
+        if (it->seg != a->seg_id || a->seg == NULL) {
+            results[i] = MC_ERR_NOT_FOUND;
+            continue;
+        }
+        for (w = cl->inwrites; w != NULL; w = w->next) {
+            if (w->alloc == it->alloc && w->version == it->version)
+                results[i] = MC_ERR_BUSY;
+        }
+        if (results[i] != 0 || is_fenced(cl, it->alloc, it->version))
+            continue;
+        f = malloc(sizeof(*f));
+        if (f == NULL) {
+            results[i] = MC_ERR_NOMEM;
+            continue;
+        }
+        f->alloc = it->alloc;
+        f->version = it->version;
+        /* a write of a dead writer cannot start later than its op deadline, nor run past
+         * the hard deadline on top of it */
+        f->until_ms = mc_agent_now_ms() + 2 * (a->cfg.op_timeout_ms + a->cfg.peer_hard_deadline_ms);
+        f->next = cl->fenced[it->alloc % FENCED_HASH];
+        cl->fenced[it->alloc % FENCED_HASH] = f;
+    }
+    rep.n = req.n;
+    if (mc_proto_results_rep_encode(&rep, results, out, MC_PROTO_BATCH_MAX * 8 + 64, &len) == 0)
+        mc_ucx_rpc_reply(ep, MC_WIRE_FENCE_REPLY, hdr->request_id, out, len);
+out:
+    free(items);
+    free(results);
+    free(out);
+}
+
+static void fenced_expire(struct cluster *cl, uint64_t now)
+{
+    uint32_t i;
+
+    for (i = 0; i < FENCED_HASH; i++) {
+        struct fenced **pp = &cl->fenced[i], *f;
+
+        while ((f = *pp) != NULL) {
+            if (now >= f->until_ms) {
+                *pp = f->next;
+                free(f);
+            } else {
+                pp = &f->next;
+            }
+        }
+    }
+}
+
+static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                       const void *hpl, size_t len, void **op_p)
+{
+    struct cluster *cl = ctx;
+    struct mc_agent *a = cl->a;
+
+    if (hdr->type == MC_WIRE_READ_REPLY)
+        return cl_read_landing(cl, ep, hdr->request_id, len, op_p); /* a read of ours */
+    if (hdr->type == MC_WIRE_WRITE && ep_authed(cl, ep, hdr->request_id)) {
+        struct mc_peer_write_hdr h;
+        struct inwrite *w;
+        uint8_t *dst;
+
+        if (mc_peer_write_hdr_decode(hpl, hdr->payload_len, &h) != 0 || h.len != len ||
+            h.seg != a->seg_id || (dst = seg_span(a, h.offset, h.len)) == NULL ||
+            is_fenced(cl, h.alloc, h.version)) {
+            cl->st.refused++;
+            return NULL;
+        }
+        w = calloc(1, sizeof(*w));
+        if (w == NULL)
+            return NULL;
+        w->what = OP_INWRITE;
+        w->cl = cl;
+        w->ep = ep;
+        w->request_id = hdr->request_id;
+        w->seg = h.seg;
+        w->alloc = h.alloc;
+        w->version = h.version;
+        w->offset = h.offset;
+        w->len = h.len;
+        w->next = cl->inwrites;
+        if (w->next != NULL)
+            w->next->prev = w;
+        cl->inwrites = w;
+        *op_p = w;
+        return dst;
+    }
+    cl->st.refused++;
+    return NULL;
+}
+
+static void bulk_done(void *ctx, void *op, int status)
+{
+    struct cluster *cl = ctx;
+
+    if (*(enum op_what *)op == OP_READ) {
+        cl_read_landed(cl, op, status);
+        return;
+    }
+    {
+        struct inwrite *w = op;
+
+        if (w->prev != NULL)
+            w->prev->next = w->next;
+        else
+            cl->inwrites = w->next;
+        if (w->next != NULL)
+            w->next->prev = w->prev;
+        if (w->ep != NULL)
+            reply_status(w->ep, &(struct mc_wire_hdr){.request_id = w->request_id,
+                                                      .type = MC_WIRE_WRITE},
+                         status);
+        if (status == 0) {
+            cl->st.writes_in++;
+            cl->st.write_bytes_in += w->len;
+        } else {
+            /* a torn write: the writer will revoke (or be declared dead); no byte of it
+             * moves any more, so the master may reuse the block once told */
+            fence_add(cl, w->seg, w->alloc, w->version);
+        }
+        free(w);
+    }
+}
+
+struct fence_call {
+    struct cluster *cl;
+    uint32_t n;
+    struct fence *items[64];
+};
+
+static void fence_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                       size_t len)
+{
+    struct fence_call *fc = ctx;
+    struct cluster *cl = fc->cl;
+    struct mc_proto_batch_rep rep;
+    int results[64];
+    uint32_t i;
+
+    (void)hdr;
+    cl->fence_busy = false;
+    if (status == 0 && (mc_proto_results_rep_decode(pl, len, fc->n, &rep, results) != 0 ||
+                        rep.status != 0 || rep.n != fc->n))
+        status = MC_ERR_PROTO;
+    for (i = 0; i < fc->n; i++) {
+        struct fence *f = fc->items[i];
+
+        /* a put still live (BUSY) is asked again later: its writer may still revoke it */
+        if (status == 0 && results[i] != MC_ERR_BUSY) {
+            free(f);
+            continue;
+        }
+        if (mc_agent_now_ms() - f->first_ms > 15u * 60u * 1000u) {
+            free(f); /* past the master's put_release timeout: it freed the block itself */
+            continue;
+        }
+        f->next = cl->fences;
+        cl->fences = f;
+    }
+    free(fc);
+}
+
+static void fence_send(struct cluster *cl)
+{
+    struct mc_proto_fence_item items[64];
+    struct fence_call *fc;
+    struct mc_proto_fence_req req;
+    uint8_t buf[64 * 24 + 16];
+    size_t len;
+
+    if (cl->fences == NULL || cl->fence_busy || (fc = malloc(sizeof(*fc))) == NULL)
+        return;
+    fc->cl = cl;
+    fc->n = 0;
+    while (cl->fences != NULL && fc->n < 64) {
+        fc->items[fc->n] = cl->fences;
+        items[fc->n] = cl->fences->item;
+        cl->fences = cl->fences->next;
+        fc->n++;
+    }
+    req.n = fc->n;
+    if (mc_proto_fence_req_encode(&req, items, buf, sizeof(buf), &len) == 0 &&
+        cl_master_call(cl, MC_WIRE_FENCE, buf, len, mc_ucx_now_ms() + INFO_TIMEOUT_MS,
+                    fence_done, fc) == 0) {
+        cl->fence_busy = true;
+        return;
+    }
+    fence_done(fc, MC_ERR_UNAVAILABLE, NULL, NULL, 0);
+}
+
+
+void cl_owner_tick(struct cluster *cl, uint64_t now)
+{
+    if (now >= cl->next_fence_ms) {
+        cl->next_fence_ms = now + FENCE_RETRY_MS;
+        fence_send(cl);
+        fenced_expire(cl, now);
+    }
+}
+
+void cl_fences_forget(struct cluster *cl)
+{
+    while (cl->fences != NULL) {
+        struct fence *f = cl->fences;
+
+        cl->fences = f->next;
+        free(f);
+    }
+}
+
+void cl_owner_register(struct cluster *cl)
+{
+    mc_ucx_rpc_register(cl->u, on_request, cl);
+    mc_ucx_bulk_register(cl->u, bulk_dest, bulk_done, cl);
+}
+
+void cl_owner_destroy(struct cluster *cl)
+{
+    cl_fences_forget(cl);
+    fenced_expire(cl, UINT64_MAX);
+}

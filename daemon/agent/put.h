@@ -1,0 +1,133 @@
+/*
+ * The put, in the agent: PUT (one shot) and PUT_START / PUT_DATA / PUT_END / PUT_ABORT,
+ * from the master's grant to the publication, and the copies that move a put's bytes from
+ * the client (staging, an arena, or its memory) into the object's image a slice per loop
+ * turn.
+ *
+ * A put's life is one state machine (enum put_state); put_set_state is the only place that
+ * changes it, and it asserts the legal transitions:
+ *
+ *   FREE/EXPIRED -> GRANTING      put_begin asked the master for replicas
+ *   GRANTING -> OPEN              granted (a one-shot PUT's copy is queued at once)
+ *   GRANTING -> FREE              refused; or granted for a client that left (revoked)
+ *   OPEN -> FINISHING             every byte is in: checksums, the writes to the other
+ *                                 replicas, then PUT_END
+ *   FINISHING -> ENDING           the writes are final: PUT_END is at the master
+ *   ENDING -> FREE                the master answered PUT_END
+ *   OPEN, FINISHING -> REVOKING   revoked while writes to peers still read the image
+ *   OPEN, FINISHING -> FREE       revoked (the master frees the blocks at once)
+ *   REVOKING -> FREE              the last write is final: the revoke goes out
+ *   FREE -> EXPIRED               revoked for idleness (put_idle_ms): the handle stays
+ *                                 reserved until the client names it (MC_ERR_TIMEOUT)
+ *   EXPIRED -> FREE               named by PUT_END / PUT_ABORT
+ *
+ * The image is a replica in our own segment when the master placed one here, else a buffer
+ * the writes to the replicas are sent from (rio.h); it is given back only once every write
+ * is final.
+ */
+#ifndef MC_AGENT_PUT_H
+#define MC_AGENT_PUT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/master/master.h"
+#include "shm/checksum.h"
+#include "shm/ring.h"
+
+struct mc_agent;
+struct client;
+
+enum put_state {
+    PUT_FREE,
+    PUT_EXPIRED,
+    PUT_GRANTING,
+    PUT_OPEN,
+    PUT_FINISHING,
+    PUT_ENDING,
+    PUT_REVOKING,
+    PUT__STATES,
+};
+
+struct put {
+    struct client *c;
+    enum put_state state;
+    bool failed;         /* a piece failed: END revokes */
+    bool abort_pending;  /* PUT_ABORT arrived while pieces were still being copied */
+    bool oneshot;        /* a PUT: its handle is not the client's to name */
+    bool csum;
+    bool expiring;       /* revoked for idleness while writes drain: EXPIRED after */
+    bool answered;       /* its op was answered (MC_ERR_TIMEOUT at the deadline) while
+                            writes to a stalled peer still read the image */
+    uint16_t key_len;
+    uint32_t busy;       /* copies in progress into it */
+    uint64_t version;
+    uint64_t size;
+    uint64_t received;   /* bytes of distinct chunks copied */
+    uint64_t t0_ns;      /* metrics: when its PUT or PUT_START was taken */
+    uint8_t *dst;        /* the object's image: a replica in our segment, or `image` */
+    uint8_t *image;      /* no replica here: alloc_len bytes the writes are sent from */
+    uint64_t image_cap;
+    uint8_t *seen;       /* one byte per chunk: copied */
+    uint32_t nrep;
+    struct mc_master_replica rep[MC_MASTER_MAX_REPLICAS];
+    uint32_t nremote;    /* replicas on other nodes: the image goes there */
+    uint32_t sends;      /* writes to peers in flight: the image stays until they are final */
+    int send_err;
+    uint64_t sent_upto;  /* image bytes [0, sent_upto) are sent or being sent */
+    uint64_t open_bytes; /* counted in the client's open_put_bytes until forgotten */
+    uint64_t active_ms;  /* granted, or its last piece copied: put_idle_ms counts from it */
+    /* the op that answers when the master or the peers are done */
+    uint64_t user_data;
+    uint64_t deadline_ms;
+    const uint8_t *src;  /* a one-shot PUT's source while its grant is awaited */
+    uint64_t uaddr;
+    char key[MC_SHM_KEY_SLOT];
+};
+
+/* A put's bytes moving from the client into the image, a slice per loop turn. */
+struct copy {
+    uint64_t user_data;
+    uint64_t deadline_ms;
+    uint32_t put;         /* handle */
+    uint8_t opcode;       /* MC_OP_PUT (ends the put when done) or MC_OP_PUT_DATA */
+    const uint8_t *src;   /* staging or arena bytes; NULL: the client's memory at uaddr */
+    uint64_t uaddr;
+    uint64_t obj_off;
+    uint64_t len;
+    uint64_t done;
+    XXH3_state_t *xs;     /* the chunk being summed */
+};
+
+/* The only state setter: aborts on a transition the table above does not have. */
+void put_set_state(struct put *p, enum put_state to);
+bool put_transition_is_legal(enum put_state from, enum put_state to);
+const char *put_state_name(enum put_state s);
+
+/* c's put and copy tables (client hooks): 0 or MC_ERR_NOMEM; put_detach accepts partial. */
+int put_attach(struct client *c);
+void put_detach(struct client *c);
+/* c leaves: queued copies are dropped (memcpy is synchronous: none is in flight) and the
+ * puts nobody else waits for are revoked. */
+void put_client_closing(struct mc_agent *a, struct client *c);
+
+/* The ops: PUT, PUT_START, PUT_DATA, PUT_END, PUT_ABORT (s checked by sqe_check). Each
+ * answers (now or later). */
+void put_op(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key,
+            uint64_t deadline_ms);
+/* Metrics: the start time of the put a PUT_END names (0: none). */
+uint64_t put_t0_ns(const struct client *c, uint64_t handle);
+
+/* One round of copies over the clients, budget bytes in all; true when any was moved. */
+bool put_copy_round(struct mc_agent *a, uint64_t budget, uint64_t now_ms);
+/* Copies queued for c (it must not sleep). */
+bool put_client_busy(const struct client *c);
+/* The tick: answers puts whose writes outlive their deadline, revokes idle ones. */
+void put_tick(struct mc_agent *a, struct client *c, uint64_t now_ms);
+/* A publication held back by the fault seam is due. */
+void put_end_due(void *ctx);
+
+/* The image cache's buffers go (agent exit). */
+void put_images_release(struct mc_agent *a);
+
+#endif /* MC_AGENT_PUT_H */

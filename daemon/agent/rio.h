@@ -1,0 +1,56 @@
+/*
+ * Replica I/O: how the put and the GET move an object's bytes to and from replicas that are
+ * not in this agent's own segment. The op rooms call through this table and never know
+ * whether a cluster is behind it: standalone, the agent is a cluster of one, every replica
+ * is its own, and the local implementation (rio_local.c) has nothing to move; in cluster
+ * mode the UCX implementation (xfer.c) writes to and reads from the peers.
+ *
+ * Completions come through the callback given at submission, exactly once, when the
+ * transfer is final: no byte of `src` (write) or of the landing block (read) is touched
+ * any more. A submission that returns an error started nothing and calls nothing.
+ */
+#ifndef MC_AGENT_RIO_H
+#define MC_AGENT_RIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/master/master.h"
+
+/* A write: status 0 once the owner said the bytes are in place. */
+typedef void (*mc_rio_write_fn)(void *ctx, int status);
+/* A read: status 0 with the bytes in landing block land_id, read from replica rep. */
+typedef void (*mc_rio_read_fn)(void *ctx, int status, uint32_t land_id, uint32_t rep);
+/* Does the reader still want the bytes (its client is still there)? */
+typedef bool (*mc_rio_wanted_fn)(void *ctx);
+
+struct mc_rio_write {
+    const struct mc_master_replica *r;
+    uint64_t version;
+    const char *key;
+    size_t key_len;
+    const uint8_t *src;  /* the image's bytes [from, from + len) */
+    uint64_t from, len;  /* at offset r->offset + from of the replica */
+    uint64_t deadline_ms;
+};
+
+struct mc_rio_ops {
+    int (*write)(void *impl, const struct mc_rio_write *w, mc_rio_write_fn done, void *ctx);
+    /* the first replica of g not in skip (a bit per replica) and not ours that lands
+     * answers; replicas that fail are passed over in turn, a stalled one is read beside */
+    int (*read)(void *impl, const struct mc_master_get_result *g, uint32_t skip,
+                uint64_t deadline_ms, mc_rio_read_fn done, mc_rio_wanted_fn wanted, void *ctx);
+    /* how long a lease the master grants lasts, counted from when it was asked for */
+    uint64_t (*lease_ttl_ms)(void *impl);
+};
+
+struct mc_rio {
+    const struct mc_rio_ops *ops;
+    void *impl;
+};
+
+/* The cluster of one: no replica is anyone else's. */
+extern const struct mc_rio_ops mc_rio_local_ops;
+
+#endif /* MC_AGENT_RIO_H */

@@ -1,0 +1,121 @@
+/*
+ * Segments (seg.h): the DRAM kind.
+ */
+#include "daemon/agent/seg.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mc/mc_status.h>
+
+#include "daemon/common/log.h"
+#include "daemon/master/master.h"
+#include "shm/memfd.h"
+
+static uint8_t *dram_span(struct mc_seg *s, uint64_t off, uint64_t len)
+{
+    return off <= s->size && len <= s->size - off ? s->base + off : NULL;
+}
+
+static int dram_write(struct mc_seg *s, uint64_t off, const void *src, uint64_t len)
+{
+    uint8_t *p = dram_span(s, off, len);
+
+    if (p == NULL)
+        return MC_ERR_INVALID;
+    memcpy(p, src, len);
+    return 0;
+}
+
+static int dram_read(struct mc_seg *s, uint64_t off, void *dst, uint64_t len)
+{
+    uint8_t *p = dram_span(s, off, len);
+
+    if (p == NULL)
+        return MC_ERR_INVALID;
+    memcpy(dst, p, len);
+    return 0;
+}
+
+static void dram_destroy(struct mc_seg *s)
+{
+    if (s->base != NULL)
+        munmap(s->base, s->size);
+    if (s->ro_fd >= 0)
+        close(s->ro_fd);
+    if (s->fd >= 0)
+        close(s->fd);
+    free(s);
+}
+
+static const struct mc_seg_ops dram_ops = {
+    .span = dram_span,
+    .write = dram_write,
+    .read = dram_read,
+    .destroy = dram_destroy,
+};
+
+/* Fault the whole segment in now: a first write to a shmem page costs an allocation, a
+ * zeroing and a fault, which would otherwise land on the put that touches it. */
+static void prefault(uint8_t *base, uint64_t size)
+{
+    struct timespec t0, t1;
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t off;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (madvise(base, size, MADV_POPULATE_WRITE) != 0) {
+        /* kernels before 5.14: touch each page ourselves */
+        for (off = 0; off < size; off += (uint64_t)page)
+            ((volatile uint8_t *)base)[off] = 0;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    mc_info("prefaulted %" PRIu64 " bytes in %lld ms", size,
+            (long long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+}
+
+int mc_seg_dram_create(const char *name, uint64_t size, bool hugepages, bool want_prefault,
+                       struct mc_seg **s_p)
+{
+    struct mc_seg *s = calloc(1, sizeof(*s));
+    int err;
+
+    if (s == NULL)
+        return MC_ERR_NOMEM;
+    s->ops = &dram_ops;
+    s->kind = MC_SEG_DRAM;
+    s->size = size;
+    s->fd = s->ro_fd = -1;
+    err = mc_shm_memfd_create(name, size, hugepages, &s->fd, &s->huge);
+    if (err == 0)
+        err = mc_shm_memfd_seal_size(s->fd);
+    if (err == 0)
+        err = mc_shm_map(s->fd, size, true, (void **)&s->base);
+    /* after our writable mapping exists, no one may map it writable again: clients get a
+     * read-only fd, but could reopen it read-write through /proc/self/fd */
+    if (err == 0)
+        err = mc_shm_memfd_seal_future_write(s->fd);
+    /* last: a client holding the read-only fd could otherwise add seals of its own */
+    if (err == 0)
+        err = mc_shm_memfd_seal_seals(s->fd);
+    if (err == 0)
+        err = mc_shm_fd_reopen_ro(s->fd, &s->ro_fd);
+    if (err != 0) {
+        dram_destroy(s);
+        return err;
+    }
+    if (want_prefault)
+        prefault(s->base, size);
+    *s_p = s;
+    return 0;
+}
+
+void mc_seg_destroy(struct mc_seg *s)
+{
+    if (s != NULL)
+        s->ops->destroy(s);
+}

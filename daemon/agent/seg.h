@@ -1,0 +1,55 @@
+/*
+ * A memory segment of the agent: the seam where memory tiers plug in. A segment has a kind
+ * (MC_SEG_DRAM today; the disk tier and GPU memory come as other kinds) and an ops table
+ * that says how bytes get in and out and what a local reader maps. The put, the GET and the
+ * owner's side of transfers reach a segment's bytes only through mc_seg_span (a writable
+ * window the agent fills or reads in place), so a kind whose bytes are not addressable
+ * (disk) answers NULL there and moves bytes with read/write instead. Space inside a
+ * segment is allocated by the master (alloc.c), whatever the kind.
+ *
+ * One thread, like the agent.
+ */
+#ifndef MC_AGENT_SEG_H
+#define MC_AGENT_SEG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct mc_seg;
+
+struct mc_seg_ops {
+    /* [off, off + len) in place, or NULL (out of range, or not addressable) */
+    uint8_t *(*span)(struct mc_seg *s, uint64_t off, uint64_t len);
+    /* bytes in and out by copy: 0, MC_ERR_INVALID (out of range) or MC_ERR_IO */
+    int (*write)(struct mc_seg *s, uint64_t off, const void *src, uint64_t len);
+    int (*read)(struct mc_seg *s, uint64_t off, void *dst, uint64_t len);
+    void (*destroy)(struct mc_seg *s);
+};
+
+struct mc_seg {
+    const struct mc_seg_ops *ops;
+    uint32_t kind;  /* MC_SEG_DRAM, ... (master.h) */
+    uint64_t size;
+    int ro_fd;      /* what local readers map read-only (-1: they cannot map it) */
+    bool huge;      /* backed by huge pages */
+    uint8_t *base;  /* addressable kinds: the agent's writable mapping */
+    int fd;
+};
+
+/*
+ * A DRAM segment: a memfd sealed for size, future writes and seals, mapped writable here
+ * once; clients get a read-only fd. hugepages: try huge pages (huge says whether it got
+ * them); prefault: allocate every page now. Errors: MC_ERR_NOMEM, MC_ERR_IO.
+ */
+int mc_seg_dram_create(const char *name, uint64_t size, bool hugepages, bool prefault,
+                       struct mc_seg **s_p);
+/* Accepts NULL. */
+void mc_seg_destroy(struct mc_seg *s);
+
+static inline uint8_t *mc_seg_span(struct mc_seg *s, uint64_t off, uint64_t len)
+{
+    return s != NULL ? s->ops->span(s, off, len) : NULL;
+}
+
+#endif /* MC_AGENT_SEG_H */

@@ -1,0 +1,798 @@
+/*
+ * The transfers an agent starts (cluster_int.h): the segment table (which node owns which
+ * segment, from CLUSTER_INFO), the peers (one endpoint each, authenticated with HELLO), and
+ * the writes and reads it runs on them: the UCX implementation of replica I/O (rio.h).
+ *
+ * Bytes move by active messages with rendezvous (docs/decisions.md "UCX connection method
+ * and bulk path"): a writer sends each remote replica's image as a WRITE bulk that the
+ * owner lands straight in its segment, inside the allocation the master granted; a reader
+ * asks the owner with READ and the owner sends the bytes from its segment straight into
+ * the reader's landing segment. A transfer's memory is released only once UCX says the
+ * transfer is final, and its submitter learns it through the callback it gave.
+ */
+#include "daemon/agent/cluster_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/agent/client.h"
+#include "daemon/common/log.h"
+#include "shm/checksum.h"
+#include "shm/ring.h"
+
+static void xfer_start(struct cluster *cl, struct xfer *x);
+static void xfer_end(struct cluster *cl, struct xfer *x, int status);
+static void info_refresh(struct cluster *cl);
+
+
+int cl_hello_encode(const struct cluster *cl, void *buf, size_t cap, size_t *len_p)
+{
+    const struct mc_agent *a = cl->a;
+    struct mc_proto_hello_req req = {
+        .token = {.p = (const uint8_t *)cl->token, .len = cl->token_len},
+        .name = {.p = (const uint8_t *)cl->name, .len = strlen(cl->name)},
+        .domain = {.p = (const uint8_t *)a->cfg.domain,
+                   .len = a->cfg.domain != NULL ? strlen(a->cfg.domain) : 0},
+        .incarnation = cl->incarnation,
+    };
+
+    return mc_proto_hello_req_encode(&req, buf, cap, len_p);
+}
+
+
+/* --- the segment table ------------------------------------------------------------------ */
+
+static const struct segrec *seg_find(const struct cluster *cl, uint32_t seg)
+{
+    return seg < cl->nsegtab && cl->segs[seg].valid ? &cl->segs[seg] : NULL;
+}
+
+static int seg_store(struct cluster *cl, const struct mc_proto_seg_entry *e)
+{
+    struct segrec *s;
+
+    if (e->seg >= cl->nsegtab) {
+        uint32_t n = e->seg + 1 > cl->nsegtab * 2 ? e->seg + 1 : cl->nsegtab * 2;
+        struct segrec *t = realloc(cl->segs, n * sizeof(*t));
+
+        if (t == NULL)
+            return MC_ERR_NOMEM;
+        memset(t + cl->nsegtab, 0, (n - cl->nsegtab) * sizeof(*t));
+        cl->segs = t;
+        cl->nsegtab = n;
+    }
+    s = &cl->segs[e->seg];
+    if (s->valid && s->addr_len == e->worker_addr.len &&
+        memcmp(s->addr, e->worker_addr.p, s->addr_len) == 0) {
+        s->node = e->info.node;
+        s->size = e->info.size;
+        return 0;
+    }
+    free(s->addr);
+    s->addr = malloc(e->worker_addr.len);
+    if (s->addr == NULL) {
+        s->valid = false;
+        return MC_ERR_NOMEM;
+    }
+    memcpy(s->addr, e->worker_addr.p, e->worker_addr.len);
+    s->addr_len = e->worker_addr.len;
+    s->node = e->info.node;
+    s->size = e->info.size;
+    s->valid = true;
+    return 0;
+}
+
+struct info_call {
+    struct cluster *cl;
+    uint32_t cursor;
+};
+
+static void info_page(struct cluster *cl, uint32_t cursor);
+
+static void info_finish(struct cluster *cl)
+{
+    struct xfer *x = cl->info_wait;
+
+    cl->info_busy = false;
+    cl->info_wait = cl->info_wait_tail = NULL;
+    while (x != NULL) {
+        struct xfer *next = x->next;
+
+        x->next = NULL;
+        if (seg_find(cl, x->r.seg) == NULL)
+            xfer_end(cl, x, MC_ERR_UNAVAILABLE); /* unmounted meanwhile: that replica is gone */
+        else
+            xfer_start(cl, x);
+        x = next;
+    }
+}
+
+static void info_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                      size_t len)
+{
+    struct info_call *ic = ctx;
+    struct cluster *cl = ic->cl;
+    struct mc_proto_seg_entry *segs = malloc(MC_PROTO_SEG_PAGE_MAX * sizeof(*segs));
+    struct mc_proto_info_rep rep;
+    uint32_t i;
+
+    (void)hdr;
+    free(ic);
+    if (segs == NULL)
+        status = MC_ERR_NOMEM;
+    if (status == 0 && mc_proto_info_rep_decode(pl, len, MC_PROTO_SEG_PAGE_MAX, &rep, segs, 0,
+                                                NULL) != 0)
+        status = MC_ERR_PROTO;
+    if (status == 0 && rep.status != 0)
+        status = rep.status;
+    if (status != 0) {
+        mc_warn("segment table from the master: %s", mc_strerror(status));
+        free(segs);
+        info_finish(cl);
+        return;
+    }
+    for (i = 0; i < rep.nseg; i++)
+        seg_store(cl, &segs[i]);
+    free(segs);
+    if (rep.next_cursor != 0)
+        info_page(cl, rep.next_cursor);
+    else
+        info_finish(cl);
+}
+
+static void info_page(struct cluster *cl, uint32_t cursor)
+{
+    struct mc_proto_info_req req = {.flags = MC_PROTO_INFO_F_SEGMENTS, .cursor = cursor,
+                                    .max = MC_PROTO_SEG_PAGE_MAX};
+    struct info_call *ic = malloc(sizeof(*ic));
+    uint8_t buf[64];
+    size_t len;
+    int err = ic == NULL ? MC_ERR_NOMEM : mc_proto_info_req_encode(&req, buf, sizeof(buf), &len);
+
+    if (err == 0) {
+        ic->cl = cl;
+        ic->cursor = cursor;
+        err = cl_master_call(cl, MC_WIRE_CLUSTER_INFO, buf, len,
+                          mc_ucx_now_ms() + INFO_TIMEOUT_MS, info_done, ic);
+    }
+    if (err != 0) {
+        free(ic);
+        mc_warn("segment table from the master: %s", mc_strerror(err));
+        info_finish(cl);
+    }
+}
+
+/* Learn the segments' owners again (one refresh at a time). */
+static void info_refresh(struct cluster *cl)
+{
+    if (cl->info_busy)
+        return;
+    cl->info_busy = true;
+    info_page(cl, 0);
+}
+
+/* --- peers -------------------------------------------------------------------------------- */
+
+static struct peer **peer_slot(struct cluster *cl, const uint8_t *addr, size_t len)
+{
+    struct peer **pp = &cl->peers[XXH3_64bits(addr, len) % PEER_HASH];
+
+    while (*pp != NULL &&
+           ((*pp)->addr_len != len || memcmp((*pp)->addr, addr, len) != 0))
+        pp = &(*pp)->next;
+    return pp;
+}
+
+/* Forget a peer: its waiting transfers fail with `status`; its endpoint is closed (the
+ * transfers under way on it end through UCX, with an error). */
+void cl_peer_drop(struct cluster *cl, struct peer *p, int status)
+{
+    struct peer **pp = peer_slot(cl, p->addr, p->addr_len);
+    struct xfer *x = p->waitq;
+
+    if (*pp == p)
+        *pp = p->next;
+    p->waitq = p->waitq_tail = NULL;
+    /* transfers UCX still holds on its endpoint end through their callbacks, which must
+     * not find this peer any more */
+    for (struct xfer *m = cl->moving; m != NULL; m = m->inext) {
+        if (m->peer == p)
+            m->peer = NULL;
+    }
+    if (cl->u != NULL) { /* else the worker, and every endpoint with it, is gone already */
+        mc_ucx_ep_set_user(p->ep, NULL);
+        cl_inwrites_forget_ep(cl, p->ep);
+        mc_ucx_ep_close(p->ep, true);
+    }
+    while (x != NULL) {
+        struct xfer *next = x->next;
+
+        x->next = NULL;
+        x->peer = NULL;
+        xfer_end(cl, x, status);
+        x = next;
+    }
+    free(p->addr);
+    free(p);
+}
+
+static void peer_hello_done(void *ctx, int status, const struct mc_wire_hdr *hdr,
+                            const void *pl, size_t len)
+{
+    struct peer *p = ctx;
+    struct cluster *cl = p->cl;
+    struct mc_proto_status_rep rep;
+    struct xfer *x;
+
+    (void)hdr;
+    if (status == 0)
+        status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+    if (status != 0) {
+        mc_warn("peer node %u: HELLO failed: %s", p->node, mc_strerror(status));
+        cl->st.peer_errors++;
+        cl_peer_drop(cl, p, MC_ERR_UNAVAILABLE);
+        return;
+    }
+    p->state = PEER_READY;
+    x = p->waitq;
+    p->waitq = p->waitq_tail = NULL;
+    while (x != NULL) {
+        struct xfer *next = x->next;
+
+        x->next = NULL;
+        xfer_start(cl, x);
+        x = next;
+    }
+}
+
+static struct peer *peer_get(struct cluster *cl, const struct segrec *sr)
+{
+    struct peer **pp = peer_slot(cl, sr->addr, sr->addr_len), *p;
+    uint8_t buf[MC_PROTO_TOKEN_MAX + 2 * MC_PROTO_NAME_MAX + 64];
+    size_t len;
+    int err;
+
+    if (*pp != NULL) {
+        (*pp)->node = sr->node;
+        return *pp;
+    }
+    p = calloc(1, sizeof(*p));
+    if (p == NULL || (p->addr = malloc(sr->addr_len)) == NULL) {
+        free(p);
+        return NULL;
+    }
+    memcpy(p->addr, sr->addr, sr->addr_len);
+    p->addr_len = sr->addr_len;
+    p->cl = cl;
+    p->node = sr->node;
+    err = mc_ucx_ep_connect(cl->u, sr->addr, sr->addr_len, &p->ep);
+    if (err == 0)
+        err = cl_hello_encode(cl, buf, sizeof(buf), &len);
+    if (err == 0) {
+        mc_ucx_ep_set_user(p->ep, p);
+        err = mc_ucx_rpc_call(p->ep, MC_WIRE_HELLO, buf, len,
+                              mc_ucx_now_ms() + HELLO_TIMEOUT_MS, peer_hello_done, p, NULL);
+    }
+    if (err != 0) {
+        mc_warn("peer node %u: %s", sr->node, mc_strerror(err));
+        mc_ucx_ep_close(p->ep, true);
+        free(p->addr);
+        free(p);
+        return NULL;
+    }
+    p->state = PEER_HELLO;
+    *pp = p;
+    return p;
+}
+
+
+/* --- transfers ------------------------------------------------------------------------------ */
+
+static struct xfer **read_slot(struct cluster *cl, uint64_t id)
+{
+    struct xfer **pp = &cl->reads[id % READ_HASH];
+
+    while (*pp != NULL && (*pp)->id != id)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+static void read_unhash(struct cluster *cl, struct xfer *x)
+{
+    struct xfer **pp;
+
+    if (!x->hashed)
+        return;
+    pp = read_slot(cl, x->id);
+    if (*pp == x)
+        *pp = x->next;
+    x->next = NULL;
+    x->hashed = false;
+}
+
+static void moving_add(struct cluster *cl, struct xfer *x)
+{
+    x->moving = true;
+    x->iprev = NULL;
+    x->inext = cl->moving;
+    if (x->inext != NULL)
+        x->inext->iprev = x;
+    cl->moving = x;
+}
+
+static void moving_del(struct cluster *cl, struct xfer *x)
+{
+    if (!x->moving)
+        return;
+    if (x->iprev != NULL)
+        x->iprev->inext = x->inext;
+    else
+        cl->moving = x->inext;
+    if (x->inext != NULL)
+        x->inext->iprev = x->iprev;
+    x->moving = false;
+}
+
+/* A write is over once the owner said its bytes are in place (or the call failed) and UCX
+ * reads the image no more: only then may the put publish, or its image be reused. */
+static void write_check(struct cluster *cl, struct xfer *x)
+{
+    if (x->data_done && x->reply_done)
+        xfer_end(cl, x, x->status);
+}
+
+static void write_data_done(void *ctx, int status)
+{
+    struct xfer *x = ctx;
+
+    x->data_done = true;
+    if (status != 0 && x->status == 0)
+        x->status = status;
+    write_check(x->cl, x);
+}
+
+static void read_check(struct cluster *cl, struct xfer *x);
+
+/* The owner answered a transfer's call (WRITE: the bytes are in place; READ: it sends them),
+ * or the call failed. */
+static void xfer_replied(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                         size_t len)
+{
+    struct xfer *x = ctx;
+    struct mc_proto_status_rep rep;
+
+    (void)hdr;
+    if (status == 0)
+        status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+    x->reply_done = true;
+    if (status != 0 && x->status == 0)
+        x->status = status;
+    if (x->kind != X_READ) /* WRITE and COPY */
+        write_check(x->cl, x);
+    else
+        read_check(x->cl, x);
+}
+
+static int write_send(struct cluster *cl, struct xfer *x)
+{
+    struct mc_peer_write_hdr h = {
+        .seg = x->r.seg, .alloc = x->r.alloc, .offset = x->r.offset + x->from, .len = x->len,
+        .version = x->version, .key = {(const uint8_t *)x->key, x->key_len},
+    };
+    uint8_t buf[MC_PROTO_KEY_MAX + 64];
+    size_t len;
+    int err = mc_peer_write_hdr_encode(&h, buf, sizeof(buf), &len);
+
+    x->data_done = x->reply_done = false;
+    x->status = 0;
+    /* the owner answers once the bytes are in its segment: a put that returned is readable
+     * through any node at once (the sender's completion only says the bytes left) */
+    if (err == 0)
+        err = mc_ucx_send_bulk_call(x->peer->ep, MC_WIRE_WRITE, buf, len, x->src, x->len,
+                                    x->deadline_ms, xfer_replied, write_data_done, x);
+    if (err == 0) {
+        cl->st.writes_out++;
+        cl->st.write_bytes_out += x->len;
+        moving_add(cl, x);
+    }
+    return err;
+}
+
+static void read_check(struct cluster *cl, struct xfer *x)
+{
+    if (!x->reply_done)
+        return; /* its call still names x: it ends (at the latest at attempt_ms) first */
+    if (x->data_started && !x->data_done)
+        return; /* the bytes are still moving into the landing segment: wait */
+    if (x->status != 0) {
+        read_unhash(cl, x);
+        xfer_end(cl, x, x->status);
+    } else if (x->data_done && x->reply_done) {
+        read_unhash(cl, x);
+        xfer_end(cl, x, 0);
+    }
+}
+
+static int read_send(struct cluster *cl, struct xfer *x)
+{
+    struct mc_peer_read_req req = {
+        .seg = x->r.seg, .alloc = x->r.alloc, .version = x->rg->g->lease.version,
+        .offset = x->r.offset,
+        .len = x->len,
+    };
+    uint8_t buf[64];
+    size_t len;
+    int err;
+
+    x->id = ++cl->next_id;
+    req.xfer = x->id;
+    err = mc_peer_read_req_encode(&req, buf, sizeof(buf), &len);
+    if (err != 0)
+        return err;
+    x->next = cl->reads[x->id % READ_HASH]; /* ids are new: push at the bucket's head */
+    cl->reads[x->id % READ_HASH] = x;
+    x->hashed = true;
+    x->data_started = x->data_done = x->reply_done = false;
+    x->status = 0;
+    /* while other replicas are left, one that does not start its bytes within a share of the
+     * time left (an unreachable, not yet dead, owner) gives its turn to the next */
+    x->attempt_ms = x->deadline_ms;
+    if (x->rg->rep_next < x->rg->g->nrep) {
+        uint64_t now = mc_agent_now_ms(), left = x->deadline_ms > now ? x->deadline_ms - now : 0;
+
+        x->attempt_ms = now + (left / 4 > READ_ATTEMPT_MIN_MS ? left / 4 : READ_ATTEMPT_MIN_MS);
+        if (x->attempt_ms > x->deadline_ms)
+            x->attempt_ms = x->deadline_ms;
+    }
+    err = mc_ucx_rpc_call(x->peer->ep, MC_WIRE_READ, buf, len, x->attempt_ms, xfer_replied, x,
+                          NULL);
+    if (err != 0) {
+        read_unhash(cl, x);
+        return err;
+    }
+    cl->st.reads_out++;
+    moving_add(cl, x);
+    return 0;
+}
+
+static void xfer_start(struct cluster *cl, struct xfer *x)
+{
+    const struct segrec *sr = seg_find(cl, x->r.seg);
+    int err;
+
+    if (cl->destroying || (x->kind == X_READ && x->rg->done == NULL)) {
+        xfer_end(cl, x, MC_ERR_CANCELED); /* nothing new while the worker goes, nor for a
+                                              GET another transfer answered */
+        return;
+    }
+    if (sr == NULL) {
+        /* whose segment is it? ask the master, then go on */
+        x->next = NULL;
+        if (cl->info_wait_tail != NULL)
+            cl->info_wait_tail->next = x;
+        else
+            cl->info_wait = x;
+        cl->info_wait_tail = x;
+        info_refresh(cl);
+        return;
+    }
+    x->peer = peer_get(cl, sr);
+    if (x->peer == NULL) {
+        xfer_end(cl, x, MC_ERR_UNAVAILABLE);
+        return;
+    }
+    if (x->peer->state != PEER_READY) {
+        x->next = NULL;
+        if (x->peer->waitq_tail != NULL)
+            x->peer->waitq_tail->next = x;
+        else
+            x->peer->waitq = x;
+        x->peer->waitq_tail = x;
+        return;
+    }
+    err = x->kind == X_READ ? read_send(cl, x) : write_send(cl, x);
+    if (err != 0)
+        xfer_end(cl, x, err);
+}
+
+/* The next replica of rg's object that is not ours, from rg->rep_next on, or -1. */
+static int next_remote(const struct cluster *cl, struct rget *rg)
+{
+    const struct mc_agent *a = cl->a;
+
+    while (rg->rep_next < rg->g->nrep) {
+        uint32_t i = rg->rep_next++;
+
+        if ((a->seg == NULL || rg->g->rep[i].seg != a->seg_id) && !(rg->skip >> i & 1))
+            return (int)i;
+    }
+    return -1;
+}
+
+/* A new transfer of rg's object from replica i into a landing block of its own. */
+static int read_new(struct cluster *cl, struct rget *rg, int i, uint64_t len, uint64_t deadline)
+{
+    struct xfer *x = calloc(1, sizeof(*x));
+    int err;
+
+    if (x == NULL)
+        return MC_ERR_NOMEM;
+    err = mc_alloc_alloc(cl->a->land, len, &x->land_id);
+    if (err != 0) {
+        free(x);
+        return err;
+    }
+    x->what = OP_READ;
+    x->kind = X_READ;
+    x->cl = cl;
+    x->r = rg->g->rep[i];
+    x->ri = (uint32_t)i;
+    x->rg = rg;
+    x->len = len;
+    x->deadline_ms = deadline;
+    rg->running++;
+    xfer_start(cl, x);
+    return 0;
+}
+
+/* The reader is answered once: the transfers still running end as orphans. */
+static void rget_answer(struct rget *rg, int status, uint32_t land_id, uint32_t rep)
+{
+    mc_rio_read_fn done = rg->done;
+    void *ctx = rg->ctx;
+
+    rg->done = NULL;
+    if (rg->running == 0)
+        free(rg);
+    done(ctx, status, land_id, rep);
+}
+
+/* A read transfer is final: the first to land answers its GET; the others, and failed
+ * ones, give their landing blocks back (UCX touches them no more). */
+static void read_end(struct cluster *cl, struct xfer *x, int status)
+{
+    struct mc_agent *a = cl->a;
+    struct rget *rg = x->rg;
+    int i;
+
+    rg->running--;
+    if (rg->done != NULL && status == 0) {
+        uint32_t land_id = x->land_id, ri = x->ri;
+
+        cl->st.read_bytes_in += x->len;
+        free(x);
+        rget_answer(rg, 0, land_id, ri);
+        return;
+    }
+    if (rg->done != NULL) {
+        /* this replica failed: an unreachable node counts as absent; try the next one */
+        mc_debug("read from node %u (segment %u): %s", x->r.node, x->r.seg,
+                 mc_strerror(status));
+        i = mc_agent_now_ms() < x->deadline_ms && rg->wanted(rg->ctx) ? next_remote(cl, rg)
+                                                                       : -1;
+        if (i >= 0) {
+            cl->st.failovers++;
+            x->r = rg->g->rep[i];
+            x->ri = (uint32_t)i;
+            x->peer = NULL;
+            x->hedged = false;
+            rg->running++;
+            xfer_start(cl, x);
+            return;
+        }
+    }
+    mc_alloc_free(a->land, x->land_id);
+    free(x);
+    if (rg->done != NULL && rg->running == 0)
+        rget_answer(rg, status == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_NOT_FOUND, 0, 0);
+    else if (rg->done == NULL && rg->running == 0)
+        free(rg);
+}
+
+/* A transfer is final (no byte of its memory is touched by UCX any more). */
+static void xfer_end(struct cluster *cl, struct xfer *x, int status)
+{
+    moving_del(cl, x);
+    /* the owner does not hold that segment (any more): ask the master next time */
+    if ((status == MC_ERR_NOT_FOUND || status == MC_ERR_CANCELED) && x->r.seg < cl->nsegtab)
+        cl->segs[x->r.seg].valid = false;
+    if (x->kind == X_WRITE) {
+        mc_rio_write_fn done = x->wdone;
+        void *ctx = x->wctx;
+
+        if (status != 0)
+            mc_debug("write to node %u (segment %u): %s", x->r.node, x->r.seg,
+                     mc_strerror(status));
+        free(x);
+        done(ctx, status);
+        return;
+    }
+    read_end(cl, x, status);
+}
+
+
+/* x's owner started sending and went silent past x's turn (a stopped process, a cut
+ * link): the bytes already moving cannot be stopped, so read the next replica beside them
+ * into a block of its own; whichever lands first answers. */
+static void read_hedge(struct cluster *cl, struct xfer *x)
+{
+    struct rget *rg = x->rg;
+    int i;
+
+    x->hedged = true;
+    if (!rg->wanted(rg->ctx) || (i = next_remote(cl, rg)) < 0)
+        return;
+    if (read_new(cl, rg, i, x->len, x->deadline_ms) == 0) {
+        cl->st.failovers++;
+        cl->st.hedged++;
+        mc_debug("read from node %u stalled mid-transfer: replica %d read beside it",
+                 x->r.node, i);
+    } else {
+        rg->rep_next--; /* no room to land it now: maybe at the next tick */
+        x->hedged = false;
+    }
+}
+
+void cl_xfer_tick(struct cluster *cl, uint64_t now)
+{
+    uint32_t i;
+
+    /* a peer that kept a transfer past its deadline by peer_hard_deadline_ms is judged
+     * unresponsive: its endpoint is closed with force, UCX ends what it held (with an
+     * error), and only then is that memory reused (DESIGN.md §5) */
+    for (struct xfer *x = cl->moving; x != NULL; x = x->inext) {
+        if (x->peer != NULL && now > x->deadline_ms + cl->a->cfg.peer_hard_deadline_ms) {
+            mc_warn("peer node %u unresponsive past its hard deadline: endpoint closed",
+                    x->peer->node);
+            cl->st.peer_errors++;
+            cl_peer_drop(cl, x->peer, MC_ERR_UNAVAILABLE);
+            break; /* the list changed; the rest waits for the next tick */
+        }
+    }
+    /* reads whose owner accepted the call but never started the bytes */
+    for (i = 0; i < READ_HASH; i++) {
+        struct xfer *x = cl->reads[i], *next;
+
+        for (; x != NULL; x = next) {
+            next = x->next;
+            /* only once the call is over: while it is pending, its own deadline (the
+             * attempt's) ends it, and its callback still names x */
+            if (x->reply_done && !x->data_started && now > x->attempt_ms) {
+                if (x->status == 0)
+                    x->status = MC_ERR_TIMEOUT;
+                read_check(cl, x);
+            } else if (x->data_started && !x->data_done && !x->hedged && now > x->attempt_ms &&
+                       x->rg->done != NULL) {
+                read_hedge(cl, x);
+            }
+        }
+    }
+}
+
+/* --- replica I/O (rio.h) ---------------------------------------------------------------- */
+
+int cl_write(struct cluster *cl, const struct mc_rio_write *w, mc_rio_write_fn done, void *ctx)
+{
+    struct xfer *x = calloc(1, sizeof(*x));
+
+    if (x == NULL)
+        return MC_ERR_NOMEM;
+    x->kind = X_WRITE;
+    x->cl = cl;
+    x->r = *w->r;
+    x->src = w->src;
+    x->from = w->from;
+    x->len = w->len;
+    x->version = w->version;
+    x->key = w->key;
+    x->key_len = w->key_len;
+    x->deadline_ms = w->deadline_ms;
+    x->wdone = done;
+    x->wctx = ctx;
+    xfer_start(cl, x); /* it may end (done runs) inside */
+    return 0;
+}
+
+static int ucx_write(void *impl, const struct mc_rio_write *w, mc_rio_write_fn done, void *ctx)
+{
+    return cl_write(impl, w, done, ctx);
+}
+
+static int ucx_read(void *impl, const struct mc_master_get_result *g, uint32_t skip,
+                    uint64_t deadline_ms, mc_rio_read_fn done, mc_rio_wanted_fn wanted, void *ctx)
+{
+    struct cluster *cl = impl;
+    bool csum = (g->flags & MC_MASTER_PUT_NO_CHECKSUM) == 0;
+    uint64_t len = mc_shm_alloc_len(g->size, csum);
+    struct rget *rg = calloc(1, sizeof(*rg));
+    int i, err;
+
+    if (rg == NULL)
+        return MC_ERR_BUSY;
+    rg->g = g;
+    rg->skip = skip;
+    rg->done = done;
+    rg->wanted = wanted;
+    rg->ctx = ctx;
+    i = next_remote(cl, rg);
+    /* a read that fails at once answers inside (done runs, rg is gone): do not touch rg */
+    err = i < 0 ? MC_ERR_NOT_FOUND : read_new(cl, rg, i, len, deadline_ms);
+    if (err != 0) {
+        free(rg); /* nothing started */
+        /* a full landing segment is transient: readers retry */
+        return err == MC_ERR_NO_SPACE || err == MC_ERR_NOMEM ? MC_ERR_BUSY : err;
+    }
+    return 0;
+}
+
+static uint64_t ucx_lease_ttl_ms(void *impl)
+{
+    struct cluster *cl = impl;
+
+    return cl->lease_ttl_ms;
+}
+
+const struct mc_rio_ops mc_rio_ucx_ops = {
+    .write = ucx_write,
+    .read = ucx_read,
+    .lease_ttl_ms = ucx_lease_ttl_ms,
+};
+
+/* --- start-over and exit ------------------------------------------------------------------ */
+
+void cl_segments_forget(struct cluster *cl)
+{
+    for (uint32_t i = 0; i < cl->nsegtab; i++) {
+        free(cl->segs[i].addr);
+        cl->segs[i].addr = NULL;
+        cl->segs[i].valid = false;
+    }
+}
+
+void cl_xfer_destroy(struct cluster *cl)
+{
+    uint32_t i;
+
+    for (i = 0; i < PEER_HASH; i++) {
+        while (cl->peers[i] != NULL)
+            cl_peer_drop(cl, cl->peers[i], MC_ERR_CANCELED);
+    }
+    while (cl->info_wait != NULL) {
+        struct xfer *x = cl->info_wait;
+
+        cl->info_wait = x->next;
+        xfer_end(cl, x, MC_ERR_CANCELED);
+    }
+    for (i = 0; i < cl->nsegtab; i++)
+        free(cl->segs[i].addr);
+    free(cl->segs);
+    cl->segs = NULL;
+    cl->nsegtab = 0;
+}
+
+/* --- the bytes of our reads arriving (owner.c dispatches every bulk) ---------------------- */
+
+void *cl_read_landing(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id, size_t len,
+                      void **op_p)
+{
+    struct xfer *x = *read_slot(cl, id);
+
+    if (x == NULL || x->peer == NULL || x->peer->ep != ep || x->data_started || len != x->len)
+        return NULL; /* not a read of ours (late, or forged): refused */
+    x->data_started = true;
+    *op_p = x;
+    return cl->a->land_seg->base + mc_alloc_offset(cl->a->land, x->land_id);
+}
+
+void cl_read_landed(struct cluster *cl, void *op, int status)
+{
+    struct xfer *x = op;
+
+    x->data_done = true;
+    if (status != 0 && x->status == 0)
+        x->status = status;
+    read_check(cl, x);
+}
