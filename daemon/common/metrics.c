@@ -118,9 +118,9 @@ struct out {
     bool full;
 };
 
-static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static void put(struct out *o, const char *fmt, ...)
+static void out_put(struct out *o, const char *fmt, ...)
 {
     va_list ap;
     int n;
@@ -151,19 +151,19 @@ static void render_histo(struct out *o, const struct mc_metric_def *d, const str
 
     for (b = 0; b <= MC_HISTO_BUCKETS; b++) {
         cum += atomic_load_explicit(&h->bucket[b], memory_order_relaxed);
-        put(o, "%s_bucket{%s%sle=\"%s\"} %llu\n", d->name, lab, sep,
+        out_put(o, "%s_bucket{%s%sle=\"%s\"} %llu\n", d->name, lab, sep,
             b < MC_HISTO_BUCKETS ? mc_histo_bounds_text[b] : "+Inf", (unsigned long long)cum);
     }
     sum_ns = atomic_load_explicit(&h->sum_ns, memory_order_relaxed);
     /* _count is the +Inf bucket by construction, so a scrape never shows them apart */
     if (d->labels != NULL) {
-        put(o, "%s_sum{%s} %llu.%09llu\n", d->name, lab, (unsigned long long)(sum_ns / 1000000000u),
+        out_put(o, "%s_sum{%s} %llu.%09llu\n", d->name, lab, (unsigned long long)(sum_ns / 1000000000u),
             (unsigned long long)(sum_ns % 1000000000u));
-        put(o, "%s_count{%s} %llu\n", d->name, lab, (unsigned long long)cum);
+        out_put(o, "%s_count{%s} %llu\n", d->name, lab, (unsigned long long)cum);
     } else {
-        put(o, "%s_sum %llu.%09llu\n", d->name, (unsigned long long)(sum_ns / 1000000000u),
+        out_put(o, "%s_sum %llu.%09llu\n", d->name, (unsigned long long)(sum_ns / 1000000000u),
             (unsigned long long)(sum_ns % 1000000000u));
-        put(o, "%s_count %llu\n", d->name, (unsigned long long)cum);
+        out_put(o, "%s_count %llu\n", d->name, (unsigned long long)cum);
     }
 }
 
@@ -193,16 +193,16 @@ size_t mc_metrics_render(struct mc_metrics *m, char *buf, size_t cap)
             any |= d->type == MC_METRIC_HISTOGRAM || present[j] != 0;
         if (!any)
             continue; /* no sample of this family in this mode: no HELP, no TYPE */
-        put(&o, "# HELP %s %s\n# TYPE %s %s\n", d->name, d->help, d->name, type_name(d->type));
+        out_put(&o, "# HELP %s %s\n# TYPE %s %s\n", d->name, d->help, d->name, type_name(d->type));
         for (size_t k = i; k < j; k++) {
             const struct mc_metric_def *e = &m->defs[k];
 
             if (e->type == MC_METRIC_HISTOGRAM)
                 render_histo(&o, e, &m->histos[k]);
             else if (present[k] && e->labels != NULL)
-                put(&o, "%s{%s} %llu\n", e->name, e->labels, (unsigned long long)vals[k]);
+                out_put(&o, "%s{%s} %llu\n", e->name, e->labels, (unsigned long long)vals[k]);
             else if (present[k])
-                put(&o, "%s %llu\n", e->name, (unsigned long long)vals[k]);
+                out_put(&o, "%s %llu\n", e->name, (unsigned long long)vals[k]);
         }
     }
     free(vals);
