@@ -1,8 +1,8 @@
 /*
  * mc-agent: the node agent. It owns this node's DRAM segment, hosts the master service
- * in-process (--standalone) or joins mc-master (cluster mode, DESIGN.md §5: the agent
- * moves bytes to and from its peers over UCX), and serves local clients through per-client shared-memory
- * rings driven by one io_uring event loop (DESIGN.md §1, §4; docs/protocol.md).
+ * in-process (--standalone) or joins mc-master (cluster mode: the agent moves bytes to and
+ * from its peers over UCX), and serves local clients through per-client shared-memory rings
+ * driven by one event loop (docs/architecture.md, "The agent"; docs/protocol.md).
  *
  * One thread: the loop. Nothing here is thread-safe, and nothing needs to be.
  */

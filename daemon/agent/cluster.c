@@ -65,7 +65,7 @@ static int sync_call(struct cluster *cl, struct mc_ucx_ep *ep, uint16_t type, co
 /* --- losing and rejoining the master ------------------------------------------------------- */
 
 #define REJOIN_FIRST_MS 100u
-#define REJOIN_MAX_MS 2000u /* DESIGN.md §6: reconnect with backoff capped at 2 s */
+#define REJOIN_MAX_MS 2000u /* docs/failure-contract.md: reconnect with backoff capped at 2 s */
 #define REJOIN_STEP_MS 2000u /* each step of a rejoin (bootstrap, HELLO, MOUNT) */
 
 /* --- is the master answering? --------------------------------------------------------------- */

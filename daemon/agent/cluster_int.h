@@ -34,7 +34,7 @@ enum op_what { OP_READ = 1, OP_INWRITE = 2 };
 
 enum peer_state { PEER_HELLO, PEER_READY };
 
-/* Our link to the master: up, or being rejoined after it was lost (DESIGN.md §6). */
+/* Our link to the master: up, or being rejoined after it was lost (docs/failure-contract.md). */
 enum master_state { M_UP, M_DOWN, M_FETCH, M_HELLO, M_MOUNT };
 
 struct xfer;

@@ -1,5 +1,5 @@
 /*
- * mc-agent: the node agent's command line (DESIGN.md §1, docs/operations.md).
+ * mc-agent: the node agent's command line (docs/architecture.md, docs/operations.md).
  *
  *   mc-agent --standalone --socket PATH --dram SIZE [--config FILE] [--set k=v]...
  *            [--ready-file F] [--dump-config]

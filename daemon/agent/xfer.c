@@ -642,7 +642,7 @@ void cl_xfer_tick(struct cluster *cl, uint64_t now)
 
     /* a peer that kept a transfer past its deadline by peer_hard_deadline_ms is judged
      * unresponsive: its endpoint is closed with force, UCX ends what it held (with an
-     * error), and only then is that memory reused (DESIGN.md §5) */
+     * error), and only then is that memory reused (docs/architecture.md) */
     for (struct xfer *x = cl->moving; x != NULL; x = x->inext) {
         if (x->peer != NULL && now > x->deadline_ms + cl->a->cfg.peer_hard_deadline_ms) {
             mc_warn("peer node %u unresponsive past its hard deadline: endpoint closed",

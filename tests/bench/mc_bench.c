@@ -839,7 +839,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    /* the children connect on their own (DESIGN.md §4: libmc after fork) */
+    /* the children connect on their own (docs/protocol.md: libmc after fork) */
     mc_close(c);
 
     rc = run_clients(&cfg);

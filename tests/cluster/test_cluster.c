@@ -798,7 +798,7 @@ START_TEST(test_cluster_exist_remove_ls)
 }
 END_TEST
 
-/* --- 9. an agent stopped with SIGTERM leaves the cluster (DESIGN.md §6) ------------------- */
+/* --- 9. an agent stopped with SIGTERM leaves the cluster (docs/failure-contract.md) ------------------- */
 
 /* More remote reads in flight at one agent than its read table has buckets (256): four
  * clients of B each read 128 keys held by A in one batch, at once. A bucket used to keep only

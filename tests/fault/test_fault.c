@@ -1,5 +1,5 @@
 /*
- * Fault tests (DESIGN.md §6) against a real mc-agent: a writer killed mid-put, and a
+ * Fault tests (docs/failure-contract.md) against a real mc-agent: a writer killed mid-put, and a
  * client that truncates or scribbles over its own region.
  */
 #include <check.h>
@@ -618,7 +618,7 @@ START_TEST(test_fault_oneshot_put_handle_not_nameable)
 END_TEST
 
 /* SIGTERM: the agent tells its clients it is closing, finishes the copies under way (every
- * piece answered), then exits 0 (DESIGN.md §6). */
+ * piece answered), then exits 0 (docs/failure-contract.md). */
 START_TEST(test_fault_sigterm_finishes_inflight_ops)
 {
     const char *extra[] = {"--set", "copy_slice=4096", NULL};

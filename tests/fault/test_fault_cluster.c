@@ -1,8 +1,8 @@
 /*
- * Cluster fault tests (DESIGN.md §6): the real mc-master and cluster-mode mc-agents
+ * Cluster fault tests (docs/failure-contract.md): the real mc-master and cluster-mode mc-agents
  * (started by tests/cluster/t_cluster.h), killed with SIGKILL, stopped with SIGTERM,
  * restarted or cut off the network while clients read and write through libmc on other
- * nodes. Each test names the §6 row it proves.
+ * nodes. Each test names the row of docs/failure-contract.md it proves.
  *
  * Every test starts its own master and agents in a fresh directory, since it kills some of
  * them, with a short liveness TTL (node_ttl_ms) so that waiting it out stays cheap, and
@@ -450,7 +450,7 @@ static void t_fc_objs_free(struct t_fc_obj *objs, int n)
 /* --- 1. a data node is killed ------------------------------------------------------------ */
 
 /*
- * DESIGN.md §6, row "node exits (SIGTERM) or is killed", killed: the master detects it at
+ * docs/failure-contract.md, row "node exits (SIGTERM) or is killed", killed: the master detects it at
  * the TTL and drops its replicas; objects with another replica are still served (the
  * reader's agent fails over at once, row "replica reclaimed or node lost during a read"),
  * the others are not found; nothing hangs.
@@ -605,7 +605,7 @@ END_TEST
 /* --- 2. a data node stops (SIGTERM) ------------------------------------------------------ */
 
 /*
- * DESIGN.md §6, row "node exits (SIGTERM) or is killed", SIGTERM: the agent finishes, tells
+ * docs/failure-contract.md, row "node exits (SIGTERM) or is killed", SIGTERM: the agent finishes, tells
  * the master it leaves and exits 0; its segment is unmounted at once, objects with another
  * replica are still served, the others are not found at once (the TTL, 10 s here, plays no
  * part).
@@ -726,7 +726,7 @@ END_TEST
 /* --- 3. the writer's agent dies mid-put -------------------------------------------------- */
 
 /*
- * DESIGN.md §6, row "writer's agent dies mid-put": the master detects it at the TTL,
+ * docs/failure-contract.md, row "writer's agent dies mid-put": the master detects it at the TTL,
  * revokes its PROCESSING put, the owner fences the allocation; the key stays absent (never
  * partial) and a later put succeeds.
  */
@@ -863,7 +863,7 @@ END_TEST
 #define T4_FAST_MS 500u  /* a master-bound op fails this fast once the loss is known */
 
 /*
- * DESIGN.md §6, row "master restarts": agents see the connection lost; master-bound ops
+ * docs/failure-contract.md, row "master restarts": agents see the connection lost; master-bound ops
  * fail fast with MC_ERR_UNAVAILABLE meanwhile, never hang; agents reconnect with backoff
  * (capped at 2 s) and remount; the directory restarts empty.
  *
@@ -1035,7 +1035,7 @@ static void t_fc_ip(const char *fmt, ...)
 }
 
 /*
- * DESIGN.md §5: "an agent that reconnects before the TTL loses nothing"; §6, row "node exits
+ * docs/architecture.md: "an agent that reconnects before the TTL loses nothing"; docs/failure-contract.md, row "node exits
  * or is killed": a node cut off for less than the TTL is neither, so nothing is dropped.
  *
  * Network: namespace A holds the master, data node Q and client node R; namespace P holds
@@ -1087,7 +1087,7 @@ START_TEST(test_fault_partition_shorter_than_ttl_loses_nothing)
 
     t_down = t_now_ms();
     t_fc_ip("%s -n %s link set mc0 down", t_fc_ip_bin(), t_fc_ns_p);
-    /* DESIGN.md §6, "a replica on an unreachable node counts as absent": during the cut, an
+    /* docs/failure-contract.md, "a replica on an unreachable node counts as absent": during the cut, an
      * object held by P and Q reads from Q through R, well within the op deadline (P is
      * unreachable, not dead: its turn ends after a share of the deadline) */
     ms = t_fc_get_exact(cr, "R", &objs[3], T_FC_OP_MS / 2);
@@ -1251,7 +1251,7 @@ static void t6_reader(struct t6_shared *sh, int r, const char *sock,
 }
 
 /*
- * DESIGN.md §6, row "replica reclaimed or node lost during a read": the reader's agent sees
+ * docs/failure-contract.md, row "replica reclaimed or node lost during a read": the reader's agent sees
  * the transfer error and tries another replica; the caller gets the exact bytes (or
  * MC_ERR_NOT_FOUND), never wrong bytes, never a hang.
  *

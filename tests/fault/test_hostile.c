@@ -1,5 +1,5 @@
 /*
- * A hostile client against the real mc-agent (DESIGN.md §4, "the shared region is hostile
+ * A hostile client against the real mc-agent (docs/protocol.md, "the shared region is hostile
  * input"), from outside every safety libmc would give: a process speaks the socket
  * handshake itself (struct mc_shm_hello / welcome, SCM_RIGHTS), maps its region read-write
  * as the protocol allows, registers arenas as libmc does, and for many rounds (a new seed

@@ -1,5 +1,5 @@
 /*
- * A hostile peer against the real mc-master and cluster-mode mc-agents (DESIGN.md §5: "an
+ * A hostile peer against the real mc-master and cluster-mode mc-agents (docs/architecture.md: "an
  * unauthenticated endpoint gets no RPC, no data, no rkey"): a process with its own UCX
  * worker (peer error handling, as the daemons) fetches the daemons' worker addresses from
  * their TCP bootstrap ports and talks to them directly.

@@ -133,7 +133,7 @@ START_TEST(test_arena_alloc_free_rules)
 }
 END_TEST
 
-/* DESIGN.md §6 "buffer freed early": MC_ERR_BUSY until mc_wait reported the op final. */
+/* docs/failure-contract.md "buffer freed early": MC_ERR_BUSY until mc_wait reported the op final. */
 START_TEST(test_fault_buf_free_while_in_use_busy)
 {
     const size_t len = 8 * MIB;

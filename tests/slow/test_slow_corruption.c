@@ -20,7 +20,7 @@
  *   test_slow_corruption_replica_failover  cluster, two replicas on A and C, A's copy
  *                                          corrupted: reads through A, B and C (mc_get,
  *                                          mc_batch_get) all return the exact bytes (the
- *                                          intact replica is served, DESIGN.md §6 "checksum
+ *                                          intact replica is served, docs/failure-contract.md "checksum
  *                                          mismatch: another replica is tried"); both copies
  *                                          corrupted: MC_ERR_CORRUPT
  *   test_slow_corruption_replica_failover_async

@@ -1,5 +1,5 @@
 /*
- * Kill-point sweep (DESIGN.md §6, "writer (client) crashes mid-put"), suite slow.
+ * Kill-point sweep (docs/failure-contract.md, "writer (client) crashes mid-put"), suite slow.
  *
  * Puts of log-uniform random sizes (1 KiB .. 64 MiB), each by its own child process that is
  * SIGKILLed at a random moment of its put: a delay drawn uniformly from 0 to the put's

@@ -16,7 +16,7 @@
  *   - no unexpected status: get/stat/remove may answer MC_ERR_NOT_FOUND (another client
  *     removed the key), a plain put MC_ERR_EXISTS or MC_ERR_BUSY (the key is there, or
  *     another put of it is in flight), a put or an upsert MC_ERR_CANCELED (a newer upsert
- *     superseded it while it was in flight: DESIGN.md §3 "a newer upsert supersedes an
+ *     superseded it while it was in flight: docs/master.md "a newer upsert supersedes an
  *     older PROCESSING one", which may be a plain put; mc.h lists MC_ERR_CANCELED for
  *     upserts only); everything else fails the test. The pool (3 x 256 MiB) is several
  *     times what the key space can hold at once (about 2000 x 90 KiB x 1.3 replicas), so
@@ -332,7 +332,7 @@ static void client_main(int idx)
             } else if (op == OP_PUT && rc == MC_ERR_BUSY) {
                 t->busy++;
             } else if (rc == MC_ERR_CANCELED) {
-                t->canceled++; /* superseded by a newer upsert (DESIGN.md §3), plain or not */
+                t->canceled++; /* superseded by a newer upsert (docs/master.md), plain or not */
                 t->canceled_plain += op == OP_PUT;
             } else {
                 unexpected(t, op, keys[0], rc);
