@@ -215,6 +215,11 @@ void mc_agent_stop(struct mc_agent *a)
     a->stopping = true;
 }
 
+int mc_agent_test_fault(struct mc_agent *a, const char *spec)
+{
+    return mc_fault_parse(&a->fault, spec);
+}
+
 unsigned mc_agent_listen_port(const struct mc_agent *a)
 {
     return cluster_listen_port(a);
@@ -309,8 +314,6 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     a->cs.listen_fd = -1;
     a->timer_ev.fn = on_tick;
     a->signal_ev.fn = on_signal;
-    a->fault.delay_ms[MC_FAULT_GET_ANSWER] = cfg->test_get_delay_ms;
-    a->fault.delay_ms[MC_FAULT_PUT_END] = cfg->test_put_end_delay_ms;
     if (a->socket_path == NULL) {
         err = MC_ERR_NOMEM;
         goto err_destroy;

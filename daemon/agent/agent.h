@@ -32,6 +32,10 @@ int mc_agent_run(struct mc_agent *a);
 
 void mc_agent_stop(struct mc_agent *a);
 
+/* Test only: arm the fault seam (daemon/agent/fault.h) with "get_delay_ms=MS" or
+ * "put_end_delay_ms=MS" before mc_agent_run. MC_ERR_INVALID on anything else. */
+int mc_agent_test_fault(struct mc_agent *a, const char *spec);
+
 /* Cluster mode: the TCP port of the bootstrap listener (--listen); 0 standalone. */
 unsigned mc_agent_listen_port(const struct mc_agent *a);
 

@@ -98,15 +98,6 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
      .max = 100000000, .offset = FIELD(idle_wakeups_max),
      .doc = "Doorbells with nothing submitted one client may ring per second before it is "
             "disconnected."},
-    {.name = "test_get_delay_ms", .type = MC_CFG_MS, .def = "0", .min = 0, .max = 60000,
-     .offset = FIELD(test_get_delay_ms),
-     .doc = "Test only (fault tests of deadlines): hold every GET answer back this long. "
-            "0, the default, in production."},
-    {.name = "test_put_end_delay_ms", .type = MC_CFG_MS, .def = "0", .min = 0, .max = 60000,
-     .offset = FIELD(test_put_end_delay_ms),
-     .doc = "Test only (fault tests of writers dying mid-put): hold every put back this long "
-            "once its bytes are in place, before it is published. 0, the default, in "
-            "production."},
     {.name = "master_addr", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(master_addr),
      .doc = "Cluster mode: HOST:PORT of mc-master (its TCP bootstrap listener). Unset: the "
             "agent runs standalone with the master service in-process."},

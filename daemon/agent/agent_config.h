@@ -36,8 +36,6 @@ struct mc_agent_config {
     char *allow_uids;          /* uids that may connect besides own + root */
     char *allow_gids;          /* gids whose members (any group) may too */
     uint64_t idle_wakeups_max; /* empty doorbells per second before a client is cut off */
-    uint64_t test_get_delay_ms; /* test only: hold every GET answer back this long */
-    uint64_t test_put_end_delay_ms; /* test only: hold every publication back this long */
     /* cluster mode (a master address is set) */
     char *master_addr;         /* HOST:PORT of mc-master's bootstrap listener (NULL: standalone) */
     char *listen;              /* HOST:PORT: this agent's bootstrap listener for peers */

@@ -4,7 +4,10 @@
 #include "daemon/agent/fault.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+#include <mc/mc_status.h>
 
 struct mc_fault_item {
     struct mc_fault_item *next;
@@ -69,4 +72,29 @@ void mc_fault_cleanup(struct mc_fault *f)
             it->drop(it->ctx);
         free(it);
     }
+}
+
+int mc_fault_parse(struct mc_fault *f, const char *spec)
+{
+    static const char *const names[MC_FAULT__KINDS] = {
+        [MC_FAULT_GET_ANSWER] = "get_delay_ms=",
+        [MC_FAULT_PUT_END] = "put_end_delay_ms=",
+    };
+
+    for (int k = 0; k < MC_FAULT__KINDS; k++) {
+        size_t n = strlen(names[k]);
+        unsigned long long v;
+        char *end;
+
+        if (strncmp(spec, names[k], n) != 0)
+            continue;
+        if (spec[n] < '0' || spec[n] > '9')
+            return MC_ERR_INVALID;
+        v = strtoull(spec + n, &end, 10);
+        if (*end != '\0' || v > 60000)
+            return MC_ERR_INVALID;
+        f->delay_ms[k] = v;
+        return 0;
+    }
+    return MC_ERR_INVALID;
 }

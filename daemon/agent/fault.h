@@ -1,7 +1,7 @@
 /*
  * The agent's one fault-injection seam, for tests: hold an answer or a publication back
- * for a while, so that a test can kill or stop a process inside the window. Every delay is
- * 0 in production (the knobs test_get_delay_ms and test_put_end_delay_ms), and then
+ * for a while, so that a test can kill or stop a process inside the window. It is armed
+ * only by mc-agent's test-only --test-fault flag (not a configuration setting); unarmed,
  * nothing is deferred and nothing is allocated.
  */
 #ifndef MC_AGENT_FAULT_H
@@ -24,6 +24,10 @@ struct mc_fault {
 };
 
 typedef void (*mc_fault_fn)(void *ctx);
+
+/* Arms one delay: "get_delay_ms=MS" or "put_end_delay_ms=MS" (MS at most 60000).
+ * 0, or MC_ERR_INVALID. */
+int mc_fault_parse(struct mc_fault *f, const char *spec);
 
 /* run(ctx) later, once the delay of `kind` passed; drop(ctx) instead if the seam is
  * cleaned up first (drop may be NULL). Returns false (run nothing, keep nothing) when that

@@ -52,6 +52,8 @@ static void usage(FILE *f)
             "  --ready-file F     write our pid to F (atomically) once clients can connect\n"
             "                     (cluster mode: once joined and mounted, \"PID PORT\")\n"
             "%s"
+            "  --test-fault SPEC  tests only: hold answers back (get_delay_ms=MS,\n"
+            "                     put_end_delay_ms=MS), to kill a process inside the window\n"
             "  --help             this text\n"
             "Every setting is listed in docs/config.md; MC_<KEY> environment variables apply.\n",
             MC_CONFIG_USAGE);
@@ -74,7 +76,7 @@ static const char *default_socket(void)
     return "/run/mc/agent.sock";
 }
 
-static int run(const struct mc_agent_config *cfg, const char *ready)
+static int run(const struct mc_agent_config *cfg, const char *ready, char **faults, int nfaults)
 {
     struct mc_agent *a = NULL;
     char port[16];
@@ -96,6 +98,14 @@ static int run(const struct mc_agent_config *cfg, const char *ready)
     if (rc != 0) {
         mc_error("cannot start: %s", mc_strerror(rc));
         return rc == MC_ERR_INVALID ? 2 : rc == MC_ERR_DENIED ? 3 : 1;
+    }
+    for (int i = 0; i < nfaults; i++) {
+        if (mc_agent_test_fault(a, faults[i]) != 0) {
+            mc_error("--test-fault %s: expected get_delay_ms=MS or put_end_delay_ms=MS",
+                     faults[i]);
+            mc_agent_destroy(a);
+            return 2;
+        }
     }
     if (cfg->master_addr != NULL)
         snprintf(port, sizeof(port), "%u", (unsigned)mc_agent_listen_port(a));
@@ -121,14 +131,15 @@ int main(int argc, char **argv)
     struct mc_agent_config cfg;
     const char *ready = NULL;
     bool standalone = false;
-    char **args, **owned, err[512];
-    int i, n = 1, nowned = 0, rc = 2;
+    char **args, **owned, **faults, err[512];
+    int i, n = 1, nowned = 0, nfaults = 0, rc = 2;
 
     /* --socket/--dram are --set spellings: rewrite them so the config engine sees one
      * ordered list of overrides (and --dump-config shows them) */
     args = calloc((size_t)argc * 2 + 1, sizeof(*args));
     owned = calloc((size_t)argc + 1, sizeof(*owned));
-    if (args == NULL || owned == NULL)
+    faults = calloc((size_t)argc + 1, sizeof(*faults));
+    if (args == NULL || owned == NULL || faults == NULL)
         return 1;
     args[0] = argv[0];
     for (i = 1; i < argc; i++) {
@@ -153,6 +164,9 @@ int main(int argc, char **argv)
             continue;
         } else if (strcmp(argv[i], "--ready-file") == 0 && i + 1 < argc) {
             ready = argv[++i];
+            continue;
+        } else if (strcmp(argv[i], "--test-fault") == 0 && i + 1 < argc) {
+            faults[nfaults++] = argv[++i]; /* test only: not a setting */
             continue;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -198,7 +212,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mc-agent: cluster mode needs --listen HOST:PORT\n");
         rc = 2;
     } else {
-        rc = run(&cfg, ready);
+        rc = run(&cfg, ready, faults, nfaults);
     }
     mc_config_cleanup(mc_agent_config_table, &cfg);
 out_args:
@@ -206,5 +220,6 @@ out_args:
         free(owned[i]);
     free(owned);
     free(args);
+    free(faults);
     return rc;
 }

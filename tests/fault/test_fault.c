@@ -362,10 +362,10 @@ END_TEST
 
 /* A read whose answer comes after its deadline ends with MC_ERR_TIMEOUT, and the caller's
  * buffer is never written afterwards: the late answer is discarded (test-only agent knob
- * test_get_delay_ms holds every GET answer back). */
+ * --test-fault get_delay_ms holds every GET answer back). */
 START_TEST(test_fault_read_timeout_buffer_not_written_after_final)
 {
-    const char *extra[] = {"--set", "test_get_delay_ms=400", NULL};
+    const char *extra[] = {"--test-fault", "get_delay_ms=400", NULL};
     struct t_agent a;
     mc_client_t *c;
     char val[4096], buf[4096], canary[4096];

@@ -732,7 +732,7 @@ END_TEST
  */
 START_TEST(test_fault_writer_agent_killed_mid_put)
 {
-    static const char *const w_extra[] = {"--set", "test_put_end_delay_ms=3000", NULL};
+    static const char *const w_extra[] = {"--test-fault", "put_end_delay_ms=3000", NULL};
     const size_t len = 8 * T_MIB + 123;
     struct t_proc o = {0}, w = {0};
     struct t_fc_obj obj, again;

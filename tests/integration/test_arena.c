@@ -27,7 +27,7 @@ static void setup(void)
 
 static void setup_slow(void)
 {
-    static const char *const extra[] = {"--set", "test_get_delay_ms=300", NULL};
+    static const char *const extra[] = {"--test-fault", "get_delay_ms=300", NULL};
 
     t_agent_start(&g_agent, "256M", extra);
     g_c = t_connect(&g_agent);

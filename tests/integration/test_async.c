@@ -4,7 +4,7 @@
  * (poll()) and its draining after an op freed unfinished (mc_client_poll), large puts from
  * plain memory (the user-memory path and the staging fallback, MC_CLIENT_NO_USER_COPY=1),
  * and threads sharing a client through batches and async ops.
- * Slow answers come from the agent's test-only test_get_delay_ms knob.
+ * Slow answers come from the agent's test-only --test-fault get_delay_ms.
  */
 #include <check.h>
 #include <poll.h>
@@ -30,7 +30,7 @@ static void setup(void)
 /* GET answers held back 300 ms: ops stay in flight long enough to look at them. */
 static void setup_slow(void)
 {
-    static const char *const extra[] = {"--set", "test_get_delay_ms=300", NULL};
+    static const char *const extra[] = {"--test-fault", "get_delay_ms=300", NULL};
 
     t_agent_start(&g_agent, "256M", extra);
     g_c = t_connect(&g_agent);

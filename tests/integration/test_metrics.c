@@ -210,11 +210,11 @@ START_TEST(test_metrics_hostile_requests_do_not_disturb)
 }
 END_TEST
 
-/* SIGTERM with a GET held back (test_get_delay_ms): /health says draining meanwhile. */
+/* SIGTERM with a GET held back (--test-fault get_delay_ms): /health says draining meanwhile. */
 START_TEST(test_metrics_health_503_while_draining)
 {
-    static const char *const extra[] = {"--metrics-listen", "127.0.0.1:0", "--set",
-                                        "test_get_delay_ms=3000", NULL};
+    static const char *const extra[] = {"--metrics-listen", "127.0.0.1:0", "--test-fault",
+                                        "get_delay_ms=3000", NULL};
     struct t_agent a;
     mc_client_t *c;
     mc_op_t *op = NULL;
