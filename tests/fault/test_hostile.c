@@ -57,7 +57,7 @@
 
 /* --- common ------------------------------------------------------------------------------- */
 
-#include "tests/fault/t_rng.h"
+#include "tests/lib/t_rng.h"
 
 /* --- /proc views of a daemon ---------------------------------------------------------------
  */
@@ -369,9 +369,9 @@ static void t_hc_connect(struct t_hc *h, const char *path, uint64_t seed, bool c
     t_rng_seed(&h->rng, seed);
     h->efd = -1;
     h->sock = t_unix_connect(path);
-    if (t_below(&h->rng, 3) == 0) {
+    if (t_rng_below(&h->rng, 3) == 0) {
         /* blocking or not: the agent writes it through io_uring either way */
-        h->efd = eventfd(0, EFD_CLOEXEC | (t_below(&h->rng, 2) ? EFD_NONBLOCK : 0));
+        h->efd = eventfd(0, EFD_CLOEXEC | (t_rng_below(&h->rng, 2) ? EFD_NONBLOCK : 0));
         ck_assert_int_ge(h->efd, 0);
         hello.flags = MC_SHM_HELLO_F_EVENTFD;
         ck_assert_int_eq(t_send_fds(h->sock, &hello, sizeof(hello), &h->efd, 1), sizeof(hello));
@@ -403,23 +403,23 @@ static void t_hc_connect(struct t_hc *h, const char *path, uint64_t seed, bool c
     h->cq = (struct mc_shm_ring_ctrl *)(h->base + h->hdr.cq_ctrl_off);
     h->sq_tail = atomic_load(&h->sq->tail);
 
-    h->narenas = (uint32_t)t_below(&h->rng, T_HC_ARENAS + 1);
+    h->narenas = (uint32_t)t_rng_below(&h->rng, T_HC_ARENAS + 1);
     for (uint32_t k = 0; k < h->narenas; k++) {
         struct mc_shm_arena_msg m = {
             .magic = MC_SHM_MAGIC, .type = MC_SHM_ARENA_ADD, .arena_id = k};
 
-        h->arena[k].size = 4096 * (1 + t_below(&h->rng, 64));
+        h->arena[k].size = 4096 * (1 + t_rng_below(&h->rng, 64));
         h->arena[k].fd = t_memfd_sealed("t-hostile-arena", h->arena[k].size, true);
         h->arena[k].p =
             mmap(NULL, h->arena[k].size, PROT_READ | PROT_WRITE, MAP_SHARED, h->arena[k].fd, 0);
         ck_assert_ptr_ne(h->arena[k].p, MAP_FAILED);
-        t_rnd_bytes(&h->rng, h->arena[k].p, h->arena[k].size);
+        t_rng_bytes(&h->rng, h->arena[k].p, h->arena[k].size);
         m.size = h->arena[k].size;
         ck_assert_int_eq(t_send_fds(h->sock, &m, sizeof(m), &h->arena[k].fd, 1), sizeof(m));
     }
     h->user = malloc(T_HC_USER_LEN);
     ck_assert_ptr_nonnull(h->user);
-    t_rnd_bytes(&h->rng, h->user, T_HC_USER_LEN);
+    t_rng_bytes(&h->rng, h->user, T_HC_USER_LEN);
 }
 
 static void t_hc_close(struct t_hc *h)
@@ -492,7 +492,7 @@ static void t_hc_scribble(struct t_hc *h, uint64_t off, uint64_t len)
             uint32_t idx = (uint32_t)((off - s0) / sizeof(struct mc_sqe));
             struct mc_sqe s;
 
-            t_rnd_bytes(&h->rng, &s, sizeof(s));
+            t_rng_bytes(&h->rng, &s, sizeof(s));
             t_hc_put_sqe(h, idx, &s);
             off = s0 + (uint64_t)(idx + 1) * sizeof(struct mc_sqe);
             continue;
@@ -500,7 +500,7 @@ static void t_hc_scribble(struct t_hc *h, uint64_t off, uint64_t len)
         if (off < s0 && q > s0)
             q = s0;
         n = q - off < sizeof(buf) ? q - off : sizeof(buf);
-        t_rnd_bytes(&h->rng, buf, n);
+        t_rng_bytes(&h->rng, buf, n);
         for (uint64_t i = 0; i < n; i++) {
             uint64_t at = off + i;
 
@@ -520,24 +520,24 @@ static void t_hc_make_sqe(struct t_hc *h, struct mc_sqe *s, uint8_t *key, size_t
     const struct mc_shm_hdr *d = &h->hdr;
     uint64_t pick;
 
-    t_rnd_bytes(r, s, sizeof(*s));
+    t_rng_bytes(r, s, sizeof(*s));
     *key_len = s->key_len;
-    if (t_below(r, 8) == 0) {
-        t_rnd_bytes(r, key, MC_SHM_KEY_SLOT);
+    if (t_rng_below(r, 8) == 0) {
+        t_rng_bytes(r, key, MC_SHM_KEY_SLOT);
         return; /* noise */
     }
     /* each field right for its op most of the time, wrong now and then */
-    s->opcode = (uint8_t)t_below(r, MC_OP__COUNT + 1);
-    pick = t_below(r, 32);
+    s->opcode = (uint8_t)t_rng_below(r, MC_OP__COUNT + 1);
+    pick = t_rng_below(r, 32);
     if (s->opcode == MC_OP_PUT || s->opcode == MC_OP_PUT_DATA)
         s->flags = pick < 16   ? 0
                    : pick < 23 ? MC_SQE_F_ARENA
                    : pick < 30 ? MC_SQE_F_USER
-                               : (uint8_t)t_rnd(r);
+                               : (uint8_t)t_rng_next(r);
     else if (s->opcode == MC_OP_RELEASE)
-        s->flags = pick < 16 ? MC_SQE_F_NO_CQE : pick < 31 ? 0 : (uint8_t)t_rnd(r);
+        s->flags = pick < 16 ? MC_SQE_F_NO_CQE : pick < 31 ? 0 : (uint8_t)t_rng_next(r);
     else
-        s->flags = pick < 31 ? 0 : (uint8_t)t_rnd(r);
+        s->flags = pick < 31 ? 0 : (uint8_t)t_rng_next(r);
     switch (s->opcode) {
     case MC_OP_PUT:
     case MC_OP_PUT_START:
@@ -547,44 +547,44 @@ static void t_hc_make_sqe(struct t_hc *h, struct mc_sqe *s, uint8_t *key, size_t
     case MC_OP_STAT:
     case MC_OP_REMOVE_PREFIX:
     case MC_OP_LIST:
-        s->key_len = (uint16_t)(t_below(r, 16) == 0 ? t_rnd(r) : 1 + t_below(r, 6));
-        if (s->opcode == MC_OP_LIST && t_below(r, 3) == 0)
+        s->key_len = (uint16_t)(t_rng_below(r, 16) == 0 ? t_rng_next(r) : 1 + t_rng_below(r, 6));
+        if (s->opcode == MC_OP_LIST && t_rng_below(r, 3) == 0)
             s->key_len = 0;
         break;
     default:
-        s->key_len = (uint16_t)(t_below(r, 16) == 0 ? t_rnd(r) : 0);
+        s->key_len = (uint16_t)(t_rng_below(r, 16) == 0 ? t_rng_next(r) : 0);
         break;
     }
-    s->put_flags = (uint32_t)(t_below(r, 16) == 0 ? t_rnd(r) : t_below(r, 32));
-    s->replicas = (uint32_t)(t_below(r, 10) == 0 ? t_rnd(r) : t_below(r, 3));
-    s->arg0 = t_below(r, 4) == 0 ? t_rnd(r) : t_below(r, 2u * d->max_inflight + 4);
+    s->put_flags = (uint32_t)(t_rng_below(r, 16) == 0 ? t_rng_next(r) : t_rng_below(r, 32));
+    s->replicas = (uint32_t)(t_rng_below(r, 10) == 0 ? t_rng_next(r) : t_rng_below(r, 3));
+    s->arg0 = t_rng_below(r, 4) == 0 ? t_rng_next(r) : t_rng_below(r, 2u * d->max_inflight + 4);
     if (s->opcode == MC_OP_PUT_START)
-        s->arg0 = t_below(r, 8) == 0 ? t_rnd(r) : 1 + t_below(r, T_HC_SIZE_MAX);
-    s->arg1 = t_below(r, 4) == 0 ? t_rnd(r) : t_below(r, 4) * MC_SHM_CHUNK + t_below(r, 3);
+        s->arg0 = t_rng_below(r, 8) == 0 ? t_rng_next(r) : 1 + t_rng_below(r, T_HC_SIZE_MAX);
+    s->arg1 = t_rng_below(r, 4) == 0 ? t_rng_next(r) : t_rng_below(r, 4) * MC_SHM_CHUNK + t_rng_below(r, 3);
     if (s->opcode == MC_OP_LIST)
-        s->arg1 = 1 + t_below(r, 64);
-    s->data_len = t_below(r, 8) == 0 ? t_rnd(r) : 1 + t_below(r, T_HC_SIZE_MAX);
+        s->arg1 = 1 + t_rng_below(r, 64);
+    s->data_len = t_rng_below(r, 8) == 0 ? t_rng_next(r) : 1 + t_rng_below(r, T_HC_SIZE_MAX);
     if (s->flags == MC_SQE_F_ARENA) {
-        uint64_t id = t_below(r, h->narenas + 2),
+        uint64_t id = t_rng_below(r, h->narenas + 2),
                  size = id < h->narenas ? h->arena[id].size : 4096;
 
-        s->data_off = id << MC_SHM_ARENA_SHIFT | t_below(r, size + 64);
-        s->data_len = 1 + t_below(r, size + 64);
+        s->data_off = id << MC_SHM_ARENA_SHIFT | t_rng_below(r, size + 64);
+        s->data_len = 1 + t_rng_below(r, size + 64);
     } else if (s->flags == MC_SQE_F_USER) {
-        pick = t_below(r, 4);
-        s->data_off = pick == 0   ? t_rnd(r)
-                      : pick == 1 ? (uint64_t)(uintptr_t)h->base + t_below(r, h->region_size)
-                                  : (uint64_t)(uintptr_t)h->user + t_below(r, T_HC_USER_LEN);
+        pick = t_rng_below(r, 4);
+        s->data_off = pick == 0   ? t_rng_next(r)
+                      : pick == 1 ? (uint64_t)(uintptr_t)h->base + t_rng_below(r, h->region_size)
+                                  : (uint64_t)(uintptr_t)h->user + t_rng_below(r, T_HC_USER_LEN);
     } else {
-        s->data_off = t_below(r, 8) == 0 ? t_rnd(r) : t_below(r, d->staging_size);
+        s->data_off = t_rng_below(r, 8) == 0 ? t_rng_next(r) : t_rng_below(r, d->staging_size);
     }
-    pick = t_below(r, 10);
-    s->deadline_ms = pick < 6 ? 0 : (uint32_t)(t_now_ms() + t_below(r, 4000) - 1000);
-    s->ttl_ms = t_below(r, 4) == 0 ? t_rnd(r) : t_below(r, 2) * t_below(r, 5000);
+    pick = t_rng_below(r, 10);
+    s->deadline_ms = pick < 6 ? 0 : (uint32_t)(t_now_ms() + t_rng_below(r, 4000) - 1000);
+    s->ttl_ms = t_rng_below(r, 4) == 0 ? t_rng_next(r) : t_rng_below(r, 2) * t_rng_below(r, 5000);
     *key_len = s->key_len;
     /* few distinct keys, so that ops meet each other's objects, leases and puts */
     for (size_t i = 0; i < MC_SHM_KEY_SLOT; i++)
-        key[i] = (uint8_t)(i < 6 ? 'a' + t_below(r, 3) : '!' + t_below(r, 94));
+        key[i] = (uint8_t)(i < 6 ? 'a' + t_rng_below(r, 3) : '!' + t_rng_below(r, 94));
 }
 
 /* Publish n new SQEs (ring wrap and all), as a producer would, or with a bogus tail. */
@@ -604,7 +604,7 @@ static void t_hc_submit(struct t_hc *h, uint32_t n, bool bogus_tail)
     h->sq_tail += n;
     t_hc_count.sqes += n;
     if (bogus_tail)
-        h->sq_tail = (uint32_t)t_rnd(&h->rng);
+        h->sq_tail = (uint32_t)t_rng_next(&h->rng);
     atomic_store_explicit(&h->sq->tail, h->sq_tail, memory_order_release);
 }
 
@@ -617,60 +617,60 @@ static void t_hc_step(struct t_hc *h)
     uint64_t cq_bytes = (uint64_t)d->cq_entries * sizeof(struct mc_cqe);
     uint32_t head, room;
 
-    switch (t_below(r, 16)) {
+    switch (t_rng_below(r, 16)) {
     case 0: /* the header: the agent keeps its own copy */
-        t_hc_scribble(h, t_below(r, MC_SHM_HDR_SIZE), 1 + t_below(r, 256));
+        t_hc_scribble(h, t_rng_below(r, MC_SHM_HDR_SIZE), 1 + t_rng_below(r, 256));
         break;
     case 1: /* the SQ's control words: head, tail, futex, need_wakeup (rarely: fatal) */
-        if (t_below(r, 8) == 0)
+        if (t_rng_below(r, 8) == 0)
             t_hc_scribble(h, d->sq_ctrl_off, sizeof(struct mc_shm_ring_ctrl));
         else
-            atomic_store(&h->sq->need_wakeup, (uint32_t)t_rnd(r));
+            atomic_store(&h->sq->need_wakeup, (uint32_t)t_rng_next(r));
         break;
     case 2: /* the CQ's control words */
-        t_hc_scribble(h, d->cq_ctrl_off + t_below(r, sizeof(struct mc_shm_ring_ctrl)),
-                      1 + t_below(r, sizeof(struct mc_shm_ring_ctrl)));
+        t_hc_scribble(h, d->cq_ctrl_off + t_rng_below(r, sizeof(struct mc_shm_ring_ctrl)),
+                      1 + t_rng_below(r, sizeof(struct mc_shm_ring_ctrl)));
         break;
     case 3: /* the CQEs the agent posted, or is posting */
-        t_hc_scribble(h, d->cqes_off + t_below(r, cq_bytes), 1 + t_below(r, cq_bytes));
+        t_hc_scribble(h, d->cqes_off + t_rng_below(r, cq_bytes), 1 + t_rng_below(r, cq_bytes));
         break;
     case 4: /* staging, while the agent may be copying out of it */
-        t_hc_scribble(h, d->staging_off + t_below(r, d->staging_size),
-                      1 + t_below(r, 1u << 20));
+        t_hc_scribble(h, d->staging_off + t_rng_below(r, d->staging_size),
+                      1 + t_rng_below(r, 1u << 20));
         break;
     case 5: /* an arena, likewise */
         if (h->narenas > 0) {
-            uint32_t k = (uint32_t)t_below(r, h->narenas);
+            uint32_t k = (uint32_t)t_rng_below(r, h->narenas);
 
-            t_rnd_bytes(r, h->arena[k].p, h->arena[k].size);
+            t_rng_bytes(r, h->arena[k].p, h->arena[k].size);
         }
         break;
     case 6: /* key slots */
-        t_hc_scribble(h, d->keys_off + t_below(r, (uint64_t)d->sq_entries * MC_SHM_KEY_SLOT),
-                      1 + t_below(r, 8192));
+        t_hc_scribble(h, d->keys_off + t_rng_below(r, (uint64_t)d->sq_entries * MC_SHM_KEY_SLOT),
+                      1 + t_rng_below(r, 8192));
         break;
     case 7: /* SQ entries, published or not */
-        t_hc_scribble(h, d->sqes_off + t_below(r, sq_bytes), 1 + t_below(r, sq_bytes));
+        t_hc_scribble(h, d->sqes_off + t_rng_below(r, sq_bytes), 1 + t_rng_below(r, sq_bytes));
         break;
     case 8:
     case 9:
     case 10: /* a batch of submissions within the ring */
         head = atomic_load(&h->sq->head);
         room = h->sq_tail - head <= d->sq_entries ? d->sq_entries - (h->sq_tail - head) : 1;
-        t_hc_submit(h, 1 + (uint32_t)t_below(r, room < 32 ? room : 32), false);
+        t_hc_submit(h, 1 + (uint32_t)t_rng_below(r, room < 32 ? room : 32), false);
         break;
     case 11: /* a flood: the whole ring at once (more than max_inflight: fatal) */
         head = atomic_load(&h->sq->head);
         room = h->sq_tail - head <= d->sq_entries ? d->sq_entries - (h->sq_tail - head) : 1;
-        t_hc_submit(h, room == 0 ? 1 : room, t_below(r, 8) == 0);
+        t_hc_submit(h, room == 0 ? 1 : room, t_rng_below(r, 8) == 0);
         break;
     case 12: /* a doorbell storm */
-        for (uint64_t i = 1 + t_below(r, 64); i > 0; i--)
+        for (uint64_t i = 1 + t_rng_below(r, 64); i > 0; i--)
             t_doorbell(h->sq);
         break;
     case 13: /* reap: the CQ head where its tail is, or anywhere */
-        if (t_below(r, 8) == 0) {
-            atomic_store(&h->cq->head, (uint32_t)t_rnd(r));
+        if (t_rng_below(r, 8) == 0) {
+            atomic_store(&h->cq->head, (uint32_t)t_rng_next(r));
         } else {
             uint32_t tail = atomic_load(&h->cq->tail), hd = atomic_load(&h->cq->head);
 
@@ -683,7 +683,7 @@ static void t_hc_step(struct t_hc *h)
             }
             atomic_store(&h->cq->head, tail);
         }
-        if (h->efd >= 0 && t_below(r, 2) == 0) {
+        if (h->efd >= 0 && t_rng_below(r, 2) == 0) {
             uint64_t v;
 
             if (fcntl(h->efd, F_GETFL) & O_NONBLOCK)
@@ -691,21 +691,21 @@ static void t_hc_step(struct t_hc *h)
         }
         break;
     case 14: /* holes punched in the region or an arena: they read as zeros */
-        if (h->narenas > 0 && t_below(r, 2) == 0) {
-            uint32_t k = (uint32_t)t_below(r, h->narenas);
+        if (h->narenas > 0 && t_rng_below(r, 2) == 0) {
+            uint32_t k = (uint32_t)t_rng_below(r, h->narenas);
 
             (void)fallocate(h->arena[k].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                            (off_t)(4096 * t_below(r, h->arena[k].size / 4096)), 4096);
+                            (off_t)(4096 * t_rng_below(r, h->arena[k].size / 4096)), 4096);
         } else {
             (void)fallocate(h->region_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                            (off_t)(4096 * t_below(r, h->region_size / 4096)), 8192);
+                            (off_t)(4096 * t_rng_below(r, h->region_size / 4096)), 8192);
         }
         break;
     default: /* anywhere at all */
-        t_hc_scribble(h, t_below(r, h->region_size), 1 + t_below(r, 1u << 16));
+        t_hc_scribble(h, t_rng_below(r, h->region_size), 1 + t_rng_below(r, 1u << 16));
         break;
     }
-    if (t_below(r, 2) == 0)
+    if (t_rng_below(r, 2) == 0)
         t_doorbell(h->sq);
 }
 
@@ -719,7 +719,7 @@ static bool t_hc_violate(struct t_hc *h)
     uint8_t junk[64];
     int fds[3], fd;
 
-    switch (t_below(r, 8)) {
+    switch (t_rng_below(r, 8)) {
     case 0: /* an unsealed arena */
         fd = t_memfd_sealed("t-unsealed", 8192, false);
         (void)t_send_fds(h->sock, &m, sizeof(m), &fd, 1);
@@ -733,7 +733,7 @@ static bool t_hc_violate(struct t_hc *h)
         break;
     case 2: /* an id used already, or out of range */
         fd = t_memfd_sealed("t-arena", 8192, true);
-        m.arena_id = h->narenas > 0 ? 0 : MC_SHM_MAX_ARENAS + (uint32_t)t_below(r, 1000);
+        m.arena_id = h->narenas > 0 ? 0 : MC_SHM_MAX_ARENAS + (uint32_t)t_rng_below(r, 1000);
         (void)t_send_fds(h->sock, &m, sizeof(m), &fd, 1);
         close(fd);
         break;
@@ -745,12 +745,12 @@ static bool t_hc_violate(struct t_hc *h)
             close(fds[i]);
         break;
     case 4: /* random bytes on the socket */
-        t_rnd_bytes(r, junk, sizeof(junk));
-        (void)send(h->sock, junk, 1 + t_below(r, sizeof(junk)), MSG_NOSIGNAL);
+        t_rng_bytes(r, junk, sizeof(junk));
+        (void)send(h->sock, junk, 1 + t_rng_below(r, sizeof(junk)), MSG_NOSIGNAL);
         break;
     default: /* a tail no producer could write */
         h->sq_tail =
-            atomic_load(&h->sq->head) + h->hdr.sq_entries + 1 + (uint32_t)t_below(r, 1u << 30);
+            atomic_load(&h->sq->head) + h->hdr.sq_entries + 1 + (uint32_t)t_rng_below(r, 1u << 30);
         atomic_store(&h->sq->tail, h->sq_tail);
         t_doorbell(h->sq);
         return false;
@@ -768,10 +768,10 @@ static unsigned t_hc_round(const char *sock, uint64_t seed, bool check_segs)
 
     t_hc_connect(&h, sock, seed, check_segs);
     /* a third of the rounds end early on one of t_hc_violate's sins */
-    steps = t_below(&h.rng, 3) == 0 ? 1 + (int)t_below(&h.rng, 8) : T_HC_STEPS;
+    steps = t_rng_below(&h.rng, 3) == 0 ? 1 + (int)t_rng_below(&h.rng, 8) : T_HC_STEPS;
     for (int i = 0; i < steps && !cut; i++) {
         t_hc_step(&h);
-        if (t_below(&h.rng, 4) == 0)
+        if (t_rng_below(&h.rng, 4) == 0)
             t_poll_pause();
         cut = t_cut_off(h.sock, 0);
     }

@@ -57,7 +57,7 @@
 
 /* --- common ------------------------------------------------------------------------------- */
 
-#include "tests/fault/t_rng.h"
+#include "tests/lib/t_rng.h"
 
 static bool t_alive(pid_t pid)
 {
@@ -493,9 +493,9 @@ static void t_hp_bad_payloads(struct t_hp_target *t, const struct t_hp_ctx *x, s
         for (size_t cut = 0; cut < len; cut++)
             t_hp_refused(t, type, buf, cut, w, "truncated payload");
         for (int k = 0; k < 8; k++) {
-            size_t n = (size_t)t_below(r, sizeof(junk));
+            size_t n = (size_t)t_rng_below(r, sizeof(junk));
 
-            t_rnd_bytes(r, junk, n);
+            t_rng_bytes(r, junk, n);
             t_hp_refused(t, type, junk, n, w, "garbage payload");
         }
         /* the right shape with a huge count or blob length where the first one is (only
@@ -514,7 +514,7 @@ static void t_hp_bad_payloads(struct t_hp_target *t, const struct t_hp_ctx *x, s
         uint8_t *big = malloc(MC_WIRE_PAYLOAD_MAX);
 
         ck_assert_ptr_nonnull(big);
-        t_rnd_bytes(r, big, MC_WIRE_PAYLOAD_MAX);
+        t_rng_bytes(r, big, MC_WIRE_PAYLOAD_MAX);
         t_hp_refused(t, MC_WIRE_GET_BATCH, big, MC_WIRE_PAYLOAD_MAX, want, "4 MiB of garbage");
         free(big);
     }
@@ -626,7 +626,7 @@ static void t_hp_bad_frames(struct t_hp_target *t, struct t_hp_ctx *x, struct t_
                           sizeof(frame));
         T_HP_SEND(frame, flen);
         /* its reply type, as if answering a call the daemon never made: dropped */
-        flen = t_hp_frame((uint16_t)(t_hp_types[i] + 1), t_rnd(r), (uint32_t)len,
+        flen = t_hp_frame((uint16_t)(t_hp_types[i] + 1), t_rng_next(r), (uint32_t)len,
                           MC_WIRE_F_REPLY, pl, len, frame, sizeof(frame));
         t_hp_send_frame(&snd, frame, flen, false);
     }
@@ -648,9 +648,9 @@ static void t_hp_bad_frames(struct t_hp_target *t, struct t_hp_ctx *x, struct t_
     }
     /* random bytes, and random bytes behind a valid magic and version */
     for (int k = 0; k < T_HP_RANDOM; k++) {
-        size_t n = (size_t)t_below(r, 2048);
+        size_t n = (size_t)t_rng_below(r, 2048);
 
-        t_rnd_bytes(r, frame, n);
+        t_rng_bytes(r, frame, n);
         if (k % 2 == 1 && n >= 8) {
             t_hp_frame(MC_WIRE_HEARTBEAT, 0, 0, 0, NULL, 0, pl, sizeof(pl));
             memcpy(frame, pl, 6);
@@ -830,7 +830,7 @@ START_TEST(test_hostile_peer_malformed_messages)
                           "unauthenticated WRITE of the whole segment");
         t_hp_bulk_refused(&ta, MC_WIRE_WRITE, 0, buf, hlen, junk, x.a1_seg_size,
                           "unauthenticated WRITE, again");
-        t_hp_bulk_refused(&ta, MC_WIRE_READ_REPLY, t_rnd(&rng), NULL, 0, junk, 1u << 20,
+        t_hp_bulk_refused(&ta, MC_WIRE_READ_REPLY, t_rng_next(&rng), NULL, 0, junk, 1u << 20,
                           "READ_REPLY never asked for");
         t_hp_fresh(&tm);
         t_hp_bulk_refused(&tm, MC_WIRE_WRITE, 0, buf, hlen, junk, 1u << 20,
@@ -906,8 +906,8 @@ START_TEST(test_hostile_peer_malformed_messages)
                               "WRITE outside the segment");
         }
         for (int k = 0; k < 16; k++) {
-            len = (size_t)t_below(&rng, 200);
-            t_rnd_bytes(&rng, buf, len);
+            len = (size_t)t_rng_below(&rng, 200);
+            t_rng_bytes(&rng, buf, len);
             t_hp_bulk_refused(&ta, MC_WIRE_WRITE, 0, buf, len, junk, 4096, "garbage WRITE");
         }
         free(junk);

@@ -29,6 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/lib/t_proc.h"
+#include "tests/lib/t_time.h"
+
 #define T_AGENT_READY_MS 10000 /* start-up deadline */
 #define T_AGENT_STOP_MS  5000  /* SIGTERM grace before SIGKILL */
 
@@ -38,25 +41,10 @@ struct t_agent {
     char sock[300];
     char ready[300];
     char log[300];
+    int log_unexpected; /* t_agent_stop: ERROR lines in its log (tests/lib/t_proc.h) */
 };
 
 static struct t_agent *t_agent_current;
-
-static inline uint64_t t_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* A short pause between two polls of a condition that has its own deadline. */
-static inline void t_poll_pause(void)
-{
-    struct timespec ts = {0, 2 * 1000 * 1000};
-
-    nanosleep(&ts, NULL);
-}
 
 /* Print the agent's log to stderr (when something went wrong). */
 static inline void t_agent_dump_log(const struct t_agent *a)
@@ -77,23 +65,9 @@ static inline void t_agent_dump_log(const struct t_agent *a)
 /* Remove the temporary directory and what the agent left in it (flat). */
 static inline void t_agent_rmdir(struct t_agent *a)
 {
-    char path[600];
-    struct dirent *e;
-    DIR *d;
-
     if (a->dir[0] == '\0')
         return;
-    d = opendir(a->dir);
-    if (d != NULL) {
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            snprintf(path, sizeof(path), "%s/%s", a->dir, e->d_name);
-            unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(a->dir);
+    t_rmdir(a->dir);
     a->dir[0] = '\0';
 }
 
@@ -129,6 +103,8 @@ static inline int t_agent_stop(struct t_agent *a)
         }
         a->pid = 0;
     }
+    if (a->dir[0] != '\0')
+        a->log_unexpected = t_log_unexpected(a->log, NULL);
     t_agent_rmdir(a);
     if (t_agent_current == a)
         t_agent_current = NULL;

@@ -62,7 +62,8 @@ static inline mc_client_t *t_connect(struct t_agent *a)
 }
 
 /* The end of a fixture: close the client, then stop the agent and insist it exited
- * cleanly on SIGTERM (status 0: no leak under LeakSanitizer, no crash). */
+ * cleanly on SIGTERM (status 0: no leak under LeakSanitizer, no crash) and logged no
+ * error. */
 static inline void t_client_and_agent_stop(struct t_agent *a, mc_client_t **c)
 {
     int rc;
@@ -71,6 +72,9 @@ static inline void t_client_and_agent_stop(struct t_agent *a, mc_client_t **c)
     *c = NULL;
     rc = t_agent_stop(a);
     ck_assert_msg(rc == 0, "mc-agent did not exit cleanly on SIGTERM (%d)", rc);
+    /* the expected-log guard: nothing these tests do makes the agent log an error */
+    ck_assert_msg(a->log_unexpected == 0, "mc-agent logged %d unexpected error line(s)",
+                  a->log_unexpected);
 }
 
 #endif /* MC_T_UTIL_H */

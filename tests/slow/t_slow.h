@@ -1,8 +1,8 @@
 /*
  * Helpers of the slow suite, on top of tests/cluster/t_cluster.h (daemons, ready files,
  * mcctl JSON): a standalone mc-agent as a t_proc, the agent's statistics through libmc's
- * internal STATS call, self-describing object contents, a seeded random generator whose seed
- * is printed (MC_SLOW_SEED replays a run), and /proc readings of a daemon (RSS, open fds,
+ * internal STATS call, self-describing object contents, the seed of a run (tests/lib/t_rng.h;
+ * MC_SLOW_SEED replays a run), and /proc readings of a daemon (RSS, open fds,
  * its segment's mapping).
  *
  * Header-only (static inline, so a test that needs only part of it gets no warning).
@@ -18,61 +18,12 @@
 
 #include "libmc/client.h"
 #include "tests/cluster/t_cluster.h"
+#include "tests/lib/t_rng.h"
 
-/* --- random choices ----------------------------------------------------------------------- */
-
-static inline uint64_t t_splitmix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-/* The run's seed: $MC_SLOW_SEED when set, else from the clock and pid; printed either way so
- * a failure can be replayed. */
+/* The run's seed (MC_SLOW_SEED replays it): tests/lib/t_rng.h. */
 static inline uint64_t t_slow_seed(const char *test)
 {
-    const char *s = getenv("MC_SLOW_SEED");
-    struct timespec ts;
-    uint64_t seed;
-
-    if (s != NULL && s[0] != '\0') {
-        seed = strtoull(s, NULL, 0);
-    } else {
-        clock_gettime(CLOCK_REALTIME, &ts);
-        seed =
-            t_splitmix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)getpid());
-    }
-    fprintf(stderr, "%s: seed %" PRIu64 " (MC_SLOW_SEED=%" PRIu64 " replays it)\n", test, seed,
-            seed);
-    return seed;
-}
-
-struct t_rng {
-    uint64_t s;
-};
-
-static inline uint64_t t_rng_next(struct t_rng *r)
-{
-    r->s += 0x9e3779b97f4a7c15ull;
-    return t_splitmix(r->s);
-}
-
-/* Uniform in [0, n); n > 0. */
-static inline uint64_t t_rng_below(struct t_rng *r, uint64_t n)
-{
-    return t_rng_next(r) % n;
-}
-
-/* Log-uniform in [lo, hi]: as many sizes in 1-2 KiB as in 32-64 MiB. */
-static inline size_t t_rng_log_size(struct t_rng *r, size_t lo, size_t hi)
-{
-    double u = (double)(t_rng_next(r) >> 11) / (double)(1ull << 53);
-    double v = exp(log((double)lo) + u * (log((double)hi) - log((double)lo)));
-    size_t n = (size_t)v;
-
-    return n < lo ? lo : n > hi ? hi : n;
+    return t_seed(test, "MC_SLOW_SEED");
 }
 
 /* --- self-describing contents ------------------------------------------------------------- */
