@@ -85,6 +85,52 @@ static void agent_fatal(struct mc_agent *a, int status)
         drain_start(a);
 }
 
+/* --- the mode: what the loop does for the master link ------------------------------------ */
+
+/* A standalone agent is a cluster of one: its master is in-process, so the tick drives it
+ * and there is nothing to progress, to wait on or to leave. A cluster agent's are
+ * cluster.c's. The loop calls through this table and never asks which mode it is in. */
+struct agent_mode {
+    const char *name;
+    void (*tick)(struct mc_agent *a);
+    bool (*turn)(struct mc_agent *a);  /* progress: true when anything happened */
+    bool (*arm)(struct mc_agent *a);   /* before sleeping: false when events are pending */
+    void (*leave)(struct mc_agent *a); /* graceful exit */
+};
+
+static void local_tick(struct mc_agent *a)
+{
+    mc_master_node_heartbeat(a->master, a->node);
+    mc_master_tick(a->master);
+}
+
+static bool local_turn(struct mc_agent *a)
+{
+    (void)a;
+    return false;
+}
+
+static bool local_arm(struct mc_agent *a)
+{
+    (void)a;
+    return true;
+}
+
+static void local_leave(struct mc_agent *a)
+{
+    (void)a;
+}
+
+static const struct agent_mode standalone_mode = {
+    .name = "standalone", .tick = local_tick, .turn = local_turn, .arm = local_arm,
+    .leave = local_leave,
+};
+
+static const struct agent_mode cluster_mode = {
+    .name = "cluster", .tick = cluster_tick, .turn = cluster_turn, .arm = cluster_arm,
+    .leave = cluster_leave,
+};
+
 /* --- the tick and the signals ----------------------------------------------------------- */
 
 static void on_tick(struct mc_loop_ev *ev, int res, uint32_t flags)
@@ -95,12 +141,7 @@ static void on_tick(struct mc_loop_ev *ev, int res, uint32_t flags)
 
     (void)res;
     (void)flags;
-    if (a->master != NULL) {
-        mc_master_node_heartbeat(a->master, a->node);
-        mc_master_tick(a->master);
-    } else {
-        cluster_tick(a);
-    }
+    a->mode->tick(a);
     clients_tick(&a->cs, now);
     for (c = a->cs.list; c != NULL; c = c->next) {
         if (c->state != CL_ACTIVE)
@@ -176,7 +217,7 @@ int mc_agent_run(struct mc_agent *a)
         bool work = serve_clients(a);
         uint64_t t;
 
-        if (a->cl != NULL && cluster_turn(a))
+        if (a->mode->turn(a))
             work = true;
         t = mc_agent_now_ns();
         /* the metrics page reads a copy at most ~10 ms old (and the timer wakes an idle
@@ -192,7 +233,7 @@ int mc_agent_run(struct mc_agent *a)
         if (work)
             a->last_active_ns = t;
         if (work || t - a->last_active_ns < a->cfg.agent_spin_us * 1000u ||
-            !clients_arm_doorbells(&a->cs, client_busy) || (a->cl != NULL && !cluster_arm(a))) {
+            !clients_arm_doorbells(&a->cs, client_busy) || !a->mode->arm(a)) {
             mc_loop_submit(&a->loop); /* spinning: no waiting */
             /* an idle spin yields the CPU: on a small machine the client we wait for may
              * be queued behind us on this very core (docs/decisions.md) */
@@ -257,6 +298,7 @@ static int standalone_create(struct mc_agent *a)
     if (err == 0)
         err = ml_create_local(a->master, &a->ml);
     a->rio = (struct mc_rio){.ops = &mc_rio_local_ops, .impl = a};
+    a->mode = &standalone_mode;
     a->put_size_max = a->seg->size; /* one node: every replica is here */
     return err;
 }
@@ -278,6 +320,7 @@ static int cluster_mode_create(struct mc_agent *a)
     a->land_idx = a->seg != NULL ? 1 : 0;
     a->seg_id = UINT32_MAX;
     a->put_size_max = UINT64_MAX; /* the master knows where it fits */
+    a->mode = &cluster_mode; /* set first: a join that fails half-way still leaves */
     return cluster_create(a, agent_fatal);
 }
 
@@ -381,7 +424,7 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     if (err != 0)
         goto err_destroy;
     mc_info("agent up (%s): socket %s, DRAM %" PRIu64 " bytes%s, io_uring futex %s",
-            a->cl != NULL ? "cluster" : "standalone", a->socket_path, agent_dram_bytes(a),
+            a->mode->name, a->socket_path, agent_dram_bytes(a),
             a->seg != NULL && a->seg->huge ? " (huge pages)" : "",
             mc_loop_has_futex(&a->loop) ? "yes" : "no");
     *a_p = a;
@@ -400,8 +443,8 @@ void mc_agent_destroy(struct mc_agent *a)
     clients_close_all(&a->cs);
     /* transfers and master calls under way end now (their callbacks see closing clients),
      * before the clients they hold go */
-    if (a->cl != NULL)
-        cluster_leave(a);
+    if (a->mode != NULL)
+        a->mode->leave(a);
     cluster_destroy(a);
     ml_destroy(a->ml);
     a->ml = NULL;

@@ -28,6 +28,7 @@
 #define IMAGE_CACHE_BYTES (UINT64_C(1) << 30)
 
 struct cluster;
+struct agent_mode;
 
 struct mc_agent {
     struct mc_agent_config cfg;
@@ -36,6 +37,7 @@ struct mc_agent {
     struct mlink *ml;             /* the way to the master, either kind */
     struct mc_rio rio;            /* replicas elsewhere: none (standalone) or the peers */
     struct cluster *cl;           /* cluster mode: UCX, peers, the owner's side */
+    const struct agent_mode *mode; /* standalone or cluster: what the loop does (agent.c) */
     struct mc_seg *seg;           /* our DRAM segment (NULL: a pure client node) */
     uint32_t seg_id;              /* its id at the master */
     struct mc_seg *land_seg;      /* cluster: reads from peers land here */
