@@ -21,207 +21,15 @@
 
 #include <mc/mc.h>
 
-#include "tests/cluster/t_cluster.h"
+#include "tests/lib/t_fcluster.h"
 
-#define T_FM_HB_MS   250u  /* agents' heartbeat_ms */
-#define T_FM_KA_MS   250u  /* agents' keepalive_ms */
+#define T_FC_HB_MS   250u  /* agents' heartbeat_ms */
+#define T_FC_KA_MS   250u  /* agents' keepalive_ms */
 #define T_FM_OP_MS   MC_OP_TIMEOUT_MS_DEFAULT
 /* master_timeout_ms is left at its default (1000 ms): a master-bound call during a stop
  * fails once it is known silent, so within that plus a heartbeat period and a tick; the
  * bound asserted leaves room for a loaded machine and stays far below the op deadline */
 #define T_FM_FAST_MS 1500u
-#define T_FM_MAX     6
-
-struct t_fm {
-    char dir[256];
-    char token[40];
-    char master_host[64];
-    unsigned ttl_ms;
-    struct t_proc master;
-    struct t_proc *nodes[T_FM_MAX];
-    int nnodes;
-};
-
-/* what main() needs to show a failed test's logs (shared with the forked tests) */
-struct t_fm_record {
-    bool used, passed;
-    char dir[256];
-};
-static struct t_fm_record *t_fm_rec;
-static char t_fm_ns_a[32], t_fm_ns_p[32];
-
-static void t_fm_init(struct t_fm *fm, unsigned ttl_ms)
-{
-    memset(fm, 0, sizeof(*fm));
-    t_mkdtemp(fm->dir, sizeof(fm->dir));
-    t_random_token(fm->token, sizeof(fm->token));
-    fm->ttl_ms = ttl_ms;
-    if (t_fm_rec != NULL) {
-        t_fm_rec->used = true;
-        snprintf(t_fm_rec->dir, sizeof(t_fm_rec->dir), "%s", fm->dir);
-    }
-}
-
-static const char *t_fm_ip_bin(void)
-{
-    static const char *const paths[] = {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"};
-
-    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
-        if (access(paths[i], X_OK) == 0)
-            return paths[i];
-    return NULL;
-}
-
-static int t_fm_argv_netns(const char **argv, int argc, const char *netns)
-{
-    if (netns != NULL) {
-        argv[argc++] = t_fm_ip_bin();
-        argv[argc++] = "netns";
-        argv[argc++] = "exec";
-        argv[argc++] = netns;
-    }
-    return argc;
-}
-
-static void t_fm_master_start(struct t_fm *fm, const char *netns, const char *listen)
-{
-    char ttl[48], st[48];
-    const char *argv[16];
-    int argc = 0, r;
-    const char *colon = strrchr(listen, ':');
-
-    snprintf(fm->master_host, sizeof(fm->master_host), "%.*s", (int)(colon - listen), listen);
-    snprintf(fm->master.ready, sizeof(fm->master.ready), "%s/master.ready", fm->dir);
-    snprintf(ttl, sizeof(ttl), "node_ttl_ms=%u", fm->ttl_ms);
-    argc = t_fm_argv_netns(argv, argc, netns);
-    argv[argc++] = t_env_bin("MC_MASTER_BIN");
-    argv[argc++] = "--listen";
-    argv[argc++] = listen;
-    argv[argc++] = "--ready-file";
-    argv[argc++] = fm->master.ready;
-    argv[argc++] = "--set";
-    argv[argc++] = ttl;
-    argv[argc] = NULL;
-    t_proc_spawn(&fm->master, fm->dir, "master", fm->token, argv);
-    r = t_proc_wait_ready(&fm->master, T_READY_MS);
-    if (r != 0) {
-        t_proc_dump_log(&fm->master, 8192);
-        ck_abort_msg("mc-master not ready (%s)",
-                     r > 0 ? t_status_str(fm->master.status, st, sizeof(st)) : "timeout");
-    }
-}
-
-/* Spawn an agent with node name `name`, its files named after `label` (two agents may
- * claim one name), --dram dram, in netns (NULL: ours) listening on host. Does not wait. */
-static void t_fm_agent_spawn(struct t_fm *fm, struct t_proc *p, const char *netns,
-                             const char *host, const char *label, const char *name,
-                             const char *dram, const char *const *extra)
-{
-    char master[96], listen[96], hb[48], ka[48];
-    const char *argv[48];
-    int argc = 0;
-
-    ck_assert_int_lt(fm->nnodes, T_FM_MAX);
-    fm->nodes[fm->nnodes++] = p;
-    snprintf(master, sizeof(master), "%s:%u", fm->master_host, fm->master.port);
-    snprintf(listen, sizeof(listen), "%s:0", host);
-    snprintf(hb, sizeof(hb), "heartbeat_ms=%u", T_FM_HB_MS);
-    snprintf(ka, sizeof(ka), "keepalive_ms=%u", T_FM_KA_MS);
-    snprintf(p->sock, sizeof(p->sock), "%s/%s.sock", fm->dir, label);
-    snprintf(p->ready, sizeof(p->ready), "%s/%s.ready", fm->dir, label);
-    argc = t_fm_argv_netns(argv, argc, netns);
-    argv[argc++] = t_env_bin("MC_AGENT_BIN");
-    argv[argc++] = "--master";
-    argv[argc++] = master;
-    argv[argc++] = "--listen";
-    argv[argc++] = listen;
-    argv[argc++] = "--node";
-    argv[argc++] = name;
-    argv[argc++] = "--socket";
-    argv[argc++] = p->sock;
-    argv[argc++] = "--dram";
-    argv[argc++] = dram;
-    argv[argc++] = "--ready-file";
-    argv[argc++] = p->ready;
-    argv[argc++] = "--set";
-    argv[argc++] = "landing=32M";
-    argv[argc++] = "--set";
-    argv[argc++] = "prefault=false";
-    argv[argc++] = "--set";
-    argv[argc++] = hb;
-    argv[argc++] = "--set";
-    argv[argc++] = ka;
-    for (int i = 0; extra != NULL && extra[i] != NULL && argc < 47; i++)
-        argv[argc++] = extra[i];
-    argv[argc] = NULL;
-    t_proc_spawn(p, fm->dir, label, fm->token, argv);
-}
-
-static void t_fm_agent_wait(struct t_proc *p)
-{
-    char st[48];
-    int r = t_proc_wait_ready(p, T_READY_MS);
-
-    if (r != 0) {
-        t_proc_dump_log(p, 8192);
-        ck_abort_msg("mc-agent %s not ready (%s)", p->name,
-                     r > 0 ? t_status_str(p->status, st, sizeof(st)) : "timeout");
-    }
-}
-
-static void t_fm_finish(struct t_fm *fm)
-{
-    char st[48];
-
-    for (int i = 0; i < fm->nnodes; i++) {
-        struct t_proc *p = fm->nodes[i];
-
-        if (p->pid > 0 && t_proc_stop(p) != 0)
-            ck_abort_msg("mc-agent %s did not exit cleanly on SIGTERM (%s)", p->name,
-                         t_status_str(p->status, st, sizeof(st)));
-    }
-    if (fm->master.pid > 0 && t_proc_stop(&fm->master) != 0)
-        ck_abort_msg("mc-master did not exit cleanly on SIGTERM (%s)",
-                     t_status_str(fm->master.status, st, sizeof(st)));
-    if (t_fm_rec != NULL)
-        t_fm_rec->passed = true;
-    t_rmdir(fm->dir);
-}
-
-static mc_client_t *t_fm_conn(struct t_proc *p)
-{
-    mc_client_t *c = NULL;
-    int err = mc_connect(p->sock, &c);
-
-    ck_assert_msg(err == 0, "mc_connect(%s): %s", p->name, mc_strerror(err));
-    return c;
-}
-
-static json_t *t_fm_cluster(const char *sock)
-{
-    json_t *j = t_cluster_json(sock);
-
-    ck_assert_msg(j != NULL, "mcctl cluster through %s failed", sock);
-    return j;
-}
-
-static json_int_t t_fm_stat(const char *sock, const char *field)
-{
-    char *out = NULL;
-    json_t *j, *v;
-    json_int_t x;
-    int rc = t_mcctl(sock, &out, "stats", NULL);
-
-    ck_assert_msg(rc == 0, "mcctl stats through %s: exit %d", sock, rc);
-    j = json_loads(out, 0, NULL);
-    ck_assert_msg(j != NULL, "mcctl stats: not JSON: %s", out);
-    free(out);
-    v = json_object_get(j, field);
-    ck_assert_msg(json_is_integer(v), "mcctl stats has no integer %s", field);
-    x = json_integer_value(v);
-    json_decref(j);
-    return x;
-}
 
 /* The id of node `name` in a cluster JSON when it is alive; -1 otherwise. */
 static json_int_t t_fm_alive_id(json_t *j, const char *name)
@@ -285,20 +93,6 @@ static void t_fm_get_exact(mc_client_t *c, const char *via, const struct t_fm_ob
     ck_assert_msg(exact, "get %s through %s: wrong bytes", o->key, via);
 }
 
-static void t_fm_sleep_ms(unsigned ms)
-{
-    for (uint64_t until = t_now_ms() + ms; t_now_ms() < until;)
-        t_poll_pause();
-}
-
-static uint64_t t_fm_salt(void)
-{
-    uint64_t s;
-
-    t_fill_random((uint8_t *)&s, sizeof(s));
-    return s;
-}
-
 /* Wait (until deadline) for p to exit; its exit status, -1 on a signal, -2 when it runs. */
 static int t_fm_exit_status(struct t_proc *p, uint64_t deadline_ms)
 {
@@ -329,28 +123,28 @@ START_TEST(test_fault_master_paused_past_ttl_loses_nothing)
     mc_client_t *cl[3];
     struct t_fm_obj objs[T1_N], late[3];
     json_int_t ids[3], nobj;
-    uint64_t salt = t_fm_salt(), t_stop, t_cont, t0, ms, worst = 0;
+    uint64_t salt = t_fc_salt(), t_stop, t_cont, t0, ms, worst = 0;
     char key[48];
     uint8_t small[2048];
-    struct t_fm fm;
+    struct t_fc fm;
     json_t *j;
     int i, k, err, calls = 0, npub = 0;
     bool exact, published[3];
 
-    t_fm_init(&fm, T1_TTL_MS);
-    t_fm_master_start(&fm, NULL, "127.0.0.1:0");
+    t_fc_init(&fm, __func__, T1_TTL_MS);
+    t_fc_master_start(&fm, NULL, "127.0.0.1:0", "master");
     for (i = 0; i < 3; i++)
-        t_fm_agent_spawn(&fm, nodes[i], NULL, "127.0.0.1", names[i], names[i], "64M", NULL);
+        t_fc_agent_spawn_as(&fm, nodes[i], NULL, "127.0.0.1", names[i], names[i], NULL, "64M", NULL);
     for (i = 0; i < 3; i++)
-        t_fm_agent_wait(nodes[i]);
+        t_fc_agent_wait(nodes[i]);
     for (i = 0; i < 3; i++)
-        cl[i] = t_fm_conn(nodes[i]);
+        cl[i] = t_fc_conn(nodes[i]);
     for (i = 0; i < T1_N; i++) {
         snprintf(key, sizeof(key), "pause/%d", i);
         t_fm_obj_make(&objs[i], key, 16 * 1024 + (size_t)i * 997, salt + (uint64_t)i);
         t_fm_put(cl[i % 3], names[i % 3], &objs[i]);
     }
-    j = t_fm_cluster(a.sock);
+    j = t_fc_cluster(a.sock);
     for (i = 0; i < 3; i++)
         ids[i] = t_fm_alive_id(j, names[i]);
     nobj = t_json_int(j, "objects");
@@ -403,7 +197,7 @@ START_TEST(test_fault_master_paused_past_ttl_loses_nothing)
             ck_assert_msg(t_now_ms() - t_cont < 3000,
                           "put through %s still fails %llu ms after the master resumed",
                           names[i], (unsigned long long)(t_now_ms() - t_cont));
-            t_fm_sleep_ms(20);
+            t_fc_sleep_ms(20);
         }
     }
     /* the first put through each agent during the stop (keys 0, 2, 4) may have sent its
@@ -416,8 +210,8 @@ START_TEST(test_fault_master_paused_past_ttl_loses_nothing)
         npub += published[i];
     }
     /* nobody was declared dead: same ids, every object readable through every node */
-    ck_assert_int_eq(t_fm_stat(a.sock, "nodes_declared_dead"), 0);
-    j = t_fm_cluster(b.sock);
+    ck_assert_int_eq(t_fc_stat(a.sock, "nodes_declared_dead"), 0);
+    j = t_fc_cluster(b.sock);
     for (i = 0; i < 3; i++)
         ck_assert_msg(t_fm_alive_id(j, names[i]) == ids[i],
                       "node %s: id %lld alive before the stop, %lld after", names[i],
@@ -443,7 +237,7 @@ START_TEST(test_fault_master_paused_past_ttl_loses_nothing)
         free(objs[i].data);
     for (i = 0; i < 3; i++)
         free(late[i].data);
-    t_fm_finish(&fm);
+    t_fc_finish(&fm);
 }
 END_TEST
 
@@ -470,13 +264,13 @@ static void t2_check_a(struct t_proc *a, struct t_proc *b, mc_client_t *ca, mc_c
 {
     json_t *j;
 
-    j = t_fm_cluster(b->sock);
+    j = t_fc_cluster(b->sock);
     ck_assert_msg(t_fm_alive_id(j, "A") == id, "A: id %lld before, %lld now", (long long)id,
                   (long long)t_fm_alive_id(j, "A"));
     ck_assert_int_eq(t_json_int(t_json_find_str(j, "nodes", "name", "A"), "segments"), 1);
     ck_assert_int_eq(t_json_int(j, "objects"), T2_N);
     json_decref(j);
-    ck_assert_int_ge(t_fm_stat(a->sock, "objects"), 0); /* stats answer: not DENIED */
+    ck_assert_int_ge(t_fc_stat(a->sock, "objects"), 0); /* stats answer: not DENIED */
     for (int i = 0; i < T2_N; i++) {
         t_fm_get_exact(cb, "B", &objs[i]);
         t_fm_get_exact(ca, "A", &objs[i]);
@@ -493,25 +287,25 @@ START_TEST(test_fault_master_live_name_refused)
     struct t_proc a = {0}, b = {0}, a2 = {0};
     struct t_fm_obj objs[T2_N];
     mc_client_t *ca, *cb;
-    struct t_fm fm;
+    struct t_fc fm;
     json_int_t id;
     json_t *j;
     int st;
 
-    t_fm_init(&fm, 4000);
-    t_fm_master_start(&fm, NULL, "127.0.0.1:0");
-    t_fm_agent_spawn(&fm, &a, NULL, "127.0.0.1", "A", "A", "64M", NULL);
-    t_fm_agent_spawn(&fm, &b, NULL, "127.0.0.1", "B", "B", "0", NULL);
-    t_fm_agent_wait(&a);
-    t_fm_agent_wait(&b);
-    ca = t_fm_conn(&a);
-    cb = t_fm_conn(&b);
-    t2_put_objs(ca, objs, t_fm_salt());
-    j = t_fm_cluster(b.sock);
+    t_fc_init(&fm, __func__, 4000);
+    t_fc_master_start(&fm, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn_as(&fm, &a, NULL, "127.0.0.1", "A", "A", NULL, "64M", NULL);
+    t_fc_agent_spawn_as(&fm, &b, NULL, "127.0.0.1", "B", "B", NULL, "0", NULL);
+    t_fc_agent_wait(&a);
+    t_fc_agent_wait(&b);
+    ca = t_fc_conn(&a);
+    cb = t_fc_conn(&b);
+    t2_put_objs(ca, objs, t_fc_salt());
+    j = t_fc_cluster(b.sock);
     id = t_fm_alive_id(j, "A");
     json_decref(j);
 
-    t_fm_agent_spawn(&fm, &a2, NULL, "127.0.0.1", "A2", "A", "64M", t2_quick);
+    t_fc_agent_spawn_as(&fm, &a2, NULL, "127.0.0.1", "A2", "A", NULL, "64M", t2_quick);
     st = t_fm_exit_status(&a2, t_now_ms() + T_READY_MS);
     if (st != 3)
         t_proc_dump_log(&a2, 4096);
@@ -523,7 +317,7 @@ START_TEST(test_fault_master_live_name_refused)
     mc_close(cb);
     for (int i = 0; i < T2_N; i++)
         free(objs[i].data);
-    t_fm_finish(&fm);
+    t_fc_finish(&fm);
 }
 END_TEST
 
@@ -537,28 +331,28 @@ START_TEST(test_fault_master_stopped_agent_keeps_its_name)
     struct t_proc a = {0}, b = {0}, a2 = {0};
     struct t_fm_obj objs[T2_N];
     mc_client_t *ca, *cb;
-    struct t_fm fm;
+    struct t_fc fm;
     json_int_t id;
     uint64_t t_stop;
     json_t *j;
     int st;
 
-    t_fm_init(&fm, 8000);
-    t_fm_master_start(&fm, NULL, "127.0.0.1:0");
-    t_fm_agent_spawn(&fm, &a, NULL, "127.0.0.1", "A", "A", "64M", NULL);
-    t_fm_agent_spawn(&fm, &b, NULL, "127.0.0.1", "B", "B", "0", NULL);
-    t_fm_agent_wait(&a);
-    t_fm_agent_wait(&b);
-    ca = t_fm_conn(&a);
-    cb = t_fm_conn(&b);
-    t2_put_objs(ca, objs, t_fm_salt());
-    j = t_fm_cluster(b.sock);
+    t_fc_init(&fm, __func__, 8000);
+    t_fc_master_start(&fm, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn_as(&fm, &a, NULL, "127.0.0.1", "A", "A", NULL, "64M", NULL);
+    t_fc_agent_spawn_as(&fm, &b, NULL, "127.0.0.1", "B", "B", NULL, "0", NULL);
+    t_fc_agent_wait(&a);
+    t_fc_agent_wait(&b);
+    ca = t_fc_conn(&a);
+    cb = t_fc_conn(&b);
+    t2_put_objs(ca, objs, t_fc_salt());
+    j = t_fc_cluster(b.sock);
     id = t_fm_alive_id(j, "A");
     json_decref(j);
 
     t_stop = t_now_ms();
     ck_assert_int_eq(kill(a.pid, SIGSTOP), 0);
-    t_fm_agent_spawn(&fm, &a2, NULL, "127.0.0.1", "A2", "A", "64M", t2_quick);
+    t_fc_agent_spawn_as(&fm, &a2, NULL, "127.0.0.1", "A2", "A", NULL, "64M", t2_quick);
     st = t_fm_exit_status(&a2, t_stop + T_READY_MS);
     while (t_now_ms() - t_stop < 3000)
         t_poll_pause();
@@ -572,7 +366,7 @@ START_TEST(test_fault_master_stopped_agent_keeps_its_name)
     mc_close(cb);
     for (int i = 0; i < T2_N; i++)
         free(objs[i].data);
-    t_fm_finish(&fm);
+    t_fc_finish(&fm);
 }
 END_TEST
 
@@ -588,31 +382,31 @@ START_TEST(test_fault_master_registration_lost_rejoins_or_exits)
     struct t_proc a = {0}, b = {0}, a2 = {0}, c = {0};
     struct t_fm_obj o1, o2, o3;
     mc_client_t *cb, *ca2, *cc;
-    uint64_t salt = t_fm_salt(), t_cont;
-    struct t_fm fm;
+    uint64_t salt = t_fc_salt(), t_cont;
+    struct t_fc fm;
     int st, err;
 
-    t_fm_init(&fm, 1500);
-    t_fm_master_start(&fm, NULL, "127.0.0.1:0");
-    t_fm_agent_spawn(&fm, &a, NULL, "127.0.0.1", "A", "A", "64M", NULL);
-    t_fm_agent_spawn(&fm, &b, NULL, "127.0.0.1", "B", "B", "0", NULL);
-    t_fm_agent_spawn(&fm, &c, NULL, "127.0.0.1", "C", "C", "64M", NULL);
-    t_fm_agent_wait(&a);
-    t_fm_agent_wait(&b);
-    t_fm_agent_wait(&c);
-    cb = t_fm_conn(&b);
-    cc = t_fm_conn(&c);
+    t_fc_init(&fm, __func__, 1500);
+    t_fc_master_start(&fm, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn_as(&fm, &a, NULL, "127.0.0.1", "A", "A", NULL, "64M", NULL);
+    t_fc_agent_spawn_as(&fm, &b, NULL, "127.0.0.1", "B", "B", NULL, "0", NULL);
+    t_fc_agent_spawn_as(&fm, &c, NULL, "127.0.0.1", "C", "C", NULL, "64M", NULL);
+    t_fc_agent_wait(&a);
+    t_fc_agent_wait(&b);
+    t_fc_agent_wait(&c);
+    cb = t_fc_conn(&b);
+    cc = t_fc_conn(&c);
 
     /* A stopped past the TTL; a newcomer takes the free name */
     ck_assert_int_eq(kill(a.pid, SIGSTOP), 0);
     for (uint64_t until = t_now_ms() + 6000;;) {
-        if (t_fm_stat(b.sock, "nodes_declared_dead") >= 1)
+        if (t_fc_stat(b.sock, "nodes_declared_dead") >= 1)
             break;
         ck_assert_msg(t_now_ms() < until, "A not declared dead 6 s into its stop");
-        t_fm_sleep_ms(50);
+        t_fc_sleep_ms(50);
     }
-    t_fm_agent_spawn(&fm, &a2, NULL, "127.0.0.1", "A2", "A", "64M", NULL);
-    t_fm_agent_wait(&a2);
+    t_fc_agent_spawn_as(&fm, &a2, NULL, "127.0.0.1", "A2", "A", NULL, "64M", NULL);
+    t_fc_agent_wait(&a2);
     ck_assert_int_eq(kill(a.pid, SIGCONT), 0);
     t_cont = t_now_ms();
     st = t_fm_exit_status(&a, t_cont + 8000);
@@ -621,7 +415,7 @@ START_TEST(test_fault_master_registration_lost_rejoins_or_exits)
     ck_assert_msg(st == 3, "A, whose name is the newcomer's now: exit status %d (want 3)", st);
     fprintf(stderr, "registration_lost: A exited %llu ms after it resumed\n",
             (unsigned long long)(t_now_ms() - t_cont));
-    ca2 = t_fm_conn(&a2);
+    ca2 = t_fc_conn(&a2);
     t_fm_obj_make(&o1, "reg/1", 70000, salt + 1);
     t_fm_put(ca2, "A2", &o1);
     t_fm_get_exact(cb, "B", &o1);
@@ -629,10 +423,10 @@ START_TEST(test_fault_master_registration_lost_rejoins_or_exits)
     /* C stopped past the TTL, nobody takes its name: it joins again and serves */
     ck_assert_int_eq(kill(c.pid, SIGSTOP), 0);
     for (uint64_t until = t_now_ms() + 6000;;) {
-        if (t_fm_stat(b.sock, "nodes_declared_dead") >= 2)
+        if (t_fc_stat(b.sock, "nodes_declared_dead") >= 2)
             break;
         ck_assert_msg(t_now_ms() < until, "C not declared dead 6 s into its stop");
-        t_fm_sleep_ms(50);
+        t_fc_sleep_ms(50);
     }
     ck_assert_int_eq(kill(c.pid, SIGCONT), 0);
     t_cont = t_now_ms();
@@ -644,7 +438,7 @@ START_TEST(test_fault_master_registration_lost_rejoins_or_exits)
         ck_assert_msg(err == MC_ERR_UNAVAILABLE || err == MC_ERR_TIMEOUT,
                       "put through C after its registration was lost: %s", mc_strerror(err));
         ck_assert_msg(t_now_ms() - t_cont < 8000, "C does not serve 8 s after it resumed");
-        t_fm_sleep_ms(50);
+        t_fc_sleep_ms(50);
     }
     fprintf(stderr, "registration_lost: C served again %llu ms after it resumed\n",
             (unsigned long long)(t_now_ms() - t_cont));
@@ -652,7 +446,7 @@ START_TEST(test_fault_master_registration_lost_rejoins_or_exits)
     t_fm_obj_make(&o3, "reg/3", 9000, salt + 3);
     t_fm_put(cb, "B", &o3);
     t_fm_get_exact(cc, "C", &o3);
-    ck_assert_int_ge(t_fm_stat(c.sock, "objects"), 0);
+    ck_assert_int_ge(t_fc_stat(c.sock, "objects"), 0);
 
     mc_close(cb);
     mc_close(cc);
@@ -660,7 +454,7 @@ START_TEST(test_fault_master_registration_lost_rejoins_or_exits)
     free(o1.data);
     free(o2.data);
     free(o3.data);
-    t_fm_finish(&fm);
+    t_fc_finish(&fm);
 }
 END_TEST
 
@@ -669,17 +463,6 @@ END_TEST
 #define T5_TTL_MS 4000u
 #define T5_CUT_MS 8000u
 #define T5_N      6
-
-static bool t_fm_sh(const char *fmt, ...)
-{
-    char cmd[512];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    return system(cmd) == 0;
-}
 
 /* A status a call may end with around a partition: success, or a retryable failure. */
 static bool t5_ok(int err, bool absent_ok)
@@ -704,26 +487,26 @@ START_TEST(test_fault_master_partition_longer_than_ttl)
     struct t_proc p = {0}, q = {0}, r = {0};
     struct t_fm_obj onq[T5_N], onp[T5_N], fresh;
     mc_client_t *cp, *cq, *cr;
-    uint64_t salt = t_fm_salt(), t_down, t_up, t0, ms, worst = 0;
+    uint64_t salt = t_fc_salt(), t_down, t_up, t0, ms, worst = 0;
     char key[48];
     uint8_t small[4096];
-    struct t_fm fm;
+    struct t_fc fm;
     int i, k, err, calls = 0;
     bool exact;
 
     setenv("UCX_TLS", "tcp,self", 1);
     setenv("UCX_NET_DEVICES", "mc0", 1);
-    t_fm_init(&fm, T5_TTL_MS);
-    t_fm_master_start(&fm, t_fm_ns_a, "10.77.0.1:0");
-    t_fm_agent_spawn(&fm, &q, t_fm_ns_a, "10.77.0.1", "Q", "Q", "64M", NULL);
-    t_fm_agent_spawn(&fm, &r, t_fm_ns_a, "10.77.0.1", "R", "R", "0", NULL);
-    t_fm_agent_spawn(&fm, &p, t_fm_ns_p, "10.77.0.2", "P", "P", "64M", NULL);
-    t_fm_agent_wait(&q);
-    t_fm_agent_wait(&r);
-    t_fm_agent_wait(&p);
-    cp = t_fm_conn(&p);
-    cq = t_fm_conn(&q);
-    cr = t_fm_conn(&r);
+    t_fc_init(&fm, __func__, T5_TTL_MS);
+    t_fc_master_start(&fm, t_fc_ns_a, "10.77.0.1:0", "master");
+    t_fc_agent_spawn_as(&fm, &q, t_fc_ns_a, "10.77.0.1", "Q", "Q", NULL, "64M", NULL);
+    t_fc_agent_spawn_as(&fm, &r, t_fc_ns_a, "10.77.0.1", "R", "R", NULL, "0", NULL);
+    t_fc_agent_spawn_as(&fm, &p, t_fc_ns_p, "10.77.0.2", "P", "P", NULL, "64M", NULL);
+    t_fc_agent_wait(&q);
+    t_fc_agent_wait(&r);
+    t_fc_agent_wait(&p);
+    cp = t_fc_conn(&p);
+    cq = t_fc_conn(&q);
+    cr = t_fc_conn(&r);
     for (i = 0; i < T5_N; i++) {
         snprintf(key, sizeof(key), "cut/q/%d", i);
         t_fm_obj_make(&onq[i], key, 100 * 1024 + (size_t)i, salt + (uint64_t)i);
@@ -737,7 +520,7 @@ START_TEST(test_fault_master_partition_longer_than_ttl)
     t_fill(small, sizeof(small), salt + 1000);
 
     t_down = t_now_ms();
-    ck_assert_msg(t_fm_sh("%s -n %s link set mc0 down", t_fm_ip_bin(), t_fm_ns_p),
+    ck_assert_msg(t_fc_sh("%s -n %s link set mc0 down", t_fc_ip_bin(), t_fc_ns_p),
                   "link down");
     /* during the cut: P's master-bound calls fail fast */
     for (k = 0; t_now_ms() - t_down < T5_CUT_MS - T_FM_FAST_MS; k++) {
@@ -757,16 +540,16 @@ START_TEST(test_fault_master_partition_longer_than_ttl)
         if (ms > worst)
             worst = ms;
         calls++;
-        t_fm_sleep_ms(50);
+        t_fc_sleep_ms(50);
     }
     while (t_now_ms() - t_down < T5_CUT_MS)
         t_poll_pause();
-    ck_assert_msg(t_fm_sh("%s -n %s link set mc0 up", t_fm_ip_bin(), t_fm_ns_p), "link up");
+    ck_assert_msg(t_fc_sh("%s -n %s link set mc0 up", t_fc_ip_bin(), t_fc_ns_p), "link up");
     t_up = t_now_ms();
     fprintf(stderr, "partition: %d calls through P during the %llu ms cut, the slowest %llu "
                     "ms\n",
             calls, (unsigned long long)(t_up - t_down), (unsigned long long)worst);
-    ck_assert_int_ge(t_fm_stat(q.sock, "nodes_declared_dead"), 1);
+    ck_assert_int_ge(t_fc_stat(q.sock, "nodes_declared_dead"), 1);
 
     /* after the heal: puts and gets through P, and gets through Q and R, until puts
      * through P succeed and Q's objects read back through P; every status is retryable */
@@ -800,7 +583,7 @@ START_TEST(test_fault_master_partition_longer_than_ttl)
                       "P does not serve %llu ms after the heal (put %s, Q's objects %s)",
                       (unsigned long long)(t_now_ms() - t_up), put_ok ? "ok" : "failing",
                       all_q ? "ok" : "failing");
-        t_fm_sleep_ms(100);
+        t_fc_sleep_ms(100);
     }
     fprintf(stderr, "partition: P served again %llu ms after the heal\n",
             (unsigned long long)(t_now_ms() - t_up));
@@ -817,54 +600,11 @@ START_TEST(test_fault_master_partition_longer_than_ttl)
         free(onp[i].data);
     }
     free(fresh.data);
-    t_fm_finish(&fm);
+    t_fc_finish(&fm);
 }
 END_TEST
 
 /* --- main -------------------------------------------------------------------------------- */
-
-static void t_fm_netns_teardown(void)
-{
-    const char *ip = t_fm_ip_bin();
-
-    if (ip == NULL)
-        return;
-    if (t_fm_ns_a[0] != '\0')
-        (void)t_fm_sh("%s netns del %s 2>/dev/null", ip, t_fm_ns_a);
-    if (t_fm_ns_p[0] != '\0')
-        (void)t_fm_sh("%s netns del %s 2>/dev/null", ip, t_fm_ns_p);
-}
-
-static bool t_fm_netns_setup(void)
-{
-    const char *ip = t_fm_ip_bin();
-    const char *a = t_fm_ns_a, *p = t_fm_ns_p;
-
-    if (ip == NULL)
-        return false;
-    snprintf(t_fm_ns_a, sizeof(t_fm_ns_a), "mcfm-a-%d", (int)getpid());
-    snprintf(t_fm_ns_p, sizeof(t_fm_ns_p), "mcfm-p-%d", (int)getpid());
-    if (!t_fm_sh("%s netns add %s", ip, a) || !t_fm_sh("%s netns add %s", ip, p) ||
-        !t_fm_sh("%s -n %s link add mc0 type veth peer name mc0 netns %s", ip, a, p) ||
-        !t_fm_sh("%s -n %s addr add 10.77.0.1/24 dev mc0", ip, a) ||
-        !t_fm_sh("%s -n %s addr add 10.77.0.2/24 dev mc0", ip, p) ||
-        !t_fm_sh("%s -n %s link set lo up", ip, a) || !t_fm_sh("%s -n %s link set lo up", ip, p) ||
-        !t_fm_sh("%s -n %s link set mc0 up", ip, a) ||
-        !t_fm_sh("%s -n %s link set mc0 up", ip, p)) {
-        t_fm_netns_teardown();
-        return false;
-    }
-    for (uint64_t deadline = t_now_ms() + 5000;;) {
-        if (t_fm_sh("%s -n %s link show mc0 | grep -q LOWER_UP", ip, a) &&
-            t_fm_sh("%s -n %s link show mc0 | grep -q LOWER_UP", ip, p))
-            return true;
-        if (t_now_ms() >= deadline) {
-            t_fm_netns_teardown();
-            return false;
-        }
-        t_poll_pause();
-    }
-}
 
 int main(int argc, char **argv)
 {
@@ -890,7 +630,7 @@ int main(int argc, char **argv)
     }
     if (only != NULL && strcmp(only, partition_test->name) == 0)
         partition = true;
-    if (partition && !t_fm_netns_setup()) {
+    if (partition && !t_fc_netns_setup("mcfm")) {
         fprintf(stderr, "test_fault_master: cannot build network namespaces: skipping\n");
         return 77;
     }
@@ -905,19 +645,17 @@ int main(int argc, char **argv)
                 tcase_add_test(tc, tests[i]);
     }
     suite_add_tcase(s, tc);
-    t_fm_rec = mmap(NULL, sizeof(*t_fm_rec), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                    -1, 0);
-    if (t_fm_rec == MAP_FAILED)
-        t_fm_rec = NULL;
+    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (t_fc_records == MAP_FAILED)
+        t_fc_records = NULL; /* the tests still run; a failure shows no logs */
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     if (partition)
-        t_fm_netns_teardown();
-    if (t_fm_rec != NULL && t_fm_rec->used && !t_fm_rec->passed)
-        fprintf(stderr, "test_fault_master: a test failed; its daemons' logs are in %s\n",
-                t_fm_rec->dir);
+        t_fc_netns_teardown();
+    t_fc_dump_failed();
     return failed == 0 ? 0 : 1;
 }
