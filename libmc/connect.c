@@ -22,8 +22,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "libmc/client.h"
 #include "libmc/export.h"
+#include "libmc/op.h"
 #include "shm/memfd.h"
 #include "shm/region.h"
 
@@ -182,12 +182,12 @@ static void close_fds(int *fds, int n)
 static int wait_readable(int sock, int timeout_ms)
 {
     struct pollfd p = {.fd = sock, .events = POLLIN};
-    uint64_t deadline = mc_client_now_ms() + (uint64_t)timeout_ms;
+    uint64_t deadline = mc_engine_now_ms() + (uint64_t)timeout_ms;
     uint64_t now;
     int rc;
 
     for (;;) {
-        now = mc_client_now_ms();
+        now = mc_engine_now_ms();
         if (now >= deadline)
             return MC_ERR_TIMEOUT;
         rc = poll(&p, 1, (int)(deadline - now));
@@ -307,42 +307,42 @@ static int map_segment(int fd, uint64_t size, const uint8_t **p_p)
 
 static void unmap_segments(struct mc_client *c)
 {
-    for (uint32_t i = 0; i < c->nsegs; i++)
-        munmap((void *)c->seg[i], (size_t)c->seg_size[i]);
-    c->nsegs = 0;
+    for (uint32_t i = 0; i < c->e.nsegs; i++)
+        munmap((void *)c->e.seg[i], (size_t)c->e.seg_size[i]);
+    c->e.nsegs = 0;
 }
 
-/* Connect the socket and do the hello / welcome exchange; with_efd: offer c->efd. */
+/* Connect the socket and do the hello / welcome exchange; with_efd: offer c->e.efd. */
 static int handshake(struct mc_client *c, const struct sockaddr_un *addr, bool with_efd,
                      struct mc_shm_welcome *w, int *fds, int *nfds_p)
 {
     ssize_t n;
     int err;
 
-    c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (c->sock < 0)
+    c->e.sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (c->e.sock < 0)
         return connect_err(errno);
-    while (connect(c->sock, (const struct sockaddr *)addr, sizeof(*addr)) < 0) {
+    while (connect(c->e.sock, (const struct sockaddr *)addr, sizeof(*addr)) < 0) {
         if (errno != EINTR) {
             err = connect_err(errno);
             goto err_close_sock;
         }
     }
-    n = send_hello(c->sock, with_efd ? c->efd : -1);
+    n = send_hello(c->e.sock, with_efd ? c->e.efd : -1);
     /* A refused peer gets its welcome (MC_ERR_DENIED) and a closed socket, maybe before our
      * hello: so even when send fails, the welcome decides. */
     if (n >= 0 && n != (ssize_t)sizeof(struct mc_shm_hello)) {
         err = MC_ERR_IO;
         goto err_close_sock;
     }
-    err = recv_welcome(c->sock, (int)c->op_timeout_ms, w, fds, nfds_p);
+    err = recv_welcome(c->e.sock, (int)c->e.op_timeout_ms, w, fds, nfds_p);
     if (err != 0)
         goto err_close_sock;
     return 0;
 
 err_close_sock:
-    close(c->sock);
-    c->sock = -1;
+    close(c->e.sock);
+    c->e.sock = -1;
     return err;
 }
 
@@ -363,13 +363,13 @@ MC_EXPORT int mc_connect(const char *socket_path, mc_client_t **out)
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         return MC_ERR_NOMEM;
-    c->op_timeout_ms = op_timeout_from_env();
-    c->spin_ns = spin_ns_from_env();
+    c->e.op_timeout_ms = op_timeout_from_env();
+    c->e.spin_ns = spin_ns_from_env();
     atomic_store(&c->user_ok, user_copy_from_env());
 
     /* the eventfd of mc_client_eventfd: created now, so it never changes for the client */
-    c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (c->efd < 0) {
+    c->e.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (c->e.efd < 0) {
         err = connect_err(errno);
         goto err_free;
     }
@@ -381,42 +381,47 @@ MC_EXPORT int mc_connect(const char *socket_path, mc_client_t **out)
          * again without; mc_client_eventfd then says MC_ERR_IO (nothing would write it). */
         err = handshake(c, &addr, false, &w, fds, &nfds);
         if (err == 0)
-            c->efd_agent = false;
+            c->e.efd_agent = false;
     } else if (err == 0) {
-        c->efd_agent = true;
+        c->e.efd_agent = true;
     }
     if (err != 0)
         goto err_close_efd;
-    allow_agent_ptrace(c->sock);
+    allow_agent_ptrace(c->e.sock);
 
-    err = mc_shm_region_attach(fds[0], w.region_size, &c->region);
+    err = mc_shm_region_attach(fds[0], w.region_size, &c->e.region);
     if (err != 0) {
         if (err == MC_ERR_INVALID || err == MC_ERR_DENIED)
             err = MC_ERR_IO;
         goto err_close_fds;
     }
     fds[0] = -1; /* the region owns it now */
-    if (c->region->lay.client_id != w.client_id) {
+    if (c->e.region->lay.client_id != w.client_id) {
         err = MC_ERR_PROTO;
         goto err_close_fds;
     }
     for (uint32_t i = 0; i < w.nsegs; i++) {
-        err = map_segment(fds[1 + i], w.seg_size[i], &c->seg[i]);
+        err = map_segment(fds[1 + i], w.seg_size[i], &c->e.seg[i]);
         if (err != 0)
             goto err_unmap;
-        c->seg_size[i] = w.seg_size[i];
-        c->nsegs = i + 1;
+        c->e.seg_size[i] = w.seg_size[i];
+        c->e.nsegs = i + 1;
     }
     /* the mappings keep the segments; their fds are of no further use */
     close_fds(fds + 1, nfds - 1);
     nfds = 0;
 
-    err = mc_client_engine_init(c);
+    err = mc_arena_init(&c->a);
     if (err != 0)
         goto err_unmap;
+    err = mc_engine_init(&c->e, &mc_op_hooks);
+    if (err != 0)
+        goto err_arenas;
     *out = c;
     return 0;
 
+err_arenas:
+    mc_arena_cleanup(&c->a);
 err_unmap:
     unmap_segments(c);
 err_close_fds:
@@ -424,10 +429,10 @@ err_close_fds:
         close_fds(fds + 1, nfds - 1);
     if (nfds > 0 && fds[0] >= 0)
         close(fds[0]);
-    mc_shm_region_destroy(c->region);
-    close(c->sock);
+    mc_shm_region_destroy(c->e.region);
+    close(c->e.sock);
 err_close_efd:
-    close(c->efd);
+    close(c->e.efd);
 err_free:
     free(c);
     return err;
@@ -439,14 +444,14 @@ MC_EXPORT int mc_client_status(const mc_client_t *c)
 
     if (c == NULL)
         return MC_ERR_INVALID;
-    err = atomic_load_explicit(&c->poison, memory_order_acquire);
+    err = atomic_load_explicit(&c->e.poison, memory_order_acquire);
     if (err != 0)
         return err;
     /* not poisoned yet, but the next call would be: say so now, so that a caller deciding
      * between a retry and a reconnect after MC_ERR_UNAVAILABLE does not retry in vain */
-    if (atomic_load_explicit(&c->region->hdr->agent_state, memory_order_acquire) == 1)
+    if (atomic_load_explicit(&c->e.region->hdr->agent_state, memory_order_acquire) == 1)
         return MC_ERR_UNAVAILABLE;
-    return mc_client_liveness(c);
+    return mc_engine_liveness(&c->e);
 }
 
 MC_EXPORT void mc_close(mc_client_t *c)
@@ -461,12 +466,12 @@ MC_EXPORT void mc_close(mc_client_t *c)
      * their leases and revoke their puts; it keeps its own mapping of the region (and of
      * the arenas), so nothing it still copies depends on ours.
      */
-    mc_async_close(c);
-    close(c->sock);
+    mc_op_close_all(c);
+    close(c->e.sock);
     unmap_segments(c);
-    mc_arena_cleanup(c);
-    mc_client_engine_cleanup(c);
-    mc_shm_region_destroy(c->region);
-    close(c->efd);
+    mc_arena_cleanup(&c->a);
+    mc_engine_cleanup(&c->e);
+    mc_shm_region_destroy(c->e.region);
+    close(c->e.efd);
     free(c);
 }

@@ -31,7 +31,7 @@
 
 #include <mc/mc.h>
 
-#include "libmc/client.h"
+#include "libmc/tool.h"
 
 #define EXIT_NOT_FOUND 1
 #define EXIT_USAGE     2
