@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "libmc/arena.h"
+#include "shm/fdpass.h"
 #include "shm/memfd.h"
 
 struct mc_arena_blk {
@@ -96,37 +97,11 @@ static int arena_register(struct mc_engine *e, uint32_t id, int fd, size_t size)
 {
     struct mc_shm_arena_msg m = {.magic = MC_SHM_MAGIC, .type = MC_SHM_ARENA_ADD,
                                  .arena_id = id, .size = size, .reserved = 0};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
-    struct msghdr msg = {0};
-    struct cmsghdr *cm;
-    ssize_t n;
+    int err = mc_shm_fd_send(e->sock, &m, sizeof(m), &fd, 1);
 
-    memset(&ctl, 0, sizeof(ctl));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = sizeof(ctl.buf);
-    cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    do {
-        n = sendmsg(e->sock, &msg, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    if (n == (ssize_t)sizeof(m))
-        return 0;
-    if (n < 0 && (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)) {
+    if (err == MC_ERR_UNAVAILABLE)
         mc_engine_poison(e, MC_ERR_UNAVAILABLE);
-        return MC_ERR_UNAVAILABLE;
-    }
-    if (n < 0 && (errno == ENOMEM || errno == ENOBUFS || errno == ETOOMANYREFS))
-        return MC_ERR_NOMEM;
-    return MC_ERR_IO;
+    return err;
 }
 
 /* Create, map, seal and register a new arena of size bytes; arena_mu held. */

@@ -22,63 +22,37 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/err.h"
 #include "libmc/export.h"
 #include "libmc/op.h"
+#include "shm/fdpass.h"
 #include "shm/memfd.h"
 #include "shm/region.h"
+#include "shm/sockpath.h"
 
-#define MC_SOCKET_SUBPATH "/mc/agent.sock"
-#define MC_SOCKET_SYSTEM  "/run/mc/agent.sock"
 #define MC_NFDS_MAX       (1 + MC_SHM_MAX_SEGS)
 
-/* The socket path by the rule of docs/protocol.md into addr; 0 or MC_ERR_INVALID. Empty
- * environment variables count as unset. */
+/* The socket path by the rule of docs/protocol.md (shm/sockpath.h) into addr; 0 or
+ * MC_ERR_INVALID. */
 static int socket_addr(const char *arg, struct sockaddr_un *addr)
 {
-    const char *env;
-    int n;
-
     memset(addr, 0, sizeof(*addr));
     addr->sun_family = AF_UNIX;
-    if (arg != NULL) {
-        if (arg[0] == '\0')
-            return MC_ERR_INVALID;
-        n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s", arg);
-    } else if ((env = getenv("MC_AGENT_SOCKET")) != NULL && env[0] != '\0') {
-        n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s", env);
-    } else if ((env = getenv("XDG_RUNTIME_DIR")) != NULL && env[0] != '\0') {
-        n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s%s", env, MC_SOCKET_SUBPATH);
-    } else {
-        n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s", MC_SOCKET_SYSTEM);
-    }
-    /* sun_path keeps its NUL: a path that fills it is too long */
-    if (n < 0 || (size_t)n >= sizeof(addr->sun_path))
-        return MC_ERR_INVALID;
-    return 0;
+    return mc_shm_socket_path(arg, addr->sun_path, sizeof(addr->sun_path), NULL);
 }
 
+/* errno of socket, connect or the handshake's messages: no socket at the path means no
+ * agent (MC_ERR_UNAVAILABLE), a full backlog a timeout; the rest as everywhere. */
 static int connect_err(int e)
 {
     switch (e) {
     case ENOENT:
-    case ECONNREFUSED:
     case ENOTDIR:
-    case ECONNRESET:
-    case EPIPE:
         return MC_ERR_UNAVAILABLE;
-    case EACCES:
-    case EPERM:
-        return MC_ERR_DENIED;
     case EAGAIN:
-    case ETIMEDOUT:
         return MC_ERR_TIMEOUT;
-    case ENOMEM:
-    case ENOBUFS:
-    case EMFILE:
-    case ENFILE:
-        return MC_ERR_NOMEM;
     default:
-        return MC_ERR_IO;
+        return mc_err_from_errno(e);
     }
 }
 
@@ -125,37 +99,13 @@ static bool user_copy_from_env(void)
     return s == NULL || s[0] == '\0' || strcmp(s, "0") == 0;
 }
 
-/* Send the hello, with the eventfd when efd >= 0 (MC_SHM_HELLO_F_EVENTFD, SCM_RIGHTS).
- * Returns the send's result as send(2) does (errno set on -1). */
-static ssize_t send_hello(int sock, int efd)
+/* Send the hello, with the eventfd when efd >= 0 (MC_SHM_HELLO_F_EVENTFD, SCM_RIGHTS). */
+static int send_hello(int sock, int efd)
 {
     struct mc_shm_hello hello = {.magic = MC_SHM_MAGIC, .abi = MC_SHM_ABI,
                                  .flags = efd >= 0 ? MC_SHM_HELLO_F_EVENTFD : 0};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = {.iov_base = &hello, .iov_len = sizeof(hello)};
-    struct msghdr msg = {0};
-    struct cmsghdr *cm;
-    ssize_t n;
 
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    if (efd >= 0) {
-        memset(&ctl, 0, sizeof(ctl));
-        msg.msg_control = ctl.buf;
-        msg.msg_controllen = sizeof(ctl.buf);
-        cm = CMSG_FIRSTHDR(&msg);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &efd, sizeof(int));
-    }
-    do {
-        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    return n;
+    return mc_shm_fd_send(sock, &hello, sizeof(hello), &efd, efd >= 0 ? 1 : 0);
 }
 
 /* Let the agent read our memory (process_vm_readv, MC_SQE_F_USER) under Yama's
@@ -208,64 +158,28 @@ static int wait_readable(int sock, int timeout_ms)
 static int recv_welcome(int sock, int timeout_ms, struct mc_shm_welcome *w, int *fds,
                         int *nfds_p)
 {
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * MC_NFDS_MAX)];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = {.iov_base = w, .iov_len = sizeof(*w)};
-    struct msghdr msg = {0};
-    struct cmsghdr *cm;
+    size_t n;
     int nfds = 0;
-    ssize_t n;
     int err;
 
     err = wait_readable(sock, timeout_ms);
     if (err != 0)
         return err;
     memset(w, 0, sizeof(*w));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = sizeof(ctl.buf);
     /* A refusing agent sends its welcome and closes without reading our hello; closing
      * with unread data makes the kernel report ECONNRESET on our socket once, before the
      * welcome still queued for us: read again after it. */
     for (int resets = 0;;) {
-        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-        if (n >= 0 || (errno != EINTR && (errno != ECONNRESET || resets++ > 0)))
+        err = mc_shm_fd_recv(sock, w, sizeof(*w), 1, fds, MC_NFDS_MAX, &n, &nfds);
+        if (err != MC_ERR_UNAVAILABLE || resets++ > 0)
             break;
     }
-    if (n < 0)
-        return connect_err(errno);
+    if (err != 0)
+        return err; /* no descriptor is left open */
 
-    /* collect every fd first, so that each error path below can close them all */
-    err = 0;
-    for (cm = CMSG_FIRSTHDR(&msg); cm != NULL; cm = CMSG_NXTHDR(&msg, cm)) {
-        size_t cnt;
-
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
-            cm->cmsg_len < CMSG_LEN(0)) {
-            err = MC_ERR_PROTO;
-            continue;
-        }
-        cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < cnt; i++) {
-            int fd;
-
-            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-            if (nfds < MC_NFDS_MAX)
-                fds[nfds++] = fd;
-            else {
-                close(fd); /* cannot happen with our buffer size, but never leak */
-                err = MC_ERR_PROTO;
-            }
-        }
-    }
     if (n == 0)
         err = MC_ERR_UNAVAILABLE; /* the agent hung up during the handshake */
-    else if (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC))
-        err = MC_ERR_PROTO; /* fds or bytes were dropped: more than the protocol allows */
-    else if ((size_t)n < offsetof(struct mc_shm_welcome, client_id))
+    else if (n < offsetof(struct mc_shm_welcome, client_id))
         err = MC_ERR_PROTO;
     else if (w->magic != MC_SHM_MAGIC || w->abi != MC_SHM_ABI)
         err = MC_ERR_PROTO;
@@ -273,7 +187,7 @@ static int recv_welcome(int sock, int timeout_ms, struct mc_shm_welcome *w, int 
         err = MC_ERR_PROTO;
     else if (w->status < 0)
         err = w->status; /* the agent's verdict, as is (MC_ERR_DENIED, MC_ERR_NOMEM ...) */
-    else if ((size_t)n != sizeof(*w) || w->nsegs > MC_SHM_MAX_SEGS ||
+    else if (n != sizeof(*w) || w->nsegs > MC_SHM_MAX_SEGS ||
              (uint32_t)nfds != 1 + w->nsegs)
         err = MC_ERR_PROTO;
     if (err != 0) {
@@ -316,7 +230,6 @@ static void unmap_segments(struct mc_client *c)
 static int handshake(struct mc_client *c, const struct sockaddr_un *addr, bool with_efd,
                      struct mc_shm_welcome *w, int *fds, int *nfds_p)
 {
-    ssize_t n;
     int err;
 
     c->e.sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -328,13 +241,9 @@ static int handshake(struct mc_client *c, const struct sockaddr_un *addr, bool w
             goto err_close_sock;
         }
     }
-    n = send_hello(c->e.sock, with_efd ? c->e.efd : -1);
     /* A refused peer gets its welcome (MC_ERR_DENIED) and a closed socket, maybe before our
-     * hello: so even when send fails, the welcome decides. */
-    if (n >= 0 && n != (ssize_t)sizeof(struct mc_shm_hello)) {
-        err = MC_ERR_IO;
-        goto err_close_sock;
-    }
+     * hello: so even when the send fails, the welcome decides. */
+    (void)send_hello(c->e.sock, with_efd ? c->e.efd : -1);
     err = recv_welcome(c->e.sock, (int)c->e.op_timeout_ms, w, fds, nfds_p);
     if (err != 0)
         goto err_close_sock;
