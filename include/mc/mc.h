@@ -97,7 +97,7 @@ extern "C" {
 
 /* The version of this header; mc_version() gives the version of the library in use. */
 #define MC_VERSION_MAJOR 0
-#define MC_VERSION_MINOR 1
+#define MC_VERSION_MINOR 2
 #define MC_VERSION_PATCH 0
 
 /* The longest key, in bytes, not counting the terminating NUL. */

@@ -79,7 +79,12 @@ END_TEST
 
 START_TEST(test_status_strerror_unknown)
 {
-    static const int unknown[] = {-1000, 77, INT_MIN, INT_MAX, 2, -14, -19, -21, -41};
+    static const int unknown[] = {-1000,          77,
+                                  INT_MIN,        INT_MAX,
+                                  2,              -1,
+                                  -8,             -30,
+                                  MC_ERR_IO - 1,  MC_ERR_PROTO + 1,
+                                  MC_ERR_PROTO - 1, MC_ERR_INTERNAL - 1};
 
     for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
         const char *m = mc_strerror(unknown[i]);
@@ -102,6 +107,17 @@ START_TEST(test_status_strerror_only_known_codes)
         else
             ck_assert_str_eq(m, "unknown error");
     }
+}
+END_TEST
+
+/* errno values pass through the same ints as status codes in places (a CQE's res, a
+ * function that returns either): no code may be mistaken for a negated errno. */
+START_TEST(test_status_codes_outside_errno_range)
+{
+    for (size_t i = 0; i < T_NCODES; i++)
+        ck_assert_int_lt(t_err_codes[i], -1000); /* errno values stay far below 1000 */
+    for (int e = 1; e <= 1000; e++)
+        ck_assert_int_eq(t_is_code(-e), 0);
 }
 END_TEST
 
@@ -225,6 +241,7 @@ static Suite *t_status_suite(void)
     tcase_add_test(tc, test_status_strerror_ok_inprogress);
     tcase_add_test(tc, test_status_strerror_unknown);
     tcase_add_test(tc, test_status_strerror_only_known_codes);
+    tcase_add_test(tc, test_status_codes_outside_errno_range);
     tcase_add_test(tc, test_status_err_from_errno);
     tcase_add_test(tc, test_status_version_matches_macros);
     tcase_add_test(tc, test_status_put_opts_layout);
