@@ -13,8 +13,6 @@
 #include "libmc/op.h"
 #include "libmc/tool.h"
 
-#define MC_MASTER_NODE_NAME_MAX 63 /* a node name, bytes: as the master checks it */
-
 /* A CQE result for an op that answers 0 or an error: a positive one breaks the protocol. */
 static int res_status(struct mc_client *c, int32_t res)
 {
@@ -324,8 +322,8 @@ int mc_client_drain(mc_client_t *c, const char *node, bool on)
 
     if (c == NULL || node == NULL)
         return MC_ERR_INVALID;
-    len = strnlen(node, MC_MASTER_NODE_NAME_MAX + 1);
-    if (len == 0 || len > MC_MASTER_NODE_NAME_MAX)
+    len = strnlen(node, MC_CLIENT_NODE_NAME_MAX + 1);
+    if (len == 0 || len > MC_CLIENT_NODE_NAME_MAX)
         return MC_ERR_INVALID;
     err = mc_engine_enter(&c->e);
     if (err != 0)

@@ -22,6 +22,10 @@ int mc_client_list(mc_client_t *c, const char *prefix, size_t prefix_len, uint64
                    uint32_t max, int (*fn)(void *arg, const char *key, size_t key_len),
                    void *arg);
 
+/* The longest node name, bytes, as the master checks it (bound to its own copy in
+ * tests/unit/limits). */
+#define MC_CLIENT_NODE_NAME_MAX 63
+
 /* DRAIN (mcctl drain / undrain): the master drains (on) or undrains the node named `node`
  * (1..63 graphic ASCII bytes). Returns 0 or an MC_ERR_* code (MC_ERR_NOT_FOUND: no live node
  * of that name). */
