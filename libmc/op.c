@@ -707,7 +707,7 @@ static void run_copies_locked(struct mc_client *c)
             mc_engine_release_locked(&c->e, cqe.lease_id);
         if (err == MC_ERR_CORRUPT && !op->canceled && cqe.replicas != 0 &&
             cqe.replicas <= MC_SHM_MAX_REPLICAS && !(op->skip >> (cqe.replicas - 1) & 1)) {
-            /* that replica's bytes are bad: read another one (DESIGN.md §6) */
+            /* that replica's bytes are bad: read another one (docs/failure-contract.md) */
             op->skip |= UINT64_C(1) << (cqe.replicas - 1);
             op->next_step = STEP_GET;
             enqueue_locked(c, op);

@@ -1,5 +1,5 @@
 /*
- * The client <-> agent shared-memory ABI (DESIGN.md §4): one region per client, a memfd
+ * The client <-> agent shared-memory ABI (docs/protocol.md): one region per client, a memfd
  * created and sealed by the agent, mapped read-write by both. It holds a header, a
  * submission ring (client -> agent), one key slot per SQ entry, a completion ring (agent ->
  * client) and a staging area for put data. Everything is fixed-width and addressed by
