@@ -49,7 +49,8 @@ bool mc_arena_find(struct mc_arenas *as, const void *p, size_t len, uint32_t *id
     for (uint32_t i = 0; i < n; i++) {
         uintptr_t base = (uintptr_t)as->arenas[i].base;
 
-        if (a >= base && a - base < as->arenas[i].size && len <= as->arenas[i].size - (a - base)) {
+        if (a >= base && a - base < as->arenas[i].size &&
+            len <= as->arenas[i].size - (a - base)) {
             if (id_p != NULL)
                 *id_p = i;
             if (off_p != NULL)
@@ -95,8 +96,11 @@ void mc_arena_unuse(struct mc_arenas *as, struct mc_arena_use *u)
 /* Send the arena registration with its fd (SCM_RIGHTS). */
 static int arena_register(struct mc_engine *e, uint32_t id, int fd, size_t size)
 {
-    struct mc_shm_arena_msg m = {.magic = MC_SHM_MAGIC, .type = MC_SHM_ARENA_ADD,
-                                 .arena_id = id, .size = size, .reserved = 0};
+    struct mc_shm_arena_msg m = {.magic = MC_SHM_MAGIC,
+                                 .type = MC_SHM_ARENA_ADD,
+                                 .arena_id = id,
+                                 .size = size,
+                                 .reserved = 0};
     int err = mc_shm_fd_send(e->sock, &m, sizeof(m), &fd, 1);
 
     if (err == MC_ERR_UNAVAILABLE)

@@ -25,7 +25,8 @@ static int async_new(struct mc_client *c, struct mc_op **op_p)
     return 0;
 }
 
-MC_EXPORT int mc_get_async(mc_client_t *c, const char *key, void *buf, size_t cap, mc_op_t **op_p)
+MC_EXPORT int mc_get_async(mc_client_t *c, const char *key, void *buf, size_t cap,
+                           mc_op_t **op_p)
 {
     struct mc_op *op;
     size_t key_len;
@@ -178,12 +179,13 @@ static int batch_put_init(struct mc_client *c, struct mc_op *op, size_t i, void 
 }
 
 MC_EXPORT int mc_batch_put(mc_client_t *c, size_t n, const char *const keys[],
-                           const void *const bufs[], const size_t lens[], const mc_put_opts_t *o,
-                           int results[])
+                           const void *const bufs[], const size_t lens[],
+                           const mc_put_opts_t *o, int results[])
 {
     struct batch_put_arg a = {keys, bufs, lens, o, 0};
 
-    if (c == NULL || (n > 0 && (keys == NULL || bufs == NULL || lens == NULL || results == NULL)))
+    if (c == NULL ||
+        (n > 0 && (keys == NULL || bufs == NULL || lens == NULL || results == NULL)))
         return MC_ERR_INVALID;
     if (n > INT_MAX)
         return MC_ERR_INVALID;
@@ -215,13 +217,15 @@ static int batch_get_init(struct mc_client *c, struct mc_op *op, size_t i, void 
 }
 
 MC_EXPORT int mc_batch_get(mc_client_t *c, size_t n, const char *const keys[],
-                           void *const bufs[], const size_t caps[], size_t lens[], int results[])
+                           void *const bufs[], const size_t caps[], size_t lens[],
+                           int results[])
 {
     struct batch_get_arg a = {keys, bufs, caps};
     struct mc_op *ops = NULL;
     int good;
 
-    if (c == NULL || (n > 0 && (keys == NULL || bufs == NULL || caps == NULL || results == NULL)))
+    if (c == NULL ||
+        (n > 0 && (keys == NULL || bufs == NULL || caps == NULL || results == NULL)))
         return MC_ERR_INVALID;
     if (n > INT_MAX)
         return MC_ERR_INVALID;

@@ -30,7 +30,7 @@
 #include "shm/region.h"
 #include "shm/sockpath.h"
 
-#define MC_NFDS_MAX       (1 + MC_SHM_MAX_SEGS)
+#define MC_NFDS_MAX (1 + MC_SHM_MAX_SEGS)
 
 /* The socket path by the rule of docs/protocol.md (shm/sockpath.h) into addr; 0 or
  * MC_ERR_INVALID. */
@@ -102,7 +102,8 @@ static bool user_copy_from_env(void)
 /* Send the hello, with the eventfd when efd >= 0 (MC_SHM_HELLO_F_EVENTFD, SCM_RIGHTS). */
 static int send_hello(int sock, int efd)
 {
-    struct mc_shm_hello hello = {.magic = MC_SHM_MAGIC, .abi = MC_SHM_ABI,
+    struct mc_shm_hello hello = {.magic = MC_SHM_MAGIC,
+                                 .abi = MC_SHM_ABI,
                                  .flags = efd >= 0 ? MC_SHM_HELLO_F_EVENTFD : 0};
 
     return mc_shm_fd_send(sock, &hello, sizeof(hello), &efd, efd >= 0 ? 1 : 0);
@@ -187,8 +188,7 @@ static int recv_welcome(int sock, int timeout_ms, struct mc_shm_welcome *w, int 
         err = MC_ERR_PROTO;
     else if (w->status < 0)
         err = w->status; /* the agent's verdict, as is (MC_ERR_DENIED, MC_ERR_NOMEM ...) */
-    else if (n != sizeof(*w) || w->nsegs > MC_SHM_MAX_SEGS ||
-             (uint32_t)nfds != 1 + w->nsegs)
+    else if (n != sizeof(*w) || w->nsegs > MC_SHM_MAX_SEGS || (uint32_t)nfds != 1 + w->nsegs)
         err = MC_ERR_PROTO;
     if (err != 0) {
         close_fds(fds, nfds);

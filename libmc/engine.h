@@ -34,7 +34,7 @@
  * MC_CLIENT_YIELD_NS, and only while fewer threads of this process poll than there are
  * cores (docs/decisions.md, ring wake-up policy): a sleeping wake-up costs 30-40 us, a
  * spinning one 0.1 us. MC_CLIENT_SPIN_US overrides it. */
-#define MC_CLIENT_SPIN_NS 20000
+#define MC_CLIENT_SPIN_NS  20000
 #define MC_CLIENT_YIELD_NS 2000
 
 /* A sleeping reaper wakes at least this often to check that the agent still lives, so a
@@ -69,15 +69,15 @@ struct mc_engine_hooks {
 };
 
 struct mc_slot {
-    uint32_t gen;      /* bumped on each use: the high half of user_data */
-    uint8_t state;     /* enum mc_slot_state */
-    bool hold_staging; /* the owner reads staging after the CQE (STATS): keep the slot */
-    int32_t staging;   /* staging slot the agent may read or write, or -1 */
-    struct mc_cqe cqe; /* the completion, valid in MC_SLOT_DONE */
+    uint32_t gen;            /* bumped on each use: the high half of user_data */
+    uint8_t state;           /* enum mc_slot_state */
+    bool hold_staging;       /* the owner reads staging after the CQE (STATS): keep the slot */
+    int32_t staging;         /* staging slot the agent may read or write, or -1 */
+    struct mc_cqe cqe;       /* the completion, valid in MC_SLOT_DONE */
     mc_engine_done_fn *done; /* NULL: the CQE stays in the slot for mc_engine_wait */
-    void *owner;       /* done's owner argument; NULL once abandoned */
-    uint32_t tag;      /* done's tag argument */
-    uint32_t sq_index; /* the SQ ring index of its SQE (consumed once head passes) */
+    void *owner;             /* done's owner argument; NULL once abandoned */
+    uint32_t tag;            /* done's tag argument */
+    uint32_t sq_index;       /* the SQ ring index of its SQE (consumed once head passes) */
 };
 
 struct mc_engine {
@@ -96,23 +96,23 @@ struct mc_engine {
     _Atomic int poison; /* 0, or the code every later call fails with */
 
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* CLOCK_MONOTONIC; broadcast when a slot frees or CQEs land */
-    uint32_t sq_tail;  /* mu: our copy; the region's tail is never read back */
-    uint32_t cq_head;  /* mu, and only the reaper advances it */
-    bool reaping;      /* mu: a thread holds the reaper role */
+    pthread_cond_t cv;   /* CLOCK_MONOTONIC; broadcast when a slot frees or CQEs land */
+    uint32_t sq_tail;    /* mu: our copy; the region's tail is never read back */
+    uint32_t cq_head;    /* mu, and only the reaper advances it */
+    bool reaping;        /* mu: a thread holds the reaper role */
     bool sq_unpublished; /* mu: SQEs written past the published SQ tail */
     /* bumped (mu held) when a slot comes back other than by a CQE, so that a reaper
      * waiting for it on the CQ doorbell re-checks (engine.c, notify_locked) */
     _Atomic uint32_t notify_seq;
-    struct mc_slot *ops;    /* mu: nops slots */
-    uint32_t *ops_free;     /* mu: stack of free op slot indices */
+    struct mc_slot *ops; /* mu: nops slots */
+    uint32_t *ops_free;  /* mu: stack of free op slot indices */
     uint32_t nops_free;
     uint32_t *rel_pending; /* mu: lease ids whose RELEASE found the SQ full: sent first */
     uint32_t nrel_pending, rel_cap;
     uint32_t *stg_free; /* mu: stack of free staging slot indices */
     uint32_t nstg_free;
-    int efd;            /* the eventfd (mc_client_eventfd), -1 if none */
-    bool efd_agent;     /* the agent took it (hello flag accepted) */
+    int efd;        /* the eventfd (mc_client_eventfd), -1 if none */
+    bool efd_agent; /* the agent took it (hello flag accepted) */
 };
 
 /* CLOCK_MONOTONIC in ns and in ms. */

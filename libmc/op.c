@@ -139,8 +139,7 @@ static int copy_verified(uint8_t *buf, const uint8_t *obj, uint64_t size, bool c
 
 /* The object of a GET CQE inside our mapping of its segment, or NULL if the agent named a
  * place outside it. */
-static const uint8_t *get_location(struct mc_client *c, const struct mc_cqe *cqe,
-                                      bool checksum)
+static const uint8_t *get_location(struct mc_client *c, const struct mc_cqe *cqe, bool checksum)
 {
     uint64_t seg_size, alloc;
 
@@ -179,7 +178,6 @@ static struct mc_client *client_of(struct mc_engine *e)
 {
     return (struct mc_client *)(void *)e;
 }
-
 
 /* --- lists -------------------------------------------------------------------------------- */
 
@@ -693,8 +691,7 @@ static void run_copies_locked(struct mc_client *c)
         pthread_mutex_unlock(&c->e.mu);
         /* an expired lease is not released: the agent ended it, its id may be reused */
         expired = mc_engine_now_ms() > cqe.deadline_ms;
-        err = expired ? MC_ERR_LEASE_EXPIRED : copy_verified(op->dst, obj, cqe.size,
-                                                                        checksum);
+        err = expired ? MC_ERR_LEASE_EXPIRED : copy_verified(op->dst, obj, cqe.size, checksum);
         if (!expired && err == 0 && mc_engine_now_ms() > cqe.deadline_ms) {
             memset(op->dst, 0, (size_t)cqe.size); /* the space may have been reused */
             expired = true;
@@ -902,7 +899,6 @@ static int op_collect_locked(struct mc_client *c, struct mc_op *op)
     all_unlink_locked(c, op);
     return op->status;
 }
-
 
 /* --- the engine's hooks --------------------------------------------------------------- */
 

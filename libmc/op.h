@@ -71,11 +71,11 @@ struct mc_op {
     uint8_t kind, src, next_step;
     bool queued, in_copy, copying;
     bool final, reported, detached, canceled, internal, fallback, linked;
-    bool sync;     /* a synchronous call's: given up at its deadline (no grace) */
-    bool gave_up;  /* libmc gave it up at its deadline (no answer from the agent) */
+    bool sync;    /* a synchronous call's: given up at its deadline (no grace) */
+    bool gave_up; /* libmc gave it up at its deadline (no answer from the agent) */
     int status;
-    int init_err;  /* a put that cannot be placed at all (too many replicas): final at once */
-    int err;       /* a multi-step put: why it is being aborted */
+    int init_err; /* a put that cannot be placed at all (too many replicas): final at once */
+    int err;      /* a multi-step put: why it is being aborted */
     uint32_t inflight;    /* SQEs of this op in flight */
     uint32_t waiters;     /* threads in mc_wait on it */
     uint32_t *batch_left; /* internal ops of a batch: decremented when final */

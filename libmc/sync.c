@@ -289,8 +289,8 @@ int mc_client_list(mc_client_t *c, const char *prefix, size_t prefix_len, uint64
         }
         memcpy(&klen, p, sizeof(klen));
         p += sizeof(klen);
-        if (klen == 0 || klen > MC_KEY_MAX || (size_t)(end - p) < klen ||
-            klen < prefix_len || (prefix_len > 0 && memcmp(p, prefix, prefix_len) != 0)) {
+        if (klen == 0 || klen > MC_KEY_MAX || (size_t)(end - p) < klen || klen < prefix_len ||
+            (prefix_len > 0 && memcmp(p, prefix, prefix_len) != 0)) {
             err = MC_ERR_PROTO;
             goto out_proto;
         }

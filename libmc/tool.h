@@ -41,7 +41,8 @@ int mc_client_remove_prefix(mc_client_t *c, const char *prefix, uint64_t *remove
  * tools (not exported from libmc.so). Returns 0 or an MC_ERR_* code.
  */
 int mc_client_stats_json(mc_client_t *c, char **json_p, size_t *len_p);
-/* The same with MC_STATS_F_CLUSTER: the cluster's nodes, domains and segments (mcctl cluster). */
+/* The same with MC_STATS_F_CLUSTER: the cluster's nodes, domains and segments (mcctl
+ * cluster). */
 int mc_client_cluster_json(mc_client_t *c, char **json_p, size_t *len_p);
 
 #endif /* MC_LIBMC_TOOL_H */

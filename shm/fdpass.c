@@ -13,7 +13,8 @@
 #include "shm/fdpass.h"
 #include "shm/ring.h"
 
-static_assert(MC_SHM_FDPASS_MAX == 1 + MC_SHM_MAX_SEGS, "a welcome's descriptors fit one message");
+static_assert(MC_SHM_FDPASS_MAX == 1 + MC_SHM_MAX_SEGS,
+              "a welcome's descriptors fit one message");
 
 int mc_shm_fd_send(int sock, const void *buf, size_t len, const int *fds, int nfds)
 {

@@ -7,11 +7,11 @@
 
 #include <stddef.h>
 
-#define MC_SHM_SOCKET_ENV     "MC_AGENT_SOCKET"   /* overrides the two below */
-#define MC_SHM_SOCKET_RUNDIR  "XDG_RUNTIME_DIR"   /* $XDG_RUNTIME_DIR/mc/agent.sock */
-#define MC_SHM_SOCKET_SUBDIR  "/mc"
-#define MC_SHM_SOCKET_NAME    "/agent.sock"
-#define MC_SHM_SOCKET_SYSTEM  "/run/mc/agent.sock"
+#define MC_SHM_SOCKET_ENV    "MC_AGENT_SOCKET" /* overrides the two below */
+#define MC_SHM_SOCKET_RUNDIR "XDG_RUNTIME_DIR" /* $XDG_RUNTIME_DIR/mc/agent.sock */
+#define MC_SHM_SOCKET_SUBDIR "/mc"
+#define MC_SHM_SOCKET_NAME   "/agent.sock"
+#define MC_SHM_SOCKET_SYSTEM "/run/mc/agent.sock"
 
 /*
  * The socket path into buf (cap bytes, NUL-terminated): arg when not NULL, else

@@ -8,10 +8,10 @@
 #include <assert.h>
 #include <stdlib.h>
 
-#include "mc/mc_limits.h"
 #include "daemon/master/master.h"
 #include "daemon/proto/master_proto.h"
 #include "libmc/tool.h"
+#include "mc/mc_limits.h"
 #include "shm/ring.h"
 #include "shm/sqe_check.h"
 

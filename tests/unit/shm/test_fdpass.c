@@ -129,9 +129,9 @@ START_TEST(test_fdpass_checks_counts)
     ck_assert_int_eq(mc_shm_fd_send(t_sv[0], "m", 1, &fd, MC_SHM_FDPASS_MAX + 1),
                      MC_ERR_INVALID);
     ck_assert_int_eq(mc_shm_fd_send(t_sv[0], "m", 1, NULL, 1), MC_ERR_INVALID);
-    ck_assert_int_eq(mc_shm_fd_recv(t_sv[1], buf, 1, 1, got, MC_SHM_FDPASS_MAX + 1, &len,
-                                    &nfds),
-                     MC_ERR_INVALID);
+    ck_assert_int_eq(
+        mc_shm_fd_recv(t_sv[1], buf, 1, 1, got, MC_SHM_FDPASS_MAX + 1, &len, &nfds),
+        MC_ERR_INVALID);
 }
 END_TEST
 
