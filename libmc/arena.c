@@ -101,7 +101,7 @@ static int arena_register(struct mc_engine *e, uint32_t id, int fd, size_t size)
                                  .arena_id = id,
                                  .size = size,
                                  .reserved = 0};
-    int err = mc_shm_fd_send(e->sock, &m, sizeof(m), &fd, 1);
+    int err = mc_shm_fd_send(e->sock, &m, sizeof(m), 0, &fd, 1);
 
     if (err == MC_ERR_UNAVAILABLE)
         mc_engine_poison(e, MC_ERR_UNAVAILABLE);

@@ -106,7 +106,7 @@ static int send_hello(int sock, int efd)
                                  .abi = MC_SHM_ABI,
                                  .flags = efd >= 0 ? MC_SHM_HELLO_F_EVENTFD : 0};
 
-    return mc_shm_fd_send(sock, &hello, sizeof(hello), &efd, efd >= 0 ? 1 : 0);
+    return mc_shm_fd_send(sock, &hello, sizeof(hello), 0, &efd, efd >= 0 ? 1 : 0);
 }
 
 /* Let the agent read our memory (process_vm_readv, MC_SQE_F_USER) under Yama's

@@ -16,7 +16,8 @@
 static_assert(MC_SHM_FDPASS_MAX == 1 + MC_SHM_MAX_SEGS,
               "a welcome's descriptors fit one message");
 
-int mc_shm_fd_send(int sock, const void *buf, size_t len, const int *fds, int nfds)
+int mc_shm_fd_send(int sock, const void *buf, size_t len, int nonblock, const int *fds,
+                   int nfds)
 {
     union {
         char buf[CMSG_SPACE(sizeof(int) * MC_SHM_FDPASS_MAX)];
@@ -42,8 +43,10 @@ int mc_shm_fd_send(int sock, const void *buf, size_t len, const int *fds, int nf
         memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
     }
     do {
-        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+        n = sendmsg(sock, &msg, MSG_NOSIGNAL | (nonblock ? MSG_DONTWAIT : 0));
     } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return MC_ERR_TIMEOUT;
     if (n < 0)
         return mc_err_from_errno(errno);
     return (size_t)n == len ? 0 : MC_ERR_IO;

@@ -14,12 +14,15 @@
 
 /*
  * Send one message of len bytes with nfds descriptors attached (0 .. MC_SHM_FDPASS_MAX;
- * fds may be NULL when nfds is 0), retrying EINTR and never raising SIGPIPE. The
- * descriptors stay the caller's. Returns 0 when the whole message went, MC_ERR_INVALID
- * (nfds out of range), MC_ERR_UNAVAILABLE (the peer hung up), MC_ERR_NOMEM, MC_ERR_IO
- * (a short send among others), or another code of mc_err_from_errno.
+ * fds may be NULL when nfds is 0), retrying EINTR and never raising SIGPIPE; nonblock:
+ * MSG_DONTWAIT (an event loop's). The descriptors stay the caller's. Returns 0 when the
+ * whole message went, MC_ERR_TIMEOUT (nonblock and the socket is full: EAGAIN),
+ * MC_ERR_INVALID (nfds out of range), MC_ERR_UNAVAILABLE (the peer hung up),
+ * MC_ERR_NOMEM, MC_ERR_IO (a short send among others), or another code of
+ * mc_err_from_errno.
  */
-int mc_shm_fd_send(int sock, const void *buf, size_t len, const int *fds, int nfds);
+int mc_shm_fd_send(int sock, const void *buf, size_t len, int nonblock, const int *fds,
+                   int nfds);
 
 /*
  * Receive one message of at most len bytes and at most max_fds descriptors

@@ -2,8 +2,8 @@
  * Unit tests of descriptor passing (shm/fdpass.c) and of the socket path rule
  * (shm/sockpath.c): descriptors arrive and stay open, too many or truncated messages are
  * refused with every received descriptor closed, an empty nonblocking socket and a hung-up
- * peer are told apart; the path follows argument, $MC_AGENT_SOCKET, $XDG_RUNTIME_DIR, the
- * system path, and refuses what does not fit.
+ * peer are told apart, as a full socket for a nonblocking send; the path follows argument,
+ * $MC_AGENT_SOCKET, $XDG_RUNTIME_DIR, the system path, and refuses what does not fit.
  */
 #include <check.h>
 #include <dirent.h>
@@ -51,7 +51,7 @@ START_TEST(test_fdpass_sends_bytes_and_descriptors)
     size_t len = 0;
 
     ck_assert_int_eq(pipe(p), 0);
-    ck_assert_int_eq(mc_shm_fd_send(t_sv[0], msg, sizeof(msg), p, 2), 0);
+    ck_assert_int_eq(mc_shm_fd_send(t_sv[0], msg, sizeof(msg), 0, p, 2), 0);
     ck_assert_int_eq(mc_shm_fd_recv(t_sv[1], buf, sizeof(buf), 0, got, 4, &len, &nfds), 0);
     ck_assert_uint_eq(len, sizeof(msg));
     ck_assert_str_eq(buf, msg);
@@ -75,7 +75,7 @@ START_TEST(test_fdpass_refuses_too_many_and_closes_them)
 
     ck_assert_int_eq(pipe(p), 0);
     before = t_nfds_open();
-    ck_assert_int_eq(mc_shm_fd_send(t_sv[0], "m", 1, p, 2), 0);
+    ck_assert_int_eq(mc_shm_fd_send(t_sv[0], "m", 1, 0, p, 2), 0);
     ck_assert_int_eq(mc_shm_fd_recv(t_sv[1], buf, sizeof(buf), 0, got, 1, &len, &nfds),
                      MC_ERR_PROTO);
     ck_assert_int_eq(nfds, -1); /* outputs only on success */
@@ -93,7 +93,7 @@ START_TEST(test_fdpass_refuses_truncated_bytes)
 
     ck_assert_int_eq(pipe(p), 0);
     before = t_nfds_open();
-    ck_assert_int_eq(mc_shm_fd_send(t_sv[0], big, sizeof(big), p, 1), 0);
+    ck_assert_int_eq(mc_shm_fd_send(t_sv[0], big, sizeof(big), 0, p, 1), 0);
     ck_assert_int_eq(mc_shm_fd_recv(t_sv[1], buf, sizeof(buf), 0, got, 2, &len, &nfds),
                      MC_ERR_PROTO);
     ck_assert_int_eq(t_nfds_open(), before);
@@ -115,7 +115,22 @@ START_TEST(test_fdpass_empty_and_hung_up)
     ck_assert_int_eq(mc_shm_fd_recv(t_sv[1], buf, sizeof(buf), 1, got, 1, &len, &nfds), 0);
     ck_assert_uint_eq(len, 0);
     ck_assert_int_eq(nfds, 0);
-    ck_assert_int_eq(mc_shm_fd_send(t_sv[1], "m", 1, NULL, 0), MC_ERR_UNAVAILABLE);
+    ck_assert_int_eq(mc_shm_fd_send(t_sv[1], "m", 1, 0, NULL, 0), MC_ERR_UNAVAILABLE);
+}
+END_TEST
+
+START_TEST(test_fdpass_nonblocking_send_on_a_full_socket)
+{
+    char chunk[1024] = {0};
+    int err;
+
+    /* nobody reads t_sv[1]: the socket fills, and a nonblocking send then says so */
+    for (int i = 0; i < 100000; i++) {
+        err = mc_shm_fd_send(t_sv[0], chunk, sizeof(chunk), 1, NULL, 0);
+        if (err != 0)
+            break;
+    }
+    ck_assert_int_eq(err, MC_ERR_TIMEOUT);
 }
 END_TEST
 
@@ -125,10 +140,10 @@ START_TEST(test_fdpass_checks_counts)
     size_t len;
     char buf[1];
 
-    ck_assert_int_eq(mc_shm_fd_send(t_sv[0], "m", 1, &fd, -1), MC_ERR_INVALID);
-    ck_assert_int_eq(mc_shm_fd_send(t_sv[0], "m", 1, &fd, MC_SHM_FDPASS_MAX + 1),
+    ck_assert_int_eq(mc_shm_fd_send(t_sv[0], "m", 1, 0, &fd, -1), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_shm_fd_send(t_sv[0], "m", 1, 0, &fd, MC_SHM_FDPASS_MAX + 1),
                      MC_ERR_INVALID);
-    ck_assert_int_eq(mc_shm_fd_send(t_sv[0], "m", 1, NULL, 1), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_shm_fd_send(t_sv[0], "m", 1, 0, NULL, 1), MC_ERR_INVALID);
     ck_assert_int_eq(
         mc_shm_fd_recv(t_sv[1], buf, 1, 1, got, MC_SHM_FDPASS_MAX + 1, &len, &nfds),
         MC_ERR_INVALID);
@@ -175,6 +190,7 @@ static Suite *t_suite(void)
     tcase_add_test(tc, test_fdpass_refuses_too_many_and_closes_them);
     tcase_add_test(tc, test_fdpass_refuses_truncated_bytes);
     tcase_add_test(tc, test_fdpass_empty_and_hung_up);
+    tcase_add_test(tc, test_fdpass_nonblocking_send_on_a_full_socket);
     tcase_add_test(tc, test_fdpass_checks_counts);
     tcase_add_test(tc, test_sockpath_rule);
     suite_add_tcase(s, tc);
