@@ -4,7 +4,7 @@
  * read-write here and registered with the agent by sending struct mc_shm_arena_msg and the
  * fd on the client socket (docs/protocol.md, "Extensions"). Puts from any address inside
  * an arena name it as (arena id, offset) and the agent copies from its own mapping. Not the
- * ops that use the memory (async.c, ops.c).
+ * ops that use the memory (op.c), nor the public calls (buf.c).
  *
  * The allocator is first fit over an address-ordered list of blocks per arena (free or
  * not), coalescing free neighbours, 64-byte granules: buffers are few and long-lived (an
@@ -12,13 +12,11 @@
  * by whole arenas and are unmapped only by mc_close (an SQE may name any of them).
  *
  * Busy tracking: every op that owns arena memory (a put's source, a get's destination;
- * sync or async) links a [lo, hi) record into c->uses; mc_buf_free fails with MC_ERR_BUSY
+ * sync or async) links a [lo, hi) record into as->uses; mc_buf_free fails with MC_ERR_BUSY
  * while a record overlaps the buffer. So an op pays one lock and a list insert, and only
  * the rare free walks the records (at most the ops in flight).
  *
- * Locking: c->arena_mu guards blocks and uses; it is taken after c->mu, never before it.
- * Arena bases and sizes are published with the release store of c->narenas, so lookups
- * (mc_arena_find) take no lock.
+ * Locking: arena.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,8 +27,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "libmc/client.h"
-#include "libmc/export.h"
+#include "libmc/arena.h"
+#include "shm/fdpass.h"
 #include "shm/memfd.h"
 
 struct mc_arena_blk {
@@ -39,19 +37,20 @@ struct mc_arena_blk {
     struct mc_arena_blk *prev, *next;
 };
 
-bool mc_arena_find(struct mc_client *c, const void *p, size_t len, uint32_t *id_p,
+bool mc_arena_find(struct mc_arenas *as, const void *p, size_t len, uint32_t *id_p,
                    uint64_t *off_p)
 {
     /* acquire pairs with the release in arena_add: the arena's fields are set */
-    uint32_t n = atomic_load_explicit(&c->narenas, memory_order_acquire);
+    uint32_t n = atomic_load_explicit(&as->narenas, memory_order_acquire);
     uintptr_t a = (uintptr_t)p;
 
     if (p == NULL || len == 0)
         return false;
     for (uint32_t i = 0; i < n; i++) {
-        uintptr_t base = (uintptr_t)c->arenas[i].base;
+        uintptr_t base = (uintptr_t)as->arenas[i].base;
 
-        if (a >= base && a - base < c->arenas[i].size && len <= c->arenas[i].size - (a - base)) {
+        if (a >= base && a - base < as->arenas[i].size &&
+            len <= as->arenas[i].size - (a - base)) {
             if (id_p != NULL)
                 *id_p = i;
             if (off_p != NULL)
@@ -62,81 +61,58 @@ bool mc_arena_find(struct mc_client *c, const void *p, size_t len, uint32_t *id_
     return false;
 }
 
-void mc_arena_use(struct mc_client *c, struct mc_arena_use *u, const void *p, size_t len)
+void mc_arena_use(struct mc_arenas *as, struct mc_arena_use *u, const void *p, size_t len)
 {
     u->linked = false;
-    if (!mc_arena_find(c, p, len, NULL, NULL))
+    if (!mc_arena_find(as, p, len, NULL, NULL))
         return;
     u->lo = (uintptr_t)p;
     u->hi = (uintptr_t)p + len;
-    pthread_mutex_lock(&c->arena_mu);
+    pthread_mutex_lock(&as->arena_mu);
     u->prev = NULL;
-    u->next = c->uses;
-    if (c->uses != NULL)
-        c->uses->prev = u;
-    c->uses = u;
+    u->next = as->uses;
+    if (as->uses != NULL)
+        as->uses->prev = u;
+    as->uses = u;
     u->linked = true;
-    pthread_mutex_unlock(&c->arena_mu);
+    pthread_mutex_unlock(&as->arena_mu);
 }
 
-void mc_arena_unuse(struct mc_client *c, struct mc_arena_use *u)
+void mc_arena_unuse(struct mc_arenas *as, struct mc_arena_use *u)
 {
     if (!u->linked)
         return;
-    pthread_mutex_lock(&c->arena_mu);
+    pthread_mutex_lock(&as->arena_mu);
     if (u->prev != NULL)
         u->prev->next = u->next;
     else
-        c->uses = u->next;
+        as->uses = u->next;
     if (u->next != NULL)
         u->next->prev = u->prev;
     u->linked = false;
-    pthread_mutex_unlock(&c->arena_mu);
+    pthread_mutex_unlock(&as->arena_mu);
 }
 
 /* Send the arena registration with its fd (SCM_RIGHTS). */
-static int arena_register(struct mc_client *c, uint32_t id, int fd, size_t size)
+static int arena_register(struct mc_engine *e, uint32_t id, int fd, size_t size)
 {
-    struct mc_shm_arena_msg m = {.magic = MC_SHM_MAGIC, .type = MC_SHM_ARENA_ADD,
-                                 .arena_id = id, .size = size, .reserved = 0};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
-    struct msghdr msg = {0};
-    struct cmsghdr *cm;
-    ssize_t n;
+    struct mc_shm_arena_msg m = {.magic = MC_SHM_MAGIC,
+                                 .type = MC_SHM_ARENA_ADD,
+                                 .arena_id = id,
+                                 .size = size,
+                                 .reserved = 0};
+    int err = mc_shm_fd_send(e->sock, &m, sizeof(m), 0, &fd, 1);
 
-    memset(&ctl, 0, sizeof(ctl));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = sizeof(ctl.buf);
-    cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    do {
-        n = sendmsg(c->sock, &msg, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    if (n == (ssize_t)sizeof(m))
-        return 0;
-    if (n < 0 && (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)) {
-        mc_client_poison(c, MC_ERR_UNAVAILABLE);
-        return MC_ERR_UNAVAILABLE;
-    }
-    if (n < 0 && (errno == ENOMEM || errno == ENOBUFS || errno == ETOOMANYREFS))
-        return MC_ERR_NOMEM;
-    return MC_ERR_IO;
+    if (err == MC_ERR_UNAVAILABLE)
+        mc_engine_poison(e, MC_ERR_UNAVAILABLE);
+    return err;
 }
 
 /* Create, map, seal and register a new arena of size bytes; arena_mu held. */
-static int arena_add_locked(struct mc_client *c, size_t size)
+static int arena_add_locked(struct mc_engine *e, struct mc_arenas *as, size_t size)
 {
-    uint32_t id = atomic_load_explicit(&c->narenas, memory_order_relaxed);
-    struct mc_arena *a = &c->arenas[id];
+    uint32_t id = atomic_load_explicit(&as->narenas, memory_order_relaxed);
+    struct mc_arena *a = &as->arenas[id];
     struct mc_arena_blk *b;
     char name[32];
     void *p;
@@ -157,7 +133,7 @@ static int arena_add_locked(struct mc_client *c, size_t size)
     err = mc_shm_map(fd, size, true, &p);
     if (err != 0)
         goto err_close;
-    err = arena_register(c, id, fd, size);
+    err = arena_register(e, id, fd, size);
     if (err != 0)
         goto err_unmap;
     close(fd); /* the mapping and the agent's copy keep the memory */
@@ -168,7 +144,7 @@ static int arena_add_locked(struct mc_client *c, size_t size)
     a->size = size;
     a->blocks = b;
     /* release pairs with the acquire in mc_arena_find */
-    atomic_store_explicit(&c->narenas, id + 1, memory_order_release);
+    atomic_store_explicit(&as->narenas, id + 1, memory_order_release);
     return 0;
 
 err_unmap:
@@ -207,45 +183,45 @@ static void *arena_take_locked(struct mc_arena *a, size_t len)
     return NULL;
 }
 
-MC_EXPORT int mc_buf_alloc(mc_client_t *c, size_t len, void **ptr)
+int mc_arena_init(struct mc_arenas *as)
+{
+    return pthread_mutex_init(&as->arena_mu, NULL) == 0 ? 0 : MC_ERR_NOMEM;
+}
+
+int mc_arena_alloc(struct mc_engine *e, struct mc_arenas *as, size_t len, void **ptr_p)
 {
     size_t need, asize;
     uint32_t n;
     void *p = NULL;
-    int err;
+    int err = 0;
 
-    if (c == NULL || ptr == NULL || len == 0)
-        return MC_ERR_INVALID;
     if (len > SIZE_MAX - MC_CLIENT_ARENA_ROUND)
         return MC_ERR_NOMEM;
-    err = mc_client_enter(c);
-    if (err != 0)
-        return err;
     need = (len + MC_CLIENT_ARENA_ALIGN - 1) & ~(size_t)(MC_CLIENT_ARENA_ALIGN - 1);
-    pthread_mutex_lock(&c->arena_mu);
-    n = atomic_load_explicit(&c->narenas, memory_order_relaxed);
+    pthread_mutex_lock(&as->arena_mu);
+    n = atomic_load_explicit(&as->narenas, memory_order_relaxed);
     for (uint32_t i = 0; i < n && p == NULL; i++)
-        p = arena_take_locked(&c->arenas[i], need);
+        p = arena_take_locked(&as->arenas[i], need);
     if (p == NULL) {
         asize = need < MC_CLIENT_ARENA_SIZE ? MC_CLIENT_ARENA_SIZE : need;
         asize = (asize + MC_CLIENT_ARENA_ROUND - 1) & ~(size_t)(MC_CLIENT_ARENA_ROUND - 1);
-        err = arena_add_locked(c, asize);
+        err = arena_add_locked(e, as, asize);
         if (err == 0) {
-            p = arena_take_locked(&c->arenas[n], need);
+            p = arena_take_locked(&as->arenas[n], need);
             if (p == NULL)
                 err = MC_ERR_NOMEM;
         }
     }
-    pthread_mutex_unlock(&c->arena_mu);
+    pthread_mutex_unlock(&as->arena_mu);
     if (err != 0)
         return err;
-    *ptr = p;
+    *ptr_p = p;
     return 0;
 }
 
-static bool range_busy_locked(struct mc_client *c, uintptr_t lo, uintptr_t hi)
+static bool range_busy_locked(struct mc_arenas *as, uintptr_t lo, uintptr_t hi)
 {
-    for (struct mc_arena_use *u = c->uses; u != NULL; u = u->next) {
+    for (struct mc_arena_use *u = as->uses; u != NULL; u = u->next) {
         if (u->lo < hi && lo < u->hi)
             return true;
     }
@@ -253,7 +229,7 @@ static bool range_busy_locked(struct mc_client *c, uintptr_t lo, uintptr_t hi)
 }
 
 /* Free the block at off in arena a unless an op owns part of it; arena_mu held. */
-static int buf_free_locked(struct mc_client *c, struct mc_arena *a, void *ptr, uint64_t off)
+static int buf_free_locked(struct mc_arenas *as, struct mc_arena *a, void *ptr, uint64_t off)
 {
     struct mc_arena_blk *b, *nb;
 
@@ -261,7 +237,7 @@ static int buf_free_locked(struct mc_client *c, struct mc_arena *a, void *ptr, u
         ;
     if (b == NULL || b->off != off || !b->used)
         return MC_ERR_INVALID; /* not a pointer mc_buf_alloc returned, or freed already */
-    if (range_busy_locked(c, (uintptr_t)ptr, (uintptr_t)ptr + b->len))
+    if (range_busy_locked(as, (uintptr_t)ptr, (uintptr_t)ptr + b->len))
         return MC_ERR_BUSY;
     b->used = false;
     /* coalesce with the free neighbours */
@@ -284,48 +260,33 @@ static int buf_free_locked(struct mc_client *c, struct mc_arena *a, void *ptr, u
     return 0;
 }
 
-MC_EXPORT int mc_buf_free(mc_client_t *c, void *ptr)
+int mc_arena_free(struct mc_arenas *as, void *ptr)
 {
-    struct mc_arena *a;
     uint32_t id;
     uint64_t off;
     int err;
 
-    if (c == NULL)
+    if (!mc_arena_find(as, ptr, 1, &id, &off))
         return MC_ERR_INVALID;
-    if (ptr == NULL)
-        return 0;
-    if (!mc_arena_find(c, ptr, 1, &id, &off))
-        return MC_ERR_INVALID;
-    a = &c->arenas[id];
-    pthread_mutex_lock(&c->arena_mu);
-    err = buf_free_locked(c, a, ptr, off);
-    pthread_mutex_unlock(&c->arena_mu);
-    if (err != MC_ERR_BUSY)
-        return err;
-    /* An op freed unfinished (mc_op_free) has no owner left to reap its completion or to
-     * give it up at its deadline: do it here, so that its buffer comes free once its answer
-     * arrived (or its deadline and grace passed) without waiting for some other call.
-     * mu comes before arena_mu, hence the second look. */
-    mc_async_reap(c);
-    pthread_mutex_lock(&c->arena_mu);
-    err = buf_free_locked(c, a, ptr, off);
-    pthread_mutex_unlock(&c->arena_mu);
+    pthread_mutex_lock(&as->arena_mu);
+    err = buf_free_locked(as, &as->arenas[id], ptr, off);
+    pthread_mutex_unlock(&as->arena_mu);
     return err;
 }
 
-void mc_arena_cleanup(struct mc_client *c)
+void mc_arena_cleanup(struct mc_arenas *as)
 {
-    uint32_t n = atomic_load(&c->narenas);
+    uint32_t n = atomic_load(&as->narenas);
     struct mc_arena_blk *b, *next;
 
     for (uint32_t i = 0; i < n; i++) {
-        for (b = c->arenas[i].blocks; b != NULL; b = next) {
+        for (b = as->arenas[i].blocks; b != NULL; b = next) {
             next = b->next;
             free(b);
         }
-        munmap(c->arenas[i].base, c->arenas[i].size);
-        c->arenas[i].blocks = NULL;
+        munmap(as->arenas[i].base, as->arenas[i].size);
+        as->arenas[i].blocks = NULL;
     }
-    atomic_store(&c->narenas, 0);
+    atomic_store(&as->narenas, 0);
+    pthread_mutex_destroy(&as->arena_mu);
 }

@@ -22,63 +22,37 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "libmc/client.h"
+#include "common/err.h"
 #include "libmc/export.h"
+#include "libmc/op.h"
+#include "shm/fdpass.h"
 #include "shm/memfd.h"
 #include "shm/region.h"
+#include "shm/sockpath.h"
 
-#define MC_SOCKET_SUBPATH "/mc/agent.sock"
-#define MC_SOCKET_SYSTEM  "/run/mc/agent.sock"
-#define MC_NFDS_MAX       (1 + MC_SHM_MAX_SEGS)
+#define MC_NFDS_MAX (1 + MC_SHM_MAX_SEGS)
 
-/* The socket path by the rule of docs/protocol.md into addr; 0 or MC_ERR_INVALID. Empty
- * environment variables count as unset. */
+/* The socket path by the rule of docs/protocol.md (shm/sockpath.h) into addr; 0 or
+ * MC_ERR_INVALID. */
 static int socket_addr(const char *arg, struct sockaddr_un *addr)
 {
-    const char *env;
-    int n;
-
     memset(addr, 0, sizeof(*addr));
     addr->sun_family = AF_UNIX;
-    if (arg != NULL) {
-        if (arg[0] == '\0')
-            return MC_ERR_INVALID;
-        n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s", arg);
-    } else if ((env = getenv("MC_AGENT_SOCKET")) != NULL && env[0] != '\0') {
-        n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s", env);
-    } else if ((env = getenv("XDG_RUNTIME_DIR")) != NULL && env[0] != '\0') {
-        n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s%s", env, MC_SOCKET_SUBPATH);
-    } else {
-        n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s", MC_SOCKET_SYSTEM);
-    }
-    /* sun_path keeps its NUL: a path that fills it is too long */
-    if (n < 0 || (size_t)n >= sizeof(addr->sun_path))
-        return MC_ERR_INVALID;
-    return 0;
+    return mc_shm_socket_path(arg, addr->sun_path, sizeof(addr->sun_path), NULL);
 }
 
+/* errno of socket, connect or the handshake's messages: no socket at the path means no
+ * agent (MC_ERR_UNAVAILABLE), a full backlog a timeout; the rest as everywhere. */
 static int connect_err(int e)
 {
     switch (e) {
     case ENOENT:
-    case ECONNREFUSED:
     case ENOTDIR:
-    case ECONNRESET:
-    case EPIPE:
         return MC_ERR_UNAVAILABLE;
-    case EACCES:
-    case EPERM:
-        return MC_ERR_DENIED;
     case EAGAIN:
-    case ETIMEDOUT:
         return MC_ERR_TIMEOUT;
-    case ENOMEM:
-    case ENOBUFS:
-    case EMFILE:
-    case ENFILE:
-        return MC_ERR_NOMEM;
     default:
-        return MC_ERR_IO;
+        return mc_err_from_errno(e);
     }
 }
 
@@ -125,37 +99,14 @@ static bool user_copy_from_env(void)
     return s == NULL || s[0] == '\0' || strcmp(s, "0") == 0;
 }
 
-/* Send the hello, with the eventfd when efd >= 0 (MC_SHM_HELLO_F_EVENTFD, SCM_RIGHTS).
- * Returns the send's result as send(2) does (errno set on -1). */
-static ssize_t send_hello(int sock, int efd)
+/* Send the hello, with the eventfd when efd >= 0 (MC_SHM_HELLO_F_EVENTFD, SCM_RIGHTS). */
+static int send_hello(int sock, int efd)
 {
-    struct mc_shm_hello hello = {.magic = MC_SHM_MAGIC, .abi = MC_SHM_ABI,
+    struct mc_shm_hello hello = {.magic = MC_SHM_MAGIC,
+                                 .abi = MC_SHM_ABI,
                                  .flags = efd >= 0 ? MC_SHM_HELLO_F_EVENTFD : 0};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = {.iov_base = &hello, .iov_len = sizeof(hello)};
-    struct msghdr msg = {0};
-    struct cmsghdr *cm;
-    ssize_t n;
 
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    if (efd >= 0) {
-        memset(&ctl, 0, sizeof(ctl));
-        msg.msg_control = ctl.buf;
-        msg.msg_controllen = sizeof(ctl.buf);
-        cm = CMSG_FIRSTHDR(&msg);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &efd, sizeof(int));
-    }
-    do {
-        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    return n;
+    return mc_shm_fd_send(sock, &hello, sizeof(hello), 0, &efd, efd >= 0 ? 1 : 0);
 }
 
 /* Let the agent read our memory (process_vm_readv, MC_SQE_F_USER) under Yama's
@@ -182,12 +133,12 @@ static void close_fds(int *fds, int n)
 static int wait_readable(int sock, int timeout_ms)
 {
     struct pollfd p = {.fd = sock, .events = POLLIN};
-    uint64_t deadline = mc_client_now_ms() + (uint64_t)timeout_ms;
+    uint64_t deadline = mc_engine_now_ms() + (uint64_t)timeout_ms;
     uint64_t now;
     int rc;
 
     for (;;) {
-        now = mc_client_now_ms();
+        now = mc_engine_now_ms();
         if (now >= deadline)
             return MC_ERR_TIMEOUT;
         rc = poll(&p, 1, (int)(deadline - now));
@@ -208,64 +159,28 @@ static int wait_readable(int sock, int timeout_ms)
 static int recv_welcome(int sock, int timeout_ms, struct mc_shm_welcome *w, int *fds,
                         int *nfds_p)
 {
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * MC_NFDS_MAX)];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = {.iov_base = w, .iov_len = sizeof(*w)};
-    struct msghdr msg = {0};
-    struct cmsghdr *cm;
+    size_t n;
     int nfds = 0;
-    ssize_t n;
     int err;
 
     err = wait_readable(sock, timeout_ms);
     if (err != 0)
         return err;
     memset(w, 0, sizeof(*w));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = sizeof(ctl.buf);
     /* A refusing agent sends its welcome and closes without reading our hello; closing
      * with unread data makes the kernel report ECONNRESET on our socket once, before the
      * welcome still queued for us: read again after it. */
     for (int resets = 0;;) {
-        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-        if (n >= 0 || (errno != EINTR && (errno != ECONNRESET || resets++ > 0)))
+        err = mc_shm_fd_recv(sock, w, sizeof(*w), 1, fds, MC_NFDS_MAX, &n, &nfds);
+        if (err != MC_ERR_UNAVAILABLE || resets++ > 0)
             break;
     }
-    if (n < 0)
-        return connect_err(errno);
+    if (err != 0)
+        return err; /* no descriptor is left open */
 
-    /* collect every fd first, so that each error path below can close them all */
-    err = 0;
-    for (cm = CMSG_FIRSTHDR(&msg); cm != NULL; cm = CMSG_NXTHDR(&msg, cm)) {
-        size_t cnt;
-
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
-            cm->cmsg_len < CMSG_LEN(0)) {
-            err = MC_ERR_PROTO;
-            continue;
-        }
-        cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < cnt; i++) {
-            int fd;
-
-            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-            if (nfds < MC_NFDS_MAX)
-                fds[nfds++] = fd;
-            else {
-                close(fd); /* cannot happen with our buffer size, but never leak */
-                err = MC_ERR_PROTO;
-            }
-        }
-    }
     if (n == 0)
         err = MC_ERR_UNAVAILABLE; /* the agent hung up during the handshake */
-    else if (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC))
-        err = MC_ERR_PROTO; /* fds or bytes were dropped: more than the protocol allows */
-    else if ((size_t)n < offsetof(struct mc_shm_welcome, client_id))
+    else if (n < offsetof(struct mc_shm_welcome, client_id))
         err = MC_ERR_PROTO;
     else if (w->magic != MC_SHM_MAGIC || w->abi != MC_SHM_ABI)
         err = MC_ERR_PROTO;
@@ -273,8 +188,7 @@ static int recv_welcome(int sock, int timeout_ms, struct mc_shm_welcome *w, int 
         err = MC_ERR_PROTO;
     else if (w->status < 0)
         err = w->status; /* the agent's verdict, as is (MC_ERR_DENIED, MC_ERR_NOMEM ...) */
-    else if ((size_t)n != sizeof(*w) || w->nsegs > MC_SHM_MAX_SEGS ||
-             (uint32_t)nfds != 1 + w->nsegs)
+    else if (n != sizeof(*w) || w->nsegs > MC_SHM_MAX_SEGS || (uint32_t)nfds != 1 + w->nsegs)
         err = MC_ERR_PROTO;
     if (err != 0) {
         close_fds(fds, nfds);
@@ -307,42 +221,37 @@ static int map_segment(int fd, uint64_t size, const uint8_t **p_p)
 
 static void unmap_segments(struct mc_client *c)
 {
-    for (uint32_t i = 0; i < c->nsegs; i++)
-        munmap((void *)c->seg[i], (size_t)c->seg_size[i]);
-    c->nsegs = 0;
+    for (uint32_t i = 0; i < c->e.nsegs; i++)
+        munmap((void *)c->e.seg[i], (size_t)c->e.seg_size[i]);
+    c->e.nsegs = 0;
 }
 
-/* Connect the socket and do the hello / welcome exchange; with_efd: offer c->efd. */
+/* Connect the socket and do the hello / welcome exchange; with_efd: offer c->e.efd. */
 static int handshake(struct mc_client *c, const struct sockaddr_un *addr, bool with_efd,
                      struct mc_shm_welcome *w, int *fds, int *nfds_p)
 {
-    ssize_t n;
     int err;
 
-    c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (c->sock < 0)
+    c->e.sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (c->e.sock < 0)
         return connect_err(errno);
-    while (connect(c->sock, (const struct sockaddr *)addr, sizeof(*addr)) < 0) {
+    while (connect(c->e.sock, (const struct sockaddr *)addr, sizeof(*addr)) < 0) {
         if (errno != EINTR) {
             err = connect_err(errno);
             goto err_close_sock;
         }
     }
-    n = send_hello(c->sock, with_efd ? c->efd : -1);
     /* A refused peer gets its welcome (MC_ERR_DENIED) and a closed socket, maybe before our
-     * hello: so even when send fails, the welcome decides. */
-    if (n >= 0 && n != (ssize_t)sizeof(struct mc_shm_hello)) {
-        err = MC_ERR_IO;
-        goto err_close_sock;
-    }
-    err = recv_welcome(c->sock, (int)c->op_timeout_ms, w, fds, nfds_p);
+     * hello: so even when the send fails, the welcome decides. */
+    (void)send_hello(c->e.sock, with_efd ? c->e.efd : -1);
+    err = recv_welcome(c->e.sock, (int)c->e.op_timeout_ms, w, fds, nfds_p);
     if (err != 0)
         goto err_close_sock;
     return 0;
 
 err_close_sock:
-    close(c->sock);
-    c->sock = -1;
+    close(c->e.sock);
+    c->e.sock = -1;
     return err;
 }
 
@@ -363,13 +272,13 @@ MC_EXPORT int mc_connect(const char *socket_path, mc_client_t **out)
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         return MC_ERR_NOMEM;
-    c->op_timeout_ms = op_timeout_from_env();
-    c->spin_ns = spin_ns_from_env();
+    c->e.op_timeout_ms = op_timeout_from_env();
+    c->e.spin_ns = spin_ns_from_env();
     atomic_store(&c->user_ok, user_copy_from_env());
 
     /* the eventfd of mc_client_eventfd: created now, so it never changes for the client */
-    c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (c->efd < 0) {
+    c->e.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (c->e.efd < 0) {
         err = connect_err(errno);
         goto err_free;
     }
@@ -381,42 +290,47 @@ MC_EXPORT int mc_connect(const char *socket_path, mc_client_t **out)
          * again without; mc_client_eventfd then says MC_ERR_IO (nothing would write it). */
         err = handshake(c, &addr, false, &w, fds, &nfds);
         if (err == 0)
-            c->efd_agent = false;
+            c->e.efd_agent = false;
     } else if (err == 0) {
-        c->efd_agent = true;
+        c->e.efd_agent = true;
     }
     if (err != 0)
         goto err_close_efd;
-    allow_agent_ptrace(c->sock);
+    allow_agent_ptrace(c->e.sock);
 
-    err = mc_shm_region_attach(fds[0], w.region_size, &c->region);
+    err = mc_shm_region_attach(fds[0], w.region_size, &c->e.region);
     if (err != 0) {
         if (err == MC_ERR_INVALID || err == MC_ERR_DENIED)
             err = MC_ERR_IO;
         goto err_close_fds;
     }
     fds[0] = -1; /* the region owns it now */
-    if (c->region->lay.client_id != w.client_id) {
+    if (c->e.region->lay.client_id != w.client_id) {
         err = MC_ERR_PROTO;
         goto err_close_fds;
     }
     for (uint32_t i = 0; i < w.nsegs; i++) {
-        err = map_segment(fds[1 + i], w.seg_size[i], &c->seg[i]);
+        err = map_segment(fds[1 + i], w.seg_size[i], &c->e.seg[i]);
         if (err != 0)
             goto err_unmap;
-        c->seg_size[i] = w.seg_size[i];
-        c->nsegs = i + 1;
+        c->e.seg_size[i] = w.seg_size[i];
+        c->e.nsegs = i + 1;
     }
     /* the mappings keep the segments; their fds are of no further use */
     close_fds(fds + 1, nfds - 1);
     nfds = 0;
 
-    err = mc_client_engine_init(c);
+    err = mc_arena_init(&c->a);
     if (err != 0)
         goto err_unmap;
+    err = mc_engine_init(&c->e, &mc_op_hooks);
+    if (err != 0)
+        goto err_arenas;
     *out = c;
     return 0;
 
+err_arenas:
+    mc_arena_cleanup(&c->a);
 err_unmap:
     unmap_segments(c);
 err_close_fds:
@@ -424,10 +338,10 @@ err_close_fds:
         close_fds(fds + 1, nfds - 1);
     if (nfds > 0 && fds[0] >= 0)
         close(fds[0]);
-    mc_shm_region_destroy(c->region);
-    close(c->sock);
+    mc_shm_region_destroy(c->e.region);
+    close(c->e.sock);
 err_close_efd:
-    close(c->efd);
+    close(c->e.efd);
 err_free:
     free(c);
     return err;
@@ -439,14 +353,14 @@ MC_EXPORT int mc_client_status(const mc_client_t *c)
 
     if (c == NULL)
         return MC_ERR_INVALID;
-    err = atomic_load_explicit(&c->poison, memory_order_acquire);
+    err = atomic_load_explicit(&c->e.poison, memory_order_acquire);
     if (err != 0)
         return err;
     /* not poisoned yet, but the next call would be: say so now, so that a caller deciding
      * between a retry and a reconnect after MC_ERR_UNAVAILABLE does not retry in vain */
-    if (atomic_load_explicit(&c->region->hdr->agent_state, memory_order_acquire) == 1)
+    if (atomic_load_explicit(&c->e.region->hdr->agent_state, memory_order_acquire) == 1)
         return MC_ERR_UNAVAILABLE;
-    return mc_client_liveness(c);
+    return mc_engine_liveness(&c->e);
 }
 
 MC_EXPORT void mc_close(mc_client_t *c)
@@ -461,12 +375,12 @@ MC_EXPORT void mc_close(mc_client_t *c)
      * their leases and revoke their puts; it keeps its own mapping of the region (and of
      * the arenas), so nothing it still copies depends on ours.
      */
-    mc_async_close(c);
-    close(c->sock);
+    mc_op_close_all(c);
+    close(c->e.sock);
     unmap_segments(c);
-    mc_arena_cleanup(c);
-    mc_client_engine_cleanup(c);
-    mc_shm_region_destroy(c->region);
-    close(c->efd);
+    mc_arena_cleanup(&c->a);
+    mc_engine_cleanup(&c->e);
+    mc_shm_region_destroy(c->e.region);
+    close(c->e.efd);
     free(c);
 }

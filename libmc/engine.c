@@ -1,7 +1,8 @@
 /*
- * The submission engine of a client (client.h): op slots, staging slots, the SQ producer,
+ * The submission engine of a client (engine.h): op slots, staging slots, the SQ producer,
  * the CQ consumer (the reaper role) and the poisoned state. Not the handshake (connect.c)
- * and not the meaning of ops (ops.c).
+ * and not the meaning of ops (op.c): a CQE goes to the completion function its submitter
+ * stored in the op slot, and the layer above is called back only through e->hooks.
  *
  * Why one lock and a reaper role rather than a reaping thread: libmc starts no threads
  * (the caller's process owns them), and a synchronous call is already a thread that waits;
@@ -23,10 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "libmc/client.h"
+#include "libmc/engine.h"
 #include "shm/doorbell.h"
 
-uint64_t mc_client_now_ns(void)
+uint64_t mc_engine_now_ns(void)
 {
     struct timespec ts;
 
@@ -34,14 +35,14 @@ uint64_t mc_client_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t mc_client_now_ms(void)
+uint64_t mc_engine_now_ms(void)
 {
-    return mc_client_now_ns() / 1000000u;
+    return mc_engine_now_ns() / 1000000u;
 }
 
-uint64_t mc_client_deadline(const struct mc_client *c)
+uint64_t mc_engine_deadline(const struct mc_engine *e)
 {
-    return mc_client_now_ns() + (uint64_t)c->op_timeout_ms * 1000000u;
+    return mc_engine_now_ns() + (uint64_t)e->op_timeout_ms * 1000000u;
 }
 
 /* A hint to the core that we are spinning (keeps the sibling hyper-thread fed). */
@@ -63,63 +64,63 @@ static inline void cpu_relax(void)
 
 /*
  * Tell every waiter that something changed, mu held. The reaper sleeps on the CQ doorbell,
- * not on c->cv: when what changed is not a CQE (a slot given back by its owner, poison),
+ * not on e->cv: when what changed is not a CQE (a slot given back by its owner, poison),
  * ring the CQ doorbell ourselves so it re-checks now rather than at its next liveness
  * slice. An extra bump of the futex word is harmless: it is a counter, and every waiter
  * re-checks. A lone thread is never its own reaper while it gives slots back, so the
  * single-threaded path pays nothing here.
  */
-static void notify_locked(struct mc_client *c)
+static void notify_locked(struct mc_engine *e)
 {
-    pthread_cond_broadcast(&c->cv);
-    if (c->reaping) {
+    pthread_cond_broadcast(&e->cv);
+    if (e->reaping) {
         /* the reaper's ready() sees this, or mc_shm_doorbell_ring sees its need_wakeup
          * (the fence in mc_shm_doorbell_needed orders this store before that load) */
-        atomic_fetch_add_explicit(&c->notify_seq, 1, memory_order_relaxed);
-        mc_shm_doorbell_ring(c->region->cq);
+        atomic_fetch_add_explicit(&e->notify_seq, 1, memory_order_relaxed);
+        mc_shm_doorbell_ring(e->region->cq);
     }
 }
 
-static void poison_locked(struct mc_client *c, int err)
+static void poison_locked(struct mc_engine *e, int err)
 {
     int expected = 0;
 
-    if (atomic_compare_exchange_strong(&c->poison, &expected, err))
-        notify_locked(c);
+    if (atomic_compare_exchange_strong(&e->poison, &expected, err))
+        notify_locked(e);
 }
 
-void mc_client_poison_locked(struct mc_client *c, int err)
+void mc_engine_poison_locked(struct mc_engine *e, int err)
 {
-    poison_locked(c, err);
+    poison_locked(e, err);
 }
 
-void mc_client_poison(struct mc_client *c, int err)
+void mc_engine_poison(struct mc_engine *e, int err)
 {
-    pthread_mutex_lock(&c->mu);
-    poison_locked(c, err);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&e->mu);
+    poison_locked(e, err);
+    pthread_mutex_unlock(&e->mu);
 }
 
-int mc_client_enter(struct mc_client *c)
+int mc_engine_enter(struct mc_engine *e)
 {
-    int err = atomic_load_explicit(&c->poison, memory_order_acquire);
+    int err = atomic_load_explicit(&e->poison, memory_order_acquire);
 
     if (err != 0)
         return err;
     /* 1: the agent is closing (SIGTERM) and takes no new ops; ops already in flight still
      * complete, so only new calls check this. */
-    if (atomic_load_explicit(&c->region->hdr->agent_state, memory_order_acquire) == 1) {
-        mc_client_poison(c, MC_ERR_UNAVAILABLE);
-        return atomic_load(&c->poison);
+    if (atomic_load_explicit(&e->region->hdr->agent_state, memory_order_acquire) == 1) {
+        mc_engine_poison(e, MC_ERR_UNAVAILABLE);
+        return atomic_load(&e->poison);
     }
     return 0;
 }
 
 /* Whether the agent closed its end of the socket (it never sends anything after the
  * welcome, so anything readable is a hang-up or a protocol breach). */
-static int agent_liveness(const struct mc_client *c)
+static int agent_liveness(const struct mc_engine *e)
 {
-    struct pollfd p = {.fd = c->sock, .events = POLLIN | POLLRDHUP};
+    struct pollfd p = {.fd = e->sock, .events = POLLIN | POLLRDHUP};
     char byte;
     ssize_t n;
 
@@ -127,7 +128,7 @@ static int agent_liveness(const struct mc_client *c)
         return 0;
     if (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))
         return MC_ERR_UNAVAILABLE;
-    n = recv(c->sock, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    n = recv(e->sock, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0)
         return MC_ERR_UNAVAILABLE;
     if (n > 0)
@@ -135,186 +136,168 @@ static int agent_liveness(const struct mc_client *c)
     return (errno == EAGAIN || errno == EINTR) ? 0 : MC_ERR_UNAVAILABLE;
 }
 
-int mc_client_liveness(const struct mc_client *c)
+int mc_engine_liveness(const struct mc_engine *e)
 {
-    return agent_liveness(c);
+    return agent_liveness(e);
 }
 
-int mc_client_engine_init(struct mc_client *c)
+int mc_engine_init(struct mc_engine *e, const struct mc_engine_hooks *hooks)
 {
-    const struct mc_shm_layout *l = &c->region->lay;
+    const struct mc_shm_layout *l = &e->region->lay;
     pthread_condattr_t ca;
     uint32_t i;
 
     /* One op slot fewer than max_inflight: the agent counts every SQE it takes against
      * max_inflight before it looks at it, a RELEASE with MC_SQE_F_NO_CQE included (for an
      * instant), so a release sent while max_inflight ops wait would be a violation. */
-    c->nops = l->max_inflight > 1 ? l->max_inflight - 1 : 1;
-    c->nslots = l->staging_slots;
-    c->slot_size = l->staging_slot_size;
-    c->ops = calloc(c->nops, sizeof(*c->ops));
-    c->ops_free = calloc(c->nops, sizeof(*c->ops_free));
-    c->stg_free = calloc(c->nslots, sizeof(*c->stg_free));
+    e->nops = l->max_inflight > 1 ? l->max_inflight - 1 : 1;
+    e->nslots = l->staging_slots;
+    e->slot_size = l->staging_slot_size;
+    e->ops = calloc(e->nops, sizeof(*e->ops));
+    e->ops_free = calloc(e->nops, sizeof(*e->ops_free));
+    e->stg_free = calloc(e->nslots, sizeof(*e->stg_free));
     /* every lease the agent can hold for us (2 * max_inflight), and slack */
-    c->rel_cap = 4 * l->max_inflight;
-    c->rel_pending = calloc(c->rel_cap, sizeof(*c->rel_pending));
-    if (c->ops == NULL || c->ops_free == NULL || c->stg_free == NULL || c->rel_pending == NULL)
+    e->rel_cap = 4 * l->max_inflight;
+    e->rel_pending = calloc(e->rel_cap, sizeof(*e->rel_pending));
+    if (e->ops == NULL || e->ops_free == NULL || e->stg_free == NULL || e->rel_pending == NULL)
         goto err_free;
     /* lowest indices on top of the stacks: nicer to read in a debugger, nothing more */
-    for (i = 0; i < c->nops; i++) {
-        c->ops[i].staging = -1;
-        c->ops_free[i] = c->nops - 1 - i;
+    for (i = 0; i < e->nops; i++) {
+        e->ops[i].staging = -1;
+        e->ops_free[i] = e->nops - 1 - i;
     }
-    c->nops_free = c->nops;
-    for (i = 0; i < c->nslots; i++)
-        c->stg_free[i] = c->nslots - 1 - i;
-    c->nstg_free = c->nslots;
+    e->nops_free = e->nops;
+    for (i = 0; i < e->nslots; i++)
+        e->stg_free[i] = e->nslots - 1 - i;
+    e->nstg_free = e->nslots;
 
     if (pthread_condattr_init(&ca) != 0)
         goto err_free;
     if (pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
-        pthread_cond_init(&c->cv, &ca) != 0) {
+        pthread_cond_init(&e->cv, &ca) != 0) {
         pthread_condattr_destroy(&ca);
         goto err_free;
     }
     pthread_condattr_destroy(&ca);
-    if (pthread_mutex_init(&c->mu, NULL) != 0)
+    if (pthread_mutex_init(&e->mu, NULL) != 0)
         goto err_cond;
-    if (pthread_mutex_init(&c->arena_mu, NULL) != 0) {
-        pthread_mutex_destroy(&c->mu);
-        goto err_cond;
-    }
+    e->hooks = hooks;
     /* the agent zeroed the rings: both sides start at index 0 */
-    c->sq_tail = 0;
-    c->cq_head = 0;
+    e->sq_tail = 0;
+    e->cq_head = 0;
     return 0;
 
 err_cond:
-    pthread_cond_destroy(&c->cv);
+    pthread_cond_destroy(&e->cv);
 err_free:
-    free(c->ops);
-    free(c->ops_free);
-    free(c->stg_free);
-    free(c->rel_pending);
-    c->rel_pending = NULL;
-    c->ops = NULL;
-    c->ops_free = NULL;
-    c->stg_free = NULL;
+    free(e->ops);
+    free(e->ops_free);
+    free(e->stg_free);
+    free(e->rel_pending);
+    e->rel_pending = NULL;
+    e->ops = NULL;
+    e->ops_free = NULL;
+    e->stg_free = NULL;
     return MC_ERR_NOMEM;
 }
 
-void mc_client_engine_cleanup(struct mc_client *c)
+void mc_engine_cleanup(struct mc_engine *e)
 {
-    if (c->ops == NULL)
+    if (e->ops == NULL)
         return;
-    pthread_mutex_destroy(&c->arena_mu);
-    pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
-    free(c->ops);
-    free(c->ops_free);
-    free(c->stg_free);
-    free(c->rel_pending);
-    c->ops = NULL;
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e->ops);
+    free(e->ops_free);
+    free(e->stg_free);
+    free(e->rel_pending);
+    e->ops = NULL;
 }
 
 /* --- staging slots ----------------------------------------------------------------------- */
 
-uint8_t *mc_client_staging_ptr(struct mc_client *c, uint32_t slot)
+uint8_t *mc_engine_staging_ptr(struct mc_engine *e, uint32_t slot)
 {
-    return c->region->staging + (size_t)slot * c->slot_size;
+    return e->region->staging + (size_t)slot * e->slot_size;
 }
 
-uint64_t mc_client_staging_off(const struct mc_client *c, uint32_t slot)
+uint64_t mc_engine_staging_off(const struct mc_engine *e, uint32_t slot)
 {
-    return (uint64_t)slot * c->slot_size;
+    return (uint64_t)slot * e->slot_size;
 }
 
-static void staging_put_locked(struct mc_client *c, uint32_t slot)
+static void staging_put_locked(struct mc_engine *e, uint32_t slot)
 {
-    c->stg_free[c->nstg_free++] = slot;
-    notify_locked(c);
-    if (c->aq_head != NULL)
-        mc_async_kick_locked(c); /* queued async ops may take it (no-op when re-entered) */
+    e->stg_free[e->nstg_free++] = slot;
+    notify_locked(e);
+    e->hooks->slots_back(e); /* ops queued above may take it */
 }
 
-void mc_client_staging_put_locked(struct mc_client *c, uint32_t slot)
+void mc_engine_staging_put_locked(struct mc_engine *e, uint32_t slot)
 {
-    staging_put_locked(c, slot);
+    staging_put_locked(e, slot);
 }
 
-bool mc_client_staging_try_get_locked(struct mc_client *c, uint32_t *slot_p)
+bool mc_engine_staging_try_get_locked(struct mc_engine *e, uint32_t *slot_p)
 {
-    if (c->nstg_free == 0)
+    if (e->nstg_free == 0)
         return false;
-    *slot_p = c->stg_free[--c->nstg_free];
+    *slot_p = e->stg_free[--e->nstg_free];
     return true;
 }
 
-void mc_client_staging_put(struct mc_client *c, uint32_t slot)
+void mc_engine_staging_put(struct mc_engine *e, uint32_t slot)
 {
-    pthread_mutex_lock(&c->mu);
-    staging_put_locked(c, slot);
-    pthread_mutex_unlock(&c->mu);
-}
-
-bool mc_client_staging_try_get(struct mc_client *c, uint32_t *slot_p)
-{
-    bool got = false;
-
-    pthread_mutex_lock(&c->mu);
-    if (c->nstg_free > 0) {
-        *slot_p = c->stg_free[--c->nstg_free];
-        got = true;
-    }
-    pthread_mutex_unlock(&c->mu);
-    return got;
+    pthread_mutex_lock(&e->mu);
+    staging_put_locked(e, slot);
+    pthread_mutex_unlock(&e->mu);
 }
 
 /* --- the CQ: reaping ------------------------------------------------------------------- */
 
 /* What the reaper waits for: a CQE, or a notify_locked since it took the role. */
 struct reap_arg {
-    struct mc_client *c;
+    struct mc_engine *e;
     uint32_t seq; /* notify_seq when the role was taken */
 };
 
 static bool cq_ready(void *arg)
 {
     struct reap_arg *ra = arg;
-    struct mc_client *c = ra->c;
+    struct mc_engine *e = ra->e;
 
     /* acquire pairs with the agent's release of the CQ tail (mc_ring_publish_tail) */
-    return atomic_load_explicit(&c->region->cq->tail, memory_order_acquire) != c->cq_head ||
-           atomic_load_explicit(&c->notify_seq, memory_order_relaxed) != ra->seq;
+    return atomic_load_explicit(&e->region->cq->tail, memory_order_acquire) != e->cq_head ||
+           atomic_load_explicit(&e->notify_seq, memory_order_relaxed) != ra->seq;
 }
 
 /* Write an SQE (and its key, if any) at our tail without publishing it; mu held. Returns
  * false when the SQ is full now. */
-static bool sq_write_locked(struct mc_client *c, const struct mc_sqe *sqe, const char *key,
+static bool sq_write_locked(struct mc_engine *e, const struct mc_sqe *sqe, const char *key,
                             size_t key_len)
 {
-    struct mc_shm_region *r = c->region;
+    struct mc_shm_region *r = e->region;
     uint32_t head, used;
 
     /* acquire pairs with the agent's release of the SQ head: it is done reading the slots */
     head = atomic_load_explicit(&r->sq->head, memory_order_acquire);
-    used = c->sq_tail - head;
+    used = e->sq_tail - head;
     if (used > r->lay.sq_entries) {
-        poison_locked(c, MC_ERR_PROTO); /* a head ahead of our tail, or far behind it */
+        poison_locked(e, MC_ERR_PROTO); /* a head ahead of our tail, or far behind it */
         return false;
     }
     if (used == r->lay.sq_entries)
         return false;
     if (key_len > 0)
-        memcpy(mc_shm_key_slot(r, c->sq_tail), key, key_len);
-    *mc_shm_sqe_at(r, c->sq_tail) = *sqe;
-    c->sq_tail++;
+        memcpy(mc_shm_key_slot(r, e->sq_tail), key, key_len);
+    *mc_shm_sqe_at(r, e->sq_tail) = *sqe;
+    e->sq_tail++;
     return true;
 }
 
 /* Write the RELEASEs that found the SQ full, oldest first, while there is room: a lease
  * left in the agent's table until its deadline would fill the table under a long batch. */
-static void rel_flush_locked(struct mc_client *c)
+static void rel_flush_locked(struct mc_engine *e)
 {
     struct mc_sqe sqe;
     uint32_t i = 0;
@@ -322,44 +305,44 @@ static void rel_flush_locked(struct mc_client *c)
     memset(&sqe, 0, sizeof(sqe));
     sqe.opcode = MC_OP_RELEASE;
     sqe.flags = MC_SQE_F_NO_CQE;
-    while (i < c->nrel_pending && atomic_load(&c->poison) == 0) {
-        sqe.arg0 = c->rel_pending[i];
-        if (!sq_write_locked(c, &sqe, NULL, 0))
+    while (i < e->nrel_pending && atomic_load(&e->poison) == 0) {
+        sqe.arg0 = e->rel_pending[i];
+        if (!sq_write_locked(e, &sqe, NULL, 0))
             break;
-        c->sq_unpublished = true;
+        e->sq_unpublished = true;
         i++;
     }
     if (i > 0) {
-        memmove(c->rel_pending, c->rel_pending + i, (c->nrel_pending - i) * sizeof(uint32_t));
-        c->nrel_pending -= i;
+        memmove(e->rel_pending, e->rel_pending + i, (e->nrel_pending - i) * sizeof(uint32_t));
+        e->nrel_pending -= i;
     }
 }
 
 /* Push an SQE at our tail and publish it (with any written before it); mu held. Returns
  * false when the SQ is full now. */
-static bool sq_push_locked(struct mc_client *c, const struct mc_sqe *sqe, const char *key,
+static bool sq_push_locked(struct mc_engine *e, const struct mc_sqe *sqe, const char *key,
                            size_t key_len)
 {
-    rel_flush_locked(c);
-    if (!sq_write_locked(c, sqe, key, key_len))
+    rel_flush_locked(e);
+    if (!sq_write_locked(e, sqe, key, key_len))
         return false;
-    mc_ring_publish_tail(c->region->sq, c->sq_tail);
-    c->sq_unpublished = false;
+    mc_ring_publish_tail(e->region->sq, e->sq_tail);
+    e->sq_unpublished = false;
     return true;
 }
 
-void mc_client_flush_locked(struct mc_client *c)
+void mc_engine_flush_locked(struct mc_engine *e)
 {
-    rel_flush_locked(c);
-    if (!c->sq_unpublished)
+    rel_flush_locked(e);
+    if (!e->sq_unpublished)
         return;
-    c->sq_unpublished = false;
+    e->sq_unpublished = false;
     /* one release store for every SQE written since the last one, one doorbell */
-    mc_ring_publish_tail(c->region->sq, c->sq_tail);
-    mc_shm_doorbell_ring(c->region->sq);
+    mc_ring_publish_tail(e->region->sq, e->sq_tail);
+    mc_shm_doorbell_ring(e->region->sq);
 }
 
-void mc_client_release_locked(struct mc_client *c, uint32_t lease_id)
+void mc_engine_release_locked(struct mc_engine *e, uint32_t lease_id)
 {
     struct mc_sqe sqe;
 
@@ -367,69 +350,56 @@ void mc_client_release_locked(struct mc_client *c, uint32_t lease_id)
     sqe.opcode = MC_OP_RELEASE;
     sqe.flags = MC_SQE_F_NO_CQE;
     sqe.arg0 = lease_id;
-    if (atomic_load(&c->poison) != 0)
+    if (atomic_load(&e->poison) != 0)
         return; /* the agent is gone or broken: its leases end with it */
-    rel_flush_locked(c);
-    if (c->nrel_pending == 0 && sq_write_locked(c, &sqe, NULL, 0))
-        c->sq_unpublished = true;
-    else if (c->nrel_pending < c->rel_cap)
-        c->rel_pending[c->nrel_pending++] = lease_id; /* sent with the next submission */
+    rel_flush_locked(e);
+    if (e->nrel_pending == 0 && sq_write_locked(e, &sqe, NULL, 0))
+        e->sq_unpublished = true;
+    else if (e->nrel_pending < e->rel_cap)
+        e->rel_pending[e->nrel_pending++] = lease_id; /* sent with the next submission */
     /* else: more than the agent can hold for us; the lease ends at its deadline */
 }
 
-static void op_free_locked(struct mc_client *c, uint32_t idx)
+static void op_free_locked(struct mc_engine *e, uint32_t idx)
 {
-    struct mc_op_slot *o = &c->ops[idx];
+    struct mc_slot *o = &e->ops[idx];
 
-    o->state = MC_OP_STATE_FREE;
+    o->state = MC_SLOT_FREE;
     o->staging = -1;
     o->hold_staging = false;
-    o->aop = NULL;
-    c->ops_free[c->nops_free++] = idx;
-    notify_locked(c);
-    if (c->aq_head != NULL)
-        mc_async_kick_locked(c); /* queued async ops may take it (no-op when re-entered) */
+    o->done = NULL;
+    o->owner = NULL;
+    e->ops_free[e->nops_free++] = idx;
+    notify_locked(e);
+    e->hooks->slots_back(e); /* ops queued above may take it */
 }
 
-/* An abandoned op's CQE arrived: undo what the op left behind, then free its slot. */
-static void abandoned_done_locked(struct mc_client *c, uint32_t idx, const struct mc_cqe *cqe)
+/* An abandoned op's CQE arrived: free its slot, then let its submitter undo what the op
+ * left behind (a lease, a started put: the engine does not know which). */
+static void abandoned_done_locked(struct mc_engine *e, uint32_t idx, const struct mc_cqe *cqe)
 {
-    struct mc_op_slot *o = &c->ops[idx];
-    struct mc_sqe sqe;
+    struct mc_slot *o = &e->ops[idx];
+    mc_engine_done_fn *done = o->done;
+    uint32_t tag = o->tag;
 
-    if (o->opcode == MC_OP_GET && cqe->res == 0) {
-        mc_client_release_locked(c, cqe->lease_id);
-        mc_client_flush_locked(c);
-    } else if (o->opcode == MC_OP_PUT_START && cqe->res == 0) {
-        /* the put was started for an owner who gave up: abort it, reusing this slot (its
-         * CQE will be dropped like this one) */
-        memset(&sqe, 0, sizeof(sqe));
-        sqe.opcode = MC_OP_PUT_ABORT;
-        sqe.arg0 = cqe->lease_id;
-        o->gen++;
-        o->opcode = MC_OP_PUT_ABORT;
-        sqe.user_data = ((uint64_t)o->gen << 32) | idx;
-        if (sq_push_locked(c, &sqe, NULL, 0)) {
-            mc_shm_doorbell_ring(c->region->sq);
-            return;
-        }
-    }
-    op_free_locked(c, idx);
+    op_free_locked(e, idx);
+    if (done != NULL)
+        done(e, NULL, tag, cqe);
 }
 
 /* Move every CQE that is ready into its op slot; only the reaper calls this, mu held. */
-static void drain_locked(struct mc_client *c)
+static void drain_locked(struct mc_engine *e)
 {
-    struct mc_shm_region *r = c->region;
-    uint32_t tail, head = c->cq_head;
-    struct mc_op_slot *o;
+    struct mc_shm_region *r = e->region;
+    uint32_t tail, head = e->cq_head;
+    struct mc_slot *o;
     struct mc_cqe cqe;
     uint32_t idx;
 
     /* acquire pairs with the agent's release of the CQ tail: the CQEs are written */
     tail = atomic_load_explicit(&r->cq->tail, memory_order_acquire);
     if (tail - head > r->lay.cq_entries) {
-        poison_locked(c, MC_ERR_PROTO);
+        poison_locked(e, MC_ERR_PROTO);
         return;
     }
     while (head != tail) {
@@ -438,46 +408,46 @@ static void drain_locked(struct mc_client *c)
         /* give the slot back before handling the CQE: handling it may free an op slot and
          * submit the next op, whose answer needs CQ room (release pairs with the agent's
          * acquire of the CQ head) */
-        c->cq_head = head;
+        e->cq_head = head;
         mc_ring_publish_head(r->cq, head);
         idx = (uint32_t)cqe.user_data;
-        o = idx < c->nops ? &c->ops[idx] : NULL;
+        o = idx < e->nops ? &e->ops[idx] : NULL;
         if (o == NULL || o->gen != (uint32_t)(cqe.user_data >> 32) ||
-            (o->state != MC_OP_STATE_PENDING && o->state != MC_OP_STATE_ABANDONED)) {
-            poison_locked(c, MC_ERR_PROTO); /* a CQE for no op of ours */
+            (o->state != MC_SLOT_PENDING && o->state != MC_SLOT_ABANDONED)) {
+            poison_locked(e, MC_ERR_PROTO); /* a CQE for no op of ours */
             break;
         }
-        if (o->staging >= 0 && !(o->hold_staging && o->state == MC_OP_STATE_PENDING)) {
-            staging_put_locked(c, (uint32_t)o->staging);
+        if (o->staging >= 0 && !(o->hold_staging && o->state == MC_SLOT_PENDING)) {
+            staging_put_locked(e, (uint32_t)o->staging);
             o->staging = -1;
         }
-        if (o->state == MC_OP_STATE_ABANDONED) {
-            abandoned_done_locked(c, idx, &cqe);
-        } else if (o->aop != NULL) {
-            /* an async op's step: the slot is free again before its owner moves on */
-            struct mc_op *aop = o->aop;
+        if (o->state == MC_SLOT_ABANDONED) {
+            abandoned_done_locked(e, idx, &cqe);
+        } else if (o->done != NULL) {
+            /* the slot is free again before its owner moves on */
+            mc_engine_done_fn *done = o->done;
+            void *owner = o->owner;
             uint32_t tag = o->tag;
 
-            op_free_locked(c, idx);
-            mc_async_cqe_locked(c, aop, tag, &cqe);
+            op_free_locked(e, idx);
+            done(e, owner, tag, &cqe);
         } else {
             o->cqe = cqe;
-            o->state = MC_OP_STATE_DONE;
+            o->state = MC_SLOT_DONE;
         }
     }
-    if (c->aq_head != NULL)
-        mc_async_kick_locked(c);
-    mc_client_flush_locked(c); /* what the async steps and releases above submitted */
-    pthread_cond_broadcast(&c->cv);
+    e->hooks->slots_back(e);
+    mc_engine_flush_locked(e); /* what the completions and releases above submitted */
+    pthread_cond_broadcast(&e->cv);
 }
 
 /* Empty the eventfd (it only says "look at the CQ", which the caller is about to do). */
-static void efd_drain(struct mc_client *c)
+static void efd_drain(struct mc_engine *e)
 {
     uint64_t v;
 
-    if (c->efd >= 0)
-        (void)read(c->efd, &v, sizeof(v)); /* non-blocking: EAGAIN when already empty */
+    if (e->efd >= 0)
+        (void)read(e->efd, &v, sizeof(v)); /* non-blocking: EAGAIN when already empty */
 }
 
 /*
@@ -502,21 +472,21 @@ static uint32_t spin_cores(void)
     return n;
 }
 
-static int reap_wait(struct mc_client *c, struct reap_arg *ra, uint64_t deadline_ns)
+static int reap_wait(struct mc_engine *e, struct reap_arg *ra, uint64_t deadline_ns)
 {
-    struct mc_shm_ring_ctrl *cq = c->region->cq;
-    uint64_t now = mc_client_now_ns();
-    uint64_t spin_end = now + c->spin_ns, next_yield = now + MC_CLIENT_YIELD_NS;
+    struct mc_shm_ring_ctrl *cq = e->region->cq;
+    uint64_t now = mc_engine_now_ns();
+    uint64_t spin_end = now + e->spin_ns, next_yield = now + MC_CLIENT_YIELD_NS;
     uint64_t left_ms;
     int err;
 
     /* poll only while fewer of us poll than there are cores: on a full machine a spinner
      * only delays the agent it waits for (all-spin collapses at 8 clients on 2 cores) */
-    if (c->spin_ns > 0 && atomic_fetch_add(&g_spinners, 1) < spin_cores()) {
+    if (e->spin_ns > 0 && atomic_fetch_add(&g_spinners, 1) < spin_cores()) {
         atomic_store_explicit(&cq->consumer_spinning, 1, memory_order_relaxed);
         while (now < spin_end && now < deadline_ns && !cq_ready(ra)) {
             cpu_relax();
-            now = mc_client_now_ns();
+            now = mc_engine_now_ns();
             if (now >= next_yield) {
                 sched_yield(); /* the agent may be queued behind us on this core */
                 next_yield = now + MC_CLIENT_YIELD_NS;
@@ -526,7 +496,7 @@ static int reap_wait(struct mc_client *c, struct reap_arg *ra, uint64_t deadline
         atomic_fetch_sub(&g_spinners, 1);
         if (cq_ready(ra))
             return 0;
-    } else if (c->spin_ns > 0) {
+    } else if (e->spin_ns > 0) {
         atomic_fetch_sub(&g_spinners, 1);
     }
 
@@ -541,7 +511,7 @@ static int reap_wait(struct mc_client *c, struct reap_arg *ra, uint64_t deadline
     /* MC_ERR_TIMEOUT: a slice passed with nothing to reap. MC_ERR_INTERNAL (the futex
      * refused the word) cannot happen with a mapped, aligned word; were it to, the caller
      * re-checks and comes back, bounded by its deadline. */
-    return agent_liveness(c);
+    return agent_liveness(e);
 }
 
 static void ns_to_timespec(uint64_t ns, struct timespec *ts)
@@ -555,94 +525,89 @@ static void ns_to_timespec(uint64_t ns, struct timespec *ts)
  * reaper if the role is free, else on the cond var. Returns 0 (re-check your condition),
  * MC_ERR_TIMEOUT (deadline_ns passed; re-check once more) or the poison code.
  */
-static int wait_round_locked(struct mc_client *c, uint64_t deadline_ns)
+static int wait_round_locked(struct mc_engine *e, uint64_t deadline_ns)
 {
     struct timespec ts;
     int err;
 
-    err = atomic_load(&c->poison);
+    err = atomic_load(&e->poison);
     if (err != 0)
         return err;
-    if (mc_client_now_ns() >= deadline_ns)
+    if (mc_engine_now_ns() >= deadline_ns)
         return MC_ERR_TIMEOUT;
-    if (!c->reaping) {
-        struct reap_arg ra = {.c = c, .seq = atomic_load(&c->notify_seq)};
+    if (!e->reaping) {
+        struct reap_arg ra = {.e = e, .seq = atomic_load(&e->notify_seq)};
 
-        bool drain_efd = c->efd >= 0;
+        bool drain_efd = e->efd >= 0;
 
-        c->reaping = true;
-        /* need_wakeup may be armed for the eventfd (mc_async_arm_locked): a reaper reaps
+        e->reaping = true;
+        /* need_wakeup may be armed for the eventfd (op.c, arm_locked): a reaper reaps
          * for everyone, so the agent need not write it while we poll; the doorbell wait
          * sets it again before we sleep */
-        atomic_store_explicit(&c->region->cq->need_wakeup, 0, memory_order_relaxed);
-        pthread_mutex_unlock(&c->mu);
-        err = reap_wait(c, &ra, deadline_ns);
+        atomic_store_explicit(&e->region->cq->need_wakeup, 0, memory_order_relaxed);
+        pthread_mutex_unlock(&e->mu);
+        err = reap_wait(e, &ra, deadline_ns);
         /* the agent writes the eventfd whenever need_wakeup is set (a sleeping reaper's
          * too): empty it before reading the CQ, so a write after this read is for CQEs we
          * may not see now, and leaves it readable */
         if (drain_efd)
-            efd_drain(c);
-        pthread_mutex_lock(&c->mu);
-        c->reaping = false;
-        drain_locked(c); /* also broadcasts: the next waiter may take the role */
+            efd_drain(e);
+        pthread_mutex_lock(&e->mu);
+        e->reaping = false;
+        drain_locked(e); /* also broadcasts: the next waiter may take the role */
         if (err != 0 && err != MC_ERR_TIMEOUT)
-            poison_locked(c, err);
-        if (c->copy_head != NULL)
-            mc_async_run_copies_locked(c);
-        mc_async_arm_locked(c);
+            poison_locked(e, err);
+        e->hooks->settle(e, true);
     } else {
         ns_to_timespec(deadline_ns, &ts);
-        err = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        err = pthread_cond_timedwait(&e->cv, &e->mu, &ts);
         err = err == ETIMEDOUT ? MC_ERR_TIMEOUT : 0;
+        e->hooks->settle(e, false); /* reaped by another thread, not finished yet */
     }
-    if (c->copy_head != NULL)
-        mc_async_run_copies_locked(c); /* reaped by another thread, not copied yet */
-    if (atomic_load(&c->poison) != 0)
-        return atomic_load(&c->poison);
+    if (atomic_load(&e->poison) != 0)
+        return atomic_load(&e->poison);
     return err;
 }
 
-int mc_client_wait_round_locked(struct mc_client *c, uint64_t deadline_ns)
+int mc_engine_wait_round_locked(struct mc_engine *e, uint64_t deadline_ns)
 {
-    return wait_round_locked(c, deadline_ns);
+    return wait_round_locked(e, deadline_ns);
 }
 
-void mc_client_poll_locked(struct mc_client *c)
+void mc_engine_poll_locked(struct mc_engine *e)
 {
     int err;
 
-    if (!c->reaping) {
-        if (c->efd >= 0)
-            efd_drain(c);
-        drain_locked(c);
+    if (!e->reaping) {
+        if (e->efd >= 0)
+            efd_drain(e);
+        drain_locked(e);
         /* an agent that died leaves nothing in the CQ: a poll must notice it too */
-        err = agent_liveness(c);
+        err = agent_liveness(e);
         if (err != 0)
-            poison_locked(c, err);
-        mc_async_arm_locked(c);
+            poison_locked(e, err);
     }
-    if (c->copy_head != NULL)
-        mc_async_run_copies_locked(c);
+    e->hooks->settle(e, !e->reaping);
 }
 
-int mc_client_staging_get(struct mc_client *c, uint64_t deadline_ns, uint32_t *slot_p)
+int mc_engine_staging_get(struct mc_engine *e, uint64_t deadline_ns, uint32_t *slot_p)
 {
     int err = 0;
 
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&e->mu);
     for (;;) {
-        if (c->nstg_free > 0) {
-            *slot_p = c->stg_free[--c->nstg_free];
+        if (e->nstg_free > 0) {
+            *slot_p = e->stg_free[--e->nstg_free];
             err = 0;
             break;
         }
         if (err == MC_ERR_TIMEOUT)
             break;
-        err = wait_round_locked(c, deadline_ns);
+        err = wait_round_locked(e, deadline_ns);
         if (err != 0 && err != MC_ERR_TIMEOUT)
             break;
     }
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&e->mu);
     return err;
 }
 
@@ -657,239 +622,187 @@ static uint32_t deadline_low32(uint64_t deadline_ns)
     return ms == 0 ? 1 : ms; /* 0 means "the agent's default" */
 }
 
-/* mc_client_submit and mc_client_try_submit; wait: whether to wait for an op slot. */
-static int submit(struct mc_client *c, struct mc_sqe *sqe, const char *key, size_t key_len,
-                  int32_t staging, bool hold_staging, uint64_t deadline_ns, bool wait,
-                  uint32_t *op_p)
+/* Take a free op slot for sqe, mu held: fills in user_data, key_len and deadline_ms. */
+static struct mc_slot *slot_take_locked(struct mc_engine *e, struct mc_sqe *sqe, size_t key_len,
+                                        uint64_t deadline_ns, uint32_t *idx_p)
+{
+    uint32_t idx = e->ops_free[e->nops_free - 1];
+    struct mc_slot *o = &e->ops[idx];
+
+    sqe->user_data = ((uint64_t)(o->gen + 1) << 32) | idx;
+    sqe->key_len = (uint16_t)key_len;
+    sqe->deadline_ms = deadline_low32(deadline_ns);
+    *idx_p = idx;
+    return o;
+}
+
+/* Mark a slot taken by slot_take_locked as used, once its SQE is written; mu held. */
+static void slot_use_locked(struct mc_engine *e, struct mc_slot *o, uint8_t state,
+                            int32_t staging, mc_engine_done_fn *done, void *owner, uint32_t tag)
+{
+    e->nops_free--;
+    o->gen++;
+    o->staging = staging;
+    o->hold_staging = false;
+    o->done = done;
+    o->owner = owner;
+    o->tag = tag;
+    o->state = state;
+}
+
+int mc_engine_submit(struct mc_engine *e, struct mc_sqe *sqe, const char *key, size_t key_len,
+                     int32_t staging, bool hold_staging, uint64_t deadline_ns, uint32_t *op_p)
 {
     struct timespec pause = {0, 50000};
-    struct mc_op_slot *o;
+    struct mc_slot *o;
     uint32_t idx;
     int err = 0;
 
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&e->mu);
     for (;;) {
-        err = atomic_load(&c->poison);
+        err = atomic_load(&e->poison);
         if (err != 0)
             goto out_unlock;
-        if (c->nops_free > 0)
+        if (e->nops_free > 0)
             break;
-        if (!wait) {
-            err = MC_ERR_BUSY;
-            goto out_unlock;
-        }
-        err = wait_round_locked(c, deadline_ns);
-        if (err != 0 && !(err == MC_ERR_TIMEOUT && c->nops_free > 0))
+        err = wait_round_locked(e, deadline_ns);
+        if (err != 0 && !(err == MC_ERR_TIMEOUT && e->nops_free > 0))
             goto out_unlock;
     }
-    idx = c->ops_free[--c->nops_free];
-    o = &c->ops[idx];
-    o->gen++;
-    o->opcode = sqe->opcode;
-    o->staging = staging;
+    o = slot_take_locked(e, sqe, key_len, deadline_ns, &idx);
+    slot_use_locked(e, o, MC_SLOT_PENDING, staging, NULL, NULL, 0);
     o->hold_staging = hold_staging;
-    o->aop = NULL;
-    o->state = MC_OP_STATE_PENDING;
-    sqe->user_data = ((uint64_t)o->gen << 32) | idx;
-    sqe->key_len = (uint16_t)key_len;
-    sqe->deadline_ms = deadline_low32(deadline_ns);
 
     /* The agent empties the SQ every loop turn, and op slots bound what it holds, so a
      * full SQ is short-lived (or there are more op slots than SQ entries): wait it out
      * politely, without the lock, which the agent does not need to advance the head. */
-    while (!sq_push_locked(c, sqe, key, key_len)) {
-        err = atomic_load(&c->poison);
-        if (err == 0 && mc_client_now_ns() >= deadline_ns)
+    while (!sq_push_locked(e, sqe, key, key_len)) {
+        err = atomic_load(&e->poison);
+        if (err == 0 && mc_engine_now_ns() >= deadline_ns)
             err = MC_ERR_TIMEOUT;
         if (err != 0) {
             o->staging = -1; /* not submitted: the caller keeps its staging slot */
-            op_free_locked(c, idx);
+            op_free_locked(e, idx);
             goto out_unlock;
         }
-        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(&e->mu);
         nanosleep(&pause, NULL);
-        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(&e->mu);
     }
-    pthread_mutex_unlock(&c->mu);
-    mc_shm_doorbell_ring(c->region->sq);
+    pthread_mutex_unlock(&e->mu);
+    mc_shm_doorbell_ring(e->region->sq);
     *op_p = idx;
     return 0;
 
 out_unlock:
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&e->mu);
     return err;
 }
 
-int mc_client_submit(struct mc_client *c, struct mc_sqe *sqe, const char *key, size_t key_len,
-                     int32_t staging, bool hold_staging, uint64_t deadline_ns, uint32_t *op_p)
+int mc_engine_submit_locked(struct mc_engine *e, struct mc_sqe *sqe, const char *key,
+                            size_t key_len, int32_t staging, mc_engine_done_fn *done,
+                            void *owner, uint32_t tag, uint64_t deadline_ns, uint32_t *op_p)
 {
-    return submit(c, sqe, key, key_len, staging, hold_staging, deadline_ns, true, op_p);
-}
-
-int mc_client_try_submit(struct mc_client *c, struct mc_sqe *sqe, const char *key,
-                         size_t key_len, int32_t staging, uint64_t deadline_ns, uint32_t *op_p)
-{
-    return submit(c, sqe, key, key_len, staging, false, deadline_ns, false, op_p);
-}
-
-int mc_client_submit_locked(struct mc_client *c, struct mc_sqe *sqe, const char *key,
-                            size_t key_len, int32_t staging, struct mc_op *aop, uint32_t tag,
-                            uint64_t deadline_ns, uint32_t *op_p)
-{
-    struct mc_op_slot *o;
-    uint32_t idx;
-    int err = atomic_load(&c->poison);
+    struct mc_slot *o;
+    uint32_t idx, at = e->sq_tail;
+    int err = atomic_load(&e->poison);
 
     if (err != 0)
         return err;
-    if (c->nops_free == 0)
+    if (e->nops_free == 0)
         return MC_ERR_BUSY;
-    idx = c->ops_free[c->nops_free - 1];
-    o = &c->ops[idx];
-    sqe->user_data = ((uint64_t)(o->gen + 1) << 32) | idx;
-    sqe->key_len = (uint16_t)key_len;
-    sqe->deadline_ms = deadline_low32(deadline_ns);
-    o->sq_index = c->sq_tail;
-    if (!sq_write_locked(c, sqe, key, key_len)) {
-        err = atomic_load(&c->poison);
+    o = slot_take_locked(e, sqe, key_len, deadline_ns, &idx);
+    if (!sq_write_locked(e, sqe, key, key_len)) {
+        err = atomic_load(&e->poison);
         return err != 0 ? err : MC_ERR_BUSY; /* full SQ: the agent empties it each turn */
     }
-    c->nops_free--;
-    o->gen++;
-    o->opcode = sqe->opcode;
-    o->staging = staging;
-    o->hold_staging = false;
-    o->aop = aop;
-    o->tag = tag;
-    o->state = MC_OP_STATE_PENDING;
-    c->sq_unpublished = true;
+    slot_use_locked(e, o, MC_SLOT_PENDING, staging, done, owner, tag);
+    o->sq_index = at;
+    e->sq_unpublished = true;
     *op_p = idx;
     return 0;
 }
 
-void mc_client_submit_detached_locked(struct mc_client *c, struct mc_sqe *sqe)
+void mc_engine_submit_detached_locked(struct mc_engine *e, struct mc_sqe *sqe)
 {
-    struct mc_op_slot *o;
-    uint32_t idx;
+    struct mc_slot *o;
+    uint32_t idx, dl;
 
-    if (atomic_load(&c->poison) != 0 || c->nops_free == 0)
+    if (atomic_load(&e->poison) != 0 || e->nops_free == 0)
         return;
-    idx = c->ops_free[c->nops_free - 1];
-    o = &c->ops[idx];
-    sqe->user_data = ((uint64_t)(o->gen + 1) << 32) | idx;
-    sqe->key_len = 0;
-    if (!sq_write_locked(c, sqe, NULL, 0))
+    dl = sqe->deadline_ms; /* as given: 0 is the agent's default deadline */
+    o = slot_take_locked(e, sqe, 0, 0, &idx);
+    sqe->deadline_ms = dl;
+    if (!sq_write_locked(e, sqe, NULL, 0))
         return;
-    c->nops_free--;
-    o->gen++;
-    o->opcode = sqe->opcode;
-    o->staging = -1;
-    o->hold_staging = false;
-    o->aop = NULL;
-    o->state = MC_OP_STATE_ABANDONED;
-    c->sq_unpublished = true;
-}
-
-void mc_client_submit_detached(struct mc_client *c, struct mc_sqe *sqe)
-{
-    pthread_mutex_lock(&c->mu);
-    mc_client_submit_detached_locked(c, sqe);
-    mc_client_flush_locked(c);
-    pthread_mutex_unlock(&c->mu);
-}
-
-void mc_client_release(struct mc_client *c, uint32_t lease_id)
-{
-    struct mc_sqe sqe;
-    bool pushed;
-
-    memset(&sqe, 0, sizeof(sqe));
-    sqe.opcode = MC_OP_RELEASE;
-    sqe.flags = MC_SQE_F_NO_CQE;
-    sqe.arg0 = lease_id;
-    pthread_mutex_lock(&c->mu);
-    pushed = atomic_load(&c->poison) == 0 && sq_push_locked(c, &sqe, NULL, 0);
-    pthread_mutex_unlock(&c->mu);
-    if (pushed)
-        mc_shm_doorbell_ring(c->region->sq);
+    slot_use_locked(e, o, MC_SLOT_ABANDONED, -1, NULL, NULL, 0);
+    e->sq_unpublished = true;
 }
 
 /* --- completion ----------------------------------------------------------------------- */
 
-static void abandon_locked(struct mc_client *c, uint32_t idx)
+bool mc_engine_sqe_consumed_locked(struct mc_engine *e, uint32_t idx)
 {
-    struct mc_op_slot *o = &c->ops[idx];
+    /* acquire pairs with the agent's release of the SQ head: it has copied the SQE */
+    uint32_t head = atomic_load_explicit(&e->region->sq->head, memory_order_acquire);
 
-    o->aop = NULL;
-    if (o->state == MC_OP_STATE_DONE) {
+    return (int32_t)(head - e->ops[idx].sq_index) > 0;
+}
+
+void mc_engine_abandon_locked(struct mc_engine *e, uint32_t idx)
+{
+    struct mc_slot *o = &e->ops[idx];
+
+    o->owner = NULL;
+    if (o->state == MC_SLOT_DONE) {
         /* it finished after all: clean up as the reaper would have */
         struct mc_cqe cqe = o->cqe;
 
         if (o->staging >= 0) {
-            staging_put_locked(c, (uint32_t)o->staging);
+            staging_put_locked(e, (uint32_t)o->staging);
             o->staging = -1;
         }
-        o->state = MC_OP_STATE_ABANDONED;
-        abandoned_done_locked(c, idx, &cqe);
-    } else if (o->state == MC_OP_STATE_PENDING) {
-        o->state = MC_OP_STATE_ABANDONED;
+        o->state = MC_SLOT_ABANDONED;
+        abandoned_done_locked(e, idx, &cqe);
+    } else if (o->state == MC_SLOT_PENDING) {
+        o->state = MC_SLOT_ABANDONED;
     }
 }
 
-bool mc_client_sqe_consumed_locked(struct mc_client *c, uint32_t idx)
+int mc_engine_wait(struct mc_engine *e, uint32_t op, uint64_t deadline_ns, struct mc_cqe *cqe_p)
 {
-    /* acquire pairs with the agent's release of the SQ head: it has copied the SQE */
-    uint32_t head = atomic_load_explicit(&c->region->sq->head, memory_order_acquire);
-
-    return (int32_t)(head - c->ops[idx].sq_index) > 0;
-}
-
-void mc_client_abandon_locked(struct mc_client *c, uint32_t op)
-{
-    abandon_locked(c, op);
-}
-
-void mc_client_abandon(struct mc_client *c, uint32_t op)
-{
-    pthread_mutex_lock(&c->mu);
-    abandon_locked(c, op);
-    pthread_mutex_unlock(&c->mu);
-}
-
-int mc_client_wait(struct mc_client *c, uint32_t op, uint64_t deadline_ns, struct mc_cqe *cqe_p)
-{
-    struct mc_op_slot *o = &c->ops[op];
+    struct mc_slot *o = &e->ops[op];
     int err;
 
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&e->mu);
     for (;;) {
-        if (o->state == MC_OP_STATE_DONE) {
+        if (o->state == MC_SLOT_DONE) {
             *cqe_p = o->cqe;
             /* a hold_staging op's slot goes back to its owner, who gives it back after
              * reading it: op_free_locked forgets it */
-            op_free_locked(c, op);
+            op_free_locked(e, op);
             err = 0;
             break;
         }
-        err = wait_round_locked(c, deadline_ns);
-        if (err == MC_ERR_TIMEOUT && o->state != MC_OP_STATE_DONE) {
+        err = wait_round_locked(e, deadline_ns);
+        if (err == MC_ERR_TIMEOUT && o->state != MC_SLOT_DONE) {
             /* the agent may have died without the reaper noticing yet (no reaper ran) */
-            int live = agent_liveness(c);
+            int live = agent_liveness(e);
 
             if (live != 0) {
-                poison_locked(c, live);
+                poison_locked(e, live);
                 err = live;
             }
-            abandon_locked(c, op);
+            mc_engine_abandon_locked(e, op);
             break;
         }
         if (err != 0 && err != MC_ERR_TIMEOUT) {
-            if (o->state == MC_OP_STATE_DONE)
+            if (o->state == MC_SLOT_DONE)
                 continue; /* its outcome arrived before the poison: report it */
-            abandon_locked(c, op);
+            mc_engine_abandon_locked(e, op);
             break;
         }
     }
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&e->mu);
     return err;
 }

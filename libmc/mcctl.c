@@ -18,7 +18,8 @@
  * writes the object to FILE (created or truncated only once the object has been read) or
  * stdout. ls pages through the agent's listing until it is done or N keys are printed
  * (keys are printed as they are, one per line: a key holding a newline prints as two
- * lines). Not a cluster tool yet (cluster status: DESIGN.md §7).
+ * lines). `cluster` prints the master's view as JSON (docs/operations.md, "A cluster:
+ * mc-master and agents").
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -31,7 +32,7 @@
 
 #include <mc/mc.h>
 
-#include "libmc/client.h"
+#include "libmc/tool.h"
 
 #define EXIT_NOT_FOUND 1
 #define EXIT_USAGE     2

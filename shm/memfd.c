@@ -1,5 +1,5 @@
 /*
- * memfd segments: the system calls behind memfd.h and the errno -> MC_ERR_* conversion.
+ * memfd segments: the system calls behind memfd.h (errno -> MC_ERR_*: common/err.h).
  * Not the region layout (region.c) and not a pool: callers decide sizes and lifetimes.
  */
 #include <errno.h>
@@ -9,34 +9,9 @@
 #include <unistd.h>
 
 #include "mc/mc_status.h"
-#include "shm/memfd.h"
 
-int mc_shm_err_from_errno(int e)
-{
-    switch (e) {
-    case 0:
-        return MC_ERR_INTERNAL; /* a caller that lost errno: never report success */
-    case ENOMEM:
-    case EMFILE:
-    case ENFILE:
-    case ENOSPC:
-        return MC_ERR_NOMEM;
-    case EINVAL:
-    case EBADF:
-    case EOVERFLOW:
-    case EFBIG:
-        return MC_ERR_INVALID;
-    case EACCES:
-    case EPERM:
-        return MC_ERR_DENIED;
-    case ETIMEDOUT:
-        return MC_ERR_TIMEOUT;
-    case EBUSY:
-        return MC_ERR_BUSY;
-    default:
-        return MC_ERR_IO;
-    }
-}
+#include "common/err.h"
+#include "shm/memfd.h"
 
 /* memfd_create + ftruncate with the given flags; 0 or an MC_ERR_*. */
 static int memfd_open(const char *name, uint64_t size, unsigned int flags, int *fd_p)
@@ -46,9 +21,9 @@ static int memfd_open(const char *name, uint64_t size, unsigned int flags, int *
 
     fd = memfd_create(name, flags);
     if (fd < 0)
-        return mc_shm_err_from_errno(errno);
+        return mc_err_from_errno(errno);
     if (ftruncate(fd, (off_t)size) < 0) {
-        err = mc_shm_err_from_errno(errno);
+        err = mc_err_from_errno(errno);
         goto err_close_fd;
     }
     *fd_p = fd;
@@ -68,7 +43,7 @@ static int hugetlb_reserve(int fd, uint64_t size)
 
     p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
-        return mc_shm_err_from_errno(errno);
+        return mc_err_from_errno(errno);
     munmap(p, (size_t)size);
     return 0;
 }
@@ -106,21 +81,21 @@ int mc_shm_memfd_create(const char *name, uint64_t size, bool hugetlb, int *fd_p
 int mc_shm_memfd_seal_size(int fd)
 {
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0)
-        return mc_shm_err_from_errno(errno);
+        return mc_err_from_errno(errno);
     return 0;
 }
 
 int mc_shm_memfd_seal_future_write(int fd)
 {
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) < 0)
-        return errno == EPERM ? MC_ERR_INVALID : mc_shm_err_from_errno(errno);
+        return errno == EPERM ? MC_ERR_INVALID : mc_err_from_errno(errno);
     return 0;
 }
 
 int mc_shm_memfd_seal_seals(int fd)
 {
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL) < 0)
-        return errno == EPERM ? MC_ERR_INVALID : mc_shm_err_from_errno(errno);
+        return errno == EPERM ? MC_ERR_INVALID : mc_err_from_errno(errno);
     return 0;
 }
 
@@ -134,7 +109,7 @@ int mc_shm_fd_reopen_ro(int fd, int *ro_fd_p)
     snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
     ro_fd = open(path, O_RDONLY | O_CLOEXEC);
     if (ro_fd < 0)
-        return errno == ENOENT ? MC_ERR_INVALID : mc_shm_err_from_errno(errno);
+        return errno == ENOENT ? MC_ERR_INVALID : mc_err_from_errno(errno);
     *ro_fd_p = ro_fd;
     return 0;
 }
@@ -148,7 +123,7 @@ int mc_shm_map(int fd, uint64_t size, bool writable, void **p_p)
         return MC_ERR_INVALID;
     p = mmap(NULL, (size_t)size, prot, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
-        return mc_shm_err_from_errno(errno);
+        return mc_err_from_errno(errno);
     *p_p = p;
     return 0;
 }

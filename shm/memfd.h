@@ -69,8 +69,4 @@ int mc_shm_fd_reopen_ro(int fd, int *ro_fd_p);
  */
 int mc_shm_map(int fd, uint64_t size, bool writable, void **p_p);
 
-/* The MC_ERR_* code for an errno value from a memory or file call (never 0 for e != 0).
- * Shared by the shm modules, which must not pass errno on. */
-int mc_shm_err_from_errno(int e);
-
 #endif /* MC_SHM_MEMFD_H */

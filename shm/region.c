@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "mc/mc_status.h"
+
+#include "common/err.h"
 #include "shm/memfd.h"
 #include "shm/region.h"
 
@@ -200,7 +202,7 @@ int mc_shm_region_create(const char *name, const struct mc_shm_layout *l, uint32
     /* The memfd is zero-filled, so head, tail, futex and need_wakeup start at 0. */
     region_write_hdr((struct mc_shm_hdr *)r->base, &r->lay);
     if (fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-        err = mc_shm_err_from_errno(errno);
+        err = mc_err_from_errno(errno);
         goto err_unmap;
     }
     region_set_pointers(r);
@@ -253,14 +255,14 @@ int mc_shm_region_attach(int fd, uint64_t expected_size, struct mc_shm_region **
     if (fd < 0 || r_p == NULL)
         return MC_ERR_INVALID;
     if (fstat(fd, &st) < 0)
-        return mc_shm_err_from_errno(errno);
+        return mc_err_from_errno(errno);
     if (expected_size < MC_SHM_HDR_SIZE || expected_size > REGION_MAX ||
         st.st_size < 0 || (uint64_t)st.st_size != expected_size)
         return MC_ERR_PROTO;
     /* Without these seals the agent could shrink the file under our mapping (SIGBUS). */
     seals = fcntl(fd, F_GET_SEALS);
     if (seals < 0)
-        return errno == EINVAL ? MC_ERR_PROTO : mc_shm_err_from_errno(errno);
+        return errno == EINVAL ? MC_ERR_PROTO : mc_err_from_errno(errno);
     if ((seals & need_seals) != need_seals)
         return MC_ERR_PROTO;
 

@@ -1,5 +1,5 @@
 /*
- * The per-client region (ring.h, DESIGN.md §4): its layout, creation by the agent and
+ * The per-client region (ring.h, docs/protocol.md): its layout, creation by the agent and
  * attachment by the client. This module places and checks the sections; it does not move
  * entries through the rings (ring.h's inline helpers do) nor ring doorbells (doorbell.h).
  *

@@ -1,5 +1,5 @@
 /*
- * The client <-> agent shared-memory ABI (DESIGN.md §4): one region per client, a memfd
+ * The client <-> agent shared-memory ABI (docs/protocol.md): one region per client, a memfd
  * created and sealed by the agent, mapped read-write by both. It holds a header, a
  * submission ring (client -> agent), one key slot per SQ entry, a completion ring (agent ->
  * client) and a staging area for put data. Everything is fixed-width and addressed by
@@ -29,9 +29,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mc/mc_limits.h"
+
 #define MC_SHM_MAGIC UINT64_C(0x3165726f7473636d) /* "mcstore1" as little-endian bytes */
 #define MC_SHM_ABI 1u
-#define MC_SHM_KEY_SLOT 512u          /* = MC_KEY_MAX: one key slot per SQ entry */
+#define MC_SHM_KEY_SLOT ((uint32_t)MC_KEY_MAX) /* one key slot per SQ entry */
 #define MC_SHM_CHUNK (1u << 20)       /* checksum chunk: xxh3-64 per 1 MiB */
 #define MC_SHM_HDR_SIZE 4096u
 
@@ -75,6 +77,7 @@ struct mc_shm_welcome { /* agent -> client; fds: [region, seg 0, seg 1, ...] on 
     uint64_t seg_size[MC_SHM_MAX_SEGS];
 };
 
+static_assert(MC_SHM_KEY_SLOT == 512, "ABI 1: a key slot is 512 bytes (MC_KEY_MAX)");
 static_assert(sizeof(struct mc_shm_hello) == 16, "hello ABI");
 static_assert(sizeof(struct mc_shm_welcome) == 32 + 8 * MC_SHM_MAX_SEGS, "welcome ABI");
 
@@ -169,7 +172,7 @@ struct mc_sqe {
     uint8_t opcode;
     uint8_t flags;      /* MC_SQE_F_* */
     uint16_t key_len;   /* the key is in the key slot of this SQE's ring index */
-    uint32_t put_flags; /* MC_PUT_* of include/mc/mc.h */
+    uint32_t put_flags; /* MC_PUT_* of include/mc/mc_limits.h */
     uint64_t user_data; /* returned in the CQE */
     uint64_t arg0;
     uint64_t arg1;

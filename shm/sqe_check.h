@@ -10,7 +10,10 @@
 #include "shm/region.h"
 #include "shm/ring.h"
 
-#define MC_SHM_MAX_REPLICAS 8u /* replicas a put may ask for (0 means 1) */
+/* replicas a put may ask for (0 means 1): MC_REPLICAS_MAX; the GET's skip mask (arg0) has a
+ * bit for each, so at most 64 */
+#define MC_SHM_MAX_REPLICAS ((uint32_t)MC_REPLICAS_MAX)
+static_assert(MC_SHM_MAX_REPLICAS <= 64, "a GET's skip mask has 64 bits");
 
 /*
  * Check `sqe`, the agent's private copy (never the region's entry: a client could change

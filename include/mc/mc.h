@@ -89,6 +89,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <mc/mc_limits.h> /* MC_KEY_MAX, MC_TTL_MAX_MS, the MC_PUT_* flags */
 #include <mc/mc_status.h>
 
 #ifdef __cplusplus
@@ -97,11 +98,8 @@ extern "C" {
 
 /* The version of this header; mc_version() gives the version of the library in use. */
 #define MC_VERSION_MAJOR 0
-#define MC_VERSION_MINOR 1
+#define MC_VERSION_MINOR 2
 #define MC_VERSION_PATCH 0
-
-/* The longest key, in bytes, not counting the terminating NUL. */
-#define MC_KEY_MAX 512
 
 /* The default deadline of every operation, in milliseconds (op_timeout_ms). */
 #define MC_OP_TIMEOUT_MS_DEFAULT 5000
@@ -109,10 +107,6 @@ extern "C" {
 /* How long after an op's deadline libmc waits for a silent agent's answer before it ends
  * the op with MC_ERR_TIMEOUT itself (see "Deadlines"). */
 #define MC_DEADLINE_GRACE_MS 1000
-
-/* The longest TTL (mc_put_opts_t.ttl_ms), in milliseconds: 200 days. A larger ttl_ms is
- * MC_ERR_INVALID. */
-#define MC_TTL_MAX_MS (UINT64_C(200) * 24 * 3600 * 1000)
 
 /*
  * A connection to the local agent. Opaque; created by mc_connect(), destroyed by
@@ -125,32 +119,6 @@ typedef struct mc_client mc_client_t;
  * destroyed by mc_op_free(). Used by one thread at a time.
  */
 typedef struct mc_op mc_op_t;
-
-/*
- * Put flags (mc_put_opts_t.flags). Any bit not defined here is MC_ERR_INVALID.
- */
-/* Write a new version even if the key has one. Readers keep the old version until the new
- * one is complete; an upsert of the same key supersedes any older put still in flight (an
- * upsert or a plain put), which then ends with MC_ERR_CANCELED. Without this flag, a put on a
- * key that has a readable version is MC_ERR_EXISTS and changes nothing. */
-#define MC_PUT_UPSERT (1u << 0)
-/* Soft pin: evicted only when nothing unpinned is left to evict. The pin lapses after its
- * own TTL (30 min by default, agent configuration); the object then stays, unpinned. */
-#define MC_PUT_PIN_SOFT (1u << 1)
-/* Hard pin: never evicted, only removed or expired (ttl_ms). Hard-pinned bytes are capped
- * per segment (hard_pin_max_ratio, 0.5 by default); a put over the cap is
- * MC_ERR_NO_SPACE. Pins are not persistence: a node's loss still loses its replicas.
- * MC_PUT_PIN_SOFT and MC_PUT_PIN_HARD together are MC_ERR_INVALID. */
-#define MC_PUT_PIN_HARD (1u << 2)
-/* Store no checksum: reads of this object are not verified (and never MC_ERR_CORRUPT). */
-#define MC_PUT_NO_CHECKSUM (1u << 3)
-/* Allow replicas in one failure domain when there are fewer domains than replicas;
- * without it such a put fails with MC_ERR_NO_SPACE. */
-#define MC_PUT_SAME_DOMAIN_OK (1u << 4)
-/* Every flag this version of the header defines. */
-#define MC_PUT_FLAGS_ALL                                                                       \
-    (MC_PUT_UPSERT | MC_PUT_PIN_SOFT | MC_PUT_PIN_HARD | MC_PUT_NO_CHECKSUM |                  \
-     MC_PUT_SAME_DOMAIN_OK)
 
 /*
  * Options of a put. A NULL mc_put_opts_t pointer means the defaults, which are what

@@ -47,7 +47,7 @@
 
 #include <mc/mc.h>
 
-#include "libmc/client.h" /* mc_client_stats_json: the pool's capacity */
+#include "libmc/tool.h" /* mc_client_stats_json: the pool's capacity */
 
 #define MCB_KEY_SLOT 48 /* "mcb/" + 2 x 20 digits + "/" + NUL fits */
 #define MCB_BATCH_MAX 4096

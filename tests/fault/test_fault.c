@@ -17,7 +17,7 @@
 
 #include <mc/mc.h>
 
-#include "libmc/client.h"
+#include "libmc/tool.h"
 #include "shm/ring.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function" /* a shared helper header */

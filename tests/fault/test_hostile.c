@@ -48,7 +48,7 @@
 #include <mc/mc.h>
 #include <mc/mc_status.h>
 
-#include "libmc/client.h"
+#include "libmc/tool.h"
 #include "shm/ring.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function" /* a shared helper header */

@@ -66,6 +66,7 @@ check "mc-agent in sbin" test -x "$root$MC_SBINDIR/mc-agent"
 check "mcctl in bin" test -x "$root$MC_BINDIR/mcctl"
 check "mc.h installed" test -f "$root$MC_INCLUDEDIR/mc/mc.h"
 check "mc_status.h installed" test -f "$root$MC_INCLUDEDIR/mc/mc_status.h"
+check "mc_limits.h installed" test -f "$root$MC_INCLUDEDIR/mc/mc_limits.h"
 check "libmc.pc installed" test -f "$libdir/pkgconfig/libmc.pc"
 check "libmc.so.0 -> the library" test "$(readlink "$libdir/libmc.so.0")" = "libmc.so.$MC_VERSION"
 check "libmc.so (for -lmc) -> libmc.so.0" test "$(readlink "$libdir/libmc.so")" = libmc.so.0

@@ -16,7 +16,7 @@
 
 #include <mc/mc.h>
 
-#include "libmc/client.h"
+#include "libmc/tool.h"
 #include "tests/cluster/t_cluster.h"
 #include "tests/lib/t_rng.h"
 

@@ -1,15 +1,19 @@
 /*
  * Unit tests for the public constants and types of <mc/mc.h> and <mc/mc_status.h>, and
- * for mc_strerror() and mc_version() (libmc/status.c).
+ * for mc_strerror() and mc_version() (common/status.c) and mc_err_from_errno()
+ * (common/err.c).
  */
 #include <mc/mc.h>
 
 #include <check.h>
+#include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/err.h"
 
 /* Every failure code of mc_status.h. A new code must be added here. */
 static const int t_err_codes[] = {
@@ -75,7 +79,12 @@ END_TEST
 
 START_TEST(test_status_strerror_unknown)
 {
-    static const int unknown[] = {-1000, 77, INT_MIN, INT_MAX, 2, -14, -19, -21, -41};
+    static const int unknown[] = {-1000,          77,
+                                  INT_MIN,        INT_MAX,
+                                  2,              -1,
+                                  -8,             -30,
+                                  MC_ERR_IO - 1,  MC_ERR_PROTO + 1,
+                                  MC_ERR_PROTO - 1, MC_ERR_INTERNAL - 1};
 
     for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
         const char *m = mc_strerror(unknown[i]);
@@ -89,7 +98,7 @@ END_TEST
 /* The switch knows exactly the codes of the list: no stale or untested entry. */
 START_TEST(test_status_strerror_only_known_codes)
 {
-    for (int v = -128; v <= 128; v++) {
+    for (int v = -1128; v <= 128; v++) {
         const char *m = mc_strerror(v);
 
         ck_assert_ptr_nonnull(m);
@@ -98,6 +107,40 @@ START_TEST(test_status_strerror_only_known_codes)
         else
             ck_assert_str_eq(m, "unknown error");
     }
+}
+END_TEST
+
+/* errno values pass through the same ints as status codes in places (a CQE's res, a
+ * function that returns either): no code may be mistaken for a negated errno. */
+START_TEST(test_status_codes_outside_errno_range)
+{
+    for (size_t i = 0; i < T_NCODES; i++)
+        ck_assert_int_lt(t_err_codes[i], -1000); /* errno values stay far below 1000 */
+    for (int e = 1; e <= 1000; e++)
+        ck_assert_int_eq(t_is_code(-e), 0);
+}
+END_TEST
+
+START_TEST(test_status_err_from_errno)
+{
+    static const struct {
+        int e, want;
+    } map[] = {
+        {ENOMEM, MC_ERR_NOMEM},        {ENOBUFS, MC_ERR_NOMEM},     {EMFILE, MC_ERR_NOMEM},
+        {ENFILE, MC_ERR_NOMEM},        {ENOSPC, MC_ERR_NOMEM},      {ETOOMANYREFS, MC_ERR_NOMEM},
+        {EINVAL, MC_ERR_INVALID},      {EBADF, MC_ERR_INVALID},     {EOVERFLOW, MC_ERR_INVALID},
+        {EFBIG, MC_ERR_INVALID},       {EACCES, MC_ERR_DENIED},     {EPERM, MC_ERR_DENIED},
+        {ETIMEDOUT, MC_ERR_TIMEOUT},   {EBUSY, MC_ERR_BUSY},        {EPIPE, MC_ERR_UNAVAILABLE},
+        {ECONNRESET, MC_ERR_UNAVAILABLE}, {ECONNREFUSED, MC_ERR_UNAVAILABLE},
+        {ENOTCONN, MC_ERR_UNAVAILABLE}, {EIO, MC_ERR_IO},           {ENOENT, MC_ERR_IO},
+        {0, MC_ERR_INTERNAL},
+    };
+
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        ck_assert_int_eq(mc_err_from_errno(map[i].e), map[i].want);
+    /* every errno gives one of the codes, never success and never an errno */
+    for (int e = 0; e < 4096; e++)
+        ck_assert_int_eq(t_is_code(mc_err_from_errno(e)), 1);
 }
 END_TEST
 
@@ -198,6 +241,8 @@ static Suite *t_status_suite(void)
     tcase_add_test(tc, test_status_strerror_ok_inprogress);
     tcase_add_test(tc, test_status_strerror_unknown);
     tcase_add_test(tc, test_status_strerror_only_known_codes);
+    tcase_add_test(tc, test_status_codes_outside_errno_range);
+    tcase_add_test(tc, test_status_err_from_errno);
     tcase_add_test(tc, test_status_version_matches_macros);
     tcase_add_test(tc, test_status_put_opts_layout);
     tcase_add_test(tc, test_status_put_opts_init_zero);

@@ -89,11 +89,15 @@ START_TEST(test_proto_status_is_valid)
     ck_assert(!mc_proto_status_is_valid(1, false));
     ck_assert(mc_proto_status_is_valid(1, true));
     ck_assert(!mc_proto_status_is_valid(2, true));
-    ck_assert(!mc_proto_status_is_valid(-14, true));
-    ck_assert(!mc_proto_status_is_valid(-19, true));
-    ck_assert(!mc_proto_status_is_valid(-21, true));
-    ck_assert(!mc_proto_status_is_valid(-31, true));
-    ck_assert(!mc_proto_status_is_valid(-41, true));
+    /* the gaps between the groups, and past the last code of each */
+    ck_assert(!mc_proto_status_is_valid(MC_ERR_IO - 1, true));
+    ck_assert(!mc_proto_status_is_valid(MC_ERR_PROTO + 1, true));
+    ck_assert(!mc_proto_status_is_valid(MC_ERR_PROTO - 1, true));
+    ck_assert(!mc_proto_status_is_valid(MC_ERR_UNAVAILABLE - 1, true));
+    ck_assert(!mc_proto_status_is_valid(MC_ERR_INTERNAL - 1, true));
+    /* a negated errno is no status */
+    for (int e = 1; e <= 200; e++)
+        ck_assert(!mc_proto_status_is_valid(-e, true));
     ck_assert(!mc_proto_status_is_valid(INT32_MIN, true));
     ck_assert(!mc_proto_status_is_valid(INT32_MAX, true));
 }
@@ -219,7 +223,7 @@ START_TEST(test_proto_heartbeat_round_trip)
     ck_assert_uint_eq(dq.flags, MC_PROTO_HEARTBEAT_F_LEAVE);
     ck_assert_int_eq(mc_proto_status_rep_encode(&p, t_buf, sizeof(t_buf), &len), 0);
     ck_assert_uint_eq(len, 4);
-    ck_assert_mem_eq(t_buf, "\xfd\xff\xff\xff", 4); /* -3, little-endian two's complement */
+    ck_assert_mem_eq(t_buf, "\x15\xfc\xff\xff", 4); /* -1003, little-endian two's complement */
     ck_assert_int_eq(mc_proto_status_rep_decode(t_buf, len, &dp), 0);
     ck_assert_int_eq(dp.status, MC_ERR_NOT_FOUND);
 }

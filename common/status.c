@@ -1,10 +1,11 @@
 /*
  * Status codes as text (mc_strerror) and the library version (mc_version). Neither needs
- * a client, allocates or touches errno: both return static strings.
+ * a client, allocates or touches errno: both return static strings. Linked whole into
+ * libmc.so, which exports both (hence the visibility), and as it is into the daemons.
  */
 #include <mc/mc.h>
 
-#include "export.h"
+#define MC_STATUS_EXPORT __attribute__((visibility("default")))
 
 /* Built from the header's macros so the two cannot disagree. */
 #define MC_STR_(x) #x
@@ -12,7 +13,7 @@
 #define MC_VERSION_STRING                                                                      \
     MC_STR(MC_VERSION_MAJOR) "." MC_STR(MC_VERSION_MINOR) "." MC_STR(MC_VERSION_PATCH)
 
-MC_EXPORT const char *mc_strerror(int err)
+MC_STATUS_EXPORT const char *mc_strerror(int err)
 {
     /* A switch rather than a table indexed by -err: the codes are sparse (grouped by
      * tens), and any int must map safely, INT_MIN included. */
@@ -58,7 +59,7 @@ MC_EXPORT const char *mc_strerror(int err)
     }
 }
 
-MC_EXPORT const char *mc_version(void)
+MC_STATUS_EXPORT const char *mc_version(void)
 {
     return MC_VERSION_STRING;
 }
