@@ -30,6 +30,7 @@
 #include "daemon/common/log.h"
 #include "daemon/common/metrics.h"
 #include "shm/doorbell.h"
+#include "shm/fdpass.h"
 #include "shm/sqe_check.h"
 
 uint64_t mc_agent_now_ns(void)
@@ -453,28 +454,11 @@ static bool cred_allowed(const struct mc_clients *cs, int sock, const struct ucr
     return uid_listed(cs->cfg->allow_gids, cr->gid) || peer_group_listed(cs->cfg->allow_gids, sock);
 }
 
+/* The welcome and its descriptors, or a refusal: nonblocking (the loop must not wait on a
+ * client); a client whose socket is full gets nothing, and its handshake times out. */
 static void send_welcome(int sock, const struct mc_shm_welcome *w, const int *fds, int nfds)
 {
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int) * (MC_SHM_MAX_SEGS + 1))];
-    } ctl;
-    struct iovec iov = {.iov_base = (void *)w, .iov_len = sizeof(*w)};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-
-    if (nfds > 0) {
-        struct cmsghdr *cm;
-
-        memset(&ctl, 0, sizeof(ctl));
-        msg.msg_control = ctl.buf;
-        msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-        cm = CMSG_FIRSTHDR(&msg);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-        memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
-    }
-    (void)sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)mc_shm_fd_send(sock, w, sizeof(*w), 1, fds, nfds);
 }
 
 static void refuse(int sock, int status)
@@ -584,38 +568,6 @@ static void on_accept(struct mc_clients *cs, int fd)
     arm_sock_poll(c);
 }
 
-/* One message and at most one fd (more fds, or a truncated message: all closed, -1). */
-static ssize_t recv_with_fd(int sock, void *buf, size_t len, int *fd_p)
-{
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int) * 4)];
-    } ctl;
-    struct iovec iov = {.iov_base = buf, .iov_len = len};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-                         .msg_controllen = sizeof(ctl.buf)};
-    struct cmsghdr *cm;
-    ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    int nfds = 0, fds[4];
-
-    *fd_p = -1;
-    for (cm = CMSG_FIRSTHDR(&msg); n >= 0 && cm != NULL; cm = CMSG_NXTHDR(&msg, cm)) {
-        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-            int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-
-            memcpy(fds, CMSG_DATA(cm), sizeof(int) * (size_t)k);
-            nfds = k;
-        }
-    }
-    if (nfds == 1 && !(msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
-        *fd_p = fds[0];
-        return n;
-    }
-    for (int i = 0; i < nfds; i++)
-        close(fds[i]);
-    return nfds > 1 || (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) ? -2 : n;
-}
-
 static bool fd_is_eventfd(int fd)
 {
     char path[64], link[64];
@@ -688,17 +640,21 @@ static void client_read_socket(struct client *c)
     struct mc_shm_arena_msg m;
 
     while (c->state == CL_ACTIVE) {
-        int fd = -1, err;
-        ssize_t n = recv_with_fd(c->sock, &m, sizeof(m), &fd);
+        int fd = -1, nfds = 0, err;
+        size_t n = 0;
 
-        if (n < 0 && n != -2 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        if (n == 0) {
+        /* one message and one descriptor: more descriptors, or a truncated message, is a
+         * protocol error (mc_shm_fd_recv closes what came) */
+        err = mc_shm_fd_recv(c->sock, &m, sizeof(m), 1, &fd, 1, &n, &nfds);
+        if (err == MC_ERR_TIMEOUT)
+            return; /* nothing more queued */
+        if ((err == 0 && n == 0) || err == MC_ERR_UNAVAILABLE) {
             client_close(c, "socket closed");
             return;
         }
-        err = n == (ssize_t)sizeof(m) && fd >= 0 ? arena_add(c, &m, fd) : MC_ERR_PROTO;
-        if (fd >= 0)
+        if (err == 0)
+            err = n == sizeof(m) && nfds == 1 ? arena_add(c, &m, fd) : MC_ERR_PROTO;
+        if (nfds == 1)
             close(fd); /* the mapping keeps the arena */
         if (err != 0) {
             mc_warn("client %u (pid %d): bad arena registration: %s", c->id, (int)c->pid,
@@ -732,10 +688,18 @@ static void client_handshake(struct client *c)
     struct mc_shm_welcome w;
     struct mc_shm_layout lay;
     char name[32];
-    int err, fds[1 + MC_SHM_MAX_SEGS], rfd = -1;
-    ssize_t n = recv_with_fd(c->sock, &h, sizeof(h), &rfd);
+    int err, fds[1 + MC_SHM_MAX_SEGS], rfd = -1, nfds = 0;
+    size_t n = 0;
 
-    if (n != (ssize_t)sizeof(h) || h.magic != MC_SHM_MAGIC || h.abi != MC_SHM_ABI ||
+    /* the hello, and the client's eventfd when it sends one; nothing else */
+    err = mc_shm_fd_recv(c->sock, &h, sizeof(h), 1, &rfd, 1, &n, &nfds);
+    if (err == MC_ERR_PROTO)
+        n = 1; /* something came, and it is not a hello */
+    else if (err != 0)
+        n = 0; /* gone */
+    if (nfds == 0)
+        rfd = -1;
+    if (err != 0 || n != sizeof(h) || h.magic != MC_SHM_MAGIC || h.abi != MC_SHM_ABI ||
         (h.flags & ~MC_SHM_HELLO_F_EVENTFD) != 0 ||
         ((h.flags & MC_SHM_HELLO_F_EVENTFD) != 0) != (rfd >= 0) ||
         (rfd >= 0 && !fd_is_eventfd(rfd))) {
@@ -743,7 +707,7 @@ static void client_handshake(struct client *c)
             close(rfd);
         if (n > 0)
             refuse(c->sock, MC_ERR_PROTO);
-        client_close(c, n <= 0 ? "closed before hello" : "bad hello");
+        client_close(c, n == 0 ? "closed before hello" : "bad hello");
         return;
     }
     c->efd = rfd;

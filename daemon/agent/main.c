@@ -32,6 +32,7 @@
 #include "daemon/common/log.h"
 #include "daemon/common/notify.h"
 #include "daemon/common/ready.h"
+#include "shm/sockpath.h"
 
 static void usage(FILE *f)
 {
@@ -59,26 +60,28 @@ static void usage(FILE *f)
             MC_CONFIG_USAGE);
 }
 
-static const char *default_socket(void)
+/* The socket path (shm/sockpath.h: one rule for the agent and libmc); NULL when it does
+ * not fit. The folder under $XDG_RUNTIME_DIR is made here, private. */
+static const char *socket_path(const char *arg)
 {
     static char buf[4096];
-    const char *s = getenv("MC_AGENT_SOCKET");
-    const char *rt = getenv("XDG_RUNTIME_DIR");
+    int in_rundir = 0;
+    char *slash;
 
-    if (s != NULL && *s != '\0')
-        return s;
-    if (rt != NULL && *rt != '\0') {
-        snprintf(buf, sizeof(buf), "%s/mc", rt);
+    if (mc_shm_socket_path(arg, buf, sizeof(buf), &in_rundir) != 0)
+        return NULL;
+    if (in_rundir && (slash = strrchr(buf, '/')) != NULL) {
+        *slash = '\0';
         mkdir(buf, 0700);
-        snprintf(buf, sizeof(buf), "%s/mc/agent.sock", rt);
-        return buf;
+        *slash = '/';
     }
-    return "/run/mc/agent.sock";
+    return buf;
 }
 
 static int run(const struct mc_agent_config *cfg, const char *ready, char **faults, int nfaults)
 {
     struct mc_agent *a = NULL;
+    const char *path;
     char port[16];
     sigset_t sigs;
     int rc;
@@ -94,7 +97,12 @@ static int run(const struct mc_agent_config *cfg, const char *ready, char **faul
     sigaddset(&sigs, SIGINT);
     sigprocmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
-    rc = mc_agent_create(cfg, cfg->socket != NULL ? cfg->socket : default_socket(), &a);
+    path = socket_path(cfg->socket);
+    if (path == NULL) {
+        mc_error("the socket path is empty or too long");
+        return 2;
+    }
+    rc = mc_agent_create(cfg, path, &a);
     if (rc != 0) {
         mc_error("cannot start: %s", mc_strerror(rc));
         return rc == MC_ERR_INVALID ? 2 : rc == MC_ERR_DENIED ? 3 : 1;
