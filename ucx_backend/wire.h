@@ -1,5 +1,5 @@
 /*
- * The RPC frame codec of the transfer layer (DESIGN.md §5): a versioned, length-checked
+ * The RPC frame codec of the transfer layer (docs/protocol.md): a versioned, length-checked
  * binary header in front of every control message between agents and the master, and a
  * bounded reader/writer for the fixed-width little-endian fields and length-prefixed byte
  * strings that payloads are made of. No UCX here: the codec is pure, so it is fuzzed
@@ -47,7 +47,7 @@
  * MC_WIRE__COUNT, which grows.
  */
 enum mc_wire_type {
-    MC_WIRE_HELLO = 1, /* authentication with the cluster token (DESIGN.md §5) */
+    MC_WIRE_HELLO = 1, /* authentication with the cluster token */
     MC_WIRE_HELLO_REPLY = 2,
     MC_WIRE_MOUNT = 3, /* agent -> master: a segment, its worker address, rkey */
     MC_WIRE_MOUNT_REPLY = 4,

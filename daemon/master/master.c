@@ -1,7 +1,8 @@
 /*
  * The master service: directory, versions, leases, pins, eviction, placement, liveness.
  *
- * Record layout (the memory budget of DESIGN.md §3 is <= 64 B + key per record): a record
+ * Record layout (the memory budget of docs/master.md "Memory layout" is <= 64 B + key per
+ * record): a record
  * holds the key inline and one version inline (the "head": the readable version, or the only
  * one). Anything else a key has at the same moment -- an upsert being written, an old version
  * still leased, a displaced put whose writes may still land -- lives in a short chain of

@@ -862,7 +862,7 @@ static void on_signal(struct mc_mcmaster_server *s)
     }
 }
 
-/* --- fencing the blocks of dead writers (DESIGN.md §5) ------------------------------------ */
+/* --- fencing the blocks of dead writers (docs/failure-contract.md) ---------------------- */
 
 #define FENCE_BATCH 256u
 #define FENCE_TIMEOUT_MS 3000u

@@ -1,5 +1,5 @@
 /*
- * mc_proto: the payload codecs of the master RPCs (DESIGN.md §5), one encoder and one
+ * mc_proto: the payload codecs of the master RPCs (docs/protocol.md), one encoder and one
  * decoder for the request and for the reply of each master message of ucx_backend/wire.h
  * (HELLO .. CLUSTER_INFO, LIST). The frame header is not here: the payload is what follows it.
  * Agent-to-agent messages (WRITE, READ) are not here either.
