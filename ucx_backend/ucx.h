@@ -1,8 +1,9 @@
 /*
  * The transfer layer over UCX (docs/architecture.md "Layers"): one UCP context and one
- * worker per event-loop thread, endpoints to peers by worker address with peer error handling, RPC over active
- * messages (requests and replies matched by id, deadlines), bulk transfers received straight
- * into the owner's memory, and memory registration for one-sided paths. It moves bytes and
+ * worker per event-loop thread, endpoints to peers by worker address with peer error
+ * handling, RPC over active messages (requests and replies matched by id, deadlines), bulk
+ * transfers received straight into the owner's memory, and memory registration for
+ * one-sided paths. It moves bytes and
  * reports completion; it knows nothing of objects, keys or the master (wire.h frames its
  * messages, their payloads belong to the callers).
  *
