@@ -3,9 +3,8 @@
  * worker per event-loop thread, endpoints to peers by worker address with peer error
  * handling, RPC over active messages (requests and replies matched by id, deadlines), bulk
  * transfers received straight into the owner's memory, and memory registration for
- * one-sided paths. It moves bytes and
- * reports completion; it knows nothing of objects, keys or the master (wire.h frames its
- * messages, their payloads belong to the callers).
+ * one-sided paths. It moves bytes and reports completion; it knows nothing of objects, keys
+ * or the master (wire.h frames its messages, their payloads belong to the callers).
  *
  * How bytes move is a choice behind this API (a measurement decides it, docs/decisions.md):
  * today endpoints are created from worker addresses with UCP_ERR_HANDLING_MODE_PEER, RPC
