@@ -74,6 +74,12 @@ struct mc_master_put_grant {
     struct mc_master_replica rep[MC_MASTER_MAX_REPLICAS];
 };
 
+/* A key of a key-only batch (mc_master_exec: GET, EXIST, STAT, REMOVE, REMOVE_PREFIX). */
+struct mc_master_key {
+    const char *key;
+    size_t key_len;
+};
+
 /* Names one version of one key: put_end, put_revoke and lease_release take it. */
 struct mc_master_ref {
     const char *key;

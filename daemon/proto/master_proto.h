@@ -84,11 +84,10 @@ struct mc_proto_bytes {
     size_t len;
 };
 
-/* A key of a key-only batch (GET, EXIST, REMOVE). */
-struct mc_proto_key {
-    const char *key;
-    size_t key_len;
-};
+/* A key of a key-only batch (GET, EXIST, REMOVE) or of a LIST page: the master's own item
+ * (struct mc_master_key, master.h), so that a decoded batch goes to mc_master_exec as it
+ * is. The name mc_proto_key stays for the callers that use it. */
+#define mc_proto_key mc_master_key
 
 /* --- HELLO: authentication and node registration ------------------------------------------ */
 
@@ -162,12 +161,9 @@ struct mc_proto_keys_req {
     uint32_t n;
 };
 
-/* FENCE (master -> owner agent): no write may land in these allocations any more. */
-struct mc_proto_fence_item {
-    uint32_t seg;
-    uint32_t alloc;
-    uint64_t version;
-};
+/* FENCE (master -> owner agent): no write may land in these allocations any more. An item
+ * is the master's own (struct mc_master_fence: seg, alloc, version), as for keys above. */
+#define mc_proto_fence_item mc_master_fence
 
 struct mc_proto_fence_req {
     uint32_t n;
