@@ -395,8 +395,8 @@ static int h_put_start(struct mc_mcmaster_server *s, struct peer *p, const void 
                                          out_len);
 }
 
-static int h_put_end(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
-                     size_t *out_len, bool revoke)
+static int put_end_or_revoke(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
+                             size_t len, size_t *out_len, bool revoke)
 {
     struct mc_proto_ref_req req;
     struct mc_proto_batch_rep rep = {0};
@@ -414,6 +414,18 @@ static int h_put_end(struct mc_mcmaster_server *s, struct peer *p, const void *p
     (void)mc_master_exec(s->m, &x);
     rep.n = req.n;
     return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
+}
+
+static int h_put_end(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                     size_t *out_len)
+{
+    return put_end_or_revoke(s, p, pl, len, out_len, false);
+}
+
+static int h_put_revoke(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
+                        size_t len, size_t *out_len)
+{
+    return put_end_or_revoke(s, p, pl, len, out_len, true);
 }
 
 static int h_get(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
@@ -572,11 +584,12 @@ static void info_nodes(struct mc_mcmaster_server *s, const struct mc_proto_info_
     rep->next_node_cursor = x.u.nodes.cursor;
 }
 
-static int h_info(struct mc_mcmaster_server *s, const void *pl, size_t len, size_t *out_len)
+static int h_info(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                  size_t *out_len)
 {
     struct mc_proto_info_req req;
     struct mc_proto_info_rep rep = {0};
-    struct mc_master_req x = {.node = MC_MASTER_NODE_NONE};
+    struct mc_master_req x = {.node = p->node};
     size_t seg;
 
     if (mc_proto_info_req_decode(pl, len, &req) != 0)
@@ -674,6 +687,18 @@ static void reply_status(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, in
         mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, buf, len);
 }
 
+/* mc-master's dispatch: a handler per row of MC_PROTO_MASTER_RPCS (daemon/proto/rpc.h),
+ * h_<name>; a row without its handler does not compile. A handler decodes the payload,
+ * checks that the peer speaks for its own node, runs the request through mc_master_exec and
+ * encodes the reply into s->out; it returns 0 (reply s->out) or the status to answer. */
+typedef int (*rpc_handler_fn)(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
+                              size_t len, size_t *out_len);
+#define MC_MCMASTER_RPC_HANDLER(NAME, name, type, flags, items, req, rep)                      \
+    [MC_WIRE_##NAME] = h_##name,
+static const rpc_handler_fn rpc_handlers[MC_WIRE__COUNT] = {
+    MC_PROTO_MASTER_RPCS(MC_MCMASTER_RPC_HANDLER)};
+#undef MC_MCMASTER_RPC_HANDLER
+
 static enum mc_mcmaster_metric rpc_metric(uint16_t type)
 {
     switch (type) {
@@ -699,6 +724,7 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
 {
     struct mc_mcmaster_server *s = ctx;
     size_t len = hdr->payload_len, out_len = 0;
+    rpc_handler_fn fn;
     struct peer *p;
     int rc;
 
@@ -725,53 +751,8 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         peer_drop(s, p, false); /* keep nothing for a peer without the token */
         return;
     }
-    switch (hdr->type) {
-    case MC_WIRE_HELLO:
-        rc = h_hello(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_MOUNT:
-        rc = h_mount(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_HEARTBEAT:
-        rc = h_heartbeat(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_PUT_START_BATCH:
-        rc = h_put_start(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_PUT_END_BATCH:
-        rc = h_put_end(s, p, pl, len, &out_len, false);
-        break;
-    case MC_WIRE_PUT_REVOKE_BATCH:
-        rc = h_put_end(s, p, pl, len, &out_len, true);
-        break;
-    case MC_WIRE_GET_BATCH:
-        rc = h_get(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_LEASE_RELEASE_BATCH:
-        rc = h_lease_release(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_EXIST_BATCH:
-        rc = h_exist(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_REMOVE_BATCH:
-        rc = h_remove(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_FENCE:
-        rc = h_fence(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_CLUSTER_INFO:
-        rc = h_info(s, pl, len, &out_len);
-        break;
-    case MC_WIRE_LIST:
-        rc = h_list(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_DRAIN:
-        rc = h_drain(s, p, pl, len, &out_len);
-        break;
-    default: /* WRITE, READ: agent-to-agent messages */
-        rc = MC_ERR_PROTO;
-        break;
-    }
+    fn = hdr->type < MC_WIRE__COUNT ? rpc_handlers[hdr->type] : NULL;
+    rc = fn != NULL ? fn(s, p, pl, len, &out_len) : MC_ERR_PROTO; /* WRITE, READ: peers' */
     if (rc == MC_ERR_PROTO)
         mc_debug("node %u: malformed request type %u (%zu bytes)", p->node, hdr->type, len);
     if (rc != 0)

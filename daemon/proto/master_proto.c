@@ -1,53 +1,9 @@
 /*
- * The master RPC payload codecs (master_proto.h). Layouts, all integers little-endian,
- * "blob" = uint32 length + bytes, [..] = only when the reply's status is 0:
- *
- *   HELLO                 blob token, blob name, blob domain, u64 incarnation (left
- *                         out when 0: agents that predate it send none)
- *   HELLO_REPLY           i32 status [u32 node, u64 node_ttl_ms, u64 lease_ttl_ms]
- *   MOUNT                 u32 node, u32 kind, u64 base, u64 size, blob worker_addr, blob rkey
- *   MOUNT_REPLY           i32 status [u32 seg]
- *   HEARTBEAT             u32 node, u32 flags
- *   HEARTBEAT_REPLY       i32 status [u32 drain, MC_MASTER_DRAIN_*: left out when 0]
- *   PUT_START_BATCH       u32 writer, u32 n, n * {blob key, u64 size, u64 alloc_len,
- *                         u32 replicas, u32 flags, u64 ttl_ms, u32 preferred}
- *   PUT_START_BATCH_REPLY i32 status [u32 n, n * {i32 status [u64 version, u32 nrep,
- *                         nrep * replica]}]
- *   PUT_END_BATCH,
- *   PUT_REVOKE_BATCH      u32 node, u32 n, n * {blob key, u64 version}
- *   GET_BATCH,
- *   EXIST_BATCH,
- *   REMOVE_BATCH          u32 node, u32 flags, u32 n, n * blob key
- *   GET_BATCH_REPLY       i32 status [u32 n, n * {i32 status [u64 version, u64 size,
- *                         u32 flags, u32 nrep, nrep * replica, u32 lease_epoch,
- *                         u64 lease_expires_ms]}]
- *   LEASE_RELEASE_BATCH   u32 node, u32 n, n * {blob key, u64 version, u32 epoch}
- *   LEASE_RELEASE_REPLY   i32 status [u32 released]
- *   EXIST_BATCH_REPLY     i32 status [u32 flags, u32 n, n * {i32 status [stat, when
- *                         flags has EXIST_F_STAT and the status is 1]}]
- *   REMOVE_BATCH_REPLY    i32 status [u32 n, n * {i32 status, u64 count}]
- *   FENCE                 u32 n, n * {u32 seg, u32 alloc, u64 version}
- *   *_END/REVOKE/FENCE_REPLY  i32 status [u32 n, n * i32 status]
- *   CLUSTER_INFO          u32 flags, u32 cursor, u32 max, u32 node_cursor, u32 node_max
- *   CLUSTER_INFO_REPLY    i32 status [u32 flags, [24 * u64 stats], [u32 nseg,
- *                         u32 next_cursor, nseg * segment], [u32 nnode,
- *                         u32 next_node_cursor, nnode * node]]
- *   LIST                  u32 node, u32 max, u64 cursor, blob prefix
- *   LIST_REPLY            i32 status [u32 n, u64 next_cursor, n * blob key]
- *   DRAIN                 u32 on (0/1), blob name
- *   COPY                  u64 id, u64 version, u32 src_seg, u32 src_alloc, u64 src_offset,
- *                         u64 len, u32 dst_node, u32 dst_seg, u32 dst_alloc, u64 dst_offset,
- *                         blob key
- *   DRAIN_REPLY,
- *   COPY_REPLY            i32 status
- *
- *   replica  u32 seg, u32 node, u32 alloc, u32 kind, u64 offset, u64 addr, u64 len
- *   stat     u64 size, u64 version, u32 replicas, u32 flags, u64 ttl_remaining_ms
- *   segment  u32 seg, u32 node, u32 kind, u64 base, u64 size, u64 free_bytes,
- *            u64 largest_free, u64 hard_pinned_bytes, u64 blocks, u64 evictions,
- *            blob worker_addr, blob rkey
- *   node     u32 id, u32 alive, u32 segments, u64 idle_ms, blob name, blob domain,
- *            u32 drain (0 none, 1 draining, 2 drained), u64 drain_blocks, u64 drain_bytes
+ * The codecs of the node and cluster messages of the master RPCs (master_proto.h): HELLO,
+ * MOUNT, HEARTBEAT, CLUSTER_INFO, LIST, DRAIN, COPY and the status-only reply; the object
+ * batches are master_batch.c. The layouts are the rows of daemon/proto/rpc.h
+ * (docs/protocol.md shows them); the sizes below show that a full batch or page fits in one
+ * frame.
  *
  * The lease's version is not sent: it is the result's version (a lease is granted on the
  * version returned), so the decoder sets it and the encoder refuses anything else.

@@ -1,12 +1,13 @@
 /*
  * mc_proto: the payload codecs of the master RPCs (docs/protocol.md), one encoder and one
- * decoder for the request and for the reply of each master message of ucx_backend/wire.h
- * (HELLO .. CLUSTER_INFO, LIST). The frame header is not here: the payload is what follows it.
- * Agent-to-agent messages (WRITE, READ) are not here either.
+ * decoder for the request and for the reply of each master message of the catalogue
+ * (daemon/proto/rpc.h: HELLO .. CLUSTER_INFO, LIST, DRAIN, COPY). The frame header is not
+ * here: the payload is what follows it. Agent-to-agent messages (WRITE, READ) are not here
+ * either.
  *
  * Built on the bounded reader/writer of ucx_backend/wire.h: every integer is little-endian,
  * every byte string (key, name, token, address, rkey) is a uint32 length and the bytes.
- * The byte layouts are listed at the top of master_proto.c.
+ * The byte layouts are the rows of daemon/proto/rpc.h (and docs/protocol.md, generated).
  *
  * Decoders take hostile input. They check every field before the caller sees any of it:
  * counts (<= MC_PROTO_BATCH_MAX and <= the caller's capacity), key lengths
@@ -44,6 +45,7 @@
 #include <stdint.h>
 
 #include "daemon/master/master.h"
+#include "daemon/proto/rpc.h"
 #include "ucx_backend/wire.h"
 
 #define MC_PROTO_BATCH_MAX     1024u /* items in one batch request or reply */
