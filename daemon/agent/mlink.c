@@ -472,14 +472,10 @@ static int encode(struct mlink *ml, struct batch *b, size_t *len_p)
     }
 }
 
+/* The request kind's name, as the master's executor calls it (logs). */
 static const char *kind_name(enum ml_kind k)
 {
-    static const char *const names[ML__COUNT] = {
-        "PUT_START", "PUT_END", "PUT_REVOKE", "GET", "LEASE_RELEASE", "EXIST", "STAT",
-        "REMOVE", "REMOVE_PREFIX",
-    };
-
-    return (unsigned)k < ML__COUNT ? names[k] : "?";
+    return (unsigned)k < ML__COUNT ? mc_master_op_name(local_op[k]) : "?";
 }
 
 static void send_one(struct mlink *ml, enum ml_kind k)

@@ -252,8 +252,9 @@ static void publish(struct mc_master *m, struct obj *o, struct ver *v, uint32_t 
 
         ttl_ms = e->ttl_ms;
         mc_master__obj_swap_head(m, o, e);
+        /* the version it replaces: readers keep it till done */
         if (e->v.state == VS_COMPLETE)
-            mc_master__ver_retire(m, &e->v, now); /* the version it replaces: readers keep it till done */
+            mc_master__ver_retire(m, &e->v, now);
         /* RETIRED/STALE stay as they are; EMPTY is unlinked by the caller's gc */
     } else {
         ttl_ms = (uint64_t)o->ttl_exp * CT_MS + o->ttl_sub;
