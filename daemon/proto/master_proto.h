@@ -45,19 +45,9 @@
 #include <stdint.h>
 
 #include "daemon/master/master.h"
+#include "daemon/proto/proto_base.h"
 #include "daemon/proto/rpc.h"
 #include "ucx_backend/wire.h"
-
-#define MC_PROTO_BATCH_MAX     1024u /* items in one batch request or reply */
-#define MC_PROTO_KEY_MAX       512u  /* = MC_KEY_MAX (include/mc/mc.h) */
-#define MC_PROTO_NAME_MAX      63u   /* = MC_MASTER_NAME_MAX: node and failure-domain names */
-#define MC_PROTO_TOKEN_MAX     256u  /* cluster token */
-#define MC_PROTO_ADDR_MAX      4096u /* packed UCX worker address */
-#define MC_PROTO_RKEY_MAX      4096u /* packed UCX rkey */
-#define MC_PROTO_SEG_PAGE_MAX  256u  /* segments in one CLUSTER_INFO reply */
-#define MC_PROTO_NODE_PAGE_MAX 256u  /* nodes in one CLUSTER_INFO reply */
-#define MC_PROTO_LIST_MAX      1024u /* keys in one LIST reply */
-#define MC_PROTO_PAYLOAD_MAX   MC_WIRE_PAYLOAD_MAX
 
 /* HEARTBEAT flags */
 #define MC_PROTO_HEARTBEAT_F_LEAVE 0x1u /* graceful exit: unregister the node (and unmount) */
@@ -79,12 +69,6 @@
 #define MC_PROTO_INFO_F_NODES    0x4u /* the reply has a page of nodes */
 #define MC_PROTO_INFO_F_KNOWN                                                                  \
     (MC_PROTO_INFO_F_STATS | MC_PROTO_INFO_F_SEGMENTS | MC_PROTO_INFO_F_NODES)
-
-/* A byte string inside a decoded buffer (or the caller's, to encode). Not NUL-terminated. */
-struct mc_proto_bytes {
-    const uint8_t *p;
-    size_t len;
-};
 
 /* A key of a key-only batch (GET, EXIST, REMOVE) or of a LIST page: the master's own item
  * (struct mc_master_key, master.h), so that a decoded batch goes to mc_master_exec as it
@@ -258,15 +242,8 @@ struct mc_proto_copy_req {
     struct mc_proto_bytes key; /* 1..MC_PROTO_KEY_MAX */
 };
 
-/* --- status codes ------------------------------------------------------------------------- */
-
-/* Whether a HELLO's token `t` is `token` (token_len bytes), in time that depends on
- * token_len only (mc-master and agents check every HELLO with it). token NULL: a cluster
- * without a token (allow_no_token), every token passes. */
-bool mc_proto_token_equal(const char *token, size_t token_len, const struct mc_proto_bytes *t);
-
-/* 0, a known MC_ERR_* code (include/mc/mc_status.h), or 1 when `allow_one`. */
-bool mc_proto_status_is_valid(int64_t status, bool allow_one);
+/* The token and status checks (mc_proto_token_equal, mc_proto_status_is_valid), the bounds
+ * (MC_PROTO_*_MAX) and struct mc_proto_bytes are proto_base.h's, included above. */
 
 /* --- codecs ----------------------------------------------------------------------------------
  *

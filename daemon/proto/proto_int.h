@@ -13,7 +13,9 @@
 
 #include <mc/mc_status.h>
 
-#include "daemon/proto/master_proto.h"
+#include "daemon/master/master.h"
+#include "daemon/proto/proto_base.h"
+#include "ucx_backend/wire.h"
 
 static inline size_t clamp_cap(size_t cap)
 {
