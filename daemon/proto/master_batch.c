@@ -1,9 +1,9 @@
 /*
  * The codecs of the object batches of the master RPCs (master_proto.h): PUT_START, PUT_END,
  * PUT_REVOKE, GET, LEASE_RELEASE, EXIST and REMOVE batches and their replies, and FENCE
- * (master -> owner) with its reply. The layouts are in docs/protocol.md ("Master RPC
- * layouts", generated from daemon/proto/rpc.h); the checks every decoder makes are at the
- * top of master_proto.h.
+ * (master -> owner) with its reply. The layouts are the rows of daemon/proto/rpc.h
+ * (docs/protocol.md, "Message layouts"); the checks every decoder makes are at the top of
+ * master_proto.h.
  */
 #include <string.h>
 
