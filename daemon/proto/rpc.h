@@ -8,7 +8,8 @@
  *   name    the handler's name where a front end serves the row (mc-master: h_<name>)
  *   TYPE    the request's frame type, odd; never changes once released
  *   FLAGS   MC_RPC_* below: who sends it to whom, batch or not
- *   ITEMS   the most items (or page entries) a message carries; 0 for none
+ *   ITEMS   the most items (or page entries) a message carries, a bound of proto_base.h;
+ *           0 for none
  *   layouts the payload after the 24-byte frame header, all integers little-endian, "blob" =
  *           u32 length + bytes, [..] = only when the reply's status is 0
  *
@@ -28,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/proto/proto_base.h"
 #include "ucx_backend/wire.h"
 
 /* FLAGS */
@@ -39,77 +41,78 @@
 #define MC_RPC_NO_SESSION  0x20u /* allowed before HELLO (HELLO itself) */
 
 /* Served by mc-master (FENCE also goes the other way: MC_RPC_TO_OWNER). */
-#define MC_PROTO_MASTER_RPCS(X)                                                                \
-    X(HELLO, hello, 1, MC_RPC_TO_MASTER | MC_RPC_PEER | MC_RPC_NO_SESSION, 0,                  \
-      "blob token (0..256 bytes), blob name (1..63 graphic ASCII), blob domain (0..63), "      \
-      "u64 incarnation (left out when 0)",                                                     \
-      "i32 status [u32 node, u64 node_ttl_ms, u64 lease_ttl_ms]")                              \
-    X(MOUNT, mount, 3, MC_RPC_TO_MASTER, 0,                                                    \
-      "u32 node, u32 kind, u64 base, u64 size (> 0), blob worker_addr (1..4096), "             \
-      "blob rkey (0..4096)",                                                                   \
-      "i32 status [u32 seg]")                                                                  \
-    X(HEARTBEAT, heartbeat, 5, MC_RPC_TO_MASTER, 0, "u32 node, u32 flags (0x1: leave)",        \
-      "i32 status [u32 drain (MC_MASTER_DRAIN_*, left out when 0)]")                           \
-    X(PUT_START_BATCH, put_start, 7, MC_RPC_TO_MASTER | MC_RPC_BATCH, 1024,                    \
-      "u32 writer, u32 n, n * {blob key (1..512), u64 size, u64 alloc_len, u32 replicas, "     \
-      "u32 flags, u64 ttl_ms, u32 preferred}",                                                 \
-      "i32 status [u32 n, n * {i32 status [u64 version, u32 nrep, nrep * replica]}]")          \
-    X(PUT_END_BATCH, put_end, 9, MC_RPC_TO_MASTER | MC_RPC_BATCH, 1024,                        \
-      "u32 node, u32 n, n * {blob key, u64 version}", "i32 status [u32 n, n * i32 status]")    \
-    X(PUT_REVOKE_BATCH, put_revoke, 11, MC_RPC_TO_MASTER | MC_RPC_BATCH, 1024,                 \
-      "u32 node, u32 n, n * {blob key, u64 version}", "i32 status [u32 n, n * i32 status]")    \
-    X(GET_BATCH, get, 13, MC_RPC_TO_MASTER | MC_RPC_BATCH, 1024,                               \
-      "u32 node, u32 flags (0), u32 n, n * blob key",                                          \
-      "i32 status [u32 n, n * {i32 status [u64 version, u64 size, u32 flags, u32 nrep, "       \
-      "nrep * replica, u32 lease_epoch, u64 lease_expires_ms]}]")                              \
-    X(LEASE_RELEASE_BATCH, lease_release, 15, MC_RPC_TO_MASTER | MC_RPC_BATCH, 1024,           \
-      "u32 node, u32 n, n * {blob key, u64 version, u32 epoch}", "i32 status [u32 released]")  \
-    X(EXIST_BATCH, exist, 17, MC_RPC_TO_MASTER | MC_RPC_BATCH, 1024,                           \
-      "u32 node, u32 flags (0x1: stat, 0x2: prefix match), u32 n, n * blob key",               \
-      "i32 status [u32 flags, u32 n, n * {i32 status (1, 0 or an error) [stat, with the "      \
-      "stat flag when the status is 1]}]")                                                     \
-    X(REMOVE_BATCH, remove, 19, MC_RPC_TO_MASTER | MC_RPC_BATCH, 1024,                         \
-      "u32 node, u32 flags (0x1: each key is a prefix), u32 n, n * blob key",                  \
-      "i32 status [u32 n, n * {i32 status, u64 count}]")                                       \
-    X(FENCE, fence, 21, MC_RPC_TO_MASTER | MC_RPC_TO_OWNER | MC_RPC_BATCH, 1024,               \
-      "u32 n, n * {u32 seg, u32 alloc, u64 version}", "i32 status [u32 n, n * i32 status]")    \
-    X(CLUSTER_INFO, info, 23, MC_RPC_TO_MASTER, 256,                                           \
-      "u32 flags (0x1: stats, 0x2: segments, 0x4: nodes), u32 cursor, u32 max, "               \
-      "u32 node_cursor, u32 node_max",                                                         \
-      "i32 status [u32 flags, [24 * u64 stats], [u32 nseg, u32 next_cursor, nseg * segment], " \
-      "[u32 nnode, u32 next_node_cursor, nnode * node]]")                                      \
-    X(LIST, list, 29, MC_RPC_TO_MASTER, 1024,                                                  \
-      "u32 node, u32 max (1..1024), u64 cursor, blob prefix (0..512)",                         \
-      "i32 status [u32 n, u64 next_cursor, n * blob key]")                                     \
-    X(DRAIN, drain, 31, MC_RPC_TO_MASTER, 0, "u32 on (0/1), blob name (1..63 graphic ASCII)",  \
+#define MC_PROTO_MASTER_RPCS(X)                                                                    \
+    X(HELLO, hello, 1, MC_RPC_TO_MASTER | MC_RPC_PEER | MC_RPC_NO_SESSION, 0,                      \
+      "blob token (0..256 bytes), blob name (1..63 graphic ASCII), blob domain (0..63), "          \
+      "u64 incarnation (left out when 0)",                                                         \
+      "i32 status [u32 node, u64 node_ttl_ms, u64 lease_ttl_ms]")                                  \
+    X(MOUNT, mount, 3, MC_RPC_TO_MASTER, 0,                                                        \
+      "u32 node, u32 kind, u64 base, u64 size (> 0), blob worker_addr (1..4096), "                 \
+      "blob rkey (0..4096)",                                                                       \
+      "i32 status [u32 seg]")                                                                      \
+    X(HEARTBEAT, heartbeat, 5, MC_RPC_TO_MASTER, 0, "u32 node, u32 flags (0x1: leave)",            \
+      "i32 status [u32 drain (MC_MASTER_DRAIN_*, left out when 0)]")                               \
+    X(PUT_START_BATCH, put_start, 7, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,          \
+      "u32 writer, u32 n, n * {blob key (1..512), u64 size, u64 alloc_len, u32 replicas, "         \
+      "u32 flags, u64 ttl_ms, u32 preferred}",                                                     \
+      "i32 status [u32 n, n * {i32 status [u64 version, u32 nrep, nrep * replica]}]")              \
+    X(PUT_END_BATCH, put_end, 9, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,              \
+      "u32 node, u32 n, n * {blob key, u64 version}", "i32 status [u32 n, n * i32 status]")        \
+    X(PUT_REVOKE_BATCH, put_revoke, 11, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,       \
+      "u32 node, u32 n, n * {blob key, u64 version}", "i32 status [u32 n, n * i32 status]")        \
+    X(GET_BATCH, get, 13, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                     \
+      "u32 node, u32 flags (0), u32 n, n * blob key",                                              \
+      "i32 status [u32 n, n * {i32 status [u64 version, u64 size, u32 flags, u32 nrep, "           \
+      "nrep * replica, u32 lease_epoch, u64 lease_expires_ms]}]")                                  \
+    X(LEASE_RELEASE_BATCH, lease_release, 15, MC_RPC_TO_MASTER | MC_RPC_BATCH,                     \
+      MC_PROTO_BATCH_MAX,                                                                          \
+      "u32 node, u32 n, n * {blob key, u64 version, u32 epoch}", "i32 status [u32 released]")      \
+    X(EXIST_BATCH, exist, 17, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                 \
+      "u32 node, u32 flags (0x1: stat, 0x2: prefix match), u32 n, n * blob key",                   \
+      "i32 status [u32 flags, u32 n, n * {i32 status (1, 0 or an error) [stat, with the "          \
+      "stat flag when the status is 1]}]")                                                         \
+    X(REMOVE_BATCH, remove, 19, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,               \
+      "u32 node, u32 flags (0x1: each key is a prefix), u32 n, n * blob key",                      \
+      "i32 status [u32 n, n * {i32 status, u64 count}]")                                           \
+    X(FENCE, fence, 21, MC_RPC_TO_MASTER | MC_RPC_TO_OWNER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,     \
+      "u32 n, n * {u32 seg, u32 alloc, u64 version}", "i32 status [u32 n, n * i32 status]")        \
+    X(CLUSTER_INFO, info, 23, MC_RPC_TO_MASTER, MC_PROTO_SEG_PAGE_MAX,                             \
+      "u32 flags (0x1: stats, 0x2: segments, 0x4: nodes), u32 cursor, u32 max, "                   \
+      "u32 node_cursor, u32 node_max",                                                             \
+      "i32 status [u32 flags, [24 * u64 stats], [u32 nseg, u32 next_cursor, nseg * segment], "     \
+      "[u32 nnode, u32 next_node_cursor, nnode * node]]")                                          \
+    X(LIST, list, 29, MC_RPC_TO_MASTER, MC_PROTO_LIST_MAX,                                         \
+      "u32 node, u32 max (1..1024), u64 cursor, blob prefix (0..512)",                             \
+      "i32 status [u32 n, u64 next_cursor, n * blob key]")                                         \
+    X(DRAIN, drain, 31, MC_RPC_TO_MASTER, 0, "u32 on (0/1), blob name (1..63 graphic ASCII)",      \
       "i32 status")
 
 /* Sent by mc-master to the agent that owns a segment. */
-#define MC_PROTO_OWNER_RPCS(X)                                                                 \
-    X(COPY, copy, 33, MC_RPC_TO_OWNER, 0,                                                      \
-      "u64 id, u64 version, u32 src_seg, u32 src_alloc, u64 src_offset, u64 len (> 0), "       \
-      "u32 dst_node, u32 dst_seg, u32 dst_alloc, u64 dst_offset, blob key",                    \
+#define MC_PROTO_OWNER_RPCS(X)                                                                     \
+    X(COPY, copy, 33, MC_RPC_TO_OWNER, 0,                                                          \
+      "u64 id, u64 version, u32 src_seg, u32 src_alloc, u64 src_offset, u64 len (> 0), "           \
+      "u32 dst_node, u32 dst_seg, u32 dst_alloc, u64 dst_offset, blob key",                        \
       "i32 status")
 
 /* Agent to agent (peer_proto.h); HELLO is the master's row. */
-#define MC_PROTO_PEER_RPCS(X)                                                                  \
-    X(WRITE, write, 25, MC_RPC_PEER | MC_RPC_BULK, 0,                                          \
-      "u32 seg, u32 alloc, u64 version, u64 offset, u64 len, blob key; then len bytes",        \
-      "i32 status")                                                                            \
-    X(READ, read, 27, MC_RPC_PEER, 0,                                                          \
-      "u64 xfer, u32 seg, u32 alloc, u64 version, u64 offset, u64 len",                        \
+#define MC_PROTO_PEER_RPCS(X)                                                                      \
+    X(WRITE, write, 25, MC_RPC_PEER | MC_RPC_BULK, 0,                                              \
+      "u32 seg, u32 alloc, u64 version, u64 offset, u64 len, blob key; then len bytes",            \
+      "i32 status")                                                                                \
+    X(READ, read, 27, MC_RPC_PEER, 0,                                                              \
+      "u64 xfer, u32 seg, u32 alloc, u64 version, u64 offset, u64 len",                            \
       "bulk READ_REPLY frame (id xfer, len bytes), then i32 status")
 
 #define MC_PROTO_RPCS(X) MC_PROTO_MASTER_RPCS(X) MC_PROTO_OWNER_RPCS(X) MC_PROTO_PEER_RPCS(X)
 
 /* The composite items of the layouts: X(name, "layout"). */
-#define MC_PROTO_ITEMS(X)                                                                      \
-    X(replica, "u32 seg, u32 node, u32 alloc, u32 kind, u64 offset, u64 addr, u64 len")        \
-    X(stat, "u64 size, u64 version, u32 replicas, u32 flags, u64 ttl_remaining_ms")            \
-    X(segment, "u32 seg, u32 node, u32 kind, u64 base, u64 size, u64 free_bytes, "             \
-               "u64 largest_free, u64 hard_pinned_bytes, u64 blocks, u64 evictions, "          \
-               "blob worker_addr, blob rkey")                                                  \
-    X(node, "u32 id, u32 alive, u32 segments, u64 idle_ms, blob name, blob domain, "           \
+#define MC_PROTO_ITEMS(X)                                                                          \
+    X(replica, "u32 seg, u32 node, u32 alloc, u32 kind, u64 offset, u64 addr, u64 len")            \
+    X(stat, "u64 size, u64 version, u32 replicas, u32 flags, u64 ttl_remaining_ms")                \
+    X(segment, "u32 seg, u32 node, u32 kind, u64 base, u64 size, u64 free_bytes, "                 \
+               "u64 largest_free, u64 hard_pinned_bytes, u64 blocks, u64 evictions, "              \
+               "blob worker_addr, blob rkey")                                                      \
+    X(node, "u32 id, u32 alive, u32 segments, u64 idle_ms, blob name, blob domain, "               \
             "u32 drain (0 none, 1 draining, 2 drained), u64 drain_blocks, u64 drain_bytes")
 
 /*
@@ -117,7 +120,7 @@
  * even. Values never change once released; a new row takes the next free odd number and
  * MC_WIRE__COUNT grows with it (and ucx_backend/wire.h's MC_WIRE_TYPE_END with it).
  */
-#define MC_PROTO_RPC_ENUM(NAME, name, type, flags, items, req, rep)                            \
+#define MC_PROTO_RPC_ENUM(NAME, name, type, flags, items, req, rep)                                \
     MC_WIRE_##NAME = (type), MC_WIRE_##NAME##_REPLY = (type) + 1,
 enum mc_wire_type {
     MC_PROTO_RPCS(MC_PROTO_RPC_ENUM)
