@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/master/alloc.h"
 #include "daemon/master/directory.h"
 #include "daemon/master/master.h"
 
@@ -278,6 +279,49 @@ static inline struct obj *lookup(const struct mc_master *m, const char *key, siz
     return mc_dir_find(m->dir, mc_dir_hash(key, len), key, len);
 }
 
+/* The version `id` of o (head or chain), or NULL. */
+static inline struct ver *mc_master__obj_find_ver(struct obj *o, uint64_t id)
+{
+    struct ver_ext *e;
+
+    if (o->v.state != VS_EMPTY && o->v.id == id)
+        return &o->v;
+    for (e = o->more; e != NULL; e = e->next) {
+        if (e->v.state != VS_EMPTY && e->v.id == id)
+            return &e->v;
+    }
+    return NULL;
+}
+
+/* The version of o being written (PROCESSING), or NULL. */
+static inline struct ver *mc_master__obj_pending(struct obj *o)
+{
+    struct ver_ext *e;
+
+    if (o->v.state == VS_PROCESSING)
+        return &o->v;
+    for (e = o->more; e != NULL; e = e->next) {
+        if (e->v.state == VS_PROCESSING)
+            return &e->v;
+    }
+    return NULL;
+}
+
+/* A replica as the API hands it out (the segment must be mounted). */
+static inline void mc_master__fill_replica(const struct mc_master *m, const struct rep *r,
+                                           struct mc_master_replica *out)
+{
+    const struct seg *s = seg_of_rep(m, r);
+
+    out->seg = seg_id(m, s);
+    out->node = s->node;
+    out->alloc = r->alloc;
+    out->kind = s->kind;
+    out->offset = mc_alloc_offset(s->alloc, r->alloc);
+    out->addr = s->base + out->offset;
+    out->len = mc_alloc_len(s->alloc, r->alloc);
+}
+
 /* --- record.c: versions, replicas, records, the fence queue --------------------------------- */
 
 /* Points every block of v back at v (the allocator's owner of each replica block). */
@@ -297,10 +341,6 @@ void mc_master__fence_queue(struct mc_master *m, struct ver *v);
 /* A put whose writes may still land: keeps its blocks until the writer reports its transfers
  * final, the owners fence the blocks, or the release timeout passes. */
 void mc_master__ver_make_stale(struct mc_master *m, struct ver *v);
-/* The version `id` of o (head or chain), or NULL. */
-struct ver *mc_master__obj_find_ver(struct obj *o, uint64_t id);
-/* The version of o being written (PROCESSING), or NULL. */
-struct ver *mc_master__obj_pending(struct obj *o);
 /* The directory's key callback: a record's key. */
 const char *mc_master__obj_key(const void *rec, size_t *len_p);
 /* Unlinks empty chain entries; true when the record holds nothing and must go. */
@@ -311,8 +351,6 @@ void mc_master__obj_free(struct obj *o);
 void mc_master__obj_gc(struct mc_master *m, struct obj *o);
 /* Swaps the head with chain entry e (publishing e); fixes owners and flags of both. */
 void mc_master__obj_swap_head(struct mc_master *m, struct obj *o, struct ver_ext *e);
-void mc_master__fill_replica(const struct mc_master *m, const struct rep *r,
-                             struct mc_master_replica *out);
 /* Queues one block for its owner to fence (mc_master_fences_take); false when the queue is
  * full. */
 bool mc_master__fence_push(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version);

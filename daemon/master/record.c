@@ -120,32 +120,6 @@ void mc_master__ver_make_stale(struct mc_master *m, struct ver *v)
     v->state = VS_STALE;
 }
 
-struct ver *mc_master__obj_find_ver(struct obj *o, uint64_t id)
-{
-    struct ver_ext *e;
-
-    if (o->v.state != VS_EMPTY && o->v.id == id)
-        return &o->v;
-    for (e = o->more; e != NULL; e = e->next) {
-        if (e->v.state != VS_EMPTY && e->v.id == id)
-            return &e->v;
-    }
-    return NULL;
-}
-
-struct ver *mc_master__obj_pending(struct obj *o)
-{
-    struct ver_ext *e;
-
-    if (o->v.state == VS_PROCESSING)
-        return &o->v;
-    for (e = o->more; e != NULL; e = e->next) {
-        if (e->v.state == VS_PROCESSING)
-            return &e->v;
-    }
-    return NULL;
-}
-
 const char *mc_master__obj_key(const void *rec, size_t *len_p)
 {
     const struct obj *o = rec;
@@ -210,20 +184,6 @@ void mc_master__obj_swap_head(struct mc_master *m, struct obj *o, struct ver_ext
     e->flags = head_flags;
     mc_master__ver_repoint(m, &o->v);
     mc_master__ver_repoint(m, &e->v);
-}
-
-void mc_master__fill_replica(const struct mc_master *m, const struct rep *r,
-                         struct mc_master_replica *out)
-{
-    const struct seg *s = seg_of_rep(m, r);
-
-    out->seg = seg_id(m, s);
-    out->node = s->node;
-    out->alloc = r->alloc;
-    out->kind = s->kind;
-    out->offset = mc_alloc_offset(s->alloc, r->alloc);
-    out->addr = s->base + out->offset;
-    out->len = mc_alloc_len(s->alloc, r->alloc);
 }
 
 bool mc_master__fence_push(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version)
