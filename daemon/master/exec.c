@@ -171,7 +171,7 @@ static int x_node_list(struct mc_master *m, struct mc_master_req *r)
 
 static int x_stats(struct mc_master *m, struct mc_master_req *r)
 {
-    mc_master_get_stats(m, &r->u.stats);
+    mc_master_get_stats(m, r->u.stats);
     return 0;
 }
 

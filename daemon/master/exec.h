@@ -94,7 +94,7 @@ struct mc_master_req {
             struct mc_master_node_info *out;
             size_t max, n; /* n: out */
         } nodes;
-        struct mc_master_stats stats; /* out */
+        struct mc_master_stats *stats; /* STATS: filled (the caller's: keeps requests small) */
         struct {
             const char *prefix;
             size_t prefix_len;

@@ -597,8 +597,8 @@ static int h_info(struct mc_mcmaster_server *s, struct peer *p, const void *pl, 
     rep.flags = req.flags;
     if (req.flags & MC_PROTO_INFO_F_STATS) {
         x.op = MC_MASTER_OP_STATS;
+        x.u.stats = &rep.stats;
         (void)mc_master_exec(s->m, &x);
-        rep.stats = x.u.stats;
     }
     if (req.flags & MC_PROTO_INFO_F_SEGMENTS) {
         for (seg = req.cursor; seg < s->nsegs; seg++) {
