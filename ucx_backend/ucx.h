@@ -1,12 +1,12 @@
 /*
- * The transfer layer over UCX (DESIGN.md §5): one UCP context and one worker per event-loop
- * thread, endpoints to peers by worker address with peer error handling, RPC over active
- * messages (requests and replies matched by id, deadlines), bulk transfers received straight
- * into the owner's memory, and memory registration for one-sided paths. It moves bytes and
- * reports completion; it knows nothing of objects, keys or the master (wire.h frames its
- * messages, their payloads belong to the callers).
+ * The transfer layer over UCX (docs/architecture.md "Layers"): one UCP context and one
+ * worker per event-loop thread, endpoints to peers by worker address with peer error
+ * handling, RPC over active messages (requests and replies matched by id, deadlines), bulk
+ * transfers received straight into the owner's memory, and memory registration for
+ * one-sided paths. It moves bytes and reports completion; it knows nothing of objects, keys
+ * or the master (wire.h frames its messages, their payloads belong to the callers).
  *
- * How bytes move is a choice behind this API (a measurement decides it, DESIGN.md §5):
+ * How bytes move is a choice behind this API (a measurement decides it, docs/decisions.md):
  * today endpoints are created from worker addresses with UCP_ERR_HANDLING_MODE_PEER, RPC
  * frames go as eager AMs and bulk data as AMs with rendezvous (UCP_AM_SEND_FLAG_RNDV), which
  * the receiver lands with ucp_am_recv_data_nbx at the address it chooses.
@@ -16,7 +16,7 @@
  * handler, on the first message a peer sends). Both are answered and closed the same way.
  * A connected endpoint learns of a dead peer from UCX (peer error handling); an accepted
  * one only when the peer breaks the protocol, so servers judge liveness by heartbeat
- * (DESIGN.md §5). A failed endpoint (peer error, protocol violation) fails its pending
+ * (docs/failure-contract.md). A failed endpoint (peer error, protocol violation) fails its pending
  * calls, drops everything it receives after, is reported once through params.ep_error, and
  * stays allocated until its owner closes it.
  *
@@ -130,8 +130,8 @@ int mc_ucx_ep_connect(struct mc_ucx *u, const void *addr, size_t len,
  * Closes `ep` without blocking: pending calls fail with MC_ERR_CANCELED (from progress),
  * later use of `ep` is invalid, and the memory is freed once UCX is done with it (through
  * mc_ucx_progress). force: outstanding sends complete with an error at once and the peer
- * sees an error (a verdict on an unresponsive peer, DESIGN.md §5); otherwise outstanding
- * sends are flushed first. Closing twice is a no-op; NULL is accepted.
+ * sees an error (a verdict on an unresponsive peer, docs/failure-contract.md); otherwise
+ * outstanding sends are flushed first. Closing twice is a no-op; NULL is accepted.
  *
  * An accepted endpoint is UCX's own, which UCX destroys by itself once its peer is found
  * gone: closing one only forgets it (a later frame on it starts a new accepted endpoint),
@@ -306,7 +306,7 @@ void mc_ucx_rkey_destroy(struct mc_ucx_rkey *rkey); /* accepts NULL */
  * memory the peer registered and whose rkey is `rkey`). done_cb runs when the local buffer
  * may be reused (put) or holds the data (get); remote completion of puts needs
  * mc_ucx_ep_flush. On Debian's transports these are emulated over AM and need the target
- * to progress (DESIGN.md §5). Returns 0 (done_cb will run) or an error (it will not).
+ * to progress. Returns 0 (done_cb will run) or an error (it will not).
  */
 int mc_ucx_put(struct mc_ucx_ep *ep, const void *buf, size_t len, uint64_t raddr,
                struct mc_ucx_rkey *rkey, mc_ucx_done_fn done_cb, void *ctx);

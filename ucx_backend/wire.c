@@ -52,7 +52,7 @@ static inline uint64_t le64_load(const uint8_t *p)
 
 bool mc_wire_type_is_valid(unsigned int type)
 {
-    return type >= 1 && type < MC_WIRE__COUNT;
+    return type >= 1 && type < MC_WIRE_TYPE_END;
 }
 
 bool mc_wire_type_is_reply(unsigned int type)

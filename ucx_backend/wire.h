@@ -1,5 +1,5 @@
 /*
- * The RPC frame codec of the transfer layer (DESIGN.md §5): a versioned, length-checked
+ * The RPC frame codec of the transfer layer (docs/protocol.md): a versioned, length-checked
  * binary header in front of every control message between agents and the master, and a
  * bounded reader/writer for the fixed-width little-endian fields and length-prefixed byte
  * strings that payloads are made of. No UCX here: the codec is pure, so it is fuzzed
@@ -13,7 +13,7 @@
  *
  *     0  uint32 magic        MC_WIRE_MAGIC
  *     4  uint16 version      MC_WIRE_VERSION
- *     6  uint16 type         enum mc_wire_type
+ *     6  uint16 type         1 .. MC_WIRE_TYPE_END - 1 (daemon/proto/rpc.h names them)
  *     8  uint64 request_id   chosen by the caller; a reply echoes its request's id
  *    16  uint32 payload_len  bytes that follow the header, <= MC_WIRE_PAYLOAD_MAX
  *    20  uint32 flags        MC_WIRE_F_*; unknown bits are refused
@@ -37,52 +37,17 @@
 #define MC_WIRE_PAYLOAD_MAX (4u << 20) /* one RPC frame; bulk data travels beside it */
 
 /* flags */
-#define MC_WIRE_F_REPLY 0x1u /* a reply: the type is a _REPLY type, the id names a request */
+#define MC_WIRE_F_REPLY 0x1u /* a reply: the type is a reply type, the id names a request */
 #define MC_WIRE_F_BULK 0x2u  /* a bulk transfer's header: bytes follow out of band */
 #define MC_WIRE_F_KNOWN (MC_WIRE_F_REPLY | MC_WIRE_F_BULK)
 
 /*
- * Message types. Each request has its reply at request + 1, so requests are odd and
- * replies even. Values never change once released; new types take new numbers below
- * MC_WIRE__COUNT, which grows.
+ * Frame types are 1 .. MC_WIRE_TYPE_END - 1; a request is odd and its reply the next, even,
+ * number. Which type means what is not this module's: the catalogue is daemon/proto/rpc.h
+ * (enum mc_wire_type, MC_WIRE_HELLO ...), which asserts that it fills exactly this range.
+ * The frame check needs the bound only, to refuse a type no one would answer.
  */
-enum mc_wire_type {
-    MC_WIRE_HELLO = 1, /* authentication with the cluster token (DESIGN.md §5) */
-    MC_WIRE_HELLO_REPLY = 2,
-    MC_WIRE_MOUNT = 3, /* agent -> master: a segment, its worker address, rkey */
-    MC_WIRE_MOUNT_REPLY = 4,
-    MC_WIRE_HEARTBEAT = 5,
-    MC_WIRE_HEARTBEAT_REPLY = 6,
-    MC_WIRE_PUT_START_BATCH = 7,
-    MC_WIRE_PUT_START_BATCH_REPLY = 8,
-    MC_WIRE_PUT_END_BATCH = 9,
-    MC_WIRE_PUT_END_BATCH_REPLY = 10,
-    MC_WIRE_PUT_REVOKE_BATCH = 11,
-    MC_WIRE_PUT_REVOKE_BATCH_REPLY = 12,
-    MC_WIRE_GET_BATCH = 13,
-    MC_WIRE_GET_BATCH_REPLY = 14,
-    MC_WIRE_LEASE_RELEASE_BATCH = 15,
-    MC_WIRE_LEASE_RELEASE_BATCH_REPLY = 16,
-    MC_WIRE_EXIST_BATCH = 17,
-    MC_WIRE_EXIST_BATCH_REPLY = 18,
-    MC_WIRE_REMOVE_BATCH = 19,
-    MC_WIRE_REMOVE_BATCH_REPLY = 20,
-    MC_WIRE_FENCE = 21, /* master -> owner: no write may land in these allocations */
-    MC_WIRE_FENCE_REPLY = 22,
-    MC_WIRE_CLUSTER_INFO = 23,
-    MC_WIRE_CLUSTER_INFO_REPLY = 24,
-    MC_WIRE_WRITE = 25, /* agent -> owner agent: data for an allocation */
-    MC_WIRE_WRITE_REPLY = 26,
-    MC_WIRE_READ = 27, /* agent -> owner agent: send me these bytes */
-    MC_WIRE_READ_REPLY = 28,
-    MC_WIRE_LIST = 29, /* agent -> master: a page of keys by prefix */
-    MC_WIRE_LIST_REPLY = 30,
-    MC_WIRE_DRAIN = 31, /* agent -> master: drain or undrain a node (mcctl drain) */
-    MC_WIRE_DRAIN_REPLY = 32,
-    MC_WIRE_COPY = 33, /* master -> owner: write a replica's bytes into another node's block */
-    MC_WIRE_COPY_REPLY = 34,
-    MC_WIRE__COUNT = 35, /* valid types are 1 .. MC_WIRE__COUNT - 1 */
-};
+#define MC_WIRE_TYPE_END 35u
 
 /* The decoded header, in host byte order. Not the wire layout: see the table above. */
 struct mc_wire_hdr {
@@ -102,10 +67,10 @@ static_assert(offsetof(struct mc_wire_hdr, payload_len) == 16, "wire header layo
 static_assert(offsetof(struct mc_wire_hdr, flags) == 20, "wire header layout");
 static_assert(MC_WIRE_PAYLOAD_MAX <= UINT32_MAX - MC_WIRE_HDR_SIZE, "frame length fits u32");
 
-/* A known type (request or reply). */
+/* A type in the catalogue's range (request or reply). */
 bool mc_wire_type_is_valid(unsigned int type);
 
-/* A known reply type (valid and even). */
+/* A reply type (valid and even). */
 bool mc_wire_type_is_reply(unsigned int type);
 
 /*

@@ -9,6 +9,7 @@
 #include <mc/mc_status.h>
 
 #include "daemon/common/log.h"
+#include "daemon/master/exec.h"
 #include "daemon/proto/master_proto.h"
 #include "ucx_backend/ucx.h"
 
@@ -131,52 +132,74 @@ static void req_end(struct mlink *ml, struct ml_req *r)
 
 /* --- in-process ------------------------------------------------------------------------ */
 
+/* Each request is a batch of one through the master's executor, the path mc-master's RPC
+ * handlers take for a decoded batch. */
+static const enum mc_master_op local_op[ML__COUNT] = {
+    [ML_PUT_START] = MC_MASTER_OP_PUT_START,   [ML_PUT_END] = MC_MASTER_OP_PUT_END,
+    [ML_PUT_REVOKE] = MC_MASTER_OP_PUT_REVOKE, [ML_GET] = MC_MASTER_OP_GET,
+    [ML_LEASE_RELEASE] = MC_MASTER_OP_LEASE_RELEASE, [ML_EXIST] = MC_MASTER_OP_EXIST,
+    [ML_STAT] = MC_MASTER_OP_STAT, [ML_REMOVE] = MC_MASTER_OP_REMOVE,
+    [ML_REMOVE_PREFIX] = MC_MASTER_OP_REMOVE_PREFIX,
+};
+
 static void run_local(struct mlink *ml, struct ml_req *r)
 {
-    struct mc_master *m = ml->m;
-    int64_t n;
+    struct mc_master_key key = {r->key, r->key_len};
+    struct mc_master_req req = {.node = MC_MASTER_NODE_NONE, .n = 1};
+    uint64_t count = 0;
+    int res = 0;
 
+    if ((unsigned)r->kind >= ML__COUNT) {
+        r->res = MC_ERR_INVALID;
+        req_end(ml, r);
+        return;
+    }
+    req.op = local_op[r->kind];
+    req.results = &res;
+    req.in.key = &key;
     switch (r->kind) {
     case ML_PUT_START:
         r->in.put.key = r->key;
         r->in.put.key_len = r->key_len;
-        r->res = mc_master_put_start(m, &r->in.put, &r->out.grant);
+        req.in.put = &r->in.put;
+        req.out.grant = &r->out.grant;
         break;
     case ML_PUT_END:
     case ML_PUT_REVOKE:
-        r->in.ref.key = r->key;
-        r->in.ref.key_len = r->key_len;
-        r->res = r->kind == ML_PUT_END ? mc_master_put_end(m, &r->in.ref)
-                                       : mc_master_put_revoke(m, &r->in.ref);
-        break;
-    case ML_GET:
-        r->res = mc_master_get_replicas(m, r->key, r->key_len, &r->out.get);
-        break;
     case ML_LEASE_RELEASE:
         r->in.ref.key = r->key;
         r->in.ref.key_len = r->key_len;
-        mc_master_lease_release(m, 1, &r->in.ref);
+        req.in.ref = &r->in.ref;
+        break;
+    case ML_GET:
+        req.out.get = &r->out.get;
+        break;
+    case ML_STAT:
+        req.out.stat = &r->out.stat;
+        break;
+    default: /* EXIST, REMOVE, REMOVE_PREFIX */
+        req.out.count = &count;
+        break;
+    }
+    r->res = mc_master_exec(ml->m, &req);
+    if (r->res == 0)
+        r->res = res;
+    switch (r->kind) {
+    case ML_LEASE_RELEASE:
         r->res = 0;
         break;
     case ML_EXIST:
-        r->res = mc_master_exist(m, r->key, r->key_len);
         r->out.count = r->res > 0 ? 1 : 0;
         if (r->res > 0)
             r->res = 0;
         break;
     case ML_STAT:
-        r->res = mc_master_stat(m, r->key, r->key_len, &r->out.stat);
-        break;
-    case ML_REMOVE:
-        r->res = mc_master_remove(m, r->key, r->key_len);
+        r->res = r->res == 1 ? 0 : r->res == 0 ? MC_ERR_NOT_FOUND : r->res;
         break;
     case ML_REMOVE_PREFIX:
-        n = mc_master_remove_prefix(m, r->key, r->key_len);
-        r->res = n < 0 ? (int)n : 0;
-        r->out.count = n < 0 ? 0 : n;
+        r->out.count = (int64_t)count;
         break;
     default:
-        r->res = MC_ERR_INVALID;
         break;
     }
     req_end(ml, r);
@@ -449,14 +472,10 @@ static int encode(struct mlink *ml, struct batch *b, size_t *len_p)
     }
 }
 
+/* The request kind's name, as the master's executor calls it (logs). */
 static const char *kind_name(enum ml_kind k)
 {
-    static const char *const names[ML__COUNT] = {
-        "PUT_START", "PUT_END", "PUT_REVOKE", "GET", "LEASE_RELEASE", "EXIST", "STAT",
-        "REMOVE", "REMOVE_PREFIX",
-    };
-
-    return (unsigned)k < ML__COUNT ? names[k] : "?";
+    return (unsigned)k < ML__COUNT ? mc_master_op_name(local_op[k]) : "?";
 }
 
 static void send_one(struct mlink *ml, enum ml_kind k)

@@ -1,6 +1,7 @@
 /*
- * The agent's way to the master service (DESIGN.md §5): one interface over the in-process
- * master of a standalone agent and mc-master over UCX RPC in cluster mode.
+ * The agent's way to the master service (docs/architecture.md "The agent"): one interface
+ * over the in-process master of a standalone agent and mc-master over UCX RPC in cluster
+ * mode.
  *
  * A caller takes a request (ml_req_new), fills its inputs, and submits it; its done
  * callback runs once with r->res and the outputs set, then the caller frees the request
@@ -11,7 +12,7 @@
  * it itself.
  *
  * Remote failures map onto results: a call that timed out is MC_ERR_TIMEOUT, a lost master
- * MC_ERR_UNAVAILABLE (DESIGN.md §6: master-bound ops fail fast).
+ * MC_ERR_UNAVAILABLE (docs/failure-contract.md: master-bound ops fail fast).
  *
  * Requests come from a free list that grows and never shrinks: no allocation per op once
  * warm. One thread.

@@ -85,7 +85,7 @@ void mc_drain_destroy(struct mc_drain *d)
 
 static bool node_draining(const struct mc_master *m, uint32_t node)
 {
-    const struct node *n = mc_master__node_get(m, node);
+    const struct node *n = node_get(m, node);
 
     return n != NULL && n->draining;
 }
@@ -140,26 +140,26 @@ static void copy_fence(struct mc_master *m, struct copy *c)
 {
     struct mc_drain *d = m->drain;
 
-    if (mc_master__seg_of_rep(m, &c->tgt) == NULL) {
+    if (seg_of_rep(m, &c->tgt) == NULL) {
         copy_remove(d, c); /* the segment is gone, and the block with it */
         return;
     }
     if (c->state != CS_FENCING)
         d->open--;
     c->state = CS_FENCING;
-    c->fence_ms = mc_master__now_ms(m);
+    c->fence_ms = now_ms(m);
     (void)mc_master__fence_push(m, rep_seg_id(&c->tgt), c->tgt.alloc, c->id);
 }
 
 /* Drop v's replicas on draining nodes (v has a replica elsewhere and no lease). */
 static void drop_draining(struct mc_master *m, struct ver *v)
 {
-    bool hard = (mc_master__ver_flags(v) & OF_PIN_HARD) != 0;
+    bool hard = (ver_flags(v) & OF_PIN_HARD) != 0;
     uint32_t i = 0;
 
     while (i < v->nrep) {
-        struct rep *reps = mc_master__ver_reps(v); /* moves when nrep drops to 1 */
-        struct seg *s = mc_master__seg_of_rep(m, &reps[i]);
+        struct rep *reps = ver_reps(v); /* moves when nrep drops to 1 */
+        struct seg *s = seg_of_rep(m, &reps[i]);
 
         if (s != NULL && node_draining(m, s->node)) {
             mc_master__rep_release(m, &reps[i], hard);
@@ -175,16 +175,16 @@ static void drop_draining(struct mc_master *m, struct ver *v)
 static void copy_start(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now)
 {
     struct mc_drain *d = m->drain;
-    struct rep *reps = mc_master__ver_reps(v);
+    struct rep *reps = ver_reps(v);
     struct mc_master_put_req req = {0};
     struct seg *src_seg = NULL;
     struct rep src = {0}, tgt;
     struct copy *c;
     uint32_t i;
-    bool hard = (mc_master__ver_flags(v) & OF_PIN_HARD) != 0;
+    bool hard = (ver_flags(v) & OF_PIN_HARD) != 0;
 
     for (i = 0; i < v->nrep && src_seg == NULL; i++) {
-        src_seg = mc_master__seg_of_rep(m, &reps[i]);
+        src_seg = seg_of_rep(m, &reps[i]);
         src = reps[i];
     }
     if (src_seg == NULL)
@@ -209,7 +209,7 @@ static void copy_start(struct mc_master *m, struct obj *o, struct ver *v, uint32
     c->state = CS_QUEUED;
     c->id = ++m->next_version;
     c->version = v->id;
-    c->start_ms = mc_master__now_ms(m);
+    c->start_ms = now_ms(m);
     c->hard = hard;
     c->src = src;
     c->tgt = tgt;
@@ -227,11 +227,11 @@ static void drain_obj(struct mc_master *m, struct obj *o, uint32_t now)
     struct rep *reps;
     uint32_t i, here = 0, elsewhere = 0;
 
-    if (!mc_master__obj_is_visible(m, o))
+    if (!obj_is_visible(m, o))
         return; /* being written, expired or lost: the sweep and later passes see to it */
-    reps = mc_master__ver_reps(v);
+    reps = ver_reps(v);
     for (i = 0; i < v->nrep; i++) {
-        struct seg *s = mc_master__seg_of_rep(m, &reps[i]);
+        struct seg *s = seg_of_rep(m, &reps[i]);
 
         if (s == NULL)
             continue;
@@ -244,7 +244,7 @@ static void drain_obj(struct mc_master *m, struct obj *o, uint32_t now)
         return;
     if (elsewhere > 0) {
         /* a leased version may be read from the replica we would drop: wait */
-        if (!mc_master__ver_is_leased(m, v, now) && copy_of_version(m->drain, v->id) == NULL)
+        if (!ver_is_leased(m, v, now) && copy_of_version(m->drain, v->id) == NULL)
             drop_draining(m, v);
         return;
     }
@@ -255,14 +255,14 @@ static void drain_obj(struct mc_master *m, struct obj *o, uint32_t now)
 void mc_drain_tick(struct mc_master *m)
 {
     struct mc_drain *d = m->drain;
-    uint64_t ms = mc_master__now_ms(m);
-    uint32_t now = mc_master__now_ct(m);
+    uint64_t ms = now_ms(m);
+    uint32_t now = now_ct(m);
     struct copy *c, *next;
     uint64_t n;
 
     for (c = d->copies; c != NULL; c = next) {
         next = c->next;
-        if (mc_master__seg_of_rep(m, &c->tgt) == NULL) {
+        if (seg_of_rep(m, &c->tgt) == NULL) {
             copy_remove(d, c); /* the target's segment is gone: nothing to fence or free */
         } else if (ms - c->start_ms >= m->cfg.put_release_ms) {
             /* no write of it can still be in flight this long after it began */
@@ -305,20 +305,6 @@ bool mc_drain_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint6
 
 /* --- the public part (master.h) ---------------------------------------------------------- */
 
-int mc_master_node_drain(struct mc_master *m, const char *name, bool on)
-{
-    uint32_t id;
-    struct node *n;
-
-    if (m == NULL || name == NULL)
-        return MC_ERR_INVALID;
-    if (mc_master_node_find(m, name, &id) != 0)
-        return MC_ERR_NOT_FOUND;
-    n = mc_master__node_get(m, id);
-    n->draining = on;
-    return 0;
-}
-
 size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, size_t max)
 {
     struct copy *c, *next;
@@ -331,8 +317,8 @@ size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, si
         next = c->next;
         if (c->state != CS_QUEUED)
             continue;
-        s = mc_master__seg_of_rep(m, &c->src);
-        if (s == NULL || mc_master__seg_of_rep(m, &c->tgt) == NULL) {
+        s = seg_of_rep(m, &c->src);
+        if (s == NULL || seg_of_rep(m, &c->tgt) == NULL) {
             copy_fence(m, c); /* the source left meanwhile: no write was sent */
             continue;
         }
@@ -368,17 +354,17 @@ void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)
         copy_fence(m, c);
         return;
     }
-    if (mc_master__seg_of_rep(m, &c->tgt) == NULL) {
+    if (seg_of_rep(m, &c->tgt) == NULL) {
         copy_remove(d, c);
         return;
     }
-    o = mc_master__lookup(m, c->key, c->key_len);
-    if (o != NULL && mc_master__obj_is_visible(m, o) && o->v.id == c->version)
+    o = check_key(c->key, c->key_len) == 0 ? lookup(m, c->key, c->key_len) : NULL;
+    if (o != NULL && obj_is_visible(m, o) && o->v.id == c->version)
         v = &o->v;
     /* the bytes were read from the source block: they are the version's only while that
      * block still belongs to it (not evicted, not dropped, not reused meanwhile) */
     for (i = 0; v != NULL && i < v->nrep; i++)
-        has_src |= rep_equal(&mc_master__ver_reps(v)[i], &c->src);
+        has_src |= rep_equal(&ver_reps(v)[i], &c->src);
     if (v == NULL || !has_src || mc_master__ver_add_rep(m, v, &c->tgt) != 0)
         mc_master__rep_release(m, &c->tgt, c->hard); /* the write is over: safe to reuse */
     copy_remove(d, c);

@@ -1,7 +1,8 @@
 /*
  * The master service: directory, versions, leases, pins, eviction, placement, liveness.
  *
- * Record layout (the memory budget of DESIGN.md §3 is <= 64 B + key per record): a record
+ * Record layout (the memory budget of docs/master.md "Memory layout" is <= 64 B + key per
+ * record): a record
  * holds the key inline and one version inline (the "head": the readable version, or the only
  * one). Anything else a key has at the same moment -- an upsert being written, an old version
  * still leased, a displaced put whose writes may still land -- lives in a short chain of
@@ -42,49 +43,8 @@ static uint64_t clock_monotonic_ms(void *ctx)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static uint64_t now_ms(const struct mc_master *m)
-{
-    return m->clock(m->clock_ctx);
-}
-
-static uint32_t now_ct(const struct mc_master *m)
-{
-    return (uint32_t)((now_ms(m) - m->t0_ms) / CT_MS);
-}
-
-static uint32_t ms_to_ct(uint64_t ms)
-{
-    uint64_t ct = (ms + CT_MS - 1) / CT_MS; /* round up: a lease never ends early */
-
-    return ct > TTL_MAX_CT ? TTL_MAX_CT : (uint32_t)ct;
-}
-
-/* a at or after b, in serial arithmetic */
-static bool ct_reached(uint32_t now, uint32_t t)
-{
-    return (int32_t)(now - t) >= 0;
-}
-
-/* The current tick, and in *sub_p the ms elapsed since it began. */
-static uint32_t now_ct_sub(const struct mc_master *m, uint32_t *sub_p)
-{
-    uint64_t rel = now_ms(m) - m->t0_ms;
-
-    *sub_p = (uint32_t)(rel % CT_MS);
-    return (uint32_t)(rel / CT_MS);
-}
-
 /* ---------------------------------------------------------------------------------------- */
 /* nodes and segments */
-
-static struct node *node_get(const struct mc_master *m, uint32_t id)
-{
-    uint32_t slot = id & 0xFFFFu;
-
-    if (slot >= m->nnodes || m->nodes[slot].id != id)
-        return NULL;
-    return &m->nodes[slot];
-}
 
 bool mc_master_node_is_alive(const struct mc_master *m, uint32_t id)
 {
@@ -93,637 +53,8 @@ bool mc_master_node_is_alive(const struct mc_master *m, uint32_t id)
     return n != NULL && n->state == NODE_ALIVE;
 }
 
-static struct seg *seg_of_rep(const struct mc_master *m, const struct rep *r)
-{
-    struct seg *s;
-
-    if (r->seg >= m->nsegs)
-        return NULL;
-    s = &m->segs[r->seg];
-    return s->state == SEG_MOUNTED && s->gen == r->gen ? s : NULL;
-}
-
-static struct seg *seg_get(const struct mc_master *m, uint32_t id)
-{
-    struct rep r = {.seg = (uint16_t)(id & 0xFFFFu), .gen = (uint16_t)(id >> 16)};
-
-    if ((id & 0xFFFFu) > SLOT_MAX)
-        return NULL;
-    return seg_of_rep(m, &r);
-}
-
-static uint32_t seg_id(const struct mc_master *m, const struct seg *s)
-{
-    return (uint32_t)s->gen << 16 | (uint32_t)(s - m->segs);
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* versions */
-
-static struct rep *ver_reps(struct ver *v)
-{
-    return v->nrep <= 1 ? &v->r.one : v->r.many;
-}
-
-static struct obj *ver_obj(struct ver *v)
-{
-    if (v->ext)
-        return ((struct ver_ext *)v)->obj;
-    return (struct obj *)((char *)v - offsetof(struct obj, v));
-}
-
-static uint8_t ver_flags(struct ver *v)
-{
-    return v->ext ? ((struct ver_ext *)v)->flags : ver_obj(v)->flags;
-}
-
-static void ver_repoint(struct mc_master *m, struct ver *v)
-{
-    struct rep *reps = ver_reps(v);
-    uint32_t i;
-
-    for (i = 0; i < v->nrep; i++) {
-        struct seg *s = seg_of_rep(m, &reps[i]);
-
-        if (s != NULL)
-            mc_alloc_set_owner(s->alloc, reps[i].alloc, v);
-    }
-}
-
-/* Return one replica's block to its segment (if the segment is still there). */
-static void rep_release(struct mc_master *m, const struct rep *r, bool hard)
-{
-    struct seg *s = seg_of_rep(m, r);
-
-    if (s == NULL)
-        return;
-    if (hard)
-        s->hard_pinned -= mc_alloc_len(s->alloc, r->alloc);
-    mc_alloc_free(s->alloc, r->alloc);
-}
-
-/* Remove replica i from v (without freeing its block). */
-static void ver_drop_rep(struct ver *v, uint32_t i)
-{
-    struct rep *reps = ver_reps(v);
-
-    reps[i] = reps[v->nrep - 1];
-    if (v->nrep == 2) {
-        struct rep keep = reps[0];
-
-        free(v->r.many);
-        v->r.one = keep;
-    }
-    v->nrep--;
-}
-
-/* Drop the replicas whose segment is gone. */
-static void ver_drop_dead_reps(struct mc_master *m, struct ver *v)
-{
-    uint32_t i = 0;
-
-    while (i < v->nrep) {
-        if (seg_of_rep(m, &ver_reps(v)[i]) == NULL)
-            ver_drop_rep(v, i);
-        else
-            i++;
-    }
-}
-
-static bool ver_has_live_rep(const struct mc_master *m, struct ver *v)
-{
-    struct rep *reps = ver_reps(v);
-    uint32_t i;
-
-    for (i = 0; i < v->nrep; i++) {
-        if (seg_of_rep(m, &reps[i]) != NULL)
-            return true;
-    }
-    return false;
-}
-
-/* Free every block of v now: the caller knows nothing reads or writes them any more. */
-static void ver_free_space(struct mc_master *m, struct ver *v)
-{
-    bool hard = (ver_flags(v) & OF_PIN_HARD) != 0;
-    struct rep *reps = ver_reps(v);
-    uint32_t i;
-
-    for (i = 0; i < v->nrep; i++)
-        rep_release(m, &reps[i], hard);
-    if (v->nrep >= 2)
-        free(v->r.many);
-    v->nrep = 0;
-    v->state = VS_EMPTY;
-    v->lease_cnt = 0;
-}
-
-/* Leased now? Ends the epoch when its leases have all expired. */
-static bool ver_is_leased(struct mc_master *m, struct ver *v, uint32_t now)
-{
-    if (v->lease_cnt == 0)
-        return false;
-    if (!ct_reached(now, v->lease_exp))
-        return true;
-    m->st.lease_expiries += v->lease_cnt;
-    v->lease_cnt = 0;
-    v->epoch++; /* releases of the expired leases must not touch later ones */
-    return false;
-}
-
-/* Unpublish v: freed now when unleased, else when its last lease ends. */
-static void ver_retire(struct mc_master *m, struct ver *v, uint32_t now)
-{
-    if (ver_is_leased(m, v, now))
-        v->state = VS_RETIRED;
-    else
-        ver_free_space(m, v);
-}
-
-/* Ask the owners of v's blocks to fence them (mc_master_fences_take). */
-static void fence_queue(struct mc_master *m, struct ver *v)
-{
-    struct rep *reps;
-    uint32_t i;
-
-    if (v->state != VS_STALE)
-        return;
-    reps = ver_reps(v);
-    for (i = 0; i < v->nrep; i++) {
-        /* = seg_id() */
-        if (!mc_master__fence_push(m, (uint32_t)reps[i].gen << 16 | reps[i].seg, reps[i].alloc,
-                                   v->id))
-            break;
-    }
-}
-
-bool mc_master__fence_push(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version)
-{
-    struct mc_master_fence *f;
-
-    if (m->fence_count >= MC_MASTER_FENCE_QUEUE)
-        return false;
-    f = &m->fences[(m->fence_head + m->fence_count) % MC_MASTER_FENCE_QUEUE];
-    f->seg = seg;
-    f->alloc = alloc;
-    f->version = version;
-    m->fence_count++;
-    return true;
-}
-
-size_t mc_master_fences_take(struct mc_master *m, struct mc_master_fence *out, size_t max)
-{
-    size_t n = 0;
-
-    while (n < max && m->fence_count > 0) {
-        out[n++] = m->fences[m->fence_head];
-        m->fence_head = (m->fence_head + 1) % MC_MASTER_FENCE_QUEUE;
-        m->fence_count--;
-    }
-    return n;
-}
-
-/* A put whose writes may still land: keep its blocks until the writer reports its
- * transfers final, the owners fence the blocks, or the release timeout passes. */
-static void ver_make_stale(struct mc_master *m, struct ver *v)
-{
-    ver_drop_dead_reps(m, v);
-    if (v->nrep == 0) {
-        v->state = VS_EMPTY;
-        return;
-    }
-    v->state = VS_STALE;
-}
-
-static struct ver *obj_find_ver(struct obj *o, uint64_t id)
-{
-    struct ver_ext *e;
-
-    if (o->v.state != VS_EMPTY && o->v.id == id)
-        return &o->v;
-    for (e = o->more; e != NULL; e = e->next) {
-        if (e->v.state != VS_EMPTY && e->v.id == id)
-            return &e->v;
-    }
-    return NULL;
-}
-
-static struct ver *obj_pending(struct obj *o)
-{
-    struct ver_ext *e;
-
-    if (o->v.state == VS_PROCESSING)
-        return &o->v;
-    for (e = o->more; e != NULL; e = e->next) {
-        if (e->v.state == VS_PROCESSING)
-            return &e->v;
-    }
-    return NULL;
-}
-
-static const char *obj_key(const void *rec, size_t *len_p)
-{
-    const struct obj *o = rec;
-
-    *len_p = o->key_len;
-    return o->key;
-}
-
-/* Whether o's TTL (OF_TTL) has ended, to the ms: a TTL shorter than a tick must not last
- * until the tick ends, since callers are promised absence that many ms after publication.
- * The tick count alone would keep an object up to CT_MS - 1 ms too long. */
-static bool obj_ttl_passed(const struct mc_master *m, const struct obj *o)
-{
-    uint32_t sub, now;
-    int32_t d;
-
-    if (!(o->flags & OF_TTL))
-        return false; /* most objects: no clock read on the lookup and eviction paths */
-    now = now_ct_sub(m, &sub);
-    d = (int32_t)(now - o->ttl_exp);
-    return d > 0 || (d == 0 && sub >= o->ttl_sub);
-}
-
-/* Readable: a COMPLETE head, TTL not passed, at least one replica on a mounted segment. */
-static bool obj_is_visible(const struct mc_master *m, struct obj *o)
-{
-    if (o->v.state != VS_COMPLETE)
-        return false;
-    if (obj_ttl_passed(m, o))
-        return false;
-    return ver_has_live_rep(m, &o->v);
-}
-
-/* Unlink empty chain entries; true when the record holds nothing and must go. */
-static bool obj_is_empty(struct obj *o)
-{
-    struct ver_ext **pp = &o->more;
-
-    while (*pp != NULL) {
-        struct ver_ext *e = *pp;
-
-        if (e->v.state == VS_EMPTY) {
-            *pp = e->next;
-            free(e);
-        } else {
-            pp = &e->next;
-        }
-    }
-    return o->v.state == VS_EMPTY && o->more == NULL;
-}
-
-static void obj_free(struct obj *o)
-{
-    struct ver_ext *e, *next;
-
-    for (e = o->more; e != NULL; e = next) {
-        next = e->next;
-        if (e->v.nrep >= 2)
-            free(e->v.r.many);
-        free(e);
-    }
-    if (o->v.nrep >= 2)
-        free(o->v.r.many);
-    free(o);
-}
-
-/* Delete the record when nothing is left in it. */
-static void obj_gc(struct mc_master *m, struct obj *o)
-{
-    if (!obj_is_empty(o))
-        return;
-    mc_dir_remove(m->dir, mc_dir_hash(o->key, o->key_len), o);
-    obj_free(o);
-}
-
-/* Swap the head with chain entry e (publishing e); fixes owners and flags of both. */
-static void obj_swap_head(struct mc_master *m, struct obj *o, struct ver_ext *e)
-{
-    struct ver tmp = o->v;
-    uint8_t head_flags = o->flags & (OF_PIN_SOFT | OF_PIN_HARD | OF_NO_CSUM);
-
-    o->v = e->v;
-    o->v.ext = 0;
-    e->v = tmp;
-    e->v.ext = 1;
-    o->flags = (uint8_t)((o->flags & ~(OF_PIN_SOFT | OF_PIN_HARD | OF_NO_CSUM)) | e->flags);
-    e->flags = head_flags;
-    ver_repoint(m, &o->v);
-    ver_repoint(m, &e->v);
-}
-
-static int check_key(const char *key, size_t len)
-{
-    if (key == NULL || len == 0 || len > KEY_MAX)
-        return MC_ERR_INVALID;
-    return 0;
-}
-
-static struct obj *lookup(const struct mc_master *m, const char *key, size_t len)
-{
-    return mc_dir_find(m->dir, mc_dir_hash(key, len), key, len);
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* eviction */
-
-/*
- * Examine the block under segment s's clock hand; evict its replica when it may go.
- * Returns the bytes freed (0 when the block was skipped or nothing is allocated).
- */
-static uint64_t seg_evict_step(struct mc_master *m, struct seg *s, bool allow_soft, uint32_t now)
-{
-    uint32_t id = mc_alloc_clock_next(s->alloc);
-    struct ver *v;
-    struct obj *o;
-    struct rep *reps;
-    uint64_t len;
-    uint32_t i;
-
-    if (id == MC_ALLOC_NONE)
-        return 0;
-    v = mc_alloc_owner(s->alloc, id);
-    if (v == NULL || v->ext || v->state != VS_COMPLETE)
-        return 0; /* being written, lingering or stale: never an eviction candidate */
-    o = ver_obj(v);
-    if (obj_ttl_passed(m, o)) {
-        /* expired: reclaim the whole version (leases still protect it) */
-        len = mc_alloc_len(s->alloc, id);
-        m->st.ttl_expiries++;
-        ver_retire(m, v, now);
-        obj_gc(m, o);
-        return len;
-    }
-    if (ver_is_leased(m, v, now) || (o->flags & OF_PIN_HARD))
-        return 0;
-    /* the hand ages soft-pinned objects too, so that once they may go, the least
-     * recently used of them goes first */
-    if (o->flags & OF_CLOCK) {
-        o->flags &= (uint8_t)~OF_CLOCK; /* second chance */
-        return 0;
-    }
-    if ((o->flags & OF_PIN_SOFT) && ct_reached(now, o->pin_exp))
-        o->flags &= (uint8_t)~OF_PIN_SOFT;
-    if ((o->flags & OF_PIN_SOFT) && !allow_soft)
-        return 0;
-    reps = ver_reps(v);
-    for (i = 0; i < v->nrep; i++) {
-        if (reps[i].seg == (uint16_t)(s - m->segs) && reps[i].alloc == id)
-            break;
-    }
-    assert(i < v->nrep);
-    len = mc_alloc_len(s->alloc, id);
-    rep_release(m, &reps[i], false);
-    ver_drop_rep(v, i);
-    s->evictions++;
-    m->st.evictions++;
-    m->st.evicted_bytes += len;
-    if (!ver_has_live_rep(m, v)) {
-        ver_free_space(m, v);
-        obj_gc(m, o);
-    }
-    return len;
-}
-
-/*
- * Evict from s until `done` says so or the scan budget is spent: first unpinned objects
- * only (two turns of the hand, so clock bits get their second chance), then soft-pinned
- * ones too. Returns true when `done` was reached.
- */
-typedef bool (*evict_done_fn)(struct mc_master *m, struct seg *s, uint64_t arg);
-
-static bool seg_evict(struct mc_master *m, struct seg *s, evict_done_fn done, uint64_t arg,
-                      uint32_t now)
-{
-    uint64_t budget = m->cfg.evict_max_scan;
-    uint64_t phase1 = 2 * (uint64_t)mc_alloc_used_blocks(s->alloc) + 1;
-    uint64_t n;
-
-    /* on a segment with more blocks than the budget covers, half of it still goes to
-     * soft-pinned candidates: a soft pin must never act as an uncapped hard one */
-    if (phase1 > budget / 2)
-        phase1 = budget / 2;
-    for (n = 0; n < budget; n++) {
-        if (done(m, s, arg))
-            return true;
-        if (mc_alloc_used_blocks(s->alloc) == 0)
-            break;
-        seg_evict_step(m, s, n >= phase1, now);
-    }
-    return done(m, s, arg);
-}
-
-static bool done_fits(struct mc_master *m, struct seg *s, uint64_t size)
-{
-    (void)m;
-    return mc_alloc_largest_free(s->alloc) >= size;
-}
-
-static bool done_low_watermark(struct mc_master *m, struct seg *s, uint64_t unused)
-{
-    (void)unused;
-    return (double)mc_alloc_used_bytes(s->alloc) <=
-           m->cfg.low_watermark * (double)mc_alloc_capacity(s->alloc);
-}
-
-/* Allocate size bytes in s, evicting inline until the largest free block fits. */
-static int seg_alloc_evicting(struct mc_master *m, struct seg *s, uint64_t size, uint32_t now,
-                              uint32_t *alloc_p)
-{
-    int err = mc_alloc_alloc(s->alloc, size, alloc_p);
-
-    if (err != MC_ERR_NO_SPACE)
-        return err;
-    if (!seg_evict(m, s, done_fits, size, now))
-        return MC_ERR_NO_SPACE;
-    return mc_alloc_alloc(s->alloc, size, alloc_p);
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* placement */
-
-static uint64_t rng_next(struct mc_master *m)
-{
-    uint64_t x = m->rng;
-
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    m->rng = x;
-    return x;
-}
-
-struct cand {
-    struct seg *s;
-    uint32_t domain;
-    bool tried;
-};
-
-static bool domain_taken(const uint32_t *doms, uint32_t n, uint32_t d)
-{
-    uint32_t i;
-
-    for (i = 0; i < n; i++) {
-        if (doms[i] == d)
-            return true;
-    }
-    return false;
-}
-
-/*
- * Choose and allocate req->replicas blocks on distinct failure domains (or distinct
- * segments with SAME_DOMAIN_OK): the preferred node first when it has room, then segments
- * with room weighted by free bytes, then the emptiest segment with inline eviction.
- */
-static int place(struct mc_master *m, const struct mc_master_put_req *req, uint32_t nrep,
-                 uint32_t now, struct rep *reps)
-{
-    uint64_t need = req->alloc_len != 0 ? req->alloc_len : req->size;
-    bool hard = (req->flags & MC_MASTER_PUT_PIN_HARD) != 0;
-    bool same_ok = (req->flags & MC_MASTER_PUT_SAME_DOMAIN_OK) != 0;
-    uint32_t pref = req->preferred != MC_MASTER_NODE_NONE ? req->preferred : req->writer;
-    struct cand *cand;
-    uint32_t ncand = 0, i, k, ndom = 0, got = 0;
-    uint32_t doms[MC_MASTER_MAX_REPLICAS];
-    uint32_t alldoms[MC_MASTER_MAX_REPLICAS];
-    bool fits_any = false, any_seg = false;
-    int err = MC_ERR_NO_SPACE;
-
-    cand = calloc(m->nsegs + 1, sizeof(*cand));
-    if (cand == NULL)
-        return MC_ERR_NOMEM;
-    for (i = 0; i < m->nsegs; i++) {
-        struct seg *s = &m->segs[i];
-        uint64_t cap;
-
-        if (s->state != SEG_MOUNTED || s->kind != MC_SEG_DRAM)
-            continue;
-        if (node_get(m, s->node)->draining)
-            continue; /* being emptied: as if it were not there */
-        any_seg = true;
-        cap = mc_alloc_capacity(s->alloc);
-        if (cap < need)
-            continue;
-        fits_any = true;
-        if (hard && (double)(s->hard_pinned + need) > m->cfg.hard_pin_max_ratio * (double)cap)
-            continue; /* the hard-pin cap: "no room" for this put */
-        cand[ncand].s = s;
-        cand[ncand].domain = node_get(m, s->node)->domain_id;
-        if (!domain_taken(alldoms, ndom, cand[ncand].domain) && ndom < nrep)
-            alldoms[ndom++] = cand[ncand].domain;
-        ncand++;
-    }
-    if (!fits_any) {
-        err = any_seg ? MC_ERR_TOO_LARGE : MC_ERR_NO_SPACE;
-        goto out;
-    }
-    if (ncand < nrep || (!same_ok && ndom < nrep))
-        goto out; /* too few segments or failure domains */
-
-    for (k = 0; k < nrep; k++) {
-        for (;;) {
-            struct cand *best = NULL;
-            uint64_t total = 0, pick;
-            bool pref_room = false;
-
-            /* pass 1: preferred node with room (first replica only) */
-            for (i = 0; k == 0 && i < ncand; i++) {
-                struct cand *c = &cand[i];
-
-                if (c->tried || c->s->node != pref ||
-                    mc_alloc_largest_free(c->s->alloc) < need)
-                    continue;
-                if (best == NULL || mc_alloc_free_bytes(c->s->alloc) >
-                                        mc_alloc_free_bytes(best->s->alloc))
-                    best = c;
-                pref_room = true;
-            }
-            /* pass 2: with room, weighted by free bytes */
-            if (!pref_room) {
-                for (i = 0; i < ncand; i++) {
-                    struct cand *c = &cand[i];
-
-                    if (c->tried || (!same_ok && domain_taken(doms, got, c->domain)) ||
-                        mc_alloc_largest_free(c->s->alloc) < need)
-                        continue;
-                    total += mc_alloc_free_bytes(c->s->alloc);
-                }
-                if (total > 0) {
-                    pick = rng_next(m) % total;
-                    for (i = 0; i < ncand; i++) {
-                        struct cand *c = &cand[i];
-                        uint64_t f;
-
-                        if (c->tried || (!same_ok && domain_taken(doms, got, c->domain)) ||
-                            mc_alloc_largest_free(c->s->alloc) < need)
-                            continue;
-                        f = mc_alloc_free_bytes(c->s->alloc);
-                        if (pick < f) {
-                            best = c;
-                            break;
-                        }
-                        pick -= f;
-                    }
-                }
-            }
-            /* pass 3: no room anywhere; evict in the emptiest */
-            if (best == NULL) {
-                for (i = 0; i < ncand; i++) {
-                    struct cand *c = &cand[i];
-
-                    if (c->tried || (!same_ok && domain_taken(doms, got, c->domain)))
-                        continue;
-                    if (best == NULL || mc_alloc_free_bytes(c->s->alloc) >
-                                            mc_alloc_free_bytes(best->s->alloc))
-                        best = c;
-                }
-            }
-            if (best == NULL) {
-                err = MC_ERR_NO_SPACE;
-                goto err_undo;
-            }
-            best->tried = true;
-            err = seg_alloc_evicting(m, best->s, need, now, &reps[got].alloc);
-            if (err == MC_ERR_NOMEM)
-                goto err_undo;
-            if (err != 0)
-                continue;
-            reps[got].seg = (uint16_t)(best->s - m->segs);
-            reps[got].gen = best->s->gen;
-            if (hard)
-                best->s->hard_pinned += mc_alloc_len(best->s->alloc, reps[got].alloc);
-            doms[got] = best->domain;
-            got++;
-            break;
-        }
-    }
-    free(cand);
-    return 0;
-
-err_undo:
-    for (i = 0; i < got; i++)
-        rep_release(m, &reps[i], hard);
-out:
-    free(cand);
-    return err;
-}
-
 /* ---------------------------------------------------------------------------------------- */
 /* puts */
-
-static void fill_replica(const struct mc_master *m, const struct rep *r,
-                         struct mc_master_replica *out)
-{
-    const struct seg *s = seg_of_rep(m, r);
-
-    out->seg = seg_id(m, s);
-    out->node = s->node;
-    out->alloc = r->alloc;
-    out->kind = s->kind;
-    out->offset = mc_alloc_offset(s->alloc, r->alloc);
-    out->addr = s->base + out->offset;
-    out->len = mc_alloc_len(s->alloc, r->alloc);
-}
 
 static uint8_t put_flags_to_of(uint32_t flags)
 {
@@ -761,7 +92,7 @@ static int put_admit(struct mc_master *m, const struct mc_master_put_req *req, u
         return 0;
     if (obj_is_visible(m, o))
         return MC_ERR_EXISTS;
-    p = obj_pending(o);
+    p = mc_master__obj_pending(o);
     if (p != NULL && !ct_reached(now, p->t_start + m->discard_ct) &&
         mc_master_node_is_alive(m, p->writer))
         return MC_ERR_BUSY;
@@ -816,7 +147,7 @@ int mc_master_put_start(struct mc_master *m, const struct mc_master_put_req *req
             return MC_ERR_NOMEM;
     }
     /* allocation may evict, and eviction may delete records: look the key up after it */
-    err = place(m, req, nrep, now, reps);
+    err = mc_master__place(m, req, nrep, now, reps);
     if (err != 0)
         goto err_free_many;
 
@@ -825,13 +156,13 @@ int mc_master_put_start(struct mc_master *m, const struct mc_master_put_req *req
     if (o != NULL) {
         /* an in-flight put of this key gives way: displaced (plain put, old or orphaned)
          * or superseded (upsert); its blocks wait until no write can land in them */
-        p = obj_pending(o);
+        p = mc_master__obj_pending(o);
         if (p != NULL) {
-            ver_make_stale(m, p);
+            mc_master__ver_make_stale(m, p);
             m->st.puts_displaced++;
         }
         if (o->v.state == VS_COMPLETE && !obj_is_visible(m, o))
-            ver_retire(m, &o->v, now); /* expired or lost: make room for the new head */
+            mc_master__ver_retire(m, &o->v, now); /* expired or lost: make room for the new head */
     }
     if (o == NULL) {
         o = malloc(sizeof(*o) + req->key_len);
@@ -859,7 +190,7 @@ int mc_master_put_start(struct mc_master *m, const struct mc_master_put_req *req
 
         if (e == NULL) {
             err = MC_ERR_NOMEM;
-            obj_gc(m, o);
+            mc_master__obj_gc(m, o);
             goto err_release;
         }
         e->obj = o;
@@ -875,18 +206,18 @@ int mc_master_put_start(struct mc_master *m, const struct mc_master_put_req *req
         memcpy(many, reps, nrep * sizeof(*many));
         v->r.many = many;
     }
-    ver_repoint(m, v);
+    mc_master__ver_repoint(m, v);
 
     grant_p->version = v->id;
     grant_p->nrep = nrep;
     for (i = 0; i < nrep; i++)
-        fill_replica(m, &reps[i], &grant_p->rep[i]);
+        mc_master__fill_replica(m, &reps[i], &grant_p->rep[i]);
     m->st.puts_started++;
     return 0;
 
 err_release:
     for (i = 0; i < nrep; i++)
-        rep_release(m, &reps[i], (req->flags & MC_MASTER_PUT_PIN_HARD) != 0);
+        mc_master__rep_release(m, &reps[i], (req->flags & MC_MASTER_PUT_PIN_HARD) != 0);
 err_free_many:
     free(many);
     return err;
@@ -903,7 +234,7 @@ static int ref_find(struct mc_master *m, const struct mc_master_ref *ref, struct
     o = lookup(m, ref->key, ref->key_len);
     if (o == NULL)
         return MC_ERR_NOT_FOUND;
-    v = obj_find_ver(o, ref->version);
+    v = mc_master__obj_find_ver(o, ref->version);
     if (v == NULL)
         return MC_ERR_NOT_FOUND;
     *o_p = o;
@@ -920,9 +251,10 @@ static void publish(struct mc_master *m, struct obj *o, struct ver *v, uint32_t 
         struct ver_ext *e = (struct ver_ext *)v;
 
         ttl_ms = e->ttl_ms;
-        obj_swap_head(m, o, e);
+        mc_master__obj_swap_head(m, o, e);
+        /* the version it replaces: readers keep it till done */
         if (e->v.state == VS_COMPLETE)
-            ver_retire(m, &e->v, now); /* the version it replaces: readers keep it till done */
+            mc_master__ver_retire(m, &e->v, now);
         /* RETIRED/STALE stay as they are; EMPTY is unlinked by the caller's gc */
     } else {
         ttl_ms = (uint64_t)o->ttl_exp * CT_MS + o->ttl_sub;
@@ -964,27 +296,27 @@ int mc_master_put_end(struct mc_master *m, const struct mc_master_ref *ref)
         return v == &o->v ? 0 : MC_ERR_CANCELED; /* a repeated put_end is answered again */
     case VS_STALE:
         /* displaced or superseded: the writer's transfers are final, so free now */
-        ver_free_space(m, v);
+        mc_master__ver_free_space(m, v);
         m->st.stale_freed_by_writer++;
         m->st.puts_canceled++;
-        obj_gc(m, o);
+        mc_master__obj_gc(m, o);
         return MC_ERR_CANCELED;
     case VS_PROCESSING:
         break;
     default:
         return MC_ERR_CANCELED;
     }
-    ver_drop_dead_reps(m, v);
+    mc_master__ver_drop_dead_reps(m, v);
     if (v->nrep == 0) {
         /* every target segment went away while it was written */
-        ver_free_space(m, v);
+        mc_master__ver_free_space(m, v);
         m->st.puts_canceled++;
-        obj_gc(m, o);
+        mc_master__obj_gc(m, o);
         return MC_ERR_CANCELED;
     }
     publish(m, o, v, now);
     m->st.puts_completed++;
-    obj_gc(m, o);
+    mc_master__obj_gc(m, o);
     return 0;
 }
 
@@ -1002,9 +334,9 @@ int mc_master_put_revoke(struct mc_master *m, const struct mc_master_ref *ref)
         return MC_ERR_NOT_FOUND; /* no put in progress under this version */
     if (v->state == VS_STALE)
         m->st.stale_freed_by_writer++;
-    ver_free_space(m, v);
+    mc_master__ver_free_space(m, v);
     m->st.puts_revoked++;
-    obj_gc(m, o);
+    mc_master__obj_gc(m, o);
     return 0;
 }
 
@@ -1077,7 +409,7 @@ int mc_master_get_replicas(struct mc_master *m, const char *key, size_t key_len,
     reps = ver_reps(v);
     for (i = 0; i < v->nrep; i++) {
         if (seg_of_rep(m, &reps[i]) != NULL)
-            fill_replica(m, &reps[i], &res_p->rep[n++]);
+            mc_master__fill_replica(m, &reps[i], &res_p->rep[n++]);
     }
     res_p->nrep = n;
     res_p->version = v->id;
@@ -1107,8 +439,8 @@ size_t mc_master_lease_release(struct mc_master *m, size_t n, const struct mc_ma
         ended++;
         m->st.lease_releases++;
         if (v->lease_cnt == 0 && v->state == VS_RETIRED) {
-            ver_free_space(m, v);
-            obj_gc(m, o);
+            mc_master__ver_free_space(m, v);
+            mc_master__obj_gc(m, o);
         }
     }
     return ended;
@@ -1177,9 +509,9 @@ int mc_master_remove(struct mc_master *m, const char *key, size_t key_len)
     o = lookup(m, key, key_len);
     if (o == NULL || !obj_is_visible(m, o))
         return MC_ERR_NOT_FOUND;
-    ver_retire(m, &o->v, now);
+    mc_master__ver_retire(m, &o->v, now);
     m->st.removes++;
-    obj_gc(m, o);
+    mc_master__obj_gc(m, o);
     return 0;
 }
 
@@ -1299,13 +631,13 @@ int mc_master_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint6
             break;
     }
     assert(i < v->nrep);
-    rep_release(m, &reps[i], (ver_flags(v) & OF_PIN_HARD) != 0);
-    ver_drop_rep(v, i);
+    mc_master__rep_release(m, &reps[i], (ver_flags(v) & OF_PIN_HARD) != 0);
+    mc_master__ver_drop_rep(v, i);
     if (v->nrep == 0) {
         v->state = VS_EMPTY;
         m->st.stale_freed_by_fence++;
         o = ver_obj(v);
-        obj_gc(m, o);
+        mc_master__obj_gc(m, o);
     }
     return 0;
 }
@@ -1392,6 +724,21 @@ int mc_master_node_find(const struct mc_master *m, const char *name, uint32_t *n
         }
     }
     return MC_ERR_NOT_FOUND;
+}
+
+/* Marks the node; drain.c's tick does the emptying (placement skips it meanwhile). */
+int mc_master_node_drain(struct mc_master *m, const char *name, bool on)
+{
+    uint32_t id;
+    struct node *n;
+
+    if (m == NULL || name == NULL)
+        return MC_ERR_INVALID;
+    if (mc_master_node_find(m, name, &id) != 0)
+        return MC_ERR_NOT_FOUND;
+    n = node_get(m, id);
+    n->draining = on;
+    return 0;
 }
 
 uint32_t mc_master_nodes_refresh(struct mc_master *m)
@@ -1616,7 +963,7 @@ static void ver_sweep(struct mc_master *m, struct ver *v, uint32_t now)
 {
     if (v->state == VS_EMPTY)
         return;
-    ver_drop_dead_reps(m, v);
+    mc_master__ver_drop_dead_reps(m, v);
     if (v->nrep == 0) {
         v->state = VS_EMPTY;
         return;
@@ -1625,12 +972,12 @@ static void ver_sweep(struct mc_master *m, struct ver *v, uint32_t now)
     switch (v->state) {
     case VS_RETIRED:
         if (v->lease_cnt == 0)
-            ver_free_space(m, v);
+            mc_master__ver_free_space(m, v);
         break;
     case VS_PROCESSING:
         if (!mc_master_node_is_alive(m, v->writer)) {
-            ver_make_stale(m, v); /* the writer died: revoke; owners fence */
-            fence_queue(m, v);
+            mc_master__ver_make_stale(m, v); /* the writer died: revoke; owners fence */
+            mc_master__fence_queue(m, v);
             m->st.puts_revoked++;
         } else if (ct_reached(now, v->t_start + m->release_ct)) {
             /* a live writer that never ended nor revoked it: abandoned; no write of it can
@@ -1643,7 +990,7 @@ static void ver_sweep(struct mc_master *m, struct ver *v, uint32_t now)
         break;
     }
     if (v->state == VS_STALE && ct_reached(now, v->t_start + m->release_ct)) {
-        ver_free_space(m, v); /* no write can be in flight this long after it began */
+        mc_master__ver_free_space(m, v); /* no write can be in flight this long after it began */
         m->st.stale_freed_by_timeout++;
     }
 }
@@ -1653,7 +1000,7 @@ static bool obj_sweep(struct mc_master *m, struct obj *o, uint32_t now)
     struct ver_ext *e;
 
     if (o->v.state == VS_COMPLETE && obj_ttl_passed(m, o)) {
-        ver_retire(m, &o->v, now);
+        mc_master__ver_retire(m, &o->v, now);
         o->flags &= (uint8_t)~OF_TTL;
         m->st.ttl_expiries++;
     }
@@ -1663,7 +1010,7 @@ static bool obj_sweep(struct mc_master *m, struct obj *o, uint32_t now)
     ver_sweep(m, &o->v, now);
     for (e = o->more; e != NULL; e = e->next)
         ver_sweep(m, &e->v, now);
-    return obj_is_empty(o);
+    return mc_master__obj_is_empty(o);
 }
 
 void mc_master_tick(struct mc_master *m)
@@ -1687,7 +1034,7 @@ void mc_master_tick(struct mc_master *m)
             break; /* a pass is done; the next tick starts the next one */
         if (obj_sweep(m, o, now)) {
             mc_dir_cursor_remove(m->dir, &m->sweep);
-            obj_free(o);
+            mc_master__obj_free(o);
         }
     }
     for (i = 0; i < m->nsegs; i++) {
@@ -1696,7 +1043,7 @@ void mc_master_tick(struct mc_master *m)
         if (s->state == SEG_MOUNTED &&
             (double)mc_alloc_used_bytes(s->alloc) >
                 m->cfg.high_watermark * (double)mc_alloc_capacity(s->alloc))
-            seg_evict(m, s, done_low_watermark, 0, now);
+            mc_master__seg_trim(m, s, now);
     }
     mc_drain_tick(m);
 }
@@ -1724,7 +1071,7 @@ int mc_master_create(const struct mc_master_config *cfg, mc_master_clock_fn cloc
     m->discard_ct = ms_to_ct(cfg->put_discard_ms);
     m->release_ct = ms_to_ct(cfg->put_release_ms);
     m->soft_pin_ct = ms_to_ct(cfg->soft_pin_ttl_ms);
-    err = mc_dir_create((uint32_t)cfg->directory_shards, obj_key, &m->dir);
+    err = mc_dir_create((uint32_t)cfg->directory_shards, mc_master__obj_key, &m->dir);
     if (err != 0) {
         free(m);
         return err;
@@ -1752,7 +1099,7 @@ void mc_master_destroy(struct mc_master *m)
     mc_dir_cursor_init(&c);
     while ((o = mc_dir_cursor_next(m->dir, &c)) != NULL) {
         mc_dir_cursor_remove(m->dir, &c);
-        obj_free(o);
+        mc_master__obj_free(o);
     }
     mc_dir_destroy(m->dir);
     mc_drain_destroy(m->drain);
@@ -1788,96 +1135,3 @@ const struct mc_master_config *mc_master_config(const struct mc_master *m)
     return &m->cfg;
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* lent to drain.c (master_int.h) */
-
-uint64_t mc_master__now_ms(const struct mc_master *m)
-{
-    return now_ms(m);
-}
-uint32_t mc_master__now_ct(const struct mc_master *m)
-{
-    return now_ct(m);
-}
-struct node *mc_master__node_get(const struct mc_master *m, uint32_t id)
-{
-    return node_get(m, id);
-}
-struct seg *mc_master__seg_of_rep(const struct mc_master *m, const struct rep *r)
-{
-    return seg_of_rep(m, r);
-}
-uint32_t mc_master__seg_id(const struct mc_master *m, const struct seg *s)
-{
-    return seg_id(m, s);
-}
-struct rep *mc_master__ver_reps(struct ver *v)
-{
-    return ver_reps(v);
-}
-uint8_t mc_master__ver_flags(struct ver *v)
-{
-    return ver_flags(v);
-}
-bool mc_master__ver_is_leased(struct mc_master *m, struct ver *v, uint32_t now)
-{
-    return ver_is_leased(m, v, now);
-}
-bool mc_master__obj_is_visible(const struct mc_master *m, struct obj *o)
-{
-    return obj_is_visible(m, o);
-}
-struct obj *mc_master__lookup(const struct mc_master *m, const char *key, size_t len)
-{
-    return check_key(key, len) == 0 ? lookup(m, key, len) : NULL;
-}
-struct ver *mc_master__obj_find_ver(struct obj *o, uint64_t id)
-{
-    return obj_find_ver(o, id);
-}
-void mc_master__rep_release(struct mc_master *m, const struct rep *r, bool hard)
-{
-    rep_release(m, r, hard);
-}
-void mc_master__ver_drop_rep(struct ver *v, uint32_t i)
-{
-    ver_drop_rep(v, i);
-}
-int mc_master__place(struct mc_master *m, const struct mc_master_put_req *req, uint32_t nrep,
-                     uint32_t now, struct rep *reps)
-{
-    return place(m, req, nrep, now, reps);
-}
-void mc_master__fill_replica(const struct mc_master *m, const struct rep *r,
-                             struct mc_master_replica *out)
-{
-    fill_replica(m, r, out);
-}
-
-int mc_master__ver_add_rep(struct mc_master *m, struct ver *v, const struct rep *r)
-{
-    struct seg *s = seg_of_rep(m, r);
-    struct rep *many;
-
-    if (v->nrep >= MC_MASTER_MAX_REPLICAS || s == NULL)
-        return MC_ERR_NO_SPACE;
-    if (v->nrep == 0) {
-        v->r.one = *r;
-    } else if (v->nrep == 1) {
-        many = malloc(2 * sizeof(*many));
-        if (many == NULL)
-            return MC_ERR_NOMEM;
-        many[0] = v->r.one;
-        many[1] = *r;
-        v->r.many = many;
-    } else {
-        many = realloc(v->r.many, (v->nrep + 1u) * sizeof(*many));
-        if (many == NULL)
-            return MC_ERR_NOMEM;
-        many[v->nrep] = *r;
-        v->r.many = many;
-    }
-    v->nrep++;
-    mc_alloc_set_owner(s->alloc, r->alloc, v);
-    return 0;
-}

@@ -1,5 +1,5 @@
 /*
- * mc_master: the Store master service (DESIGN.md §3) as a library.
+ * mc_master: the Store master service (docs/master.md) as a library.
  *
  * It keeps the directory (objects, versions, replicas, leases, pins, TTLs), one offset
  * allocator per mounted segment, and node liveness. It does no I/O and reads time only
@@ -72,6 +72,12 @@ struct mc_master_put_grant {
     uint64_t version;
     uint32_t nrep;
     struct mc_master_replica rep[MC_MASTER_MAX_REPLICAS];
+};
+
+/* A key of a key-only batch (mc_master_exec: GET, EXIST, STAT, REMOVE, REMOVE_PREFIX). */
+struct mc_master_key {
+    const char *key;
+    size_t key_len;
 };
 
 /* Names one version of one key: put_end, put_revoke and lease_release take it. */
@@ -299,14 +305,15 @@ int mc_master_list(struct mc_master *m, const char *prefix, size_t prefix_len,
 int64_t mc_master_remove_prefix(struct mc_master *m, const char *prefix, size_t prefix_len);
 
 /* The owner of a segment says no write of put `version` can land in `alloc` any more
- * (DESIGN.md §5). Frees it when it belongs to that revoked or displaced put. Block ids are
- * reused, so the version is checked: a late ack never frees a newer put's block.
+ * (docs/failure-contract.md). Frees it when it belongs to that revoked or displaced put.
+ * Block ids are reused, so the version is checked: a late ack never frees a newer put's
+ * block.
  * Errors: MC_ERR_NOT_FOUND (no such allocation of that version), MC_ERR_BUSY (the put is
  * still live: nothing to fence). */
 int mc_master_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version);
 
 /* Blocks of puts whose writer was declared dead: each must be fenced by its segment's owner
- * (DESIGN.md §5) before it is reused. The master queues them (at most
+ * (docs/failure-contract.md) before it is reused. The master queues them (at most
  * MC_MASTER_FENCE_QUEUE; beyond that the release timeout frees them); the RPC server takes
  * them, asks the owners (FENCE) and reports each answer with mc_master_fence_ack. */
 #define MC_MASTER_FENCE_QUEUE 4096u

@@ -1,14 +1,20 @@
 /*
- * The master service's insides, shared by master.c and drain.c only: the record, version and
- * replica layouts, the node and segment tables, and the few helpers drain.c needs to move
- * replicas. Nothing outside daemon/master includes this file.
+ * The master service's insides, shared by the files of daemon/master only: the record,
+ * version and replica layouts, the node and segment tables, the small helpers over them
+ * (inline here), and the two lower files every upper one uses: record.c (versions, replicas,
+ * records, the fence queue) and place.c (placement and eviction). master.c (the service's
+ * operations) and drain.c (emptying a node) sit above them and never call each other's
+ * insides: master.c calls drain.h, drain.c calls only this file. Nothing outside
+ * daemon/master includes this file.
  */
 #ifndef MC_MASTER_INT_H
 #define MC_MASTER_INT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/master/alloc.h"
 #include "daemon/master/directory.h"
 #include "daemon/master/master.h"
 
@@ -127,30 +133,239 @@ struct mc_master {
     struct mc_drain *drain; /* drain.c: copies in flight, its directory walk */
 };
 
-/* Helpers master.c lends to drain.c (same meaning as the static functions they wrap). */
-uint64_t mc_master__now_ms(const struct mc_master *m);
-uint32_t mc_master__now_ct(const struct mc_master *m);
-struct node *mc_master__node_get(const struct mc_master *m, uint32_t id);
-struct seg *mc_master__seg_of_rep(const struct mc_master *m, const struct rep *r);
-uint32_t mc_master__seg_id(const struct mc_master *m, const struct seg *s);
-struct rep *mc_master__ver_reps(struct ver *v);
-uint8_t mc_master__ver_flags(struct ver *v);
-bool mc_master__ver_is_leased(struct mc_master *m, struct ver *v, uint32_t now);
-bool mc_master__obj_is_visible(const struct mc_master *m, struct obj *o);
-struct obj *mc_master__lookup(const struct mc_master *m, const char *key, size_t len);
-struct ver *mc_master__obj_find_ver(struct obj *o, uint64_t id);
+/* --- small helpers (inline: on every lookup, put and read) --------------------------------- */
+
+static inline uint64_t now_ms(const struct mc_master *m)
+{
+    return m->clock(m->clock_ctx);
+}
+
+static inline uint32_t now_ct(const struct mc_master *m)
+{
+    return (uint32_t)((now_ms(m) - m->t0_ms) / CT_MS);
+}
+
+static inline uint32_t ms_to_ct(uint64_t ms)
+{
+    uint64_t ct = (ms + CT_MS - 1) / CT_MS; /* round up: a lease never ends early */
+
+    return ct > TTL_MAX_CT ? TTL_MAX_CT : (uint32_t)ct;
+}
+
+/* a at or after b, in serial arithmetic */
+static inline bool ct_reached(uint32_t now, uint32_t t)
+{
+    return (int32_t)(now - t) >= 0;
+}
+
+/* The current tick, and in *sub_p the ms elapsed since it began. */
+static inline uint32_t now_ct_sub(const struct mc_master *m, uint32_t *sub_p)
+{
+    uint64_t rel = now_ms(m) - m->t0_ms;
+
+    *sub_p = (uint32_t)(rel % CT_MS);
+    return (uint32_t)(rel / CT_MS);
+}
+
+static inline struct node *node_get(const struct mc_master *m, uint32_t id)
+{
+    uint32_t slot = id & 0xFFFFu;
+
+    if (slot >= m->nnodes || m->nodes[slot].id != id)
+        return NULL;
+    return &m->nodes[slot];
+}
+
+static inline struct seg *seg_of_rep(const struct mc_master *m, const struct rep *r)
+{
+    struct seg *s;
+
+    if (r->seg >= m->nsegs)
+        return NULL;
+    s = &m->segs[r->seg];
+    return s->state == SEG_MOUNTED && s->gen == r->gen ? s : NULL;
+}
+
+static inline struct seg *seg_get(const struct mc_master *m, uint32_t id)
+{
+    struct rep r = {.seg = (uint16_t)(id & 0xFFFFu), .gen = (uint16_t)(id >> 16)};
+
+    if ((id & 0xFFFFu) > SLOT_MAX)
+        return NULL;
+    return seg_of_rep(m, &r);
+}
+
+static inline uint32_t seg_id(const struct mc_master *m, const struct seg *s)
+{
+    return (uint32_t)s->gen << 16 | (uint32_t)(s - m->segs);
+}
+
+static inline struct rep *ver_reps(struct ver *v)
+{
+    return v->nrep <= 1 ? &v->r.one : v->r.many;
+}
+
+static inline struct obj *ver_obj(struct ver *v)
+{
+    if (v->ext)
+        return ((struct ver_ext *)v)->obj;
+    return (struct obj *)((char *)v - offsetof(struct obj, v));
+}
+
+static inline uint8_t ver_flags(struct ver *v)
+{
+    return v->ext ? ((struct ver_ext *)v)->flags : ver_obj(v)->flags;
+}
+
+static inline bool ver_has_live_rep(const struct mc_master *m, struct ver *v)
+{
+    struct rep *reps = ver_reps(v);
+    uint32_t i;
+
+    for (i = 0; i < v->nrep; i++) {
+        if (seg_of_rep(m, &reps[i]) != NULL)
+            return true;
+    }
+    return false;
+}
+
+/* Leased now? Ends the epoch when its leases have all expired. */
+static inline bool ver_is_leased(struct mc_master *m, struct ver *v, uint32_t now)
+{
+    if (v->lease_cnt == 0)
+        return false;
+    if (!ct_reached(now, v->lease_exp))
+        return true;
+    m->st.lease_expiries += v->lease_cnt;
+    v->lease_cnt = 0;
+    v->epoch++; /* releases of the expired leases must not touch later ones */
+    return false;
+}
+
+/* Whether o's TTL (OF_TTL) has ended, to the ms: a TTL shorter than a tick must not last
+ * until the tick ends, since callers are promised absence that many ms after publication.
+ * The tick count alone would keep an object up to CT_MS - 1 ms too long. */
+static inline bool obj_ttl_passed(const struct mc_master *m, const struct obj *o)
+{
+    uint32_t sub, now;
+    int32_t d;
+
+    if (!(o->flags & OF_TTL))
+        return false; /* most objects: no clock read on the lookup and eviction paths */
+    now = now_ct_sub(m, &sub);
+    d = (int32_t)(now - o->ttl_exp);
+    return d > 0 || (d == 0 && sub >= o->ttl_sub);
+}
+
+/* Readable: a COMPLETE head, TTL not passed, at least one replica on a mounted segment. */
+static inline bool obj_is_visible(const struct mc_master *m, struct obj *o)
+{
+    if (o->v.state != VS_COMPLETE)
+        return false;
+    if (obj_ttl_passed(m, o))
+        return false;
+    return ver_has_live_rep(m, &o->v);
+}
+
+static inline int check_key(const char *key, size_t len)
+{
+    if (key == NULL || len == 0 || len > KEY_MAX)
+        return MC_ERR_INVALID;
+    return 0;
+}
+
+static inline struct obj *lookup(const struct mc_master *m, const char *key, size_t len)
+{
+    return mc_dir_find(m->dir, mc_dir_hash(key, len), key, len);
+}
+
+/* The version `id` of o (head or chain), or NULL. */
+static inline struct ver *mc_master__obj_find_ver(struct obj *o, uint64_t id)
+{
+    struct ver_ext *e;
+
+    if (o->v.state != VS_EMPTY && o->v.id == id)
+        return &o->v;
+    for (e = o->more; e != NULL; e = e->next) {
+        if (e->v.state != VS_EMPTY && e->v.id == id)
+            return &e->v;
+    }
+    return NULL;
+}
+
+/* The version of o being written (PROCESSING), or NULL. */
+static inline struct ver *mc_master__obj_pending(struct obj *o)
+{
+    struct ver_ext *e;
+
+    if (o->v.state == VS_PROCESSING)
+        return &o->v;
+    for (e = o->more; e != NULL; e = e->next) {
+        if (e->v.state == VS_PROCESSING)
+            return &e->v;
+    }
+    return NULL;
+}
+
+/* A replica as the API hands it out (the segment must be mounted). */
+static inline void mc_master__fill_replica(const struct mc_master *m, const struct rep *r,
+                                           struct mc_master_replica *out)
+{
+    const struct seg *s = seg_of_rep(m, r);
+
+    out->seg = seg_id(m, s);
+    out->node = s->node;
+    out->alloc = r->alloc;
+    out->kind = s->kind;
+    out->offset = mc_alloc_offset(s->alloc, r->alloc);
+    out->addr = s->base + out->offset;
+    out->len = mc_alloc_len(s->alloc, r->alloc);
+}
+
+/* --- record.c: versions, replicas, records, the fence queue --------------------------------- */
+
+/* Points every block of v back at v (the allocator's owner of each replica block). */
+void mc_master__ver_repoint(struct mc_master *m, struct ver *v);
+/* Returns one replica's block to its segment (if the segment is still there). */
 void mc_master__rep_release(struct mc_master *m, const struct rep *r, bool hard);
+/* Removes replica i from v (without freeing its block). */
 void mc_master__ver_drop_rep(struct ver *v, uint32_t i);
-/* Appends r to v's replicas and makes v the owner of its block. MC_ERR_NOMEM, or
- * MC_ERR_NO_SPACE when v has MC_MASTER_MAX_REPLICAS already. */
-int mc_master__ver_add_rep(struct mc_master *m, struct ver *v, const struct rep *r);
-/* Placement as put_start does it (draining nodes skipped): nrep blocks into reps. */
-int mc_master__place(struct mc_master *m, const struct mc_master_put_req *req, uint32_t nrep,
-                     uint32_t now, struct rep *reps);
-void mc_master__fill_replica(const struct mc_master *m, const struct rep *r,
-                             struct mc_master_replica *out);
+/* Drops the replicas whose segment is gone. */
+void mc_master__ver_drop_dead_reps(struct mc_master *m, struct ver *v);
+/* Frees every block of v now: the caller knows nothing reads or writes them any more. */
+void mc_master__ver_free_space(struct mc_master *m, struct ver *v);
+/* Unpublishes v: freed now when unleased, else when its last lease ends. */
+void mc_master__ver_retire(struct mc_master *m, struct ver *v, uint32_t now);
+/* Asks the owners of a stale v's blocks to fence them (mc_master_fences_take). */
+void mc_master__fence_queue(struct mc_master *m, struct ver *v);
+/* A put whose writes may still land: keeps its blocks until the writer reports its transfers
+ * final, the owners fence the blocks, or the release timeout passes. */
+void mc_master__ver_make_stale(struct mc_master *m, struct ver *v);
+/* The directory's key callback: a record's key. */
+const char *mc_master__obj_key(const void *rec, size_t *len_p);
+/* Unlinks empty chain entries; true when the record holds nothing and must go. */
+bool mc_master__obj_is_empty(struct obj *o);
+/* Frees a record and its chain (the directory no longer holds it). */
+void mc_master__obj_free(struct obj *o);
+/* Deletes the record when nothing is left in it. */
+void mc_master__obj_gc(struct mc_master *m, struct obj *o);
+/* Swaps the head with chain entry e (publishing e); fixes owners and flags of both. */
+void mc_master__obj_swap_head(struct mc_master *m, struct obj *o, struct ver_ext *e);
 /* Queues one block for its owner to fence (mc_master_fences_take); false when the queue is
  * full. */
 bool mc_master__fence_push(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version);
+/* Appends r to v's replicas and makes v the owner of its block. MC_ERR_NOMEM, or
+ * MC_ERR_NO_SPACE when v has MC_MASTER_MAX_REPLICAS already. */
+int mc_master__ver_add_rep(struct mc_master *m, struct ver *v, const struct rep *r);
+
+/* --- place.c: placement and eviction ---------------------------------------------------------- */
+
+/* Placement as put_start does it (draining nodes skipped): nrep blocks into reps, evicting
+ * inline where no segment has room. MC_ERR_NO_SPACE, MC_ERR_TOO_LARGE, MC_ERR_NOMEM. */
+int mc_master__place(struct mc_master *m, const struct mc_master_put_req *req, uint32_t nrep,
+                     uint32_t now, struct rep *reps);
+/* Evicts from s down to the low watermark, within the scan budget (the tick, above the high
+ * watermark). */
+void mc_master__seg_trim(struct mc_master *m, struct seg *s, uint32_t now);
 
 #endif /* MC_MASTER_INT_H */

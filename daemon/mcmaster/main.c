@@ -1,5 +1,5 @@
 /*
- * mc-master: the cluster master daemon's command line (DESIGN.md §1, §3, §5).
+ * mc-master: the cluster master daemon's command line (docs/operations.md).
  *
  *   mc-master --listen HOST:PORT [--config FILE] [--set k=v]... [--ready-file F]
  *             [--dump-config]

@@ -27,11 +27,12 @@
 
 #include <mc/mc_status.h>
 
-#include "daemon/common/log.h"
-#include "daemon/common/notify.h"
-#include "daemon/master/master.h"
 #include "daemon/common/bootstrap.h"
+#include "daemon/common/log.h"
 #include "daemon/common/metrics.h"
+#include "daemon/common/notify.h"
+#include "daemon/master/exec.h"
+#include "daemon/master/master.h"
 #include "daemon/mcmaster/mcmaster_metrics.h"
 #include "daemon/proto/master_proto.h"
 #include "ucx_backend/ucx.h"
@@ -161,6 +162,33 @@ static void on_ep_error(void *ctx, struct mc_ucx_ep *ep, int status)
  * A non-zero return is sent as a status-only reply (every reply starts with the status
  * and carries nothing else when it is not 0). */
 
+/* The master's answers to what this front end asked on its behalf (segment lookups for a
+ * MOUNT and for fences, the fence and copy answers of owners) go through the executor too. */
+static int seg_info(struct mc_mcmaster_server *s, uint32_t seg, struct mc_master_seg_info *info_p)
+{
+    struct mc_master_req x = {.op = MC_MASTER_OP_SEG_INFO, .u.seg_info.seg = seg};
+    int rc = mc_master_exec(s->m, &x);
+
+    if (rc == 0)
+        *info_p = x.u.seg_info.info;
+    return rc;
+}
+
+static void seg_unmount(struct mc_mcmaster_server *s, uint32_t seg)
+{
+    struct mc_master_req x = {.op = MC_MASTER_OP_UNMOUNT, .u.seg = seg};
+
+    (void)mc_master_exec(s->m, &x);
+}
+
+static void copy_report(struct mc_mcmaster_server *s, uint64_t id, int status)
+{
+    struct mc_master_req x = {.op = MC_MASTER_OP_COPY_DONE,
+                              .u.copy_done = {.id = id, .status = status}};
+
+    (void)mc_master_exec(s->m, &x);
+}
+
 static void copy_name(char *dst, const struct mc_proto_bytes *b)
 {
     memcpy(dst, b->p, b->len); /* len <= MC_PROTO_NAME_MAX, checked by the decoder */
@@ -174,6 +202,7 @@ static int h_hello(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     struct mc_proto_hello_rep rep = {0};
     char name[MC_PROTO_NAME_MAX + 1], domain[MC_PROTO_NAME_MAX + 1];
     const struct mc_master_config *mcfg = mc_master_config(s->m);
+    struct mc_master_req x = {.op = MC_MASTER_OP_NODE_REGISTER, .node = MC_MASTER_NODE_NONE};
     struct peer *q, *next;
     uint32_t node;
     int rc;
@@ -205,9 +234,12 @@ static int h_hello(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
             }
         }
     }
-    rc = mc_master_node_register(s->m, name, domain[0] != '\0' ? domain : NULL, &node);
+    x.u.reg.name = name;
+    x.u.reg.domain = domain[0] != '\0' ? domain : NULL;
+    rc = mc_master_exec(s->m, &x);
     if (rc != 0)
         return rc;
+    node = x.u.reg.node;
     if (!p->authed || p->node != node)
         mc_info("node %s (domain %s) joined as %u", name, domain[0] != '\0' ? domain : name,
                 node);
@@ -239,6 +271,7 @@ static int h_mount(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
 {
     struct mc_proto_mount_req req;
     struct mc_proto_mount_rep rep = {0};
+    struct mc_master_req x = {.op = MC_MASTER_OP_MOUNT, .node = p->node};
     struct seg_blobs nb = {0}, *b;
     uint32_t seg;
     int rc;
@@ -264,7 +297,7 @@ static int h_mount(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     for (seg = 0; seg < s->nsegs; seg++) {
         struct mc_master_seg_info info;
 
-        if (s->segs[seg].addr == NULL || mc_master_segment_info(s->m, seg, &info) != 0 ||
+        if (s->segs[seg].addr == NULL || seg_info(s, seg, &info) != 0 ||
             info.node != p->node)
             continue;
         bool same_agent = s->segs[seg].addr_len == nb.addr_len &&
@@ -278,11 +311,13 @@ static int h_mount(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
         }
         if (!same_agent) {
             mc_info("node %u restarted: segment %u unmounted", p->node, seg);
-            mc_master_segment_unmount(s->m, seg);
+            seg_unmount(s, seg);
             blobs_clear(&s->segs[seg]);
         }
     }
-    rc = mc_master_segment_mount(s->m, &req.seg, &seg);
+    x.u.mount.desc = &req.seg;
+    rc = mc_master_exec(s->m, &x);
+    seg = x.u.mount.seg;
     if (rc != 0) {
         blobs_clear(&nb);
         return rc;
@@ -292,7 +327,7 @@ static int h_mount(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
         struct seg_blobs *t = realloc(s->segs, n * sizeof(*t));
 
         if (t == NULL) {
-            mc_master_segment_unmount(s->m, seg);
+            seg_unmount(s, seg);
             blobs_clear(&nb);
             return MC_ERR_NOMEM;
         }
@@ -314,22 +349,26 @@ static int h_heartbeat(struct mc_mcmaster_server *s, struct peer *p, const void 
 {
     struct mc_proto_heartbeat_req req;
     struct mc_proto_heartbeat_rep rep = {0};
+    struct mc_master_req x;
     int rc;
 
     if (mc_proto_heartbeat_req_decode(pl, len, &req) != 0)
         return MC_ERR_PROTO;
     if (req.node != p->node)
         return MC_ERR_DENIED;
+    x = (struct mc_master_req){.node = req.node};
     if (req.flags & MC_PROTO_HEARTBEAT_F_LEAVE) {
-        rc = mc_master_node_unregister(s->m, req.node);
+        x.op = MC_MASTER_OP_NODE_LEAVE;
+        rc = mc_master_exec(s->m, &x);
         if (rc == 0) {
             mc_info("node %u left", req.node);
             p->authed = false; /* a new HELLO is needed to come back */
             p->node = MC_MASTER_NODE_NONE;
         }
     } else {
-        rc = mc_master_node_heartbeat(s->m, req.node);
-        rep.drain = rc == 0 ? mc_master_node_drain_state(s->m, req.node) : 0;
+        x.op = MC_MASTER_OP_HEARTBEAT;
+        rc = mc_master_exec(s->m, &x);
+        rep.drain = rc == 0 ? x.u.hb.drain : 0;
     }
     if (rc != 0)
         return rc;
@@ -341,22 +380,27 @@ static int h_put_start(struct mc_mcmaster_server *s, struct peer *p, const void 
 {
     struct mc_proto_put_start_req req;
     struct mc_proto_batch_rep rep = {0};
+    struct mc_master_req x;
 
     if (mc_proto_put_start_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->puts) != 0)
         return MC_ERR_PROTO;
     if (req.writer != p->node)
         return MC_ERR_DENIED;
-    mc_master_put_start_batch(s->m, req.n, s->puts, s->grants, s->results);
+    x = (struct mc_master_req){.op = MC_MASTER_OP_PUT_START, .node = p->node, .n = req.n,
+                               .results = s->results, .in.put = s->puts,
+                               .out.grant = s->grants};
+    (void)mc_master_exec(s->m, &x);
     rep.n = req.n;
     return mc_proto_put_start_rep_encode(&rep, s->results, s->grants, s->out, sizeof(s->out),
                                          out_len);
 }
 
-static int h_put_end(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
-                     size_t *out_len, bool revoke)
+static int put_end_or_revoke(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
+                             size_t len, size_t *out_len, bool revoke)
 {
     struct mc_proto_ref_req req;
     struct mc_proto_batch_rep rep = {0};
+    struct mc_master_req x;
     int rc = revoke ? mc_proto_put_revoke_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->refs)
                     : mc_proto_put_end_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->refs);
 
@@ -364,12 +408,24 @@ static int h_put_end(struct mc_mcmaster_server *s, struct peer *p, const void *p
         return MC_ERR_PROTO;
     if (req.node != p->node)
         return MC_ERR_DENIED;
-    if (revoke)
-        mc_master_put_revoke_batch(s->m, req.n, s->refs, s->results);
-    else
-        mc_master_put_end_batch(s->m, req.n, s->refs, s->results);
+    x = (struct mc_master_req){.op = revoke ? MC_MASTER_OP_PUT_REVOKE : MC_MASTER_OP_PUT_END,
+                               .node = p->node, .n = req.n, .results = s->results,
+                               .in.ref = s->refs};
+    (void)mc_master_exec(s->m, &x);
     rep.n = req.n;
     return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
+}
+
+static int h_put_end(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                     size_t *out_len)
+{
+    return put_end_or_revoke(s, p, pl, len, out_len, false);
+}
+
+static int h_put_revoke(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
+                        size_t len, size_t *out_len)
+{
+    return put_end_or_revoke(s, p, pl, len, out_len, true);
 }
 
 static int h_get(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
@@ -377,17 +433,15 @@ static int h_get(struct mc_mcmaster_server *s, struct peer *p, const void *pl, s
 {
     struct mc_proto_keys_req req;
     struct mc_proto_batch_rep rep = {0};
-    uint32_t i;
+    struct mc_master_req x;
 
     if (mc_proto_get_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->keys) != 0)
         return MC_ERR_PROTO;
     if (req.node != p->node)
         return MC_ERR_DENIED;
-    for (i = 0; i < req.n; i++) {
-        memset(&s->gets[i], 0, sizeof(s->gets[i]));
-        s->results[i] =
-            mc_master_get_replicas(s->m, s->keys[i].key, s->keys[i].key_len, &s->gets[i]);
-    }
+    x = (struct mc_master_req){.op = MC_MASTER_OP_GET, .node = p->node, .n = req.n,
+                               .results = s->results, .in.key = s->keys, .out.get = s->gets};
+    (void)mc_master_exec(s->m, &x);
     rep.n = req.n;
     return mc_proto_get_rep_encode(&rep, s->results, s->gets, s->out, sizeof(s->out), out_len);
 }
@@ -397,12 +451,16 @@ static int h_lease_release(struct mc_mcmaster_server *s, struct peer *p, const v
 {
     struct mc_proto_ref_req req;
     struct mc_proto_lease_release_rep rep = {0};
+    struct mc_master_req x;
 
     if (mc_proto_lease_release_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->refs) != 0)
         return MC_ERR_PROTO;
     if (req.node != p->node)
         return MC_ERR_DENIED;
-    rep.released = (uint32_t)mc_master_lease_release(s->m, req.n, s->refs);
+    x = (struct mc_master_req){.op = MC_MASTER_OP_LEASE_RELEASE, .node = p->node, .n = req.n,
+                               .results = s->results, .in.ref = s->refs};
+    (void)mc_master_exec(s->m, &x);
+    rep.released = (uint32_t)x.u.released;
     return mc_proto_lease_release_rep_encode(&rep, s->out, sizeof(s->out), out_len);
 }
 
@@ -411,31 +469,22 @@ static int h_exist(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
 {
     struct mc_proto_keys_req req;
     struct mc_proto_batch_rep rep = {0};
-    bool stat, absent_seen = false;
-    uint32_t i;
+    struct mc_master_req x;
 
     if (mc_proto_exist_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->keys) != 0)
         return MC_ERR_PROTO;
     if (req.node != p->node)
         return MC_ERR_DENIED;
-    stat = (req.flags & MC_PROTO_EXIST_F_STAT) != 0;
-    for (i = 0; i < req.n; i++) {
-        const struct mc_proto_key *k = &s->keys[i];
-        int r;
-
-        memset(&s->stats[i], 0, sizeof(s->stats[i]));
-        if (absent_seen) {
-            r = 0; /* prefix match: not looked up */
-        } else if (stat) {
-            r = mc_master_stat(s->m, k->key, k->key_len, &s->stats[i]);
-            r = r == 0 ? 1 : r == MC_ERR_NOT_FOUND ? 0 : r;
-        } else {
-            r = mc_master_exist(s->m, k->key, k->key_len);
-        }
-        if (r != 1 && (req.flags & MC_PROTO_EXIST_F_PREFIX))
-            absent_seen = true;
-        s->results[i] = r;
-    }
+    x = (struct mc_master_req){
+        .op = (req.flags & MC_PROTO_EXIST_F_STAT) ? MC_MASTER_OP_STAT : MC_MASTER_OP_EXIST,
+        .node = p->node,
+        .flags = (req.flags & MC_PROTO_EXIST_F_PREFIX) ? MC_MASTER_EXEC_F_PREFIX : 0,
+        .n = req.n,
+        .results = s->results,
+        .in.key = s->keys,
+        .out.stat = s->stats,
+    };
+    (void)mc_master_exec(s->m, &x);
     rep.flags = req.flags;
     rep.n = req.n;
     return mc_proto_exist_rep_encode(&rep, s->results, s->stats, s->out, sizeof(s->out),
@@ -447,25 +496,18 @@ static int h_remove(struct mc_mcmaster_server *s, struct peer *p, const void *pl
 {
     struct mc_proto_keys_req req;
     struct mc_proto_batch_rep rep = {0};
-    uint32_t i;
+    struct mc_master_req x;
 
     if (mc_proto_remove_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->keys) != 0)
         return MC_ERR_PROTO;
     if (req.node != p->node)
         return MC_ERR_DENIED;
-    for (i = 0; i < req.n; i++) {
-        const struct mc_proto_key *k = &s->keys[i];
-
-        if (req.flags & MC_PROTO_REMOVE_F_PREFIX) {
-            int64_t r = mc_master_remove_prefix(s->m, k->key, k->key_len);
-
-            s->results[i] = r < 0 ? (int)r : 0;
-            s->counts[i] = r < 0 ? 0 : (uint64_t)r;
-        } else {
-            s->results[i] = mc_master_remove(s->m, k->key, k->key_len);
-            s->counts[i] = s->results[i] == 0 ? 1 : 0;
-        }
-    }
+    x = (struct mc_master_req){.op = (req.flags & MC_PROTO_REMOVE_F_PREFIX)
+                                         ? MC_MASTER_OP_REMOVE_PREFIX
+                                         : MC_MASTER_OP_REMOVE,
+                               .node = p->node, .n = req.n, .results = s->results,
+                               .in.key = s->keys, .out.count = s->counts};
+    (void)mc_master_exec(s->m, &x);
     rep.n = req.n;
     return mc_proto_remove_rep_encode(&rep, s->results, s->counts, s->out, sizeof(s->out),
                                       out_len);
@@ -476,21 +518,14 @@ static int h_fence(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
 {
     struct mc_proto_fence_req req;
     struct mc_proto_batch_rep rep = {0};
-    uint32_t i;
+    struct mc_master_req x;
 
     if (mc_proto_fence_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->fences) != 0)
         return MC_ERR_PROTO;
-    for (i = 0; i < req.n; i++) {
-        const struct mc_proto_fence_item *f = &s->fences[i];
-        struct mc_master_seg_info info;
-        int r = mc_master_segment_info(s->m, f->seg, &info);
-
-        if (r == 0 && info.node != p->node)
-            r = MC_ERR_DENIED; /* only the owner may say its segment is fenced */
-        if (r == 0)
-            r = mc_master_fence_ack(s->m, f->seg, f->alloc, f->version);
-        s->results[i] = r;
-    }
+    /* only the owner may say its segment is fenced: the executor checks p->node owns it */
+    x = (struct mc_master_req){.op = MC_MASTER_OP_FENCE_ACK, .node = p->node, .n = req.n,
+                               .results = s->results, .in.fence = s->fences};
+    (void)mc_master_exec(s->m, &x);
     rep.n = req.n;
     return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
 }
@@ -501,12 +536,15 @@ static int h_drain(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
 {
     struct mc_proto_drain_req req;
     struct mc_proto_status_rep rep = {0};
+    struct mc_master_req x = {.op = MC_MASTER_OP_DRAIN, .node = p->node};
     char name[MC_MASTER_NAME_MAX + 1];
 
     if (mc_proto_drain_req_decode(pl, len, &req) != 0)
         return MC_ERR_PROTO;
     copy_name(name, &req.name);
-    rep.status = mc_master_node_drain(s->m, name, req.on != 0);
+    x.u.drain.name = name;
+    x.u.drain.on = req.on != 0;
+    rep.status = mc_master_exec(s->m, &x);
     if (rep.status != 0)
         return rep.status;
     mc_info("node %s %s (asked by node %u)", name, req.on ? "draining" : "undrained", p->node);
@@ -518,8 +556,14 @@ static int h_drain(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
 static void info_nodes(struct mc_mcmaster_server *s, const struct mc_proto_info_req *req,
                        struct mc_proto_info_rep *rep)
 {
-    uint32_t cursor = req->node_cursor;
-    size_t i, n = mc_master_node_list(s->m, &cursor, s->node_info, req->node_max);
+    struct mc_master_req x = {.op = MC_MASTER_OP_NODE_LIST};
+    size_t i, n;
+
+    x.u.nodes.cursor = req->node_cursor;
+    x.u.nodes.out = s->node_info;
+    x.u.nodes.max = req->node_max;
+    (void)mc_master_exec(s->m, &x);
+    n = x.u.nodes.n;
 
     for (i = 0; i < n; i++) {
         const struct mc_master_node_info *ni = &s->node_info[i];
@@ -537,20 +581,25 @@ static void info_nodes(struct mc_mcmaster_server *s, const struct mc_proto_info_
         };
     }
     rep->nnode = (uint32_t)n;
-    rep->next_node_cursor = cursor;
+    rep->next_node_cursor = x.u.nodes.cursor;
 }
 
-static int h_info(struct mc_mcmaster_server *s, const void *pl, size_t len, size_t *out_len)
+static int h_info(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                  size_t *out_len)
 {
     struct mc_proto_info_req req;
     struct mc_proto_info_rep rep = {0};
+    struct mc_master_req x = {.node = p->node};
     size_t seg;
 
     if (mc_proto_info_req_decode(pl, len, &req) != 0)
         return MC_ERR_PROTO;
     rep.flags = req.flags;
-    if (req.flags & MC_PROTO_INFO_F_STATS)
-        mc_master_get_stats(s->m, &rep.stats);
+    if (req.flags & MC_PROTO_INFO_F_STATS) {
+        x.op = MC_MASTER_OP_STATS;
+        x.u.stats = &rep.stats;
+        (void)mc_master_exec(s->m, &x);
+    }
     if (req.flags & MC_PROTO_INFO_F_SEGMENTS) {
         for (seg = req.cursor; seg < s->nsegs; seg++) {
             struct mc_proto_seg_entry *e = &s->seg_page[rep.nseg];
@@ -559,9 +608,13 @@ static int h_info(struct mc_mcmaster_server *s, const void *pl, size_t len, size
                 rep.next_cursor = (uint32_t)seg; /* > 0: the page holds at least one */
                 break;
             }
-            if (s->segs[seg].addr == NULL ||
-                mc_master_segment_info(s->m, (uint32_t)seg, &e->info) != 0)
-                continue; /* never mounted, or unmounted since */
+            if (s->segs[seg].addr == NULL)
+                continue; /* never mounted */
+            x.op = MC_MASTER_OP_SEG_INFO;
+            x.u.seg_info.seg = (uint32_t)seg;
+            if (mc_master_exec(s->m, &x) != 0)
+                continue; /* unmounted since */
+            e->info = x.u.seg_info.info;
             e->seg = (uint32_t)seg;
             e->worker_addr = (struct mc_proto_bytes){s->segs[seg].addr, s->segs[seg].addr_len};
             e->rkey = (struct mc_proto_bytes){s->segs[seg].rkey, s->segs[seg].rkey_len};
@@ -601,21 +654,26 @@ static int h_list(struct mc_mcmaster_server *s, struct peer *p, const void *pl, 
     struct mc_proto_list_req req;
     struct mc_proto_list_rep rep = {0};
     struct list_ctx lc = {s->keys, 0};
-    uint64_t cursor;
+    struct mc_master_req x = {.op = MC_MASTER_OP_LIST};
     int rc;
 
     if (mc_proto_list_req_decode(pl, len, &req) != 0)
         return MC_ERR_PROTO;
     if (req.node != p->node)
         return MC_ERR_DENIED;
-    cursor = req.cursor;
+    x.node = p->node;
     /* an empty prefix may decode as NULL: give the service a real pointer */
-    rc = mc_master_list(s->m, req.prefix.len > 0 ? (const char *)req.prefix.p : "",
-                        req.prefix.len, &cursor, req.max, list_add, &lc);
+    x.u.list.prefix = req.prefix.len > 0 ? (const char *)req.prefix.p : "";
+    x.u.list.prefix_len = req.prefix.len;
+    x.u.list.cursor = req.cursor;
+    x.u.list.max = req.max;
+    x.u.list.fn = list_add;
+    x.u.list.ctx = &lc;
+    rc = mc_master_exec(s->m, &x);
     if (rc < 0)
         return rc;
     rep.n = lc.n;
-    rep.next_cursor = cursor;
+    rep.next_cursor = x.u.list.cursor;
     return mc_proto_list_rep_encode(&rep, s->keys, s->out, sizeof(s->out), out_len);
 }
 
@@ -628,6 +686,18 @@ static void reply_status(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, in
     if (mc_proto_status_rep_encode(&rep, buf, sizeof(buf), &len) == 0)
         mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, buf, len);
 }
+
+/* mc-master's dispatch: a handler per row of MC_PROTO_MASTER_RPCS (daemon/proto/rpc.h),
+ * h_<name>; a row without its handler does not compile. A handler decodes the payload,
+ * checks that the peer speaks for its own node, runs the request through mc_master_exec and
+ * encodes the reply into s->out; it returns 0 (reply s->out) or the status to answer. */
+typedef int (*rpc_handler_fn)(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
+                              size_t len, size_t *out_len);
+#define MC_MCMASTER_RPC_HANDLER(NAME, name, type, flags, items, req, rep)                      \
+    [MC_WIRE_##NAME] = h_##name,
+static const rpc_handler_fn rpc_handlers[MC_WIRE__COUNT] = {
+    MC_PROTO_MASTER_RPCS(MC_MCMASTER_RPC_HANDLER)};
+#undef MC_MCMASTER_RPC_HANDLER
 
 static enum mc_mcmaster_metric rpc_metric(uint16_t type)
 {
@@ -654,6 +724,7 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
 {
     struct mc_mcmaster_server *s = ctx;
     size_t len = hdr->payload_len, out_len = 0;
+    rpc_handler_fn fn;
     struct peer *p;
     int rc;
 
@@ -680,53 +751,8 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         peer_drop(s, p, false); /* keep nothing for a peer without the token */
         return;
     }
-    switch (hdr->type) {
-    case MC_WIRE_HELLO:
-        rc = h_hello(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_MOUNT:
-        rc = h_mount(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_HEARTBEAT:
-        rc = h_heartbeat(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_PUT_START_BATCH:
-        rc = h_put_start(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_PUT_END_BATCH:
-        rc = h_put_end(s, p, pl, len, &out_len, false);
-        break;
-    case MC_WIRE_PUT_REVOKE_BATCH:
-        rc = h_put_end(s, p, pl, len, &out_len, true);
-        break;
-    case MC_WIRE_GET_BATCH:
-        rc = h_get(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_LEASE_RELEASE_BATCH:
-        rc = h_lease_release(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_EXIST_BATCH:
-        rc = h_exist(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_REMOVE_BATCH:
-        rc = h_remove(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_FENCE:
-        rc = h_fence(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_CLUSTER_INFO:
-        rc = h_info(s, pl, len, &out_len);
-        break;
-    case MC_WIRE_LIST:
-        rc = h_list(s, p, pl, len, &out_len);
-        break;
-    case MC_WIRE_DRAIN:
-        rc = h_drain(s, p, pl, len, &out_len);
-        break;
-    default: /* WRITE, READ: agent-to-agent messages */
-        rc = MC_ERR_PROTO;
-        break;
-    }
+    fn = hdr->type < MC_WIRE__COUNT ? rpc_handlers[hdr->type] : NULL;
+    rc = fn != NULL ? fn(s, p, pl, len, &out_len) : MC_ERR_PROTO; /* WRITE, READ: peers' */
     if (rc == MC_ERR_PROTO)
         mc_debug("node %u: malformed request type %u (%zu bytes)", p->node, hdr->type, len);
     if (rc != 0)
@@ -862,7 +888,7 @@ static void on_signal(struct mc_mcmaster_server *s)
     }
 }
 
-/* --- fencing the blocks of dead writers (DESIGN.md §5) ------------------------------------ */
+/* --- fencing the blocks of dead writers (docs/failure-contract.md) ---------------------- */
 
 #define FENCE_BATCH 256u
 #define FENCE_TIMEOUT_MS 3000u
@@ -927,7 +953,7 @@ static void fences_send(struct mc_mcmaster_server *s)
         for (i = 0; i < n; i++) {
             struct mc_master_seg_info info;
 
-            if (mc_master_segment_info(s->m, f[i].seg, &info) != 0 || info.node != p->node)
+            if (seg_info(s, f[i].seg, &info) != 0 || info.node != p->node)
                 continue;
             fc->items[fc->n] = f[i];
             items[fc->n] = (struct mc_proto_fence_item){
@@ -967,7 +993,7 @@ static void copy_done(void *ctx, int status, const struct mc_wire_hdr *hdr, cons
         status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
     if (status != 0)
         mc_debug("copy %llu failed: %s", (unsigned long long)cc->id, mc_strerror(status));
-    mc_master_copy_done(cc->s->m, cc->id, status);
+    copy_report(cc->s, cc->id, status);
     free(cc);
 }
 
@@ -1003,7 +1029,7 @@ static void copies_send(struct mc_mcmaster_server *s)
         if (p == NULL || cc == NULL ||
             mc_proto_copy_req_encode(&req, s->out, sizeof(s->out), &len) != 0) {
             free(cc);
-            mc_master_copy_done(s->m, c[i].id, MC_ERR_UNAVAILABLE);
+            copy_report(s, c[i].id, MC_ERR_UNAVAILABLE);
             continue;
         }
         cc->s = s;
@@ -1011,7 +1037,7 @@ static void copies_send(struct mc_mcmaster_server *s)
         if (mc_ucx_rpc_call(p->ep, MC_WIRE_COPY, s->out, len,
                             mc_ucx_now_ms() + COPY_TIMEOUT_MS, copy_done, cc, NULL) != 0) {
             free(cc);
-            mc_master_copy_done(s->m, c[i].id, MC_ERR_UNAVAILABLE);
+            copy_report(s, c[i].id, MC_ERR_UNAVAILABLE);
         }
     }
 }

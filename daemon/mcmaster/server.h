@@ -1,5 +1,5 @@
 /*
- * mc_mcmaster_server: the RPC front end of the master service (DESIGN.md §3, §5). It owns
+ * mc_mcmaster_server: the RPC front end of the master service (docs/master.md). It owns
  * one mc_master, one UCX worker, the TCP bootstrap listener (bootstrap.h), a timerfd for
  * the service tick and a signalfd for SIGTERM/SIGINT, and runs them in one poll() loop on
  * the calling thread.

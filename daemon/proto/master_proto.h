@@ -1,12 +1,13 @@
 /*
- * mc_proto: the payload codecs of the master RPCs (DESIGN.md §5), one encoder and one
- * decoder for the request and for the reply of each master message of ucx_backend/wire.h
- * (HELLO .. CLUSTER_INFO, LIST). The frame header is not here: the payload is what follows it.
- * Agent-to-agent messages (WRITE, READ) are not here either.
+ * mc_proto: the payload codecs of the master RPCs (docs/protocol.md), one encoder and one
+ * decoder for the request and for the reply of each master message of the catalogue
+ * (daemon/proto/rpc.h: HELLO .. CLUSTER_INFO, LIST, DRAIN, COPY). The frame header is not
+ * here: the payload is what follows it. Agent-to-agent messages (WRITE, READ) are not here
+ * either.
  *
  * Built on the bounded reader/writer of ucx_backend/wire.h: every integer is little-endian,
  * every byte string (key, name, token, address, rkey) is a uint32 length and the bytes.
- * The byte layouts are listed at the top of master_proto.c.
+ * The byte layouts are the rows of daemon/proto/rpc.h (and docs/protocol.md, generated).
  *
  * Decoders take hostile input. They check every field before the caller sees any of it:
  * counts (<= MC_PROTO_BATCH_MAX and <= the caller's capacity), key lengths
@@ -44,18 +45,9 @@
 #include <stdint.h>
 
 #include "daemon/master/master.h"
+#include "daemon/proto/proto_base.h"
+#include "daemon/proto/rpc.h"
 #include "ucx_backend/wire.h"
-
-#define MC_PROTO_BATCH_MAX     1024u /* items in one batch request or reply */
-#define MC_PROTO_KEY_MAX       512u  /* = MC_KEY_MAX (include/mc/mc.h) */
-#define MC_PROTO_NAME_MAX      63u   /* = MC_MASTER_NAME_MAX: node and failure-domain names */
-#define MC_PROTO_TOKEN_MAX     256u  /* cluster token */
-#define MC_PROTO_ADDR_MAX      4096u /* packed UCX worker address */
-#define MC_PROTO_RKEY_MAX      4096u /* packed UCX rkey */
-#define MC_PROTO_SEG_PAGE_MAX  256u  /* segments in one CLUSTER_INFO reply */
-#define MC_PROTO_NODE_PAGE_MAX 256u  /* nodes in one CLUSTER_INFO reply */
-#define MC_PROTO_LIST_MAX      1024u /* keys in one LIST reply */
-#define MC_PROTO_PAYLOAD_MAX   MC_WIRE_PAYLOAD_MAX
 
 /* HEARTBEAT flags */
 #define MC_PROTO_HEARTBEAT_F_LEAVE 0x1u /* graceful exit: unregister the node (and unmount) */
@@ -78,17 +70,10 @@
 #define MC_PROTO_INFO_F_KNOWN                                                                  \
     (MC_PROTO_INFO_F_STATS | MC_PROTO_INFO_F_SEGMENTS | MC_PROTO_INFO_F_NODES)
 
-/* A byte string inside a decoded buffer (or the caller's, to encode). Not NUL-terminated. */
-struct mc_proto_bytes {
-    const uint8_t *p;
-    size_t len;
-};
-
-/* A key of a key-only batch (GET, EXIST, REMOVE). */
-struct mc_proto_key {
-    const char *key;
-    size_t key_len;
-};
+/* A key of a key-only batch (GET, EXIST, REMOVE) or of a LIST page: the master's own item
+ * (struct mc_master_key, master.h), so that a decoded batch goes to mc_master_exec as it
+ * is. The name mc_proto_key stays for the callers that use it. */
+#define mc_proto_key mc_master_key
 
 /* --- HELLO: authentication and node registration ------------------------------------------ */
 
@@ -162,12 +147,9 @@ struct mc_proto_keys_req {
     uint32_t n;
 };
 
-/* FENCE (master -> owner agent): no write may land in these allocations any more. */
-struct mc_proto_fence_item {
-    uint32_t seg;
-    uint32_t alloc;
-    uint64_t version;
-};
+/* FENCE (master -> owner agent): no write may land in these allocations any more. An item
+ * is the master's own (struct mc_master_fence: seg, alloc, version), as for keys above. */
+#define mc_proto_fence_item mc_master_fence
 
 struct mc_proto_fence_req {
     uint32_t n;
@@ -260,15 +242,8 @@ struct mc_proto_copy_req {
     struct mc_proto_bytes key; /* 1..MC_PROTO_KEY_MAX */
 };
 
-/* --- status codes ------------------------------------------------------------------------- */
-
-/* Whether a HELLO's token `t` is `token` (token_len bytes), in time that depends on
- * token_len only (mc-master and agents check every HELLO with it). token NULL: a cluster
- * without a token (allow_no_token), every token passes. */
-bool mc_proto_token_equal(const char *token, size_t token_len, const struct mc_proto_bytes *t);
-
-/* 0, a known MC_ERR_* code (include/mc/mc_status.h), or 1 when `allow_one`. */
-bool mc_proto_status_is_valid(int64_t status, bool allow_one);
+/* The token and status checks (mc_proto_token_equal, mc_proto_status_is_valid), the bounds
+ * (MC_PROTO_*_MAX) and struct mc_proto_bytes are proto_base.h's, included above. */
 
 /* --- codecs ----------------------------------------------------------------------------------
  *

@@ -1,5 +1,6 @@
 /*
- * Payloads of the agent-to-agent messages (DESIGN.md §5), framed by ucx_backend/wire.h:
+ * Payloads of the agent-to-agent messages (docs/protocol.md "Agent to agent"), framed by
+ * ucx_backend/wire.h:
  *
  *   HELLO        as the master's (mc_proto_hello_req): the cluster token and the asking
  *                node's name; an owner answers nothing but HELLO on an endpoint until it

@@ -12,18 +12,18 @@
 
 static uint64_t t_now_ms = 1000000;
 
-static uint64_t t_clock(void *ctx)
+static inline uint64_t t_clock(void *ctx)
 {
     (void)ctx;
     return t_now_ms;
 }
 
-static void t_advance(uint64_t ms)
+static inline void t_advance(uint64_t ms)
 {
     t_now_ms += ms;
 }
 
-static struct mc_master *t_master_cfg(const struct mc_master_config *cfg)
+static inline struct mc_master *t_master_cfg(const struct mc_master_config *cfg)
 {
     struct mc_master *m = NULL;
 
@@ -31,7 +31,7 @@ static struct mc_master *t_master_cfg(const struct mc_master_config *cfg)
     return m;
 }
 
-static struct mc_master *t_master(void)
+static inline struct mc_master *t_master(void)
 {
     struct mc_master_config cfg;
 
@@ -39,7 +39,7 @@ static struct mc_master *t_master(void)
     return t_master_cfg(&cfg);
 }
 
-static uint32_t t_node(struct mc_master *m, const char *name, const char *domain)
+static inline uint32_t t_node(struct mc_master *m, const char *name, const char *domain)
 {
     uint32_t id;
 
@@ -47,7 +47,7 @@ static uint32_t t_node(struct mc_master *m, const char *name, const char *domain
     return id;
 }
 
-static uint32_t t_seg(struct mc_master *m, uint32_t node, uint64_t size)
+static inline uint32_t t_seg(struct mc_master *m, uint32_t node, uint64_t size)
 {
     struct mc_master_seg_desc d = {.node = node, .kind = MC_SEG_DRAM, .base = 0x10000000,
                                    .size = size};
@@ -57,7 +57,7 @@ static uint32_t t_seg(struct mc_master *m, uint32_t node, uint64_t size)
     return seg;
 }
 
-static int t_start(struct mc_master *m, const char *key, uint64_t size, uint32_t flags,
+static inline int t_start(struct mc_master *m, const char *key, uint64_t size, uint32_t flags,
                    uint32_t writer, struct mc_master_put_grant *g)
 {
     struct mc_master_put_req r = {.key = key, .key_len = strlen(key), .size = size,
@@ -67,7 +67,7 @@ static int t_start(struct mc_master *m, const char *key, uint64_t size, uint32_t
     return mc_master_put_start(m, &r, g);
 }
 
-static int t_end(struct mc_master *m, const char *key, uint64_t version, uint32_t writer)
+static inline int t_end(struct mc_master *m, const char *key, uint64_t version, uint32_t writer)
 {
     struct mc_master_ref ref = {.key = key, .key_len = strlen(key), .version = version,
                                 .node = writer};
@@ -76,7 +76,7 @@ static int t_end(struct mc_master *m, const char *key, uint64_t version, uint32_
 }
 
 /* put_start + put_end; returns the version, asserts success */
-static uint64_t t_put(struct mc_master *m, const char *key, uint64_t size, uint32_t flags,
+static inline uint64_t t_put(struct mc_master *m, const char *key, uint64_t size, uint32_t flags,
                       uint32_t writer)
 {
     struct mc_master_put_grant g;
@@ -86,12 +86,12 @@ static uint64_t t_put(struct mc_master *m, const char *key, uint64_t size, uint3
     return g.version;
 }
 
-static int t_get(struct mc_master *m, const char *key, struct mc_master_get_result *res)
+static inline int t_get(struct mc_master *m, const char *key, struct mc_master_get_result *res)
 {
     return mc_master_get_replicas(m, key, strlen(key), res);
 }
 
-static size_t t_release(struct mc_master *m, const char *key,
+static inline size_t t_release(struct mc_master *m, const char *key,
                         const struct mc_master_get_result *res)
 {
     struct mc_master_ref ref = {.key = key, .key_len = strlen(key),
@@ -100,12 +100,12 @@ static size_t t_release(struct mc_master *m, const char *key,
     return mc_master_lease_release(m, 1, &ref);
 }
 
-static int t_exist(struct mc_master *m, const char *key)
+static inline int t_exist(struct mc_master *m, const char *key)
 {
     return mc_master_exist(m, key, strlen(key));
 }
 
-static uint64_t t_used(struct mc_master *m)
+static inline uint64_t t_used(struct mc_master *m)
 {
     struct mc_master_stats st;
 
@@ -113,7 +113,7 @@ static uint64_t t_used(struct mc_master *m)
     return st.used_bytes;
 }
 
-static struct mc_master_stats t_stats(struct mc_master *m)
+static inline struct mc_master_stats t_stats(struct mc_master *m)
 {
     struct mc_master_stats st;
 

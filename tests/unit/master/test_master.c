@@ -1,4 +1,4 @@
-/* Unit tests of the master service (DESIGN.md §3): one test per rule, fake clock. */
+/* Unit tests of the master service (docs/master.md): one test per rule, fake clock. */
 #include <stdio.h>
 #include <stdlib.h>
 

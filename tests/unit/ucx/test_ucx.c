@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include "mc/mc_status.h"
+
+#include "daemon/proto/rpc.h" /* type names: the frames carry any */
 #include "ucx_backend/ucx.h"
 #include "ucx_backend/wire.h"
 

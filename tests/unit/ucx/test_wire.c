@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "mc/mc_status.h"
+#include "daemon/proto/rpc.h" /* type names: the frames carry any */
 #include "ucx_backend/wire.h"
 
 /* A valid frame of `payload_len` bytes of payload: header then 0xab bytes. */
