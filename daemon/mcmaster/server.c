@@ -8,6 +8,7 @@
  * the server struct, sized for MC_PROTO_BATCH_MAX items at start-up, so a request costs no
  * allocation beyond the reply copy UCX makes.
  */
+#include "common/err.h"
 #include "daemon/mcmaster/server.h"
 
 #include <assert.h>
@@ -98,11 +99,6 @@ struct mc_mcmaster_server {
     uint64_t counts[MC_PROTO_BATCH_MAX];
     uint8_t out[MC_PROTO_PAYLOAD_MAX];
 };
-
-static int err_from_errno(int e)
-{
-    return e == ENOMEM ? MC_ERR_NOMEM : MC_ERR_IO;
-}
 
 /* --- peers ------------------------------------------------------------------------------ */
 
@@ -825,7 +821,7 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
     s->signal_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
     s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (s->signal_fd < 0 || s->timer_fd < 0) {
-        err = err_from_errno(errno);
+        err = mc_err_from_errno(errno);
         mc_error("signalfd/timerfd: %s", strerror(errno));
         goto err_destroy;
     }

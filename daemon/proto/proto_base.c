@@ -29,7 +29,7 @@ bool mc_proto_status_is_valid(int64_t status, bool allow_one)
         return true;
     if (status == 1)
         return allow_one;
-    if (status >= MC_ERR_IO && status <= MC_ERR_INVALID) /* -13 .. -1 */
+    if (status >= MC_ERR_IO && status <= MC_ERR_INVALID) /* the plain failures */
         return true;
     return status == MC_ERR_PROTO || status == MC_ERR_UNAVAILABLE || status == MC_ERR_INTERNAL;
 }
