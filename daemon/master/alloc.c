@@ -75,7 +75,7 @@ struct mc_alloc {
 
 /* ---- nodes ---------------------------------------------------------------------------- */
 
-static inline struct mc_alloc_node *node(const struct mc_alloc *a, uint32_t id)
+static inline struct mc_alloc_node *blk(const struct mc_alloc *a, uint32_t id)
 {
     assert(id < a->hwm);
     return &a->chunks[id >> MC_ALLOC_CHUNK_LOG2][id & (MC_ALLOC_CHUNK_NODES - 1)];
@@ -110,13 +110,13 @@ static inline void node_set_used(struct mc_alloc_node *n, bool used)
 
 /* Hands out an unused node id, growing the chunk table when needed. The node's fields are
  * the caller's to set. */
-static int node_get(struct mc_alloc *a, uint32_t *id_p)
+static int blk_new(struct mc_alloc *a, uint32_t *id_p)
 {
     uint32_t id;
 
     if (a->free_node != MC_ALLOC_NIL) {
         id = a->free_node;
-        a->free_node = node(a, id)->u.f.next_free;
+        a->free_node = blk(a, id)->u.f.next_free;
         *id_p = id;
         return 0;
     }
@@ -144,7 +144,7 @@ static int node_get(struct mc_alloc *a, uint32_t *id_p)
 
 static void node_put(struct mc_alloc *a, uint32_t id)
 {
-    struct mc_alloc_node *n = node(a, id);
+    struct mc_alloc_node *n = blk(a, id);
 
     /* len 0 and the flag clear mark it unused for mc_alloc_is_used and the checker */
     n->off = 0;
@@ -197,7 +197,7 @@ static inline bool class_of_fit(uint32_t units, uint32_t *fl_p, uint32_t *sl_p)
 
 static void bin_insert(struct mc_alloc *a, uint32_t id)
 {
-    struct mc_alloc_node *n = node(a, id);
+    struct mc_alloc_node *n = blk(a, id);
     uint32_t fl, sl, head;
 
     class_of(n->len, &fl, &sl);
@@ -205,7 +205,7 @@ static void bin_insert(struct mc_alloc *a, uint32_t id)
     n->u.f.prev_free = MC_ALLOC_NIL;
     n->u.f.next_free = head;
     if (head != MC_ALLOC_NIL)
-        node(a, head)->u.f.prev_free = id;
+        blk(a, head)->u.f.prev_free = id;
     a->heads[fl][sl] = id;
     a->sl_map[fl] |= 1u << sl;
     a->fl_map |= 1u << fl;
@@ -215,16 +215,16 @@ static void bin_insert(struct mc_alloc *a, uint32_t id)
 
 static void bin_remove(struct mc_alloc *a, uint32_t id)
 {
-    struct mc_alloc_node *n = node(a, id);
+    struct mc_alloc_node *n = blk(a, id);
     uint32_t fl, sl;
 
     class_of(n->len, &fl, &sl);
     if (n->u.f.prev_free != MC_ALLOC_NIL)
-        node(a, n->u.f.prev_free)->u.f.next_free = n->u.f.next_free;
+        blk(a, n->u.f.prev_free)->u.f.next_free = n->u.f.next_free;
     else
         a->heads[fl][sl] = n->u.f.next_free;
     if (n->u.f.next_free != MC_ALLOC_NIL)
-        node(a, n->u.f.next_free)->u.f.prev_free = n->u.f.prev_free;
+        blk(a, n->u.f.next_free)->u.f.prev_free = n->u.f.prev_free;
     if (a->heads[fl][sl] == MC_ALLOC_NIL) {
         a->sl_map[fl] &= ~(1u << sl);
         if (a->sl_map[fl] == 0)
@@ -259,8 +259,8 @@ static uint32_t find_free(const struct mc_alloc *a, uint32_t units)
      * bound, which is the accepted trade-off against rounding every block up.
      */
     class_of(units, &fl, &sl);
-    for (id = a->heads[fl][sl]; id != MC_ALLOC_NIL; id = node(a, id)->u.f.next_free) {
-        if (node(a, id)->len >= units)
+    for (id = a->heads[fl][sl]; id != MC_ALLOC_NIL; id = blk(a, id)->u.f.next_free) {
+        if (blk(a, id)->len >= units)
             return id;
     }
     return MC_ALLOC_NIL;
@@ -296,10 +296,10 @@ int mc_alloc_create(uint64_t size, uint64_t granule, struct mc_alloc **a_p)
             a->heads[fl][sl] = MC_ALLOC_NIL;
     }
 
-    err = node_get(a, &id);
+    err = blk_new(a, &id);
     if (err != 0)
         goto err_destroy;
-    n = node(a, id);
+    n = blk(a, id);
     n->off = 0;
     n->len = a->cap_units;
     n->prev_phys = MC_ALLOC_NIL;
@@ -342,12 +342,12 @@ int mc_alloc_alloc(struct mc_alloc *a, uint64_t len, uint32_t *id_p)
     id = find_free(a, (uint32_t)units);
     if (id == MC_ALLOC_NIL)
         return MC_ERR_NO_SPACE;
-    n = node(a, id);
+    n = blk(a, id);
 
     /* take the remainder's node before changing anything, so NOMEM leaves no trace */
     rid = MC_ALLOC_NIL;
     if (n->len > units) {
-        err = node_get(a, &rid);
+        err = blk_new(a, &rid);
         if (err != 0)
             return err;
         /* n stays valid: growing moves the chunk table, never a chunk */
@@ -356,7 +356,7 @@ int mc_alloc_alloc(struct mc_alloc *a, uint64_t len, uint32_t *id_p)
     bin_remove(a, id);
     if (rid != MC_ALLOC_NIL) {
         /* the block keeps the front, so the node at offset 0 is always a->first */
-        r = node(a, rid);
+        r = blk(a, rid);
         r->off = n->off + (uint32_t)units;
         r->len = n->len - (uint32_t)units;
         r->prev_phys = id;
@@ -364,7 +364,7 @@ int mc_alloc_alloc(struct mc_alloc *a, uint64_t len, uint32_t *id_p)
         next = node_next(n);
         node_set_next(r, next);
         if (next != MC_ALLOC_NIL)
-            node(a, next)->prev_phys = rid;
+            blk(a, next)->prev_phys = rid;
         node_set_next(n, rid);
         n->len = (uint32_t)units;
         bin_insert(a, rid);
@@ -379,14 +379,14 @@ int mc_alloc_alloc(struct mc_alloc *a, uint64_t len, uint32_t *id_p)
 /* `keep` absorbs its free physical successor `gone` (already out of its bin). */
 static void absorb_next(struct mc_alloc *a, uint32_t keep, uint32_t gone)
 {
-    struct mc_alloc_node *k = node(a, keep);
-    struct mc_alloc_node *g = node(a, gone);
+    struct mc_alloc_node *k = blk(a, keep);
+    struct mc_alloc_node *g = blk(a, gone);
     uint32_t next = node_next(g);
 
     k->len += g->len;
     node_set_next(k, next);
     if (next != MC_ALLOC_NIL)
-        node(a, next)->prev_phys = keep;
+        blk(a, next)->prev_phys = keep;
     /* the survivor starts below the lost node and covers it: the walk goes on from there */
     if (a->hand == gone)
         a->hand = keep;
@@ -399,19 +399,19 @@ void mc_alloc_free(struct mc_alloc *a, uint32_t id)
     uint32_t prev, next;
 
     assert(mc_alloc_is_used(a, id));
-    n = node(a, id);
+    n = blk(a, id);
     node_set_used(n, false);
     a->used_blocks--;
 
     prev = n->prev_phys;
-    if (prev != MC_ALLOC_NIL && !node_used(node(a, prev))) {
+    if (prev != MC_ALLOC_NIL && !node_used(blk(a, prev))) {
         bin_remove(a, prev);
         absorb_next(a, prev, id);
         id = prev;
-        n = node(a, id);
+        n = blk(a, id);
     }
     next = node_next(n);
-    if (next != MC_ALLOC_NIL && !node_used(node(a, next))) {
+    if (next != MC_ALLOC_NIL && !node_used(blk(a, next))) {
         bin_remove(a, next);
         absorb_next(a, id, next);
     }
@@ -420,31 +420,31 @@ void mc_alloc_free(struct mc_alloc *a, uint32_t id)
 
 bool mc_alloc_is_used(const struct mc_alloc *a, uint32_t id)
 {
-    return id < a->hwm && node_used(node(a, id));
+    return id < a->hwm && node_used(blk(a, id));
 }
 
 uint64_t mc_alloc_offset(const struct mc_alloc *a, uint32_t id)
 {
     assert(mc_alloc_is_used(a, id));
-    return (uint64_t)node(a, id)->off << a->granule_log2;
+    return (uint64_t)blk(a, id)->off << a->granule_log2;
 }
 
 uint64_t mc_alloc_len(const struct mc_alloc *a, uint32_t id)
 {
     assert(mc_alloc_is_used(a, id));
-    return (uint64_t)node(a, id)->len << a->granule_log2;
+    return (uint64_t)blk(a, id)->len << a->granule_log2;
 }
 
 void *mc_alloc_owner(const struct mc_alloc *a, uint32_t id)
 {
     assert(mc_alloc_is_used(a, id));
-    return node(a, id)->u.owner;
+    return blk(a, id)->u.owner;
 }
 
 void mc_alloc_set_owner(struct mc_alloc *a, uint32_t id, void *owner)
 {
     assert(mc_alloc_is_used(a, id));
-    node(a, id)->u.owner = owner;
+    blk(a, id)->u.owner = owner;
 }
 
 uint64_t mc_alloc_capacity(const struct mc_alloc *a)
@@ -471,9 +471,9 @@ uint64_t mc_alloc_largest_free(const struct mc_alloc *a)
     /* the highest non-empty class holds the largest block, but its members differ in size */
     fl = log2_u32(a->fl_map);
     id = a->heads[fl][log2_u32(a->sl_map[fl])];
-    for (; id != MC_ALLOC_NIL; id = node(a, id)->u.f.next_free) {
-        if (node(a, id)->len > best)
-            best = node(a, id)->len;
+    for (; id != MC_ALLOC_NIL; id = blk(a, id)->u.f.next_free) {
+        if (blk(a, id)->len > best)
+            best = blk(a, id)->len;
     }
     return (uint64_t)best << a->granule_log2;
 }
@@ -495,13 +495,13 @@ uint32_t mc_alloc_clock_next(struct mc_alloc *a)
     if (a->used_blocks == 0)
         return MC_ALLOC_NONE;
     /* no two free blocks are adjacent, so this skips at most one free block per used one */
-    id = a->hand == MC_ALLOC_NIL ? a->first : node_next(node(a, a->hand));
+    id = a->hand == MC_ALLOC_NIL ? a->first : node_next(blk(a, a->hand));
     for (;;) {
         if (id == MC_ALLOC_NIL)
             id = a->first;
-        if (node_used(node(a, id)))
+        if (node_used(blk(a, id)))
             break;
-        id = node_next(node(a, id));
+        id = node_next(blk(a, id));
     }
     a->hand = id;
     return id;
@@ -523,12 +523,12 @@ static bool check_chain(const struct mc_alloc *a, uint32_t *live_p, uint32_t *fr
     uint64_t off = 0, free_units = 0;
     bool prev_free = false, hand_seen = a->hand == MC_ALLOC_NIL;
 
-    if (a->first >= a->hwm || node(a, a->first)->off != 0)
+    if (a->first >= a->hwm || blk(a, a->first)->off != 0)
         return false;
     for (id = a->first; id != MC_ALLOC_NIL; id = node_next(n)) {
         if (id >= a->hwm || ++steps > a->hwm)
             return false;
-        n = node(a, id);
+        n = blk(a, id);
         if (n->len == 0 || n->off != off || n->prev_phys != prev)
             return false;
         if (node_used(n)) {
@@ -569,7 +569,7 @@ static bool check_bins(const struct mc_alloc *a, uint32_t *listed_p)
             for (id = a->heads[fl][sl]; id != MC_ALLOC_NIL; id = n->u.f.next_free) {
                 if (id >= a->hwm || ++listed > a->hwm)
                     return false;
-                n = node(a, id);
+                n = blk(a, id);
                 if (node_used(n) || n->len == 0 || n->u.f.prev_free != prev)
                     return false;
                 class_of(n->len, &nfl, &nsl);
@@ -597,10 +597,10 @@ bool mc_alloc_check(const struct mc_alloc *a)
         return false;
     if (listed != nfree)
         return false;
-    for (id = a->free_node; id != MC_ALLOC_NIL; id = node(a, id)->u.f.next_free) {
+    for (id = a->free_node; id != MC_ALLOC_NIL; id = blk(a, id)->u.f.next_free) {
         if (id >= a->hwm || ++unused > a->hwm)
             return false;
-        if (node_used(node(a, id)) || node(a, id)->len != 0)
+        if (node_used(blk(a, id)) || blk(a, id)->len != 0)
             return false;
     }
     /* every initialised node is either in the chain or on the unused list */
