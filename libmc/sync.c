@@ -38,6 +38,20 @@ static int run_op(struct mc_client *c, struct mc_sqe *sqe, const char *key, size
 
 /* --- put, get, exist: one op of op.c, waited for ----------------------------------------- */
 
+/* The start of every keyed call: a client, a valid key (its length in *key_len_p), and a
+ * client that may submit (not poisoned, its agent not stopping). */
+static int keyed_enter(mc_client_t *c, const char *key, size_t *key_len_p)
+{
+    int err;
+
+    if (c == NULL)
+        return MC_ERR_INVALID;
+    err = mc_op_key_check(key, key_len_p);
+    if (err != 0)
+        return err;
+    return mc_engine_enter(&c->e);
+}
+
 MC_EXPORT int mc_put(mc_client_t *c, const char *key, const void *buf, size_t len,
                      const mc_put_opts_t *o)
 {
@@ -67,12 +81,9 @@ MC_EXPORT int mc_get(mc_client_t *c, const char *key, void *buf, size_t cap, siz
     size_t key_len;
     int err;
 
-    if (c == NULL || (buf == NULL && cap > 0))
+    if (buf == NULL && cap > 0)
         return MC_ERR_INVALID;
-    err = mc_op_key_check(key, &key_len);
-    if (err != 0)
-        return err;
-    err = mc_engine_enter(&c->e);
+    err = keyed_enter(c, key, &key_len);
     if (err != 0)
         return err;
     memset(&op, 0, sizeof(op));
@@ -90,12 +101,7 @@ MC_EXPORT int mc_exist(mc_client_t *c, const char *key)
     size_t key_len;
     int err;
 
-    if (c == NULL)
-        return MC_ERR_INVALID;
-    err = mc_op_key_check(key, &key_len);
-    if (err != 0)
-        return err;
-    err = mc_engine_enter(&c->e);
+    err = keyed_enter(c, key, &key_len);
     if (err != 0)
         return err;
     memset(&op, 0, sizeof(op));
@@ -112,12 +118,7 @@ static int key_op(mc_client_t *c, uint8_t opcode, const char *key, struct mc_cqe
     size_t key_len;
     int err;
 
-    if (c == NULL)
-        return MC_ERR_INVALID;
-    err = mc_op_key_check(key, &key_len);
-    if (err != 0)
-        return err;
-    err = mc_engine_enter(&c->e);
+    err = keyed_enter(c, key, &key_len);
     if (err != 0)
         return err;
     memset(&sqe, 0, sizeof(sqe));
@@ -344,12 +345,9 @@ int mc_client_remove_prefix(mc_client_t *c, const char *prefix, uint64_t *remove
     size_t len;
     int err;
 
-    if (c == NULL || removed_p == NULL)
+    if (removed_p == NULL)
         return MC_ERR_INVALID;
-    err = mc_op_key_check(prefix, &len);
-    if (err != 0)
-        return err;
-    err = mc_engine_enter(&c->e);
+    err = keyed_enter(c, prefix, &len);
     if (err != 0)
         return err;
     memset(&sqe, 0, sizeof(sqe));

@@ -72,22 +72,21 @@ static inline void t_master_start(struct t_proc *p, const char *dir, const char 
  * unset), small start-up settings (landing 32M, no prefault) and `extra` arguments
  * (NULL-terminated, may be NULL). Its socket is dir/NAME.sock. Does not wait.
  */
-static inline void t_agent_spawn(struct t_proc *p, const char *dir, unsigned master_port,
-                                 const char *name, const char *domain, const char *dram,
-                                 const char *token, const char *const *extra)
+/*
+ * The arguments of a cluster-mode mc-agent from argv[argc] on: joining `master`, listening
+ * on `listen`, node `name` in `domain` (NULL: none given), its socket and ready file in
+ * p->sock and p->ready, --dram dram and small start-up settings (landing 32M, no prefault).
+ * Returns the new argc; the caller adds its own and the NULL.
+ */
+static inline int t_agent_argv(const char **argv, int argc, const struct t_proc *p,
+                               const char *master, const char *listen, const char *name,
+                               const char *domain, const char *dram)
 {
-    char master[64];
-    const char *argv[48];
-    int argc = 0, i;
-
-    snprintf(master, sizeof(master), "127.0.0.1:%u", master_port);
-    snprintf(p->sock, sizeof(p->sock), "%s/%s.sock", dir, name);
-    snprintf(p->ready, sizeof(p->ready), "%s/%s.ready", dir, name);
     argv[argc++] = t_env_bin("MC_AGENT_BIN");
     argv[argc++] = "--master";
     argv[argc++] = master;
     argv[argc++] = "--listen";
-    argv[argc++] = "127.0.0.1:0";
+    argv[argc++] = listen;
     argv[argc++] = "--node";
     argv[argc++] = name;
     if (domain != NULL) {
@@ -104,6 +103,21 @@ static inline void t_agent_spawn(struct t_proc *p, const char *dir, unsigned mas
     argv[argc++] = "landing=32M";
     argv[argc++] = "--set";
     argv[argc++] = "prefault=false";
+    return argc;
+}
+
+static inline void t_agent_spawn(struct t_proc *p, const char *dir, unsigned master_port,
+                                 const char *name, const char *domain, const char *dram,
+                                 const char *token, const char *const *extra)
+{
+    char master[64];
+    const char *argv[48];
+    int argc, i;
+
+    snprintf(master, sizeof(master), "127.0.0.1:%u", master_port);
+    snprintf(p->sock, sizeof(p->sock), "%s/%s.sock", dir, name);
+    snprintf(p->ready, sizeof(p->ready), "%s/%s.ready", dir, name);
+    argc = t_agent_argv(argv, 0, p, master, "127.0.0.1:0", name, domain, dram);
     for (i = 0; extra != NULL && extra[i] != NULL && argc < 47; i++)
         argv[argc++] = extra[i];
     argv[argc] = NULL;

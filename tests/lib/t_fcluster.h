@@ -195,27 +195,7 @@ static inline void t_fc_agent_spawn_as(struct t_fc *fc, struct t_proc *p, const 
     snprintf(p->sock, sizeof(p->sock), "%s/%s.sock", fc->dir, label);
     snprintf(p->ready, sizeof(p->ready), "%s/%s.ready", fc->dir, label);
     argc = t_fc_argv_netns(argv, argc, netns);
-    argv[argc++] = t_env_bin("MC_AGENT_BIN");
-    argv[argc++] = "--master";
-    argv[argc++] = master;
-    argv[argc++] = "--listen";
-    argv[argc++] = listen;
-    argv[argc++] = "--node";
-    argv[argc++] = name;
-    if (domain != NULL) {
-        argv[argc++] = "--domain";
-        argv[argc++] = domain;
-    }
-    argv[argc++] = "--socket";
-    argv[argc++] = p->sock;
-    argv[argc++] = "--dram";
-    argv[argc++] = dram;
-    argv[argc++] = "--ready-file";
-    argv[argc++] = p->ready;
-    argv[argc++] = "--set";
-    argv[argc++] = "landing=32M";
-    argv[argc++] = "--set";
-    argv[argc++] = "prefault=false";
+    argc = t_agent_argv(argv, argc, p, master, listen, name, domain, dram);
     argv[argc++] = "--set";
     argv[argc++] = hb;
     argv[argc++] = "--set";
