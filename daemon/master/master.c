@@ -882,13 +882,16 @@ int mc_master_segment_mount(struct mc_master *m, const struct mc_master_seg_desc
                             uint32_t *seg_p)
 {
     uint64_t granule = m->cfg.alloc_granule;
-    uint32_t slot;
+    uint32_t slot, tenant;
     struct seg *s;
     int err;
 
     if (d == NULL || seg_p == NULL || !mc_master_node_is_alive(m, d->node) ||
         d->kind > MC_SEG_DISK)
         return MC_ERR_INVALID;
+    err = mc_master__tenant_mount(m, d->tenant, d->quota, &tenant);
+    if (err != 0)
+        return err;
     /* a bigger granule for huge segments: the allocator counts granules in 32 bits */
     while (d->size / granule > MC_ALLOC_MAX_UNITS)
         granule *= 2;
@@ -921,6 +924,7 @@ int mc_master_segment_mount(struct mc_master *m, const struct mc_master_seg_desc
     s->base = d->base;
     s->hard_pinned = 0;
     s->evictions = 0;
+    s->tenant = tenant;
     m->st.segments++;
     *seg_p = seg_id(m, s);
     return 0;
@@ -952,6 +956,8 @@ int mc_master_segment_info(const struct mc_master *m, uint32_t seg,
     info_p->hard_pinned_bytes = s->hard_pinned;
     info_p->blocks = mc_alloc_used_blocks(s->alloc);
     info_p->evictions = s->evictions;
+    memcpy(info_p->tenant, m->tenants[s->tenant].name, sizeof(info_p->tenant));
+    info_p->quota = m->tenants[s->tenant].quota;
     return 0;
 }
 
@@ -1071,6 +1077,7 @@ int mc_master_create(const struct mc_master_config *cfg, mc_master_clock_fn cloc
     m->discard_ct = ms_to_ct(cfg->put_discard_ms);
     m->release_ct = ms_to_ct(cfg->put_release_ms);
     m->soft_pin_ct = ms_to_ct(cfg->soft_pin_ttl_ms);
+    m->ntenants = 1; /* the default tenant, "" */
     err = mc_dir_create((uint32_t)cfg->directory_shards, mc_master__obj_key, &m->dir);
     if (err != 0) {
         free(m);

@@ -7,7 +7,8 @@
  * mc-master's RPC server, and under unit tests with a fake clock. Callers serialise calls
  * (one thread, or a lock); the directory is sharded so that per-shard locks can come later.
  *
- * Keys are byte strings of 1..MC_KEY_MAX bytes passed with their length; every entry point
+ * Keys are byte strings of 1..MC_DIR_KEY_MAX bytes passed with their length (a client's key,
+ * tagged with its tenant by the agent: daemon/common/tenant_key.h); every entry point
  * validates what it is given (it is fed from RPC frames and shared-memory rings).
  */
 #ifndef MC_MASTER_H
@@ -17,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/common/tenant_key.h"
 #include "daemon/master/master_config.h"
 
 struct mc_master;
@@ -117,6 +119,10 @@ struct mc_master_seg_desc {
     uint32_t kind;  /* enum mc_seg_kind */
     uint64_t base;  /* address of the segment in the owner */
     uint64_t size;  /* bytes */
+    /* the tenant whose objects it holds ("": the default tenant) and that tenant's quota,
+     * bytes across the cluster (0: none); a mount naming a quota sets the tenant's */
+    char tenant[MC_TENANT_NAME_MAX + 1];
+    uint64_t quota;
 };
 
 struct mc_master_seg_info {
@@ -129,6 +135,8 @@ struct mc_master_seg_info {
     uint64_t hard_pinned_bytes;
     uint64_t blocks;         /* allocated blocks */
     uint64_t evictions;      /* replicas evicted from this segment */
+    char tenant[MC_TENANT_NAME_MAX + 1]; /* "": the default tenant */
+    uint64_t quota;          /* the tenant's quota (0: none) */
 };
 
 struct mc_master_stats {
@@ -248,6 +256,30 @@ int mc_master_segment_unmount(struct mc_master *m, uint32_t seg);
 int mc_master_segment_info(const struct mc_master *m, uint32_t seg,
                            struct mc_master_seg_info *info_p);
 
+/* --- tenants (docs/tenants.md) ------------------------------------------------------------
+ *
+ * A put is placed only on segments of its key's tenant (the tag of the directory key), so
+ * no tenant's bytes sit in another's segments and no put evicts another tenant's objects.
+ * A tenant with a quota holds at most that many allocated bytes across the cluster, puts in
+ * flight included: a put over it first evicts the tenant's own objects (as a full segment
+ * does) and fails with MC_ERR_NO_SPACE when that cannot make room. */
+
+#define MC_MASTER_TENANTS_MAX 64u /* tenants the master knows at once, the default included */
+
+struct mc_master_tenant_info {
+    char name[MC_TENANT_NAME_MAX + 1]; /* "": the default tenant */
+    uint64_t quota_bytes;    /* 0: none */
+    uint64_t capacity_bytes; /* of its mounted segments */
+    uint64_t used_bytes;     /* allocated there: readable, in flight or lingering */
+    uint32_t segments;
+    uint64_t quota_refusals; /* puts refused with MC_ERR_NO_SPACE for the quota */
+};
+
+/* Every tenant that has a segment mounted or had one, the default first. Returns how many
+ * were written (at most max). */
+size_t mc_master_tenant_list(const struct mc_master *m, struct mc_master_tenant_info *out,
+                             size_t max);
+
 /* --- objects --------------------------------------------------------------------------- */
 
 /* Allocate the replicas of a new version. Errors: MC_ERR_INVALID, MC_ERR_EXISTS (a plain
@@ -301,7 +333,7 @@ typedef void (*mc_master_list_fn)(const char *key, size_t key_len, void *ctx);
 int mc_master_list(struct mc_master *m, const char *prefix, size_t prefix_len,
                    uint64_t *cursor_p, size_t max, mc_master_list_fn fn, void *ctx);
 /* Remove (as mc_master_remove) every readable object whose key starts with `prefix`
- * (1..MC_KEY_MAX bytes). Returns how many, or MC_ERR_INVALID / MC_ERR_NOMEM. */
+ * (1..MC_DIR_KEY_MAX bytes). Returns how many, or MC_ERR_INVALID / MC_ERR_NOMEM. */
 int64_t mc_master_remove_prefix(struct mc_master *m, const char *prefix, size_t prefix_len);
 
 /* The owner of a segment says no write of put `version` can land in `alloc` any more

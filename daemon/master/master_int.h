@@ -21,7 +21,7 @@
 struct mc_alloc;
 struct mc_drain;
 
-#define KEY_MAX 512
+#define KEY_MAX MC_DIR_KEY_MAX
 #define CT_MS 10u                   /* one coarse tick */
 #define TTL_MAX_CT (200u * 86400u * (1000u / CT_MS)) /* longest lease or pin: 200 days */
 #define SIZE_MAX_OBJ ((UINT64_C(1) << 40) - 1)
@@ -106,6 +106,14 @@ struct seg {
     struct mc_alloc *alloc;
     uint64_t hard_pinned;
     uint64_t evictions;
+    uint32_t tenant; /* index in mc_master.tenants */
+};
+
+/* A tenant (master.h, "tenants"): index 0 is the default tenant, named "". */
+struct tenant {
+    char name[MC_TENANT_NAME_MAX + 1];
+    uint64_t quota;
+    uint64_t refusals;
 };
 
 struct mc_master {
@@ -131,6 +139,8 @@ struct mc_master {
     struct mc_master_fence fences[MC_MASTER_FENCE_QUEUE];
     uint32_t fence_head, fence_count;
     struct mc_drain *drain; /* drain.c: copies in flight, its directory walk */
+    struct tenant tenants[MC_MASTER_TENANTS_MAX];
+    uint32_t ntenants;      /* >= 1: the default tenant is always there */
 };
 
 /* --- small helpers (inline: on every lookup, put and read) --------------------------------- */
@@ -357,6 +367,18 @@ bool mc_master__fence_push(struct mc_master *m, uint32_t seg, uint32_t alloc, ui
 /* Appends r to v's replicas and makes v the owner of its block. MC_ERR_NOMEM, or
  * MC_ERR_NO_SPACE when v has MC_MASTER_MAX_REPLICAS already. */
 int mc_master__ver_add_rep(struct mc_master *m, struct ver *v, const struct rep *r);
+
+/* --- tenant.c: the tenant table ------------------------------------------------------------- */
+
+/* The index of tenant `name` ("": the default), added when new; a quota other than 0 becomes
+ * the tenant's. MC_ERR_INVALID (a bad name), MC_ERR_NO_SPACE (table full). */
+int mc_master__tenant_mount(struct mc_master *m, const char *name, uint64_t quota,
+                            uint32_t *idx_p);
+/* The tenant of a directory key; false when it names none the master knows. */
+bool mc_master__tenant_of_key(const struct mc_master *m, const char *key, size_t len,
+                              uint32_t *idx_p);
+/* Bytes allocated in the tenant's mounted segments. */
+uint64_t mc_master__tenant_used(const struct mc_master *m, uint32_t idx);
 
 /* --- place.c: placement and eviction ---------------------------------------------------------- */
 

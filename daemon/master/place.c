@@ -5,6 +5,7 @@
  * placement finds none and from the tick above the high watermark.
  */
 #include <assert.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include <mc/mc_status.h>
@@ -98,10 +99,19 @@ static bool seg_evict(struct mc_master *m, struct seg *s, evict_done_fn done, ui
     return done(m, s, arg);
 }
 
-static bool done_fits(struct mc_master *m, struct seg *s, uint64_t size)
+/* What a block must find in a segment: room, and under its tenant's quota. */
+struct fit {
+    uint64_t need;
+    uint64_t quota; /* the tenant's (0: none) */
+};
+
+static bool done_fits(struct mc_master *m, struct seg *s, uint64_t arg)
 {
-    (void)m;
-    return mc_alloc_largest_free(s->alloc) >= size;
+    const struct fit *f = (const struct fit *)(uintptr_t)arg;
+
+    if (mc_alloc_largest_free(s->alloc) < f->need)
+        return false;
+    return f->quota == 0 || mc_master__tenant_used(m, s->tenant) + f->need <= f->quota;
 }
 
 static bool done_low_watermark(struct mc_master *m, struct seg *s, uint64_t unused)
@@ -111,17 +121,21 @@ static bool done_low_watermark(struct mc_master *m, struct seg *s, uint64_t unus
            m->cfg.low_watermark * (double)mc_alloc_capacity(s->alloc);
 }
 
-/* Allocate size bytes in s, evicting inline until the largest free block fits. */
-static int seg_alloc_evicting(struct mc_master *m, struct seg *s, uint64_t size, uint32_t now,
-                              uint32_t *alloc_p)
+/* Allocate f->need bytes in s, evicting inline (the tenant's own objects: s is its) until
+ * the largest free block fits and the tenant is under its quota. */
+static int seg_alloc_evicting(struct mc_master *m, struct seg *s, const struct fit *f,
+                              uint32_t now, uint32_t *alloc_p)
 {
-    int err = mc_alloc_alloc(s->alloc, size, alloc_p);
+    int err;
 
-    if (err != MC_ERR_NO_SPACE)
-        return err;
-    if (!seg_evict(m, s, done_fits, size, now))
+    if (done_fits(m, s, (uintptr_t)f)) {
+        err = mc_alloc_alloc(s->alloc, f->need, alloc_p);
+        if (err != MC_ERR_NO_SPACE)
+            return err;
+    }
+    if (!seg_evict(m, s, done_fits, (uintptr_t)f, now))
         return MC_ERR_NO_SPACE;
-    return mc_alloc_alloc(s->alloc, size, alloc_p);
+    return mc_alloc_alloc(s->alloc, f->need, alloc_p);
 }
 
 static uint64_t rng_next(struct mc_master *m)
@@ -169,8 +183,14 @@ int mc_master__place(struct mc_master *m, const struct mc_master_put_req *req, u
     uint32_t doms[MC_MASTER_MAX_REPLICAS];
     uint32_t alldoms[MC_MASTER_MAX_REPLICAS];
     bool fits_any = false, any_seg = false;
+    struct fit fit = {.need = need};
+    uint32_t tenant;
     int err = MC_ERR_NO_SPACE;
 
+    /* only the key's tenant's segments: a tenant no agent has mounted has no room */
+    if (!mc_master__tenant_of_key(m, req->key, req->key_len, &tenant))
+        return MC_ERR_NO_SPACE;
+    fit.quota = m->tenants[tenant].quota;
     cand = calloc(m->nsegs + 1, sizeof(*cand));
     if (cand == NULL)
         return MC_ERR_NOMEM;
@@ -178,7 +198,7 @@ int mc_master__place(struct mc_master *m, const struct mc_master_put_req *req, u
         struct seg *s = &m->segs[i];
         uint64_t cap;
 
-        if (s->state != SEG_MOUNTED || s->kind != MC_SEG_DRAM)
+        if (s->state != SEG_MOUNTED || s->kind != MC_SEG_DRAM || s->tenant != tenant)
             continue;
         if (node_get(m, s->node)->draining)
             continue; /* being emptied: as if it were not there */
@@ -265,7 +285,7 @@ int mc_master__place(struct mc_master *m, const struct mc_master_put_req *req, u
                 goto err_undo;
             }
             best->tried = true;
-            err = seg_alloc_evicting(m, best->s, need, now, &reps[got].alloc);
+            err = seg_alloc_evicting(m, best->s, &fit, now, &reps[got].alloc);
             if (err == MC_ERR_NOMEM)
                 goto err_undo;
             if (err != 0)
@@ -283,6 +303,9 @@ int mc_master__place(struct mc_master *m, const struct mc_master_put_req *req, u
     return 0;
 
 err_undo:
+    if (err == MC_ERR_NO_SPACE && fit.quota != 0 &&
+        mc_master__tenant_used(m, tenant) + need > fit.quota)
+        m->tenants[tenant].refusals++;
     for (i = 0; i < got; i++)
         mc_master__rep_release(m, &reps[i], hard);
 out:

@@ -34,7 +34,7 @@
 #define MC_PROTO_SZ_STAT     32u
 #define MC_PROTO_SZ_SEG_ENTRY                                                                  \
     (4u + 4u + 4u + 7u * 8u + MC_PROTO_SZ_BLOB(MC_PROTO_ADDR_MAX) +                            \
-     MC_PROTO_SZ_BLOB(MC_PROTO_RKEY_MAX))
+     MC_PROTO_SZ_BLOB(MC_PROTO_RKEY_MAX) + MC_PROTO_SZ_BLOB(MC_TENANT_NAME_MAX) + 8u)
 #define MC_PROTO_SZ_NODE_ENTRY                                                                 \
     (4u + 4u + 4u + 8u + 2u * MC_PROTO_SZ_BLOB(MC_PROTO_NAME_MAX) + 4u + 8u + 8u)
 #define MC_PROTO_STATS_FIELDS  24u
@@ -57,7 +57,7 @@ static_assert(24u + MC_PROTO_STATS_FIELDS * 8u + MC_PROTO_SEG_PAGE_MAX * MC_PROT
 static_assert(16u + MC_PROTO_LIST_MAX * MC_PROTO_SZ_BLOB(MC_PROTO_KEY_MAX) <=
                   MC_WIRE_PAYLOAD_MAX,
               "list reply");
-static_assert(MC_PROTO_KEY_MAX == 512u, "MC_KEY_MAX");
+static_assert(MC_PROTO_KEY_MAX == MC_KEY_MAX + MC_TENANT_TAG_MAX, "a tagged MC_KEY_MAX");
 static_assert(MC_PROTO_NAME_MAX == MC_MASTER_NAME_MAX, "names");
 static_assert(MC_PROTO_BATCH_MAX <= UINT32_MAX, "counts are u32");
 static_assert(MC_PROTO_LIST_MAX <= MC_PROTO_BATCH_MAX, "get_count clamps to the batch max");
@@ -174,10 +174,38 @@ int mc_proto_hello_rep_decode(const void *buf, size_t len, struct mc_proto_hello
 
 /* --- MOUNT -------------------------------------------------------------------------------- */
 
+/* A tenant's name: a blob of 0 (the default tenant) to MC_TENANT_NAME_MAX bytes. */
+static bool tenant_ok(const char *name)
+{
+    size_t n = strnlen(name, MC_TENANT_NAME_MAX + 1);
+
+    return n == 0 || mc_tenant_name_ok(name, n);
+}
+
+static void put_tenant(struct mc_wire_writer *w, const char *name)
+{
+    mc_wire_put_blob(w, name, strnlen(name, MC_TENANT_NAME_MAX));
+}
+
+static void get_tenant(struct mc_wire_reader *r, char out[MC_TENANT_NAME_MAX + 1])
+{
+    struct mc_proto_bytes b;
+
+    get_bytes(r, 0, MC_TENANT_NAME_MAX, &b);
+    memset(out, 0, MC_TENANT_NAME_MAX + 1);
+    if (r->bad)
+        return;
+    if (b.len > 0 && !mc_tenant_name_ok((const char *)b.p, b.len)) {
+        fail(r);
+        return;
+    }
+    memcpy(out, b.p, b.len);
+}
+
 static bool seg_desc_ok(const struct mc_master_seg_desc *d)
 {
     return d->node != MC_MASTER_NODE_NONE && kind_ok(d->kind) && d->size > 0 &&
-           d->size <= UINT64_MAX - d->base;
+           d->size <= UINT64_MAX - d->base && tenant_ok(d->tenant);
 }
 
 int mc_proto_mount_req_encode(const struct mc_proto_mount_req *m, void *buf, size_t cap,
@@ -196,6 +224,8 @@ int mc_proto_mount_req_encode(const struct mc_proto_mount_req *m, void *buf, siz
     mc_wire_put_u64(&w, m->seg.size);
     mc_wire_put_blob(&w, m->worker_addr.p, m->worker_addr.len);
     mc_wire_put_blob(&w, m->rkey.p, m->rkey.len);
+    put_tenant(&w, m->seg.tenant);
+    mc_wire_put_u64(&w, m->seg.quota);
     return encode_end(&w, buf, len_p);
 }
 
@@ -204,14 +234,17 @@ int mc_proto_mount_req_decode(const void *buf, size_t len, struct mc_proto_mount
     struct mc_wire_reader r;
 
     mc_wire_reader_init(&r, buf, len);
+    memset(&m_p->seg, 0, sizeof(m_p->seg));
     m_p->seg.node = mc_wire_get_u32(&r);
     m_p->seg.kind = mc_wire_get_u32(&r);
     m_p->seg.base = mc_wire_get_u64(&r);
     m_p->seg.size = mc_wire_get_u64(&r);
-    if (!seg_desc_ok(&m_p->seg))
-        fail(&r);
     get_bytes(&r, 1, MC_PROTO_ADDR_MAX, &m_p->worker_addr);
     get_bytes(&r, 0, MC_PROTO_RKEY_MAX, &m_p->rkey);
+    get_tenant(&r, m_p->seg.tenant);
+    m_p->seg.quota = mc_wire_get_u64(&r);
+    if (!seg_desc_ok(&m_p->seg))
+        fail(&r);
     return decode_end(&r);
 }
 
@@ -371,7 +404,7 @@ int mc_proto_info_req_decode(const void *buf, size_t len, struct mc_proto_info_r
 static bool seg_info_ok(const struct mc_master_seg_info *s)
 {
     return kind_ok(s->kind) && s->free_bytes <= s->size && s->largest_free <= s->free_bytes &&
-           s->hard_pinned_bytes <= s->size;
+           s->hard_pinned_bytes <= s->size && tenant_ok(s->tenant);
 }
 
 static bool seg_entry_ok(const struct mc_proto_seg_entry *e)
@@ -414,6 +447,8 @@ static void put_seg_entry(struct mc_wire_writer *w, const struct mc_proto_seg_en
     mc_wire_put_u64(w, e->info.evictions);
     mc_wire_put_blob(w, e->worker_addr.p, e->worker_addr.len);
     mc_wire_put_blob(w, e->rkey.p, e->rkey.len);
+    put_tenant(w, e->info.tenant);
+    mc_wire_put_u64(w, e->info.quota);
 }
 
 static void get_seg_entry(struct mc_wire_reader *r, struct mc_proto_seg_entry *e)
@@ -429,10 +464,12 @@ static void get_seg_entry(struct mc_wire_reader *r, struct mc_proto_seg_entry *e
     e->info.hard_pinned_bytes = mc_wire_get_u64(r);
     e->info.blocks = mc_wire_get_u64(r);
     e->info.evictions = mc_wire_get_u64(r);
-    if (!seg_info_ok(&e->info))
-        fail(r);
     get_bytes(r, 1, MC_PROTO_ADDR_MAX, &e->worker_addr);
     get_bytes(r, 0, MC_PROTO_RKEY_MAX, &e->rkey);
+    get_tenant(r, e->info.tenant);
+    e->info.quota = mc_wire_get_u64(r);
+    if (!seg_info_ok(&e->info))
+        fail(r);
 }
 
 static void put_node_entry(struct mc_wire_writer *w, const struct mc_proto_node_entry *e)

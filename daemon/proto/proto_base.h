@@ -13,10 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/common/tenant_key.h"
 #include "ucx_backend/wire.h"
 
 #define MC_PROTO_BATCH_MAX     1024u /* items in one batch request or reply */
-#define MC_PROTO_KEY_MAX       512u  /* = MC_KEY_MAX (include/mc/mc.h) */
+#define MC_PROTO_KEY_MAX       MC_DIR_KEY_MAX /* a client key with its tenant's tag */
 #define MC_PROTO_NAME_MAX      63u   /* = MC_MASTER_NAME_MAX: node and failure-domain names */
 #define MC_PROTO_TOKEN_MAX     256u  /* cluster token */
 #define MC_PROTO_ADDR_MAX      4096u /* packed UCX worker address */

@@ -48,7 +48,7 @@
       "i32 status [u32 node, u64 node_ttl_ms, u64 lease_ttl_ms]")                                  \
     X(MOUNT, mount, 3, MC_RPC_TO_MASTER, 0,                                                        \
       "u32 node, u32 kind, u64 base, u64 size (> 0), blob worker_addr (1..4096), "                 \
-      "blob rkey (0..4096)",                                                                       \
+      "blob rkey (0..4096), blob tenant (0..32 of [A-Za-z0-9_.-]; 0: the default), u64 quota",     \
       "i32 status [u32 seg]")                                                                      \
     X(HEARTBEAT, heartbeat, 5, MC_RPC_TO_MASTER, 0, "u32 node, u32 flags (0x1: leave)",            \
       "i32 status [u32 drain (MC_MASTER_DRAIN_*, left out when 0)]")                               \
@@ -111,7 +111,7 @@
     X(stat, "u64 size, u64 version, u32 replicas, u32 flags, u64 ttl_remaining_ms")                \
     X(segment, "u32 seg, u32 node, u32 kind, u64 base, u64 size, u64 free_bytes, "                 \
                "u64 largest_free, u64 hard_pinned_bytes, u64 blocks, u64 evictions, "              \
-               "blob worker_addr, blob rkey")                                                      \
+               "blob worker_addr, blob rkey, blob tenant, u64 quota")                              \
     X(node, "u32 id, u32 alive, u32 segments, u64 idle_ms, blob name, blob domain, "               \
             "u32 drain (0 none, 1 draining, 2 drained), u64 drain_blocks, u64 drain_bytes")
 

@@ -17,7 +17,9 @@
 
 /* the key */
 static_assert(MC_SHM_KEY_SLOT == MC_KEY_MAX, "ring ABI: key slot");
-static_assert(MC_PROTO_KEY_MAX == MC_KEY_MAX, "master protocol: key");
+/* the directory, the master link and the wire carry a client key with its tenant's tag */
+static_assert(MC_DIR_KEY_MAX == MC_KEY_MAX + MC_TENANT_TAG_MAX, "directory key");
+static_assert(MC_PROTO_KEY_MAX == MC_DIR_KEY_MAX, "master protocol: key");
 
 /* replicas */
 static_assert(MC_SHM_MAX_REPLICAS == MC_REPLICAS_MAX, "ring ABI: replicas");

@@ -179,8 +179,9 @@ END_TEST
 START_TEST(test_proto_mount_round_trip)
 {
     uint8_t addr[300], rkey[40];
-    struct mc_proto_mount_req q = {
-        {3, MC_SEG_GPU, 0x7f0000000000, 1u << 30}, {addr, sizeof(addr)}, {rkey, sizeof(rkey)}};
+    struct mc_proto_mount_req q = {{3, MC_SEG_GPU, 0x7f0000000000, 1u << 30, "tenant-A.1", 1u << 29},
+                                   {addr, sizeof(addr)},
+                                   {rkey, sizeof(rkey)}};
     struct mc_proto_mount_req dq;
     struct mc_proto_mount_rep p = {0, 42}, dp;
     size_t len;
@@ -197,6 +198,23 @@ START_TEST(test_proto_mount_round_trip)
     ck_assert_mem_eq(dq.worker_addr.p, addr, sizeof(addr));
     ck_assert_mem_eq(dq.rkey.p, rkey, sizeof(rkey));
     ck_assert(t_inside(dq.rkey.p, t_buf, len));
+    ck_assert_str_eq(dq.seg.tenant, "tenant-A.1");
+    ck_assert_uint_eq(dq.seg.quota, 1u << 29);
+
+    /* a tenant's name is checked both ways: no NUL, no space, at most 32 bytes */
+    strcpy(q.seg.tenant, "a b");
+    ck_assert_int_eq(mc_proto_mount_req_encode(&q, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
+    strcpy(q.seg.tenant, "");
+    ck_assert_int_eq(mc_proto_mount_req_encode(&q, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(mc_proto_mount_req_decode(t_buf, len, &dq), 0);
+    ck_assert_str_eq(dq.seg.tenant, "");
+    t_buf[len - 12] = 1;          /* the tenant blob's length (0) becomes 1 ... */
+    ck_assert_int_eq(mc_proto_mount_req_decode(t_buf, len, &dq), MC_ERR_PROTO);
+    strcpy(q.seg.tenant, "t");
+    ck_assert_int_eq(mc_proto_mount_req_encode(&q, t_buf, sizeof(t_buf), &len), 0);
+    t_buf[len - 9] = '/';         /* ... and a name byte outside the set */
+    ck_assert_int_eq(mc_proto_mount_req_decode(t_buf, len, &dq), MC_ERR_PROTO);
+    strcpy(q.seg.tenant, "tenant-A.1");
 
     q.rkey.len = 0; /* no rkey: AM path only */
     ck_assert_int_eq(mc_proto_mount_req_encode(&q, t_buf, sizeof(t_buf), &len), 0);
@@ -509,12 +527,12 @@ START_TEST(test_proto_cluster_info_round_trip)
     r->next_cursor = 12;
     m->segs[0] =
         (struct mc_proto_seg_entry){10,
-                                    {1, MC_SEG_DRAM, 0x1000, 1 << 20, 4096, 4096, 0, 3, 0},
+                                    {1, MC_SEG_DRAM, 0x1000, 1 << 20, 4096, 4096, 0, 3, 0, "t1", 123},
                                     {(const uint8_t *)"worker-address", 14},
                                     {NULL, 0}};
     m->segs[1] = (struct mc_proto_seg_entry){
         11,
-        {2, MC_SEG_GPU, 0x2000, 1 << 20, 1 << 20, 1 << 19, 1 << 10, 0, 5},
+        {2, MC_SEG_GPU, 0x2000, 1 << 20, 1 << 20, 1 << 19, 1 << 10, 0, 5, "", 0},
         {(const uint8_t *)"w2", 2},
         {(const uint8_t *)"rk", 2}};
     ck_assert_int_eq(t_encode(MC_WIRE_CLUSTER_INFO_REPLY, m, t_buf, sizeof(t_buf), &len), 0);
@@ -556,7 +574,7 @@ START_TEST(test_proto_cluster_info_nodes_round_trip)
     r->nseg = 1;
     r->next_cursor = 0;
     m->segs[0] = (struct mc_proto_seg_entry){4,
-                                             {1, MC_SEG_DRAM, 0, 4096, 4096, 4096, 0, 0, 0},
+                                             {1, MC_SEG_DRAM, 0, 4096, 4096, 4096, 0, 0, 0, "", 0},
                                              {(const uint8_t *)"w", 1},
                                              {NULL, 0}};
     r->nnode = 2;
@@ -840,6 +858,9 @@ START_TEST(test_proto_name_and_token_bounds)
 }
 END_TEST
 
+/* The tenant name the raw MOUNT and segment entries carry: t_tenant_len bytes of t_fill. */
+static size_t t_tenant_len;
+
 static size_t t_raw_mount(uint32_t node, uint32_t kind, uint64_t base, uint64_t size,
                           size_t addr, size_t rkey)
 {
@@ -850,6 +871,8 @@ static size_t t_raw_mount(uint32_t node, uint32_t kind, uint64_t base, uint64_t 
     mc_wire_put_u64(&t_w, size);
     t_blob(addr);
     t_blob(rkey);
+    t_blob(t_tenant_len);
+    mc_wire_put_u64(&t_w, 1u << 20); /* quota */
     return t_raw_len();
 }
 
@@ -860,6 +883,11 @@ START_TEST(test_proto_mount_bounds)
     T_ACCEPT(MC_WIRE_MOUNT, t_buf,
              t_raw_mount(1, MC_SEG_DISK, 0, 1, MC_PROTO_ADDR_MAX, MC_PROTO_RKEY_MAX), d);
     T_ACCEPT(MC_WIRE_MOUNT, t_buf, t_raw_mount(1, MC_SEG_DRAM, UINT64_MAX - 1, 1, 1, 0), d);
+    t_tenant_len = MC_TENANT_NAME_MAX; /* the longest tenant name, then one byte more */
+    T_ACCEPT(MC_WIRE_MOUNT, t_buf, t_raw_mount(1, MC_SEG_DRAM, 0, 1, 1, 0), d);
+    t_tenant_len = MC_TENANT_NAME_MAX + 1;
+    T_REFUSE(MC_WIRE_MOUNT, t_buf, t_raw_mount(1, MC_SEG_DRAM, 0, 1, 1, 0), d);
+    t_tenant_len = 0;
     T_REFUSE(MC_WIRE_MOUNT, t_buf, t_raw_mount(1, 3, 0, 1, 8, 0), d);
     T_REFUSE(MC_WIRE_MOUNT, t_buf, t_raw_mount(1, UINT32_MAX, 0, 1, 8, 0), d);
     T_REFUSE(MC_WIRE_MOUNT, t_buf, t_raw_mount(MC_MASTER_NODE_NONE, 0, 0, 1, 8, 0), d);
@@ -1079,6 +1107,8 @@ static size_t t_raw_info_rep(uint32_t kind, uint64_t size, uint64_t free_bytes,
     mc_wire_put_u64(&t_w, 0);
     t_blob(addr);
     t_blob(rkey);
+    t_blob(t_tenant_len);
+    mc_wire_put_u64(&t_w, 0); /* quota */
     return t_raw_len();
 }
 
@@ -1091,6 +1121,9 @@ START_TEST(test_proto_cluster_info_bounds)
              t_raw_info_rep(MC_SEG_DISK, 100, 100, 100, MC_PROTO_ADDR_MAX, MC_PROTO_RKEY_MAX),
              d);
     T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_info_rep(3, 100, 10, 10, 8, 0), d);
+    t_tenant_len = MC_TENANT_NAME_MAX + 1;
+    T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_info_rep(0, 100, 10, 10, 8, 0), d);
+    t_tenant_len = 0;
     T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_info_rep(0, 100, 101, 10, 8, 0), d);
     T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_info_rep(0, 100, 10, 11, 8, 0), d);
     T_REFUSE(MC_WIRE_CLUSTER_INFO_REPLY, t_buf, t_raw_info_rep(0, 100, 10, 10, 0, 0), d);
@@ -1283,7 +1316,7 @@ START_TEST(test_proto_encoders_refuse_invalid)
     m->hello_rep = (struct mc_proto_hello_rep){0, MC_MASTER_NODE_NONE, 1, 1};
     ck_assert_int_eq(t_encode(MC_WIRE_HELLO_REPLY, m, t_buf, sizeof(t_buf), &len),
                      MC_ERR_INVALID);
-    m->mount_req = (struct mc_proto_mount_req){{1, 3, 0, 1}, {big, 1}, {NULL, 0}};
+    m->mount_req = (struct mc_proto_mount_req){{1, 3, 0, 1, "", 0}, {big, 1}, {NULL, 0}};
     ck_assert_int_eq(t_encode(MC_WIRE_MOUNT, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
     m->heartbeat_req = (struct mc_proto_heartbeat_req){1, 0x100};
     ck_assert_int_eq(t_encode(MC_WIRE_HEARTBEAT, m, t_buf, sizeof(t_buf), &len),
