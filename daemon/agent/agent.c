@@ -273,12 +273,57 @@ static char *dup_or_null(const char *s)
     return s == NULL ? NULL : strdup(s);
 }
 
-/* Standalone: the master in-process, this node and its segment registered there. */
+/* The tenants (the default one at least) and their DRAM segments; the clients' view of them
+ * is filled once the landing segments exist. */
+static int tenants_create(struct mc_agent *a)
+{
+    const struct mc_agent_config *cfg = &a->cfg;
+    char err[256], name[MC_TENANT_NAME_MAX + 16];
+    size_t n;
+    int rc;
+
+    rc = tenant_cfg_parse(cfg->tenants, cfg->dram, &a->tcfg, &n, err, sizeof(err));
+    if (rc != 0) {
+        mc_error("%s", rc == MC_ERR_INVALID ? err : mc_strerror(rc));
+        return rc;
+    }
+    a->ntenants = (uint32_t)n;
+    a->ten = calloc(n, sizeof(*a->ten));
+    a->cs.tenants = calloc(n, sizeof(*a->cs.tenants));
+    if (a->ten == NULL || a->cs.tenants == NULL)
+        return MC_ERR_NOMEM;
+    a->cs.tcfg = a->tcfg;
+    a->cs.ntenants = a->ntenants;
+    for (uint32_t t = 0; t < a->ntenants; t++) {
+        struct agent_tenant *ten = &a->ten[t];
+
+        ten->seg_id = UINT32_MAX;
+        if (a->tcfg[t].dram == 0)
+            continue;
+        snprintf(name, sizeof(name), "mc-dram%s%s", t > 0 ? "-" : "", a->tcfg[t].name);
+        rc = mc_seg_dram_create(name, a->tcfg[t].dram, cfg->hugepages, cfg->prefault,
+                                &ten->seg);
+        if (rc != 0) {
+            mc_error("DRAM segment of %" PRIu64 " bytes: %s", a->tcfg[t].dram,
+                     mc_strerror(rc));
+            return rc;
+        }
+        if (cfg->hugepages && !ten->seg->huge)
+            mc_warn("no huge pages available: the DRAM segment uses normal pages");
+        if (t > 0)
+            mc_info("tenant %s: %" PRIu64 " bytes of DRAM here, quota %" PRIu64 " bytes",
+                    a->tcfg[t].name, a->tcfg[t].dram, a->tcfg[t].quota);
+    }
+    return 0;
+}
+
+/* Standalone: the master in-process, this node and its segments registered there. */
 static int standalone_create(struct mc_agent *a)
 {
     const struct mc_agent_config *cfg = &a->cfg;
     struct mc_master_seg_desc d;
     char host[64];
+    uint32_t t;
     int err;
 
     err = mc_master_create(&cfg->master, NULL, NULL, &a->master);
@@ -291,34 +336,49 @@ static int standalone_create(struct mc_agent *a)
                                   &a->node);
     if (err != 0)
         return err;
-    d = (struct mc_master_seg_desc){.node = a->node, .kind = a->seg->kind,
-                                    .base = (uint64_t)(uintptr_t)a->seg->base,
-                                    .size = a->seg->size};
-    err = mc_master_segment_mount(a->master, &d, &a->seg_id);
+    a->put_size_max = 0;
+    for (t = 0; t < a->ntenants && err == 0; t++) {
+        const struct mc_seg *s = a->ten[t].seg;
+
+        if (s == NULL)
+            continue;
+        d = (struct mc_master_seg_desc){.node = a->node, .kind = s->kind,
+                                        .base = (uint64_t)(uintptr_t)s->base, .size = s->size,
+                                        .quota = a->tcfg[t].quota};
+        snprintf(d.tenant, sizeof(d.tenant), "%s", a->tcfg[t].name);
+        err = mc_master_segment_mount(a->master, &d, &a->ten[t].seg_id);
+        if (s->size > a->put_size_max)
+            a->put_size_max = s->size; /* one node: every replica is here */
+    }
     if (err == 0)
         err = ml_create_local(a->master, &a->ml);
     a->rio = (struct mc_rio){.ops = &mc_rio_local_ops, .impl = a};
     a->mode = &standalone_mode;
-    a->put_size_max = a->seg->size; /* one node: every replica is here */
     return err;
 }
 
-/* Cluster: reads from peers land in a segment of their own, which clients map read-only
- * like the DRAM segment; then the join (cluster.c). */
+/* Cluster: reads from peers land in a segment of their own, one per tenant, which its
+ * clients map read-only like its DRAM segment; then the join (cluster.c). */
 static int cluster_mode_create(struct mc_agent *a)
 {
     const struct mc_agent_config *cfg = &a->cfg;
-    int err;
+    uint32_t t;
+    int err = 0;
 
-    err = mc_seg_dram_create("mc-landing", cfg->landing, false, cfg->prefault, &a->land_seg);
-    if (err == 0)
-        err = mc_alloc_create(cfg->landing, MC_SHM_CHUNK / 16, &a->land);
-    if (err != 0) {
-        mc_error("landing segment of %" PRIu64 " bytes: %s", cfg->landing, mc_strerror(err));
-        return err;
+    for (t = 0; t < a->ntenants && err == 0; t++) {
+        struct agent_tenant *ten = &a->ten[t];
+
+        err = mc_seg_dram_create("mc-landing", cfg->landing, false, cfg->prefault,
+                                 &ten->land_seg);
+        if (err == 0)
+            err = mc_alloc_create(cfg->landing, MC_SHM_CHUNK / 16, &ten->land);
+        if (err != 0) {
+            mc_error("landing segment of %" PRIu64 " bytes: %s", cfg->landing,
+                     mc_strerror(err));
+            return err;
+        }
+        ten->land_idx = ten->seg != NULL ? 1 : 0;
     }
-    a->land_idx = a->seg != NULL ? 1 : 0;
-    a->seg_id = UINT32_MAX;
     a->put_size_max = UINT64_MAX; /* the master knows where it fits */
     a->mode = &cluster_mode; /* set first: a join that fails half-way still leaves */
     return cluster_create(a, agent_fatal);
@@ -351,6 +411,7 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     a->cfg.cluster_token = dup_or_null(cfg->cluster_token);
     a->cfg.allow_uids = dup_or_null(cfg->allow_uids);
     a->cfg.allow_gids = dup_or_null(cfg->allow_gids);
+    a->cfg.tenants = dup_or_null(cfg->tenants);
     a->cfg.metrics_listen = NULL; /* read in this call only */
     a->socket_path = strdup(socket_path);
     a->timer_fd = a->signal_fd = -1;
@@ -381,23 +442,23 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
         a->cs.h_get = mc_metrics_histo(a->metrics, AM_GET_LATENCY);
     }
 
-    if (cfg->dram != 0) {
-        err = mc_seg_dram_create("mc-dram", cfg->dram, cfg->hugepages, cfg->prefault, &a->seg);
-        if (err != 0) {
-            mc_error("DRAM segment of %" PRIu64 " bytes: %s", cfg->dram, mc_strerror(err));
-            goto err_destroy;
-        }
-        if (cfg->hugepages && !a->seg->huge)
-            mc_warn("no huge pages available: the DRAM segment uses normal pages");
-    }
+    err = tenants_create(a);
+    if (err != 0)
+        goto err_destroy;
     err = cfg->master_addr != NULL ? cluster_mode_create(a) : standalone_create(a);
     if (err != 0)
         goto err_destroy;
-    /* what clients map, in the order of the segment index */
-    if (a->seg != NULL)
-        a->cs.segs[a->cs.nsegs++] = (struct client_seg){a->seg->ro_fd, a->seg->size};
-    if (a->land_seg != NULL) /* at a->land_idx */
-        a->cs.segs[a->cs.nsegs++] = (struct client_seg){a->land_seg->ro_fd, a->land_seg->size};
+    /* what each tenant's clients map, in the order of the segment index */
+    for (uint32_t t = 0; t < a->ntenants; t++) {
+        struct client_tenant *ct = &a->cs.tenants[t];
+
+        if (a->ten[t].seg != NULL)
+            ct->segs[ct->nsegs++] = (struct client_seg){a->ten[t].seg->ro_fd,
+                                                        a->ten[t].seg->size};
+        if (a->ten[t].land_seg != NULL) /* at its land_idx */
+            ct->segs[ct->nsegs++] = (struct client_seg){a->ten[t].land_seg->ro_fd,
+                                                        a->ten[t].land_seg->size};
+    }
 
     err = mc_loop_init(&a->loop, LOOP_ENTRIES);
     if (err != 0) {
@@ -425,7 +486,7 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
         goto err_destroy;
     mc_info("agent up (%s): socket %s, DRAM %" PRIu64 " bytes%s, io_uring futex %s",
             a->mode->name, a->socket_path, agent_dram_bytes(a),
-            a->seg != NULL && a->seg->huge ? " (huge pages)" : "",
+            agent_huge(a) ? " (huge pages)" : "",
             mc_loop_has_futex(&a->loop) ? "yes" : "no");
     *a_p = a;
     return 0;
@@ -456,9 +517,15 @@ void mc_agent_destroy(struct mc_agent *a)
         close(a->signal_fd);
     mc_master_destroy(a->master);
     put_images_release(a);
-    mc_alloc_destroy(a->land);
-    mc_seg_destroy(a->land_seg);
-    mc_seg_destroy(a->seg);
+    for (uint32_t t = 0; t < a->ntenants; t++) {
+        mc_alloc_destroy(a->ten[t].land);
+        mc_seg_destroy(a->ten[t].land_seg);
+        mc_seg_destroy(a->ten[t].seg);
+    }
+    free(a->ten);
+    free(a->cs.tenants);
+    tenant_cfg_free(a->tcfg, a->ntenants);
+    free(a->cfg.tenants);
     mc_metrics_destroy(a->metrics); /* its thread reads nothing of ours: any order */
     free(a->cfg.allow_uids);
     free(a->cfg.allow_gids);

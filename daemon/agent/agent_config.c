@@ -8,6 +8,7 @@
 
 #include <mc/mc_status.h>
 
+#include "daemon/agent/tenant_cfg.h"
 #include "shm/ring.h"
 
 #define FIELD(f) offsetof(struct mc_agent_config, f)
@@ -94,6 +95,14 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
      .doc = "Comma-separated gids whose members may connect too, as primary or supplementary "
             "group (SO_PEERGROUPS, the groups the client had when it connected); adds to root, "
             "the agent's own uid and allow_uids (unset: no group admits anyone)."},
+    {.name = "tenants", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(tenants),
+     .json = true,
+     .doc = "Tenants (docs/tenants.md): a JSON object from tenant name to {\"uids\": [...], "
+            "\"gids\": [...], \"quota_bytes\": N, \"dram_bytes\": N}. A client whose uid, "
+            "primary or supplementary group a tenant lists belongs to it (and is admitted): it "
+            "sees only its tenant's keys and maps only its tenant's segments; quota_bytes "
+            "bounds what the tenant holds across the cluster, dram_bytes (default: the quota) "
+            "is its segment here. Unset: one default tenant, everyone in it."},
     {.name = "idle_wakeups_max", .type = MC_CFG_U64, .def = "100000", .min = 1,
      .max = 100000000, .offset = FIELD(idle_wakeups_max),
      .doc = "Doorbells with nothing submitted one client may ring per second before it is "
@@ -185,6 +194,15 @@ int mc_agent_config_validate(const void *base, char *err, size_t errlen)
     if (cfg->dram != 0 && cfg->dram < (1u << 20)) {
         snprintf(err, errlen, "dram: at least 1 MiB, or 0 for a client node");
         return MC_ERR_INVALID;
+    }
+    if (cfg->tenants != NULL) {
+        struct tenant_cfg *t;
+        size_t n;
+        int rc = tenant_cfg_parse(cfg->tenants, cfg->dram, &t, &n, err, errlen);
+
+        if (rc != 0)
+            return rc;
+        tenant_cfg_free(t, n);
     }
     return mc_master_config_validate(&cfg->master, err, errlen);
 }

@@ -35,6 +35,7 @@ struct mc_agent_config {
     uint64_t lease_margin_ms;  /* a client's copy must finish this long before the lease ends */
     char *allow_uids;          /* uids that may connect besides own + root */
     char *allow_gids;          /* gids whose members (any group) may too */
+    char *tenants;             /* JSON: tenant name -> {uids, gids, quota_bytes, dram_bytes} */
     uint64_t idle_wakeups_max; /* empty doorbells per second before a client is cut off */
     /* cluster mode (a master address is set) */
     char *master_addr;         /* HOST:PORT of mc-master's bootstrap listener (NULL: standalone) */

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "daemon/agent/agent.h"
 #include "daemon/agent/agent_metrics.h"
@@ -30,6 +31,16 @@
 struct cluster;
 struct agent_mode;
 
+/* A tenant's memory on this agent (docs/tenants.md), index as in a->tcfg; 0 is the default
+ * tenant. Only its clients map its segments. */
+struct agent_tenant {
+    struct mc_seg *seg;       /* its DRAM segment (NULL: none here) */
+    uint32_t seg_id;          /* the segment's id at the master (UINT32_MAX: not mounted) */
+    struct mc_seg *land_seg;  /* cluster: reads from peers for its clients land here */
+    struct mc_alloc *land;    /* its allocator */
+    uint32_t land_idx;        /* the landing segment's index for its clients */
+};
+
 struct mc_agent {
     struct mc_agent_config cfg;
     char *socket_path;
@@ -38,11 +49,9 @@ struct mc_agent {
     struct mc_rio rio;            /* replicas elsewhere: none (standalone) or the peers */
     struct cluster *cl;           /* cluster mode: UCX, peers, the owner's side */
     const struct agent_mode *mode; /* standalone or cluster: what the loop does (agent.c) */
-    struct mc_seg *seg;           /* our DRAM segment (NULL: a pure client node) */
-    uint32_t seg_id;              /* its id at the master */
-    struct mc_seg *land_seg;      /* cluster: reads from peers land here */
-    struct mc_alloc *land;        /* its allocator */
-    uint32_t land_idx;            /* the landing segment's index for clients */
+    struct tenant_cfg *tcfg;      /* ntenants: the tenants as configured, the default first */
+    struct agent_tenant *ten;     /* ntenants: their segments here */
+    uint32_t ntenants;
     uint32_t node;
     uint64_t put_size_max;        /* the largest alloc_len a put may have */
     uint64_t open_put_limit;      /* open_put_bytes_per_client, its default resolved */
@@ -82,9 +91,47 @@ static inline struct mc_agent *agent_of(const struct client *c)
     return (struct mc_agent *)((char *)c->cs - offsetof(struct mc_agent, cs));
 }
 
+/* The tenant a client belongs to. */
+static inline struct agent_tenant *tenant_of(const struct client *c)
+{
+    return &agent_of(c)->ten[c->tenant];
+}
+
+/* The bytes of the tag the client's tenant puts before its keys (0: the default tenant). */
+static inline size_t client_tag_len(const struct client *c)
+{
+    size_t n = strlen(agent_of(c)->tcfg[c->tenant].name);
+
+    return n > 0 ? n + 2 : 0;
+}
+
+/* Our segment whose id at the master is seg_id, or NULL (not ours). */
+static inline struct mc_seg *agent_seg(const struct mc_agent *a, uint32_t seg_id)
+{
+    for (uint32_t i = 0; i < a->ntenants; i++) {
+        if (a->ten[i].seg != NULL && a->ten[i].seg_id == seg_id)
+            return a->ten[i].seg;
+    }
+    return NULL;
+}
+
 static inline uint64_t agent_dram_bytes(const struct mc_agent *a)
 {
-    return a->seg != NULL ? a->seg->size : 0;
+    uint64_t n = 0;
+
+    for (uint32_t i = 0; i < a->ntenants; i++)
+        n += a->ten[i].seg != NULL ? a->ten[i].seg->size : 0;
+    return n;
+}
+
+/* Whether any of our segments uses huge pages. */
+static inline bool agent_huge(const struct mc_agent *a)
+{
+    for (uint32_t i = 0; i < a->ntenants; i++) {
+        if (a->ten[i].seg != NULL && a->ten[i].seg->huge)
+            return true;
+    }
+    return false;
 }
 
 #endif /* MC_AGENT_INT_H */

@@ -404,54 +404,77 @@ static bool uid_listed(const char *list, unsigned long id)
  * is not believed. */
 #define MC_AGENT_PEER_GROUPS_MAX 65536u
 
-/*
- * true when one of the peer's supplementary groups (SO_PEERGROUPS, the groups it had at
- * connect) is on allow_gids. The first try uses a stack buffer that holds the usual few
- * groups; ERANGE says how much is needed, and one larger buffer is tried, bounded. A kernel
- * without SO_PEERGROUPS, or any other failure, admits nobody by this path.
- */
-static bool peer_group_listed(const char *list, int sock)
-{
-    gid_t small[64], *g = small;
-    socklen_t len = sizeof(small), cap = sizeof(small);
-    bool found = false;
+/* The peer's credentials at connect: uid, primary gid, supplementary groups. */
+struct peer {
+    struct ucred cr;
+    bool have_cred;
+    gid_t small[64], *groups; /* small, or a malloc'd buffer for a long list */
+    size_t ngroups;
+};
 
-    if (getsockopt(sock, SOL_SOCKET, SO_PEERGROUPS, g, &len) != 0) {
-        if (errno != ERANGE || len <= sizeof(small) ||
+/*
+ * The peer's supplementary groups (SO_PEERGROUPS, the groups it had at connect). The first
+ * try uses a stack buffer that holds the usual few groups; ERANGE says how much is needed,
+ * and one larger buffer is tried, bounded. A kernel without SO_PEERGROUPS, or any other
+ * failure, leaves none: nobody is admitted or placed in a tenant by this path.
+ */
+static void peer_groups(struct peer *p, int sock)
+{
+    socklen_t len = sizeof(p->small), cap = sizeof(p->small);
+
+    p->groups = p->small;
+    p->ngroups = 0;
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERGROUPS, p->groups, &len) != 0) {
+        if (errno != ERANGE || len <= sizeof(p->small) ||
             len > MC_AGENT_PEER_GROUPS_MAX * sizeof(gid_t))
-            return false;
+            return;
         cap = len;
-        g = malloc(cap);
-        if (g == NULL)
-            return false;
-        if (getsockopt(sock, SOL_SOCKET, SO_PEERGROUPS, g, &len) != 0) {
-            free(g);
-            return false;
+        p->groups = malloc(cap);
+        if (p->groups == NULL) {
+            p->groups = p->small;
+            return;
         }
+        if (getsockopt(sock, SOL_SOCKET, SO_PEERGROUPS, p->groups, &len) != 0)
+            return;
     }
     if (len > cap) /* never read past the buffer, whatever the kernel said */
         len = cap;
-    for (size_t i = 0; i < len / sizeof(gid_t) && !found; i++)
-        found = uid_listed(list, g[i]);
-    if (g != small)
-        free(g);
-    return found;
+    p->ngroups = len / sizeof(gid_t);
+}
+
+static void peer_cleanup(struct peer *p)
+{
+    if (p->groups != p->small)
+        free(p->groups);
+}
+
+/* The tenant of the peer (0: the default tenant). */
+static uint32_t peer_tenant(const struct mc_clients *cs, const struct peer *p)
+{
+    return (uint32_t)tenant_cfg_match(cs->tcfg, cs->ntenants, p->cr.uid, p->cr.gid, p->groups,
+                                      p->ngroups);
 }
 
 /*
- * Who may connect: root and the agent's own uid always; then any uid on allow_uids, and any
- * peer whose primary or supplementary group is on allow_gids. The lists add to the
- * default, they never narrow it.
+ * Who may connect: root and the agent's own uid always; then any uid on allow_uids, any
+ * peer whose primary or supplementary group is on allow_gids, and anyone a tenant lists.
+ * The lists add to the default, they never narrow it.
  */
-static bool cred_allowed(const struct mc_clients *cs, int sock, const struct ucred *cr)
+static bool cred_allowed(const struct mc_clients *cs, const struct peer *p, uint32_t tenant)
 {
-    if (cr->uid == 0 || cr->uid == getuid())
+    if (p->cr.uid == 0 || p->cr.uid == getuid() || tenant != 0)
         return true;
-    if (cs->cfg->allow_uids != NULL && uid_listed(cs->cfg->allow_uids, cr->uid))
+    if (cs->cfg->allow_uids != NULL && uid_listed(cs->cfg->allow_uids, p->cr.uid))
         return true;
     if (cs->cfg->allow_gids == NULL)
         return false;
-    return uid_listed(cs->cfg->allow_gids, cr->gid) || peer_group_listed(cs->cfg->allow_gids, sock);
+    if (uid_listed(cs->cfg->allow_gids, p->cr.gid))
+        return true;
+    for (size_t i = 0; i < p->ngroups; i++) {
+        if (uid_listed(cs->cfg->allow_gids, p->groups[i]))
+            return true;
+    }
+    return false;
 }
 
 /* The welcome and its descriptors, or a refusal: nonblocking (the loop must not wait on a
@@ -516,12 +539,22 @@ static uint64_t uid_clients(const struct mc_clients *cs, uid_t uid)
 
 static void on_accept(struct mc_clients *cs, int fd)
 {
-    struct ucred cr = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
-    socklen_t len = sizeof(cr);
+    struct peer p = {.cr = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1}};
+    socklen_t len = sizeof(p.cr);
+    struct ucred cr;
     struct client *c;
-    bool have_cred = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0;
+    bool have_cred, allowed = false;
+    uint32_t tenant = 0;
 
-    if (!have_cred || !cred_allowed(cs, fd, &cr)) {
+    have_cred = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &p.cr, &len) == 0;
+    if (have_cred) {
+        peer_groups(&p, fd);
+        tenant = peer_tenant(cs, &p);
+        allowed = cred_allowed(cs, &p, tenant);
+        peer_cleanup(&p);
+    }
+    cr = p.cr;
+    if (!allowed) {
         refused_log(cs, &cr, have_cred);
         refuse(fd, MC_ERR_DENIED);
         close(fd);
@@ -552,6 +585,7 @@ static void on_accept(struct mc_clients *cs, int fd)
     }
     c->cs = cs;
     c->sock = fd;
+    c->tenant = tenant;
     c->uid = cr.uid;
     c->pid = cr.pid;
     c->id = ++cs->next_id;
@@ -745,9 +779,10 @@ static void client_handshake(struct client *c)
     w.client_id = c->id;
     w.region_size = c->lay.region_size;
     fds[0] = c->r->fd;
-    for (uint32_t k = 0; k < cs->nsegs; k++) { /* the order of cs->segs: the segment index */
-        w.seg_size[w.nsegs] = cs->segs[k].size;
-        fds[1 + w.nsegs++] = cs->segs[k].ro_fd;
+    /* its tenant's segments only, in the order of the segment index */
+    for (uint32_t k = 0; k < cs->tenants[c->tenant].nsegs; k++) {
+        w.seg_size[w.nsegs] = cs->tenants[c->tenant].segs[k].size;
+        fds[1 + w.nsegs++] = cs->tenants[c->tenant].segs[k].ro_fd;
     }
     send_welcome(c->sock, &w, fds, 1 + (int)w.nsegs);
     c->state = CL_ACTIVE;

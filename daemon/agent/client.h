@@ -21,6 +21,7 @@
 
 #include "daemon/agent/agent_config.h"
 #include "daemon/agent/loop.h"
+#include "daemon/agent/tenant_cfg.h"
 #include "shm/region.h"
 #include "shm/ring.h"
 
@@ -57,6 +58,7 @@ struct client {
     enum client_state state;
     int sock;
     uint32_t id;
+    uint32_t tenant;          /* index in cs->tenants, fixed at connect (0: the default) */
     uid_t uid;
     pid_t pid;
     uint64_t accepted_ms;
@@ -107,7 +109,7 @@ struct client_hooks {
     void (*closing)(void *ctx, struct client *c);
 };
 
-/* A segment every client maps read-only, in this order. */
+/* A segment a tenant's clients map read-only. */
 struct client_seg {
     int ro_fd;
     uint64_t size;
@@ -115,13 +117,21 @@ struct client_seg {
 
 #define CLIENT_SEGS_MAX 4
 
+/* What a tenant's clients map, in the order of the segment index (nothing of any other
+ * tenant's: docs/tenants.md). */
+struct client_tenant {
+    struct client_seg segs[CLIENT_SEGS_MAX];
+    uint32_t nsegs;
+};
+
 struct mc_clients {
     const struct mc_agent_config *cfg;
     struct mc_loop *loop;
     struct client_hooks hooks;
     struct mc_histo *h_put, *h_get; /* NULL: no op is timed */
-    struct client_seg segs[CLIENT_SEGS_MAX];
-    uint32_t nsegs;
+    const struct tenant_cfg *tcfg;  /* ntenants: who belongs to which (0: the default) */
+    struct client_tenant *tenants;  /* ntenants: what each one's clients map */
+    uint32_t ntenants;
     int listen_fd;
     struct mc_loop_ev accept_ev;
     bool accepting;

@@ -167,7 +167,37 @@ static void rejoined(struct cluster *cl)
     ml_set_node(a->ml, cl->node);
     cl->next_hb_ms = 0;
     mc_info("rejoined the master as node %u%s", cl->node,
-            a->seg != NULL ? ", DRAM segment mounted" : "");
+            agent_dram_bytes(a) != 0 ? ", DRAM segments mounted" : "");
+}
+
+static int mount_encode(struct cluster *cl, uint32_t t, uint8_t **buf_p, size_t *len_p);
+static void rejoin_mounted(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                           size_t len);
+
+/* Rejoining: MOUNT the segment of tenant t, or the next tenant's that has one; rejoined
+ * after the last. */
+static void rejoin_mount_from(struct cluster *cl, uint32_t t)
+{
+    uint8_t *buf;
+    size_t blen;
+    int status;
+
+    while (t < cl->a->ntenants && cl->a->ten[t].seg == NULL)
+        t++;
+    if (t == cl->a->ntenants) {
+        rejoined(cl);
+        return;
+    }
+    cl->mount_next = t;
+    status = mount_encode(cl, t, &buf, &blen);
+    if (status == 0) {
+        cl->mstate = M_MOUNT;
+        status = mc_ucx_rpc_call(cl->master, MC_WIRE_MOUNT, buf, blen,
+                                 mc_ucx_now_ms() + REJOIN_STEP_MS, rejoin_mounted, cl, NULL);
+        free(buf);
+    }
+    if (status != 0)
+        rejoin_failed(cl, "MOUNT", status);
 }
 
 static void rejoin_mounted(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
@@ -175,6 +205,7 @@ static void rejoin_mounted(void *ctx, int status, const struct mc_wire_hdr *hdr,
 {
     struct cluster *cl = ctx;
     struct mc_proto_mount_rep rep;
+    struct agent_tenant *t;
 
     (void)hdr;
     if (cl->mstate != M_MOUNT)
@@ -185,23 +216,20 @@ static void rejoin_mounted(void *ctx, int status, const struct mc_wire_hdr *hdr,
         rejoin_failed(cl, "MOUNT", status);
         return;
     }
-    if (rep.seg != cl->a->seg_id) {
+    t = &cl->a->ten[cl->mount_next];
+    if (rep.seg != t->seg_id) {
         mc_info("our segment is %u now (was %u): the master forgot what it held", rep.seg,
-                cl->a->seg_id);
-        cl->a->seg_id = rep.seg;
+                t->seg_id);
+        t->seg_id = rep.seg;
     }
-    rejoined(cl);
+    rejoin_mount_from(cl, cl->mount_next + 1);
 }
-
-static int mount_encode(struct cluster *cl, uint8_t **buf_p, size_t *len_p);
 
 static void rejoin_helloed(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
                            size_t len)
 {
     struct cluster *cl = ctx;
     struct mc_proto_hello_rep rep;
-    uint8_t *buf;
-    size_t blen;
 
     (void)hdr;
     if (cl->mstate != M_HELLO)
@@ -232,19 +260,7 @@ static void rejoin_helloed(void *ctx, int status, const struct mc_wire_hdr *hdr,
     segments_forget(cl);
     cl->lease_ttl_ms = rep.lease_ttl_ms;
     cl->node_ttl_ms = rep.node_ttl_ms;
-    if (cl->a->seg == NULL) {
-        rejoined(cl);
-        return;
-    }
-    status = mount_encode(cl, &buf, &blen);
-    if (status == 0) {
-        cl->mstate = M_MOUNT;
-        status = mc_ucx_rpc_call(cl->master, MC_WIRE_MOUNT, buf, blen,
-                                 mc_ucx_now_ms() + REJOIN_STEP_MS, rejoin_mounted, cl, NULL);
-        free(buf);
-    }
-    if (status != 0)
-        rejoin_failed(cl, "MOUNT", status);
+    rejoin_mount_from(cl, 0);
 }
 
 
@@ -424,18 +440,20 @@ unsigned cluster_listen_port(const struct mc_agent *a)
 
 /* --- start-up and exit ---------------------------------------------------------------------- */
 
-/* MOUNT of our DRAM segment with our worker address, in a malloc'd buffer. */
-static int mount_encode(struct cluster *cl, uint8_t **buf_p, size_t *len_p)
+/* MOUNT of tenant t's DRAM segment with our worker address, in a malloc'd buffer. */
+static int mount_encode(struct cluster *cl, uint32_t t, uint8_t **buf_p, size_t *len_p)
 {
     struct mc_agent *a = cl->a;
+    const struct mc_seg *s = a->ten[t].seg;
     struct mc_proto_mount_req req = {
-        .seg = {.node = cl->node, .kind = a->seg->kind, .base = (uint64_t)(uintptr_t)a->seg->base,
-                .size = a->seg->size},
+        .seg = {.node = cl->node, .kind = s->kind, .base = (uint64_t)(uintptr_t)s->base,
+                .size = s->size, .quota = a->tcfg[t].quota},
     };
     const void *waddr;
     size_t wlen;
     int err;
 
+    snprintf(req.seg.tenant, sizeof(req.seg.tenant), "%s", a->tcfg[t].name);
     mc_ucx_address(cl->u, &waddr, &wlen);
     req.worker_addr.p = waddr;
     req.worker_addr.len = wlen;
@@ -522,11 +540,13 @@ static int join(struct cluster *cl, uint64_t deadline)
     cl->node_ttl_ms = hrep.node_ttl_ms;
     cl->lease_ttl_ms = hrep.lease_ttl_ms;
     a->node = hrep.node;
-    if (a->seg != NULL) {
+    for (uint32_t t = 0; t < a->ntenants; t++) {
         struct mc_proto_mount_rep mrep;
         uint8_t *mbuf;
 
-        err = mount_encode(cl, &mbuf, &len);
+        if (a->ten[t].seg == NULL)
+            continue;
+        err = mount_encode(cl, t, &mbuf, &len);
         if (err == 0) {
             err = sync_call(cl, cl->master, MC_WIRE_MOUNT, mbuf, len, deadline, &sc);
             free(mbuf);
@@ -537,13 +557,14 @@ static int join(struct cluster *cl, uint64_t deadline)
             free(sc.reply);
         }
         if (err != 0) {
-            mc_error("mounting the DRAM segment at the master: %s", mc_strerror(err));
+            mc_error("mounting the DRAM segment of tenant \"%s\" at the master: %s",
+                     a->tcfg[t].name, mc_strerror(err));
             return err;
         }
-        a->seg_id = mrep.seg;
+        a->ten[t].seg_id = mrep.seg;
     }
     mc_info("joined the master at %s as node %u (%s)%s", a->cfg.master_addr, cl->node,
-            cl->name, a->seg != NULL ? ", DRAM segment mounted" : ", holding no data");
+            cl->name, agent_dram_bytes(a) != 0 ? ", DRAM segments mounted" : ", holding no data");
     return 0;
 }
 

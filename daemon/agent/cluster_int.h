@@ -73,6 +73,7 @@ struct rget {
     void *ctx;
     const struct mc_master_get_result *g; /* the reader's, valid until it is answered */
     uint32_t skip;            /* replicas not to read (a bit each) */
+    uint32_t tenant;          /* the reader's: its landing segment takes the bytes */
     uint32_t rep_next;        /* the next replica to try */
     uint32_t running;         /* transfers of it not final yet */
 };
@@ -130,7 +131,7 @@ struct fence {
 /* A block the master asked us to fence: no write of that put may land any more. */
 struct fenced {
     struct fenced *next;
-    uint32_t alloc;
+    uint32_t seg, alloc;
     uint64_t version;
     uint64_t until_ms; /* past any write of it that could still arrive */
 };
@@ -143,6 +144,7 @@ struct cluster {
     struct mc_ucx *u;
     struct mc_ucx_ep *master;
     enum master_state mstate;
+    uint32_t mount_next;        /* rejoining: the tenant whose segment is being mounted */
     uint64_t rejoin_ms, backoff_ms, fetch_deadline_ms;
     struct mc_boot_fetch bf;
     uint32_t node;

@@ -14,6 +14,53 @@
 #include "daemon/agent/cluster.h"
 #include "daemon/proto/master_proto.h"
 
+/* The landing segments' bytes, or their bytes in use (cluster mode). */
+static uint64_t landing_bytes(const struct mc_agent *a, bool used)
+{
+    uint64_t n = 0;
+
+    for (uint32_t t = 0; t < a->ntenants; t++) {
+        if (a->ten[t].land != NULL)
+            n += used ? mc_alloc_used_bytes(a->ten[t].land) : a->ten[t].land_seg->size;
+    }
+    return n;
+}
+
+/* Each tenant here: its clients and DRAM; with the in-process master, what it holds. */
+static json_t *tenants_json(const struct mc_agent *a)
+{
+    struct mc_master_tenant_info mt[MC_AGENT_TENANTS_MAX + 1];
+    size_t nmt = a->master != NULL ? mc_master_tenant_list(a->master, mt, MC_AGENT_TENANTS_MAX + 1)
+                                   : 0;
+    json_t *jt = json_array(), *t;
+    const struct client *c;
+    uint64_t clients;
+
+    for (uint32_t i = 0; i < a->ntenants && jt != NULL; i++) {
+        clients = 0;
+        for (c = a->cs.list; c != NULL; c = c->next)
+            clients += c->tenant == i && c->state != CL_CLOSING;
+        t = json_pack("{s:s, s:b, s:I, s:I, s:I}", "name", a->tcfg[i].name, "default", i == 0,
+                      "clients", (json_int_t)clients, "dram_bytes",
+                      (json_int_t)(a->ten[i].seg != NULL ? a->ten[i].seg->size : 0),
+                      "quota_bytes", (json_int_t)a->tcfg[i].quota);
+        for (size_t k = 0; k < nmt && t != NULL; k++) {
+            if (strcmp(mt[k].name, a->tcfg[i].name) != 0)
+                continue;
+            json_object_set_new(t, "used_bytes", json_integer((json_int_t)mt[k].used_bytes));
+            json_object_set_new(t, "capacity_bytes",
+                                json_integer((json_int_t)mt[k].capacity_bytes));
+            json_object_set_new(t, "quota_refusals",
+                                json_integer((json_int_t)mt[k].quota_refusals));
+        }
+        if (a->ten[i].land != NULL && t != NULL)
+            json_object_set_new(t, "landing_used_bytes",
+                                json_integer((json_int_t)mc_alloc_used_bytes(a->ten[i].land)));
+        json_array_append_new(jt, t);
+    }
+    return jt;
+}
+
 char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
 {
     json_t *o;
@@ -28,7 +75,7 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
                   "ttl_expiries", (json_int_t)ms->ttl_expiries, "removes",
                   (json_int_t)ms->removes, "bytes_written", (json_int_t)a->st.bytes_in,
                   "clients_disconnected", (json_int_t)a->cs.st.disconnects, "hugepages",
-                  a->seg != NULL && a->seg->huge);
+                  agent_huge(a));
     if (o == NULL)
         return NULL;
     if (a->st.delayed_answers != 0)
@@ -53,11 +100,12 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
                         json_integer((json_int_t)ms->nodes_declared_dead));
     json_object_set_new(o, "mode", json_string(a->cl != NULL ? "cluster" : "standalone"));
     json_object_set_new(o, "dram_bytes", json_integer((json_int_t)agent_dram_bytes(a)));
-    if (a->land != NULL) {
-        json_object_set_new(o, "landing_bytes", json_integer((json_int_t)a->land_seg->size));
+    if (a->ten[0].land != NULL) {
+        json_object_set_new(o, "landing_bytes", json_integer((json_int_t)landing_bytes(a, false)));
         json_object_set_new(o, "landing_used_bytes",
-                            json_integer((json_int_t)mc_alloc_used_bytes(a->land)));
+                            json_integer((json_int_t)landing_bytes(a, true)));
     }
+    json_object_set_new(o, "tenants", tenants_json(a));
     cluster_stats_add(a, o);
     s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -92,6 +140,35 @@ static void add_to(json_t *o, const char *key, uint64_t v)
                                              (json_int_t)v));
 }
 
+/* The cluster's use per tenant, from its segments (each names its tenant and the quota). */
+static json_t *cluster_tenants_json(const struct mc_proto_seg_entry *segs, size_t nseg)
+{
+    json_t *jt = json_array(), *t;
+    size_t i, k;
+
+    for (i = 0; i < nseg && jt != NULL; i++) {
+        const struct mc_master_seg_info *si = &segs[i].info;
+
+        t = NULL;
+        json_array_foreach(jt, k, t) {
+            if (strcmp(json_string_value(json_object_get(t, "name")), si->tenant) == 0)
+                break;
+            t = NULL;
+        }
+        if (t == NULL) {
+            t = json_pack("{s:s, s:b, s:I, s:I, s:I, s:I}", "name", si->tenant, "default",
+                          si->tenant[0] == '\0', "quota_bytes", (json_int_t)si->quota,
+                          "segments", (json_int_t)0, "capacity", (json_int_t)0, "used",
+                          (json_int_t)0);
+            json_array_append_new(jt, t);
+        }
+        add_to(t, "segments", 1);
+        add_to(t, "capacity", si->size);
+        add_to(t, "used", si->size - si->free_bytes);
+    }
+    return jt;
+}
+
 char *agent_cluster_json(const struct mc_master_stats *ms, const struct mc_proto_seg_entry *segs,
                          size_t nseg, const struct mc_proto_node_entry *nodes, size_t nnode)
 {
@@ -110,14 +187,14 @@ char *agent_cluster_json(const struct mc_master_stats *ms, const struct mc_proto
     for (i = 0; i < nseg; i++) {
         const struct mc_master_seg_info *si = &segs[i].info;
 
-        json_array_append_new(js, json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:s}", "id",
-                                            (json_int_t)segs[i].seg, "node", (json_int_t)si->node,
-                                            "kind", kind_name(si->kind), "capacity",
-                                            (json_int_t)si->size, "used",
+        json_array_append_new(js, json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:s, s:s}",
+                                            "id", (json_int_t)segs[i].seg, "node",
+                                            (json_int_t)si->node, "kind", kind_name(si->kind),
+                                            "capacity", (json_int_t)si->size, "used",
                                             (json_int_t)(si->size - si->free_bytes),
                                             "largest_free", (json_int_t)si->largest_free,
                                             "objects", (json_int_t)si->blocks, "state",
-                                            "mounted"));
+                                            "mounted", "tenant", si->tenant));
         cap += si->size;
         used += si->size - si->free_bytes;
     }
@@ -167,6 +244,7 @@ char *agent_cluster_json(const struct mc_master_stats *ms, const struct mc_proto
     json_object_set_new(o, "nodes", jn);
     json_object_set_new(o, "domains", jd);
     json_object_set_new(o, "segments", js);
+    json_object_set_new(o, "tenants", cluster_tenants_json(segs, nseg));
     s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return s;
@@ -177,15 +255,20 @@ char *agent_local_cluster_json(struct mc_agent *a)
 {
     struct mc_master_node_info ni[16];
     struct mc_proto_node_entry ne[16];
-    struct mc_proto_seg_entry se;
+    struct mc_proto_seg_entry se[MC_AGENT_TENANTS_MAX + 1];
     struct mc_master_stats ms;
-    uint32_t cursor = 0;
+    uint32_t cursor = 0, t, nse = 0;
     size_t n, i;
 
     mc_master_get_stats(a->master, &ms);
-    memset(&se, 0, sizeof(se));
-    se.seg = a->seg_id;
-    mc_master_segment_info(a->master, a->seg_id, &se.info);
+    memset(se, 0, sizeof(se));
+    for (t = 0; t < a->ntenants; t++) {
+        if (a->ten[t].seg == NULL)
+            continue;
+        se[nse].seg = a->ten[t].seg_id;
+        mc_master_segment_info(a->master, a->ten[t].seg_id, &se[nse].info);
+        nse++;
+    }
     n = mc_master_node_list(a->master, &cursor, ni, 16);
     for (i = 0; i < n; i++) {
         ne[i] = (struct mc_proto_node_entry){
@@ -195,7 +278,7 @@ char *agent_local_cluster_json(struct mc_agent *a)
             .domain = {.p = (const uint8_t *)ni[i].domain, .len = strlen(ni[i].domain)},
         };
     }
-    return agent_cluster_json(&ms, &se, 1, ne, n);
+    return agent_cluster_json(&ms, se, nse, ne, n);
 }
 
 void agent_answer_json(struct client *c, uint64_t user_data, uint64_t data_off,
@@ -249,19 +332,24 @@ void agent_metrics_publish(struct mc_agent *a)
     mset(a, AM_PUTS_IDLE_REVOKED, a->st.puts_idle_revoked);
     mset(a, AM_VIOLATIONS, a->cs.st.violations);
     mset(a, AM_DELAYED, a->st.delayed_answers);
-    mset(a, AM_HUGEPAGES, a->seg != NULL && a->seg->huge);
+    mset(a, AM_HUGEPAGES, agent_huge(a));
     mset(a, AM_DRAINING, a->draining);
     mset(a, AM_CAPACITY_DRAM, agent_dram_bytes(a));
     if (a->master != NULL) {
         /* standalone: the in-process master's figures cost a few loads per segment */
         struct mc_master_seg_info si;
         struct mc_master_stats ms;
+        uint64_t pinned = 0;
 
         mc_master_get_stats(a->master, &ms);
-        memset(&si, 0, sizeof(si));
-        mc_master_segment_info(a->master, a->seg_id, &si);
+        for (uint32_t t = 0; t < a->ntenants; t++) {
+            memset(&si, 0, sizeof(si));
+            if (a->ten[t].seg != NULL &&
+                mc_master_segment_info(a->master, a->ten[t].seg_id, &si) == 0)
+                pinned += si.hard_pinned_bytes;
+        }
         mset(a, AM_USED_DRAM, ms.used_bytes);
-        mset(a, AM_PINNED_DRAM, si.hard_pinned_bytes);
+        mset(a, AM_PINNED_DRAM, pinned);
         mset(a, AM_OBJECTS, ms.objects);
         mset(a, AM_STORE_CAPACITY, ms.capacity_bytes);
         mset(a, AM_PUTS_STARTED, ms.puts_started);
@@ -278,9 +366,9 @@ void agent_metrics_publish(struct mc_agent *a)
         mset(a, AM_STALE_TIMEOUT, ms.stale_freed_by_timeout);
         mset(a, AM_NODES_DEAD, ms.nodes_declared_dead);
     }
-    if (a->land != NULL) {
-        mset(a, AM_LANDING, a->land_seg->size);
-        mset(a, AM_LANDING_USED, mc_alloc_used_bytes(a->land));
+    if (a->ten[0].land != NULL) {
+        mset(a, AM_LANDING, landing_bytes(a, false));
+        mset(a, AM_LANDING_USED, landing_bytes(a, true));
     }
     if (a->cl != NULL) {
         health = cluster_health(a);

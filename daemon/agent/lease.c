@@ -77,7 +77,8 @@ static void lease_end(struct mc_agent *a, struct client *c, struct lease *l)
         ml_submit(a->ml, r); /* else the master's lease TTL ends it */
     }
     if (l->landed) {
-        mc_alloc_free(a->land, l->land_id); /* its bytes were in place before we answered */
+        /* its bytes were in place before we answered */
+        mc_alloc_free(tenant_of(c)->land, l->land_id);
         l->landed = false;
     }
     lease_slot_free(c, l);
@@ -161,7 +162,8 @@ static void get_landed(void *ctx, int res, uint32_t land_id, uint32_t rep)
         l->landed = true;
     }
     if (res == 0 && c->state == CL_ACTIVE) {
-        get_answer(a, c, l, &l->g, rep, a->land_idx, mc_alloc_offset(a->land, land_id));
+        get_answer(a, c, l, &l->g, rep, tenant_of(c)->land_idx,
+                   mc_alloc_offset(tenant_of(c)->land, land_id));
     } else {
         lease_end(a, c, l); /* landed for a client that left, or failed */
         if (c->state == CL_ACTIVE)
@@ -204,8 +206,9 @@ static void get_answered(void *ctx, struct ml_req *r)
         goto out;
     }
     for (j = 0; j < g->nrep; j++) {
-        if (g->rep[j].seg == a->seg_id && !(l->skip >> j & 1) &&
-            mc_seg_span(a->seg, g->rep[j].offset, 0) != NULL) {
+        /* in the segment of the reader's tenant, the one its client maps */
+        if (tenant_of(c)->seg != NULL && g->rep[j].seg == tenant_of(c)->seg_id &&
+            !(l->skip >> j & 1) && mc_seg_span(tenant_of(c)->seg, g->rep[j].offset, 0) != NULL) {
             get_answer(a, c, l, g, j, 0, g->rep[j].offset); /* the reader maps it: no copy */
             goto out;
         }
@@ -242,8 +245,8 @@ static void get_answered(void *ctx, struct ml_req *r)
     l->g = *g;
     lease_set_state(l, LEASE_READING);
     client_get(c); /* get_landed puts it, maybe from inside the read call */
-    err = a->rio.ops->read(a->rio.impl, &l->g, l->skip, l->op_deadline_ms, get_landed,
-                           reader_wanted, l);
+    err = a->rio.ops->read(a->rio.impl, &l->g, l->skip, c->tenant, l->op_deadline_ms,
+                           get_landed, reader_wanted, l);
     if (err == 0)
         goto out;
     c->refs--; /* nothing started: we still hold our own */
@@ -255,7 +258,7 @@ out:
 }
 
 void lease_op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key,
-                  uint64_t deadline_ms)
+                  size_t key_len, uint64_t deadline_ms)
 {
     struct ml_req *r;
     struct lease *l;
@@ -268,7 +271,7 @@ void lease_op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s, 
         return;
     }
     l = &c->leases[c->lease_free[c->nlease_free - 1]];
-    r = ml_req_new(a->ml, ML_GET, key, s->key_len, get_answered, l);
+    r = ml_req_new(a->ml, ML_GET, key, key_len, get_answered, l);
     if (r == NULL) {
         client_cqe_res(c, s->user_data, MC_ERR_NOMEM);
         return;
@@ -281,8 +284,8 @@ void lease_op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s, 
     l->op_deadline_ms = deadline_ms;
     l->cap_plus1 = s->arg1;
     l->skip = (uint32_t)(s->arg0 & ((1u << MC_MASTER_MAX_REPLICAS) - 1));
-    l->key_len = s->key_len;
-    memcpy(l->key, key, s->key_len);
+    l->key_len = (uint16_t)key_len;
+    memcpy(l->key, key, key_len);
     l->asked_ms = mc_agent_now_ms();
     client_get(c);
     ml_submit(a->ml, r);

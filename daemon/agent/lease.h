@@ -44,7 +44,7 @@ struct lease {
     uint64_t version;
     uint64_t asked_ms;   /* when the master was asked: a remote lease counts from it */
     uint64_t deadline_ms;
-    char key[MC_SHM_KEY_SLOT];
+    char key[MC_DIR_KEY_MAX];
 };
 
 void lease_set_state(struct lease *l, enum lease_state to);
@@ -57,8 +57,9 @@ void lease_detach(struct client *c);
 void lease_client_closing(struct mc_agent *a, struct client *c);
 
 /* GET and RELEASE (s checked by sqe_check). */
+/* key: the directory key (the client's, tagged with its tenant), key_len bytes. */
 void lease_op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key,
-                  uint64_t deadline_ms);
+                  size_t key_len, uint64_t deadline_ms);
 void lease_op_release(struct mc_agent *a, struct client *c, const struct mc_sqe *s);
 /* The tick: leases the client never released end at their deadline. */
 void lease_tick(struct mc_agent *a, struct client *c, uint64_t now_ms);

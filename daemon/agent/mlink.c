@@ -100,7 +100,7 @@ struct ml_req *ml_req_new(struct mlink *ml, enum ml_kind kind, const char *key, 
 {
     struct ml_req *r = ml->free_reqs;
 
-    if (key_len > MC_KEY_MAX)
+    if (key_len > MC_DIR_KEY_MAX)
         return NULL;
     if (r != NULL)
         ml->free_reqs = r->next;

@@ -65,7 +65,7 @@ struct ml_req {
         struct mc_master_stat stat;
         int64_t count;
     } out;
-    char key[MC_KEY_MAX];
+    char key[MC_DIR_KEY_MAX];
 };
 
 /* What the link tells its owner about the master (remote only), for its liveness. */

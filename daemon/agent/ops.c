@@ -58,9 +58,9 @@ static void simple_answered(void *ctx, struct ml_req *r)
 }
 
 static void op_simple(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
-                      const char *key, enum ml_kind kind)
+                      const char *key, size_t key_len, enum ml_kind kind)
 {
-    struct ml_req *r = ml_req_new(a->ml, kind, key, s->key_len, simple_answered, c);
+    struct ml_req *r = ml_req_new(a->ml, kind, key, key_len, simple_answered, c);
 
     if (r == NULL) {
         client_cqe_res(c, s->user_data, MC_ERR_NOMEM);
@@ -90,23 +90,25 @@ static void op_stats(struct mc_agent *a, struct client *c, const struct mc_sqe *
 
 /* LIST: as many keys as fit the caller's staging range (a key that does not fit ends the
  * page before it, so the next page starts with it). */
-static void op_list(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key)
+static void op_list(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key,
+                    size_t key_len)
 {
     struct list_out o = {.p = c->r->staging + s->data_off,
-                         .end = c->r->staging + s->data_off + s->data_len};
+                         .end = c->r->staging + s->data_off + s->data_len,
+                         .tag_len = client_tag_len(c), .skip_tagged = c->tenant == 0};
     uint64_t cursor = s->arg0, before;
     size_t max = s->arg1 == 0 || s->arg1 > 65536 ? 65536 : (size_t)s->arg1;
     struct mc_cqe e;
     int n, total = 0;
 
     if (a->master == NULL) {
-        views_op_list(a, c, s, key);
+        views_op_list(a, c, s, key, key_len);
         return;
     }
     /* page by one key at a time near the end so a key that would not fit is not skipped */
     while ((size_t)total < max) {
         before = cursor;
-        n = mc_master_list(a->master, key, s->key_len, &cursor, 1, views_list_one, &o);
+        n = mc_master_list(a->master, key, key_len, &cursor, 1, views_list_one, &o);
         if (n < 0) {
             client_cqe_res(c, s->user_data, n);
             return;
@@ -115,7 +117,7 @@ static void op_list(struct mc_agent *a, struct client *c, const struct mc_sqe *s
             cursor = before; /* re-list that key on the next page */
             break;
         }
-        total += n;
+        total = (int)o.count; /* keys of other tenants are passed over */
         if (cursor == 0)
             break;
     }
@@ -135,6 +137,12 @@ static void op_drain(struct mc_agent *a, struct client *c, const struct mc_sqe *
 
     if (s->arg0 > 1 || s->key_len > MC_MASTER_NAME_MAX) {
         client_cqe_res(c, s->user_data, MC_ERR_INVALID);
+        return;
+    }
+    if (c->tenant != 0) {
+        /* a node is every tenant's: only the default tenant's clients (the operators) may
+         * drain one (docs/tenants.md) */
+        client_cqe_res(c, s->user_data, MC_ERR_DENIED);
         return;
     }
     if (a->master == NULL) {
@@ -171,10 +179,30 @@ static void time_start(struct mc_agent *a, struct client *c, const struct mc_sqe
     }
 }
 
+/* Ops whose key (or prefix) names objects: it is the client's, tagged with its tenant. */
+static bool op_names_objects(uint8_t opcode)
+{
+    switch (opcode) {
+    case MC_OP_PUT:
+    case MC_OP_PUT_START:
+    case MC_OP_GET:
+    case MC_OP_EXIST:
+    case MC_OP_REMOVE:
+    case MC_OP_STAT:
+    case MC_OP_LIST:
+    case MC_OP_REMOVE_PREFIX:
+        return true;
+    default:
+        return false;
+    }
+}
+
 void ops_run(void *ctx, struct client *c, const struct mc_sqe *s, const char *key)
 {
     struct mc_agent *a = ctx;
     uint64_t now = mc_agent_now_ms(), deadline;
+    char dkey[MC_DIR_KEY_MAX];
+    size_t dlen = s->key_len;
 
     /* the client's absolute deadline, from its low 32 bits (same host, same clock) */
     if (s->deadline_ms != 0) {
@@ -193,6 +221,16 @@ void ops_run(void *ctx, struct client *c, const struct mc_sqe *s, const char *ke
     }
 
     a->st.ops++;
+    if (op_names_objects(s->opcode)) {
+        /* a key is a C string (mc.h): a NUL in it would reach into other tenants' keys */
+        if (s->key_len > 0 && memchr(key, '\0', s->key_len) != NULL) {
+            if (!(s->flags & MC_SQE_F_NO_CQE))
+                client_cqe_res(c, s->user_data, MC_ERR_INVALID);
+            return;
+        }
+        dlen = mc_tenant_key_tag(a->tcfg[c->tenant].name, key, s->key_len, dkey);
+        key = dkey;
+    }
     if (a->metrics != NULL)
         time_start(a, c, s);
     switch (s->opcode) {
@@ -204,31 +242,31 @@ void ops_run(void *ctx, struct client *c, const struct mc_sqe *s, const char *ke
     case MC_OP_PUT_DATA:
     case MC_OP_PUT_END:
     case MC_OP_PUT_ABORT:
-        put_op(a, c, s, key, deadline);
+        put_op(a, c, s, key, dlen, deadline);
         return;
     case MC_OP_GET:
-        lease_op_get(a, c, s, key, deadline);
+        lease_op_get(a, c, s, key, dlen, deadline);
         return;
     case MC_OP_RELEASE:
         lease_op_release(a, c, s);
         return;
     case MC_OP_EXIST:
-        op_simple(a, c, s, key, ML_EXIST);
+        op_simple(a, c, s, key, dlen, ML_EXIST);
         return;
     case MC_OP_REMOVE:
-        op_simple(a, c, s, key, ML_REMOVE);
+        op_simple(a, c, s, key, dlen, ML_REMOVE);
         return;
     case MC_OP_STAT:
-        op_simple(a, c, s, key, ML_STAT);
+        op_simple(a, c, s, key, dlen, ML_STAT);
         return;
     case MC_OP_STATS:
         op_stats(a, c, s);
         return;
     case MC_OP_LIST:
-        op_list(a, c, s, key);
+        op_list(a, c, s, key, dlen);
         return;
     case MC_OP_REMOVE_PREFIX:
-        op_simple(a, c, s, key, ML_REMOVE_PREFIX);
+        op_simple(a, c, s, key, dlen, ML_REMOVE_PREFIX);
         return;
     case MC_OP_DRAIN:
         op_drain(a, c, s, key);

@@ -38,9 +38,10 @@ static bool ep_authed(const struct cluster *cl, struct mc_ucx_ep *ep, uint64_t i
            MC_UCX_SESSION_OF(id) == mc_ucx_ep_session(ep);
 }
 
-static uint8_t *seg_span(struct mc_agent *a, uint64_t off, uint64_t len)
+/* [off, off + len) of our segment seg (any tenant's: the master names it), or NULL. */
+static uint8_t *seg_span(struct mc_agent *a, uint32_t seg, uint64_t off, uint64_t len)
 {
-    return mc_seg_span(a->seg, off, len);
+    return mc_seg_span(agent_seg(a, seg), off, len);
 }
 
 static void fence_add(struct cluster *cl, uint32_t seg, uint32_t alloc, uint64_t version)
@@ -77,7 +78,7 @@ static void h_read(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
         reply_status(ep, hdr, MC_ERR_PROTO);
         return;
     }
-    if (req.seg != a->seg_id || (src = seg_span(a, req.offset, req.len)) == NULL) {
+    if ((src = seg_span(a, req.seg, req.offset, req.len)) == NULL) {
         reply_status(ep, hdr, MC_ERR_NOT_FOUND);
         return;
     }
@@ -135,11 +136,11 @@ static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
         reply_status(ep, hdr, MC_ERR_PROTO);
         return;
     }
-    if (req.src_seg != a->seg_id || (src = seg_span(a, req.src_offset, req.len)) == NULL) {
+    if ((src = seg_span(a, req.src_seg, req.src_offset, req.len)) == NULL) {
         reply_status(ep, hdr, MC_ERR_NOT_FOUND);
         return;
     }
-    if (req.dst_seg == a->seg_id || cl->destroying || cl->leaving) {
+    if (agent_seg(a, req.dst_seg) != NULL || cl->destroying || cl->leaving) {
         reply_status(ep, hdr, MC_ERR_INVALID);
         return;
     }
@@ -214,12 +215,12 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         reply_status(ep, hdr, MC_ERR_PROTO);
 }
 
-static bool is_fenced(const struct cluster *cl, uint32_t alloc, uint64_t version)
+static bool is_fenced(const struct cluster *cl, uint32_t seg, uint32_t alloc, uint64_t version)
 {
     const struct fenced *f;
 
     for (f = cl->fenced[alloc % FENCED_HASH]; f != NULL; f = f->next) {
-        if (f->alloc == alloc && f->version == version)
+        if (f->seg == seg && f->alloc == alloc && f->version == version)
             return true;
     }
     return false;
@@ -255,21 +256,22 @@ static void h_fence(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wi
         struct fenced *f;
 
         results[i] = 0;
-        if (it->seg != a->seg_id || a->seg == NULL) {
+        if (agent_seg(a, it->seg) == NULL) {
             results[i] = MC_ERR_NOT_FOUND;
             continue;
         }
         for (w = cl->inwrites; w != NULL; w = w->next) {
-            if (w->alloc == it->alloc && w->version == it->version)
+            if (w->seg == it->seg && w->alloc == it->alloc && w->version == it->version)
                 results[i] = MC_ERR_BUSY;
         }
-        if (results[i] != 0 || is_fenced(cl, it->alloc, it->version))
+        if (results[i] != 0 || is_fenced(cl, it->seg, it->alloc, it->version))
             continue;
         f = malloc(sizeof(*f));
         if (f == NULL) {
             results[i] = MC_ERR_NOMEM;
             continue;
         }
+        f->seg = it->seg;
         f->alloc = it->alloc;
         f->version = it->version;
         /* a write of a dead writer cannot start later than its op deadline, nor run past
@@ -319,8 +321,8 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         uint8_t *dst;
 
         if (mc_peer_write_hdr_decode(hpl, hdr->payload_len, &h) != 0 || h.len != len ||
-            h.seg != a->seg_id || (dst = seg_span(a, h.offset, h.len)) == NULL ||
-            is_fenced(cl, h.alloc, h.version)) {
+            (dst = seg_span(a, h.seg, h.offset, h.len)) == NULL ||
+            is_fenced(cl, h.seg, h.alloc, h.version)) {
             cl->st.refused++;
             return NULL;
         }

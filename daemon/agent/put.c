@@ -260,8 +260,7 @@ static int put_image(struct mc_agent *a, struct put *p)
     uint32_t i;
 
     for (i = 0; i < p->nrep; i++) {
-        if (p->rep[i].seg == a->seg_id &&
-            (span = mc_seg_span(a->seg, p->rep[i].offset, len)) != NULL) {
+        if ((span = mc_seg_span(agent_seg(a, p->rep[i].seg), p->rep[i].offset, len)) != NULL) {
             p->dst = span;
             p->nremote = p->nrep - 1;
             return 0;
@@ -352,7 +351,8 @@ static void put_granted(void *ctx, struct ml_req *r)
 
 /* PUT and PUT_START: ask the master for the replicas; the op goes on in put_granted. */
 static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
-                     const char *key, uint64_t size, const uint8_t *src, uint64_t deadline_ms)
+                     const char *key, size_t key_len, uint64_t size, const uint8_t *src,
+                     uint64_t deadline_ms)
 {
     bool csum = (s->put_flags & MC_PUT_NO_CHECKSUM) == 0;
     struct ml_req *r;
@@ -384,7 +384,7 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
         p->state = was;
     }
     p->seen = calloc(mc_shm_nchunks(size), 1);
-    r = ml_req_new(a->ml, ML_PUT_START, key, s->key_len, put_granted, p);
+    r = ml_req_new(a->ml, ML_PUT_START, key, key_len, put_granted, p);
     if (p->seen == NULL || r == NULL) {
         free(p->seen);
         p->seen = NULL;
@@ -401,8 +401,8 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
     put_set_state(p, PUT_GRANTING);
     p->oneshot = s->opcode == MC_OP_PUT;
     p->csum = csum;
-    p->key_len = s->key_len;
-    memcpy(p->key, key, s->key_len);
+    p->key_len = (uint16_t)key_len;
+    memcpy(p->key, key, key_len);
     p->size = size;
     p->user_data = s->user_data;
     p->deadline_ms = deadline_ms;
@@ -526,7 +526,7 @@ static void put_send(struct mc_agent *a, struct put *p, uint64_t from, uint64_t 
         };
         int err;
 
-        if (p->rep[i].seg == a->seg_id && p->dst != p->image)
+        if (agent_seg(a, p->rep[i].seg) != NULL && p->dst != p->image)
             continue; /* the image is that replica */
         p->sends++;
         err = a->rio.ops->write(a->rio.impl, &w, write_done, p);
@@ -721,7 +721,7 @@ static int data_source(struct client *c, const struct mc_sqe *s, const uint8_t *
 }
 
 void put_op(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key,
-            uint64_t deadline)
+            size_t key_len, uint64_t deadline)
 {
     const uint8_t *src = NULL;
     struct put *p;
@@ -731,10 +731,10 @@ void put_op(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const 
     case MC_OP_PUT:
         err = data_source(c, s, &src);
         if (err == 0)
-            err = put_begin(a, c, s, key, s->data_len, src, deadline); /* it answers */
+            err = put_begin(a, c, s, key, key_len, s->data_len, src, deadline); /* it answers */
         break;
     case MC_OP_PUT_START:
-        err = put_begin(a, c, s, key, s->arg0, NULL, deadline); /* it answers */
+        err = put_begin(a, c, s, key, key_len, s->arg0, NULL, deadline); /* it answers */
         break;
     case MC_OP_PUT_DATA:
         if (put_expired(c, s->arg0, false)) {

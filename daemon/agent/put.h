@@ -82,7 +82,7 @@ struct put {
     uint64_t deadline_ms;
     const uint8_t *src;  /* a one-shot PUT's source while its grant is awaited */
     uint64_t uaddr;
-    char key[MC_SHM_KEY_SLOT];
+    char key[MC_DIR_KEY_MAX];
 };
 
 /* A put's bytes moving from the client into the image, a slice per loop turn. */
@@ -113,8 +113,9 @@ void put_client_closing(struct mc_agent *a, struct client *c);
 
 /* The ops: PUT, PUT_START, PUT_DATA, PUT_END, PUT_ABORT (s checked by sqe_check). Each
  * answers (now or later). */
+/* key: the directory key (the client's, tagged with its tenant), key_len bytes. */
 void put_op(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key,
-            uint64_t deadline_ms);
+            size_t key_len, uint64_t deadline_ms);
 /* Metrics: the start time of the put a PUT_END names (0: none). */
 uint64_t put_t0_ns(const struct client *c, uint64_t handle);
 

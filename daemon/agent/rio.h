@@ -20,7 +20,8 @@
 
 /* A write: status 0 once the owner said the bytes are in place. */
 typedef void (*mc_rio_write_fn)(void *ctx, int status);
-/* A read: status 0 with the bytes in landing block land_id, read from replica rep. */
+/* A read: status 0 with the bytes in landing block land_id (of the reader's tenant's landing
+ * segment), read from replica rep. */
 typedef void (*mc_rio_read_fn)(void *ctx, int status, uint32_t land_id, uint32_t rep);
 /* Does the reader still want the bytes (its client is still there)? */
 typedef bool (*mc_rio_wanted_fn)(void *ctx);
@@ -40,7 +41,8 @@ struct mc_rio_ops {
     /* the first replica of g not in skip (a bit per replica) and not ours that lands
      * answers; replicas that fail are passed over in turn, a stalled one is read beside */
     int (*read)(void *impl, const struct mc_master_get_result *g, uint32_t skip,
-                uint64_t deadline_ms, mc_rio_read_fn done, mc_rio_wanted_fn wanted, void *ctx);
+                uint32_t tenant, uint64_t deadline_ms, mc_rio_read_fn done,
+                mc_rio_wanted_fn wanted, void *ctx);
     /* how long a lease the master grants lasts, counted from when it was asked for */
     uint64_t (*lease_ttl_ms)(void *impl);
 };

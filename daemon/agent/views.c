@@ -17,8 +17,13 @@
 void views_list_one(const char *key, size_t len, void *ctx)
 {
     struct list_out *o = ctx;
-    uint16_t l = (uint16_t)len;
+    uint16_t l;
 
+    if ((o->skip_tagged && len > 0 && key[0] == '\0') || len <= o->tag_len)
+        return; /* another tenant's */
+    key += o->tag_len;
+    len -= o->tag_len;
+    l = (uint16_t)len;
     if (o->full || (size_t)(o->end - o->p) < sizeof(l) + len) {
         o->full = true;
         return;
@@ -26,6 +31,7 @@ void views_list_one(const char *key, size_t len, void *ctx)
     memcpy(o->p, &l, sizeof(l));
     memcpy(o->p + sizeof(l), key, len);
     o->p += sizeof(l) + len;
+    o->count++;
 }
 
 /* A client's op waiting for a CLUSTER_INFO or LIST answer. */
@@ -138,14 +144,16 @@ static void list_done(void *ctx, int status, const struct mc_wire_hdr *hdr, cons
         client_cqe_res(v->c, v->user_data, status);
     } else if (v->c->state == CL_ACTIVE) {
         struct list_out o = {.p = v->c->r->staging + v->data_off,
-                             .end = v->c->r->staging + v->data_off + v->data_len};
+                             .end = v->c->r->staging + v->data_off + v->data_len,
+                             .tag_len = client_tag_len(v->c),
+                             .skip_tagged = v->c->tenant == 0};
 
         /* we asked for no more than the range holds */
         for (i = 0; i < rep.n && !o.full; i++)
             views_list_one(keys[i].key, keys[i].key_len, &o);
         memset(&e, 0, sizeof(e));
         e.user_data = v->user_data;
-        e.res = o.full ? MC_ERR_INTERNAL : (int)rep.n;
+        e.res = o.full ? MC_ERR_INTERNAL : (int)o.count;
         e.version = rep.next_cursor;
         client_cqe_post(v->c, &e);
     }
@@ -154,13 +162,13 @@ static void list_done(void *ctx, int status, const struct mc_wire_hdr *hdr, cons
 }
 
 void views_op_list(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
-                     const char *key)
+                   const char *key, size_t key_len)
 {
     /* ask for as many keys as the range holds even if each is of the longest size, so no
      * key of the page is lost to a full range (the cursor names pages, not keys) */
     uint64_t fit = s->data_len / (sizeof(uint16_t) + MC_PROTO_KEY_MAX);
     struct mc_proto_list_req req = {.node = a->node, .cursor = s->arg0,
-                                    .prefix = {.p = (const uint8_t *)key, .len = s->key_len}};
+                                    .prefix = {.p = (const uint8_t *)key, .len = key_len}};
     struct view_call *v;
     uint8_t buf[MC_PROTO_KEY_MAX + 64];
     size_t len;

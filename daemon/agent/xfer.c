@@ -506,7 +506,7 @@ static int next_remote(const struct cluster *cl, struct rget *rg)
     while (rg->rep_next < rg->g->nrep) {
         uint32_t i = rg->rep_next++;
 
-        if ((a->seg == NULL || rg->g->rep[i].seg != a->seg_id) && !(rg->skip >> i & 1))
+        if (agent_seg(a, rg->g->rep[i].seg) == NULL && !(rg->skip >> i & 1))
             return (int)i;
     }
     return -1;
@@ -520,7 +520,7 @@ static int read_new(struct cluster *cl, struct rget *rg, int i, uint64_t len, ui
 
     if (x == NULL)
         return MC_ERR_NOMEM;
-    err = mc_alloc_alloc(cl->a->land, len, &x->land_id);
+    err = mc_alloc_alloc(cl->a->ten[rg->tenant].land, len, &x->land_id);
     if (err != 0) {
         free(x);
         return err;
@@ -584,7 +584,7 @@ static void read_end(struct cluster *cl, struct xfer *x, int status)
             return;
         }
     }
-    mc_alloc_free(a->land, x->land_id);
+    mc_alloc_free(a->ten[rg->tenant].land, x->land_id);
     free(x);
     if (rg->done != NULL && rg->running == 0)
         rget_answer(rg, status == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_NOT_FOUND, 0, 0);
@@ -702,7 +702,8 @@ static int ucx_write(void *impl, const struct mc_rio_write *w, mc_rio_write_fn d
 }
 
 static int ucx_read(void *impl, const struct mc_master_get_result *g, uint32_t skip,
-                    uint64_t deadline_ms, mc_rio_read_fn done, mc_rio_wanted_fn wanted, void *ctx)
+                    uint32_t tenant, uint64_t deadline_ms, mc_rio_read_fn done,
+                    mc_rio_wanted_fn wanted, void *ctx)
 {
     struct cluster *cl = impl;
     bool csum = (g->flags & MC_MASTER_PUT_NO_CHECKSUM) == 0;
@@ -714,6 +715,7 @@ static int ucx_read(void *impl, const struct mc_master_get_result *g, uint32_t s
         return MC_ERR_BUSY;
     rg->g = g;
     rg->skip = skip;
+    rg->tenant = tenant;
     rg->done = done;
     rg->wanted = wanted;
     rg->ctx = ctx;
@@ -784,7 +786,8 @@ void *cl_read_landing(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id, siz
         return NULL; /* not a read of ours (late, or forged): refused */
     x->data_started = true;
     *op_p = x;
-    return cl->a->land_seg->base + mc_alloc_offset(cl->a->land, x->land_id);
+    return cl->a->ten[x->rg->tenant].land_seg->base +
+           mc_alloc_offset(cl->a->ten[x->rg->tenant].land, x->land_id);
 }
 
 void cl_read_landed(struct cluster *cl, void *op, int status)

@@ -785,6 +785,7 @@ static int cfg_json_apply(const struct mc_config_entry *table, void *base, json_
     const char *key;
     union cfg_val v;
     json_t *val;
+    char *dump;
     size_t off;
     int pass, rc;
 
@@ -801,16 +802,26 @@ static int cfg_json_apply(const struct mc_config_entry *table, void *base, json_
                 cfg_err_prefix(err, errlen, "%s: ", src);
                 return rc;
             }
-            rc = cfg_json_value(e, val, &v, err, errlen);
-            if (rc != 0) {
-                cfg_err_prefix(err, errlen, "%s: ", src);
-                return rc;
+            dump = NULL;
+            if (e->type == MC_CFG_STRING && e->json && (json_is_object(val) || json_is_array(val))) {
+                dump = json_dumps(val, JSON_COMPACT | JSON_ENSURE_ASCII);
+                if (dump == NULL)
+                    return cfg_err(err, errlen, MC_ERR_NOMEM, "%s: %s: out of memory", src,
+                                   e->name);
+                rc = cfg_parse_checked(e, dump, &v, err, errlen);
+            } else {
+                rc = cfg_json_value(e, val, &v, err, errlen);
             }
-            if (pass == 1) {
+            if (rc == 0 && pass == 1) {
                 rc = cfg_store(e, base, off, &v);
                 if (rc != 0)
-                    return cfg_err(err, errlen, rc, "%s: %s: out of memory", src, e->name);
+                    rc = cfg_err(err, errlen, rc, "%s: %s: out of memory", src, e->name);
+            } else if (rc != 0) {
+                cfg_err_prefix(err, errlen, "%s: ", src);
             }
+            free(dump);
+            if (rc != 0)
+                return rc;
         }
     }
     return 0;

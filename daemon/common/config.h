@@ -75,6 +75,8 @@ struct mc_config_entry {
     const char *const *choices;
     const struct mc_config_entry *sub;
     bool secret; /* MC_CFG_STRING: dumps show "(set)" instead of the value */
+    bool json;   /* MC_CFG_STRING holding JSON text: a config file may give the object or
+                    array itself, which is stored as its compact text */
 };
 
 /* An entry splicing `table`, which describes the member `member` of `struct_type`. */

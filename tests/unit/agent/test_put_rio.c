@@ -71,7 +71,8 @@ static void t_pump(int status)
 }
 
 static int t_read(void *impl, const struct mc_master_get_result *g, uint32_t skip,
-                  uint64_t deadline_ms, mc_rio_read_fn done, mc_rio_wanted_fn wanted, void *ctx)
+                  uint32_t tenant, uint64_t deadline_ms, mc_rio_read_fn done,
+                  mc_rio_wanted_fn wanted, void *ctx)
 {
     struct mc_agent *a = impl;
     uint64_t len = mc_shm_alloc_len(g->size, (g->flags & MC_MASTER_PUT_NO_CHECKSUM) == 0);
@@ -81,11 +82,13 @@ static int t_read(void *impl, const struct mc_master_get_result *g, uint32_t ski
     (void)skip;
     (void)deadline_ms;
     ck_assert(wanted(ctx));
+    ck_assert_uint_eq(tenant, 0);
     T.reads++;
-    err = mc_alloc_alloc(a->land, len, &id);
+    err = mc_alloc_alloc(a->ten[0].land, len, &id);
     if (err != 0)
         return err;
-    memcpy(a->land_seg->base + mc_alloc_offset(a->land, id), T.remote + g->rep[0].offset, len);
+    memcpy(a->ten[0].land_seg->base + mc_alloc_offset(a->ten[0].land, id),
+           T.remote + g->rep[0].offset, len);
     done(ctx, 0, id, 0);
     return 0;
 }
@@ -119,11 +122,18 @@ static struct mc_agent *t_agent(void)
                                     .base = (uint64_t)(uintptr_t)T.remote, .size = T_REMOTE};
     ck_assert_int_eq(mc_master_segment_mount(a->master, &d, &seg), 0);
     ck_assert_int_eq(ml_create_local(a->master, &a->ml), 0);
-    a->seg = NULL; /* a client node: no replica is ever ours */
-    a->seg_id = UINT32_MAX;
-    ck_assert_int_eq(mc_seg_dram_create("t-landing", 4u << 20, false, false, &a->land_seg), 0);
-    ck_assert_int_eq(mc_alloc_create(4u << 20, MC_SHM_CHUNK / 16, &a->land), 0);
-    a->land_idx = 0;
+    /* one tenant, the default; a client node: no replica is ever ours */
+    a->ntenants = 1;
+    a->ten = calloc(1, sizeof(*a->ten));
+    a->tcfg = calloc(1, sizeof(*a->tcfg));
+    ck_assert_ptr_nonnull(a->ten);
+    ck_assert_ptr_nonnull(a->tcfg);
+    a->ten[0].seg = NULL;
+    a->ten[0].seg_id = UINT32_MAX;
+    ck_assert_int_eq(mc_seg_dram_create("t-landing", 4u << 20, false, false,
+                                        &a->ten[0].land_seg), 0);
+    ck_assert_int_eq(mc_alloc_create(4u << 20, MC_SHM_CHUNK / 16, &a->ten[0].land), 0);
+    a->ten[0].land_idx = 0;
     a->put_size_max = UINT64_MAX;
     a->open_put_limit = UINT64_C(1) << 30;
     a->rio = (struct mc_rio){.ops = &t_rio_ops, .impl = a};
@@ -158,11 +168,11 @@ static void t_op(struct mc_agent *a, struct client *c, struct mc_sqe *s, const c
 {
     c->inflight++;
     if (s->opcode == MC_OP_GET)
-        lease_op_get(a, c, s, key, mc_agent_now_ms() + 5000);
+        lease_op_get(a, c, s, key, s->key_len, mc_agent_now_ms() + 5000);
     else if (s->opcode == MC_OP_RELEASE)
         lease_op_release(a, c, s);
     else
-        put_op(a, c, s, key, mc_agent_now_ms() + 5000);
+        put_op(a, c, s, key, s->key_len, mc_agent_now_ms() + 5000);
 }
 
 static const struct mc_cqe *t_cqe(const struct client *c, uint32_t i)
@@ -292,10 +302,10 @@ START_TEST(test_get_lands_through_replica_io)
     ck_assert_ptr_nonnull(e);
     ck_assert_int_eq(e->res, 0);
     ck_assert_uint_eq(e->size, T_OBJ);
-    ck_assert_uint_eq(e->loc_seg, a->land_idx);
+    ck_assert_uint_eq(e->loc_seg, a->ten[0].land_idx);
     t_fill(want, T_OBJ, 7);
-    ck_assert_mem_eq(a->land_seg->base + e->loc_off, want, T_OBJ);
-    ck_assert_uint_gt(mc_alloc_used_bytes(a->land), 0);
+    ck_assert_mem_eq(a->ten[0].land_seg->base + e->loc_off, want, T_OBJ);
+    ck_assert_uint_gt(mc_alloc_used_bytes(a->ten[0].land), 0);
     ck_assert_int_eq(c->leases[e->lease_id].state, LEASE_HELD);
     memset(&s, 0, sizeof(s));
     s.opcode = MC_OP_RELEASE;
@@ -303,7 +313,7 @@ START_TEST(test_get_lands_through_replica_io)
     s.arg0 = e->lease_id;
     t_op(a, c, &s, "");
     ck_assert_int_eq(t_cqe(c, 2)->res, 0);
-    ck_assert_uint_eq(mc_alloc_used_bytes(a->land), 0); /* the landing block is back */
+    ck_assert_uint_eq(mc_alloc_used_bytes(a->ten[0].land), 0); /* the landing block is back */
     ck_assert_int_eq(c->leases[s.arg0].state, LEASE_FREE);
 }
 END_TEST
