@@ -339,7 +339,7 @@ START_TEST(test_tenant_quota_kill_sweep)
                 _exit(a_writes_forever(a.sock));
             }
         }
-        usleep((useconds_t)(5000 + t_rng_below(&rng, 60000)));
+        usleep((useconds_t)(30000 + t_rng_below(&rng, 220000)));
         for (int k = 0; k < 2; k++) {
             kill(w[k], SIGKILL);
             ck_assert_int_eq(waitpid(w[k], NULL, 0), w[k]);
