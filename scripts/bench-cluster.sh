@@ -18,6 +18,13 @@
 #     then the same gets through node a (its local path; context);
 #   - master-rpc-bench: mc-master's RPC rate with batches of 128 from two client processes
 #     (goal: >= 300 k keys/s), next to the master library in-process on one core.
+# Then, on a second cluster of three agents (t1 and t2 with MC_BENCH_TRACE_DRAM each, t3 with
+# --dram 0), every repetition:
+#   - ucx_perftest -t ucp_am_bw at the trace's block size (64 KiB), as above;
+#   - mc-bench --trace through t3 of a trace made by scripts/gen-trace.py (growing
+#     conversations, shared prefixes, Zipf reuse): prefix match, batch get of the hits, batch
+#     put of the misses, bytes verified; GB/s moved against the perftest (goal >= 0.7x) and
+#     its hit ratio against the offline LRU of the cluster's total DRAM (goal >= 0.95x).
 #
 # The perftest reference is two busy pollers: it needs both vCPUs of this machine and
 # collapses (to well under 1 GB/s) when anything else runs. So each repetition first waits up
@@ -29,7 +36,9 @@
 # every figure is the median of the repetitions, every ratio the median of the
 # per-repetition ratios), MC_BENCH_SECONDS (2, per mc-bench run), MC_BENCH_RPC_SECONDS (1, per
 # master-rpc-bench phase), MC_BENCH_PERFTEST_ITERS (1000 messages of 16 MiB),
-# MC_BENCH_QUIET_WAIT (20), MC_BENCH_NO_BUILD=1 (use the build as it is), MC_BENCH_NO_DOCS=1
+# MC_BENCH_QUIET_WAIT (20), MC_BENCH_TRACE_REQUESTS (2000 requests of the generated trace),
+# MC_BENCH_TRACE_DRAM (128M per data node of the trace cluster), MC_BENCH_TRACE_BLOCK (64K),
+# MC_BENCH_TRACE_PT_ITERS (50000 perftest messages at the block size), MC_BENCH_NO_BUILD=1 (use the build as it is), MC_BENCH_NO_DOCS=1
 # (print only), MC_BENCH_FORCE_DOCS=1 (write the docs even from a busy machine, which a run
 # otherwise leaves alone), MC_BENCH_NOTE (a line added to the machine note).
 # Every process it starts (mc-master, both agents, the perftest server) is stopped on exit,
@@ -55,6 +64,10 @@ pt_iters=${MC_BENCH_PERFTEST_ITERS:-1000}
 quiet_wait=${MC_BENCH_QUIET_WAIT:-20}
 size=$((16 << 20))
 nkeys=32
+trace_reqs=${MC_BENCH_TRACE_REQUESTS:-2000}
+trace_dram=${MC_BENCH_TRACE_DRAM:-128M}
+trace_block=${MC_BENCH_TRACE_BLOCK:-64K}
+trace_pt_iters=${MC_BENCH_TRACE_PT_ITERS:-50000}
 started=$(date +%s)
 
 if [ "${MC_BENCH_NO_BUILD:-0}" != 1 ]; then
@@ -79,21 +92,26 @@ mkdir -p "$raw"
 master=""
 agent_a=""
 agent_b=""
+agents_t=""
 pt_server=""
-# shellcheck disable=SC2317  # called from the trap
-cleanup() {
+# stop_cluster: the agents first, so that they do not go looking for a master that has gone
+stop_cluster() {
     local p
-    # agents first, so that they do not go looking for a master that has gone
-    for p in $pt_server $agent_b $agent_a; do
+    for p in $pt_server $agents_t $agent_b $agent_a; do
         kill -TERM "$p" 2>/dev/null || true
     done
-    for p in $pt_server $agent_b $agent_a; do
+    for p in $pt_server $agents_t $agent_b $agent_a; do
         wait "$p" 2>/dev/null || true
     done
     if [ -n "$master" ]; then
         kill -TERM "$master" 2>/dev/null || true
         wait "$master" 2>/dev/null || true
     fi
+    pt_server="" agents_t="" agent_b="" agent_a="" master=""
+}
+# shellcheck disable=SC2317  # called from the trap
+cleanup() {
+    stop_cluster
     rm -f "$run"/*.sock
 }
 trap cleanup EXIT
@@ -167,29 +185,30 @@ wait_for "$run/a.ready" "$agent_a" "agent a" || { cat "$run/agent-a.log" >&2; ex
 wait_for "$run/b.ready" "$agent_b" "agent b" || { cat "$run/agent-b.log" >&2; exit 1; }
 
 failed=0
-# perftest REP: one ucx_perftest ucp_am_bw pair (server in the background, then the client);
-# the client's CSV (-v: a line a second, then the final one) goes to raw/perftest.REP.csv;
-# cut short after 15 s (raw/perftest.REP.cut), its last line so far is the figure
+# perftest REP [SIZE ITERS TAG]: one ucx_perftest ucp_am_bw pair (server in the background,
+# then the client); the client's CSV (-v: a line a second, then the final one) goes to
+# raw/TAG.REP.csv (TAG: perftest); cut short after 15 s (raw/TAG.REP.cut), its last line so
+# far is the figure
 perftest() {
-    local rep=$1 port rc=0 _
-    local args=(-t ucp_am_bw -s "$size" -n "$pt_iters" -e -v)
+    local rep=$1 sz=${2:-$size} iters=${3:-$pt_iters} tag=${4:-perftest} port rc=0 _
+    local args=(-t ucp_am_bw -s "$sz" -n "$iters" -e -v)
     port=$(free_port)
     UCX_MM_ERROR_HANDLING=y timeout 60 ucx_perftest -p "$port" "${args[@]}" \
-        >"$raw/perftest-server.$rep.out" 2>&1 &
+        >"$raw/$tag-server.$rep.out" 2>&1 &
     pt_server=$!
     for _ in $(seq 1 200); do
         ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
         sleep 0.05
     done
     UCX_MM_ERROR_HANDLING=y timeout 15 ucx_perftest 127.0.0.1 -p "$port" "${args[@]}" \
-        >"$raw/perftest.$rep.csv" 2>"$raw/perftest.$rep.err" || rc=$?
-    if [ "$rc" = 124 ] && grep -q '^\[thread' "$raw/perftest.$rep.csv"; then
+        >"$raw/$tag.$rep.csv" 2>"$raw/$tag.$rep.err" || rc=$?
+    if [ "$rc" = 124 ] && grep -q '^\[thread' "$raw/$tag.$rep.csv"; then
         echo "bench-cluster: ucx_perftest cut short after 15 s (a busy machine)" >&2
-        touch "$raw/perftest.$rep.cut"
+        touch "$raw/$tag.$rep.cut"
         kill -TERM "$pt_server" 2>/dev/null || true
     elif [ "$rc" != 0 ]; then
         echo "bench-cluster: ucx_perftest ${args[*]} failed:" >&2
-        cat "$raw/perftest.$rep.err" "$raw/perftest-server.$rep.out" >&2
+        cat "$raw/$tag.$rep.err" "$raw/$tag-server.$rep.out" >&2
         failed=1
     fi
     wait "$pt_server" 2>/dev/null || true
@@ -232,6 +251,45 @@ done
 for n in a b; do
     "$builddir/libmc/mcctl" --socket "$run/$n.sock" stats >"$run/stats-$n.json" 2>/dev/null || true
 done
+stop_cluster
+
+# the trace cluster: a fresh master, two data nodes, one --dram 0 node the replay goes through
+python3 scripts/gen-trace.py --requests "$trace_reqs" --seed 1 >"$run/trace.jsonl"
+"$master_bin" --listen 127.0.0.1:0 --set ucx_shm=true --ready-file "$run/tmaster.ready" \
+    2>"$run/tmaster.log" &
+master=$!
+wait_for "$run/tmaster.ready" "$master" "mc-master (trace)" || { cat "$run/tmaster.log" >&2; exit 1; }
+read -r _ master_port <"$run/tmaster.ready"
+for n in t1 t2 t3; do
+    dram=$trace_dram
+    [ "$n" = t3 ] && dram=0
+    "$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node "$n" \
+        --set ucx_shm=true --socket "$run/$n.sock" --dram "$dram" --ready-file "$run/$n.ready" \
+        2>"$run/agent-$n.log" &
+    agents_t="$agents_t $!"
+    wait_for "$run/$n.ready" "$!" "agent $n" || { cat "$run/agent-$n.log" >&2; exit 1; }
+done
+trace_cap=$(( $(numfmt --from=iec "$trace_dram") * 2 ))
+trace_block_b=$(numfmt --from=iec "$trace_block")
+for rep in $(seq 1 "$reps"); do
+    echo "bench-cluster: trace repetition $rep of $reps" >&2
+    wait_quiet "t$rep"
+    perftest "$rep" "$trace_block_b" "$trace_pt_iters" perftest_block
+    # every repetition its own keys: it starts cold, as the offline LRU does (the blocks of
+    # the repetition before are the oldest in the pool and go first)
+    if ! "$bench" --socket "$run/t3.sock" --trace "$run/trace.jsonl" --block-size "$trace_block" \
+        --capacity "$trace_cap" --registered --key-prefix "trace$rep" \
+        >"$raw/trace.$rep.out" 2>"$raw/trace.$rep.err"; then
+        echo "bench-cluster: mc-bench --trace failed:" >&2
+        cat "$raw/trace.$rep.err" >&2
+        failed=1
+    fi
+    tail -n 1 "$raw/trace.$rep.out" >"$raw/trace.$rep.json"
+done
+for n in t1 t2 t3; do
+    "$builddir/libmc/mcctl" --socket "$run/$n.sock" stats >"$run/stats-$n.json" 2>/dev/null || true
+done
+stop_cluster
 
 # machine note
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
@@ -241,7 +299,7 @@ ucx_version=$(ucx_info -v 2>/dev/null | sed -n 's/^# Version //p' | head -n 1)
 machine="$(nproc) vCPUs ($cpu), L3 ${l3:-?}, $mem, kernel $(uname -r), UCX ${ucx_version:-?}, load average $load at the start"
 busy=$(cat "$raw"/busy.* 2>/dev/null | paste -sd/ -)
 machine="$machine; CPUs busy before each perftest: ${busy:-?} %"
-cut=$(find "$raw" -name 'perftest.*.cut' | wc -l)
+cut=$(find "$raw" -name 'perftest*.cut' | wc -l)
 [ "$cut" -gt 0 ] && machine="$machine; $cut perftest run(s) cut short after 15 s"
 [ -n "${MC_BENCH_NOTE:-}" ] && machine="$machine. ${MC_BENCH_NOTE}"
 elapsed=$(($(date +%s) - started))
@@ -256,10 +314,11 @@ if [ -n "$docs_md" ] && [ $((noisy + cut)) -gt 0 ] && [ "${MC_BENCH_FORCE_DOCS:-
 fi
 
 python3 - "$raw" "$reps" "$machine" "$run" "$docs_md" "$secs" "$elapsed" "$rpc_secs" \
-    "$pt_iters" <<'PY'
+    "$pt_iters" "$trace_reqs" "$trace_dram" "$trace_block" "$trace_pt_iters" <<'PY'
 import datetime, json, os, statistics, sys
 
 raw, reps, machine, run, docs_md, secs, elapsed, rpc_secs, pt_iters = sys.argv[1:10]
+trace_reqs, trace_dram, trace_block, trace_pt_iters = sys.argv[10:14]
 reps = int(reps)
 
 def load_json(tag, rep):
@@ -269,14 +328,22 @@ def load_json(tag, rep):
     except (OSError, ValueError):
         return None
 
-def perftest_gbs(rep):
+def perftest_row(rep, tag):
     # the last line of -v's CSV: iterations, p50 lat, avg lat, overall lat, avg bw,
     # overall bw (MB/s = MiB/s), avg msg rate, overall msg rate; the lines a second before
     # the final one start with "[thread 0]"
-    with open(os.path.join(raw, f"perftest.{rep}.csv")) as f:
+    with open(os.path.join(raw, f"{tag}.{rep}.csv")) as f:
         rows = [l.split("]")[-1].split(",") for l in f.read().splitlines() if l.strip()]
     rows = [r for r in rows if len(r) == 8 and r[0].strip().isdigit()]
-    return float(rows[-1][5]) * 1048576 / 1e9
+    return rows[-1]
+
+def perftest_gbs(rep, tag="perftest"):
+    return float(perftest_row(rep, tag)[5]) * 1048576 / 1e9
+
+def perftest_msgs(rep, tag):
+    return float(perftest_row(rep, tag)[7])
+
+trace_gbs = lambda rep: perftest_gbs(rep, "perftest_block")
 
 def per_rep(fn):
     out = []
@@ -309,10 +376,22 @@ rows = [
     ("master RPC exist, batches of 128, 2 clients", "keys/s",
      mcj("rpc", "exist_keys_per_s"), "master in-process, 1 core",
      mcj("rpc", "inproc_exist_keys_per_s"), "abs", 300e3),
+    (f"trace replay through t3 (`--dram 0`) of a 3-agent cluster, {trace_block} blocks, "
+     "bytes moved (read + written)", "GB/s", mcj("trace", "gb_per_s"),
+     f"ucx_perftest ucp_am_bw {trace_block}, same UCX settings", trace_gbs, "ratio", 0.7),
+    ("trace replay: hit ratio (leading blocks read and verified / blocks)", "",
+     mcj("trace", "hit_ratio"),
+     f"offline LRU of the cluster's DRAM (2 x {trace_dram})", mcj("trace", "lru_hit_ratio"),
+     "ratio", 0.95),
     # context, no goal
     ("16 MiB get through node a (holds them: the local path), registered", "GB/s",
      mcj("get16m_local", "gb_per_s"),
      "ucx_perftest ucp_am_bw 16 MiB, same UCX settings", perftest_gbs, None, None),
+    ("trace replay: blocks moved", "blocks/s", mcj("trace", "blocks_per_s"),
+     f"ucx_perftest ucp_am_bw {trace_block}: messages",
+     lambda rep: perftest_msgs(rep, "perftest_block"), None, None),
+    ("trace replay: p99 per request (prefix match + gets + puts)", "ms",
+     mcj("trace", "p99_ms"), "its p50", mcj("trace", "p50_ms"), None, None),
 ]
 
 def fmt(v, unit):
@@ -320,6 +399,10 @@ def fmt(v, unit):
         return "n/a"
     if unit == "keys/s":
         return f"{v / 1000:.0f} k"
+    if unit == "blocks/s":
+        return f"{v / 1000:.1f} k"
+    if unit == "":
+        return f"{v:.3f}"
     return f"{v:.2f}"
 
 table = []
@@ -353,8 +436,9 @@ for i, (label, unit, mcf, rlabel, rf, kind, goal) in enumerate(rows, 1):
 now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
 head = [
     f"Run {now}, `scripts/bench-cluster.sh` ({reps} repetitions: {pt_iters} perftest "
-    f"messages, {secs} s per mc-bench run, {rpc_secs} s per master-rpc-bench phase; the "
-    f"script took {elapsed} s).",
+    f"messages, {secs} s per mc-bench run, {rpc_secs} s per master-rpc-bench phase; trace: "
+    f"`scripts/gen-trace.py --requests {trace_reqs} --seed 1`, {trace_pt_iters} perftest "
+    f"messages of {trace_block}; the script took {elapsed} s).",
     f"Machine: {machine}.",
     "",
     "| # | measurement | mc | reference (same run) | mc / reference (min–max) | goal | |",
@@ -364,9 +448,11 @@ foot = [
     "",
     "Figures are medians over the repetitions; a ratio is the median of the per-repetition "
     "ratios (each mc figure against the reference of its own repetition), with its range. "
-    "Row 1's goal is on the ratio; rows 2–4's on the RPC rate itself (its range in "
-    "brackets), the in-process master being context. Row 5 has no goal. GB/s = 1e9 B/s "
-    "(perftest's MB/s are MiB/s, converted).",
+    "Rows 1, 5 and 6's goals are on the ratio; rows 2–4's on the RPC rate itself (its range "
+    "in brackets), the in-process master being context. Rows 7–9 have no goal. The trace "
+    "replay's GB/s and blocks/s count the time spent in store calls (one client, one "
+    "request at a time, batches of 32). GB/s = 1e9 B/s (perftest's MB/s are MiB/s, "
+    "converted).",
 ]
 text = "\n".join(head + table + foot)
 print()

@@ -10,7 +10,11 @@
 # Environment: MC_BENCH_BUILD (build dir, default build), MC_BENCH_REPS (3; every figure
 # is the median of the repetitions, every ratio the median of the per-repetition ratios),
 # MC_BENCH_SECONDS (2, per mc-bench run), MC_BENCH_NO_BUILD=1 (use the build as it is),
-# MC_BENCH_NO_DOCS=1 (print only), MC_BENCH_NOTE (a line added to the machine note).
+# MC_BENCH_NO_DOCS=1 (print only), MC_BENCH_NOTE (a line added to the machine note),
+# MC_BENCH_TRACE_REQUESTS (2000), MC_BENCH_TRACE_DRAM (256M), MC_BENCH_TRACE_BLOCK (64K): the
+# trace replay (mc-bench --trace of a scripts/gen-trace.py trace) through a second standalone
+# agent of MC_BENCH_TRACE_DRAM, the same total DRAM as scripts/bench-cluster.sh's trace
+# cluster, against the offline LRU of that capacity.
 # Every process it starts (agent, redis-server) is stopped on exit, whatever happens.
 set -euo pipefail
 
@@ -19,6 +23,9 @@ cd "$top"
 builddir=${MC_BENCH_BUILD:-build}
 reps=${MC_BENCH_REPS:-3}
 secs=${MC_BENCH_SECONDS:-2}
+trace_reqs=${MC_BENCH_TRACE_REQUESTS:-2000}
+trace_dram=${MC_BENCH_TRACE_DRAM:-256M}
+trace_block=${MC_BENCH_TRACE_BLOCK:-64K}
 started=$(date +%s)
 
 if [ "${MC_BENCH_NO_BUILD:-0}" != 1 ]; then
@@ -43,14 +50,15 @@ rsock=$run/redis.sock
 raw=$run/raw
 mkdir -p "$raw"
 agent=""
+tagent=""
 redis=""
 # shellcheck disable=SC2317  # called from the trap
 cleanup() {
     local p
-    for p in $agent $redis; do
+    for p in $agent $tagent $redis; do
         kill -TERM "$p" 2>/dev/null || true
     done
-    for p in $agent $redis; do
+    for p in $agent $tagent $redis; do
         wait "$p" 2>/dev/null || true
     done
     rm -rf "$run"
@@ -76,6 +84,13 @@ wait_for() {
     2>"$run/agent.log" &
 agent=$!
 wait_for "$run/ready" "$agent" "the agent" || { cat "$run/agent.log" >&2; exit 1; }
+# the trace replay's agent: the capacity the offline LRU is given
+"$agent_bin" --standalone --socket "$run/trace.sock" --dram "$trace_dram" \
+    --ready-file "$run/trace.ready" 2>"$run/trace-agent.log" &
+tagent=$!
+wait_for "$run/trace.ready" "$tagent" "the trace agent" ||
+    { cat "$run/trace-agent.log" >&2; exit 1; }
+python3 scripts/gen-trace.py --requests "$trace_reqs" --seed 1 >"$run/trace.jsonl"
 
 redis-server --port 0 --unixsocket "$rsock" --unixsocketperm 700 --save '' \
     --appendonly no --dir "$run" --logfile "$run/redis.log" --daemonize no &
@@ -121,6 +136,15 @@ for rep in $(seq 1 "$reps"); do
     mc get4k_c2 "$rep" --op get --size 4096 --batch 1 --clients 2
     mc get4k_c8 "$rep" --op get --size 4096 --batch 1 --clients 8
     mc get1m "$rep" --op get --size 1048576 --batch 1 --clients 1 --keys 64
+    # every repetition its own keys: it starts cold, as the offline LRU does
+    if ! "$bench" --socket "$run/trace.sock" --trace "$run/trace.jsonl" \
+        --block-size "$trace_block" --registered --key-prefix "trace$rep" \
+        >"$raw/trace.$rep.out" 2>"$raw/trace.$rep.err"; then
+        echo "bench-local: mc-bench --trace failed:" >&2
+        cat "$raw/trace.$rep.err" >&2
+        failed=1
+    fi
+    tail -n 1 "$raw/trace.$rep.out" >"$raw/trace.$rep.json"
 done
 "$builddir/libmc/mcctl" --socket "$sock" stats >"$run/stats.json" 2>/dev/null || true
 
@@ -136,10 +160,12 @@ docs_md=docs/performance.md
 docs_png=docs/performance.png
 [ "${MC_BENCH_NO_DOCS:-0}" = 1 ] && docs_md="" && docs_png=""
 
-python3 - "$raw" "$reps" "$machine" "$run" "$docs_md" "$secs" "$elapsed" <<'PY'
+python3 - "$raw" "$reps" "$machine" "$run" "$docs_md" "$secs" "$elapsed" "$trace_reqs" \
+    "$trace_dram" "$trace_block" <<'PY'
 import csv, datetime, json, os, statistics, sys
 
 raw, reps, machine, run, docs_md, secs, elapsed = sys.argv[1:8]
+trace_reqs, trace_dram, trace_block = sys.argv[8:11]
 reps = int(reps)
 
 def load_json(tag, rep):
@@ -202,6 +228,13 @@ rows = [
     ("4 KiB put, batch 32, 1 client: p99", "µs", mcj("put4k_b32", "p99_us"),
      "Redis SET -P 32 -c 1 p99",
      lambda r: 1000 * float(rcsv("redis_p32_c1", "SET", "p99_latency_ms")(r)), None, None),
+    (f"trace replay, {trace_block} blocks, `--dram {trace_dram}`: bytes moved", "GB/s",
+     mcj("trace", "gb_per_s"), "memcpy 16 MiB from 512 MiB, 1 thread",
+     memj("copy_16m_gb_per_s"), None, None),
+    ("trace replay: p99 per request", "ms", mcj("trace", "p99_ms"), "its p50",
+     mcj("trace", "p50_ms"), None, None),
+    ("trace replay: hit ratio", "", mcj("trace", "hit_ratio"),
+     f"offline LRU of {trace_dram}", mcj("trace", "lru_hit_ratio"), None, None),
 ]
 
 def fmt(v, unit):
@@ -211,6 +244,8 @@ def fmt(v, unit):
         return f"{v / 1000:.0f} k"
     if unit == "GB/s":
         return f"{v:.2f}"
+    if unit == "":
+        return f"{v:.3f}"
     return f"{v:.1f}"
 
 table = []
@@ -252,7 +287,10 @@ foot = [
     "Figures are medians over the repetitions; a ratio is the median of the per-repetition "
     "ratios (each mc figure against the reference of its own repetition), with its range. "
     "Rows 4 and 5 are latencies (lower is better): row 4 compares mc's p99 with its own p50, "
-    "row 5 with Redis's p99. Rows 6–9 have no goal and are there for context.",
+    "row 5 with Redis's p99. Rows 6–12 have no goal and are there for context; rows 10–12 "
+    f"replay `scripts/gen-trace.py --requests {trace_reqs} --seed 1` (mc-bench --trace: "
+    "one client, one request at a time, batches of 32, bytes verified; its rates count the "
+    "time in store calls).",
 ]
 text = "\n".join(head + table + foot)
 print()

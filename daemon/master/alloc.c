@@ -507,6 +507,14 @@ uint32_t mc_alloc_clock_next(struct mc_alloc *a)
     return id;
 }
 
+void mc_alloc_clock_rewind(struct mc_alloc *a, uint32_t id)
+{
+    assert(mc_alloc_is_used(a, id));
+    /* the hand sits on the physical predecessor (free or used), or before the first block;
+     * frees keep it on a surviving node that starts at or below it (absorb_next) */
+    a->hand = blk(a, id)->prev_phys;
+}
+
 uint64_t mc_alloc_meta_bytes(const struct mc_alloc *a)
 {
     return sizeof(*a) + (uint64_t)a->chunks_cap * sizeof(*a->chunks) +

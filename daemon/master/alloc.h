@@ -71,6 +71,13 @@ uint32_t mc_alloc_used_blocks(const struct mc_alloc *a);
  */
 uint32_t mc_alloc_clock_next(struct mc_alloc *a);
 
+/*
+ * Move the hand back so that the next mc_alloc_clock_next returns `id` (a live allocated
+ * block): an eviction loop that cleared reference bits ahead of it and found no victim
+ * walks the same blocks again, oldest first, instead of going on past them.
+ */
+void mc_alloc_clock_rewind(struct mc_alloc *a, uint32_t id);
+
 /* Bytes of metadata the allocator holds (node chunks + struct), for the budget figures. */
 uint64_t mc_alloc_meta_bytes(const struct mc_alloc *a);
 

@@ -112,8 +112,10 @@ const struct mc_config_entry mc_master_config_table[] = {
         .min = 1,
         .max = 16777216,
         .offset = FIELD(evict_max_scan),
-        .doc = "Blocks one eviction step may examine: bounds the work a PutStart or a tick "
-               "spends looking for victims.",
+        .doc = "Blocks one clock pass may examine: bounds the work a tick spends trimming a "
+               "segment, and how long a PutStart honours reference bits before it takes the "
+               "oldest blocks it saw regardless of them (a put never fails while room can be "
+               "made; docs/master.md).",
     },
     {
         .name = "sweep_max_scan",

@@ -20,7 +20,7 @@ struct mc_master_config {
     double low_watermark;       /* ... down to this one (0.90) */
     uint64_t soft_pin_ttl_ms;   /* a soft pin lapses after this (30 min) */
     double hard_pin_max_ratio;  /* hard-pinned bytes per segment <= ratio * size (0.5) */
-    uint64_t evict_max_scan;    /* blocks one eviction step may examine (4096) */
+    uint64_t evict_max_scan;    /* blocks one clock pass may examine (4096) */
     uint64_t sweep_max_scan;    /* directory records one tick's sweep may examine (65536) */
     uint64_t alloc_granule;     /* allocation alignment in bytes, power of two (64) */
     uint64_t directory_shards;  /* key-hash shards of the directory, power of two (64) */

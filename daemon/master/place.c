@@ -15,9 +15,13 @@
 
 /*
  * Examine the block under segment s's clock hand; evict its replica when it may go.
- * Returns the bytes freed (0 when the block was skipped or nothing is allocated).
+ * `force` takes it even with its reference bit set (leases, hard pins and versions not
+ * complete still protect it). When the block would have gone but for its bit, which this
+ * step clears, *spared_p is set to its id. Returns the bytes freed (0 when the block was
+ * skipped or nothing is allocated).
  */
-static uint64_t seg_evict_step(struct mc_master *m, struct seg *s, bool allow_soft, uint32_t now)
+static uint64_t seg_evict_step(struct mc_master *m, struct seg *s, bool allow_soft, bool force,
+                               uint32_t now, uint32_t *spared_p)
 {
     uint32_t id = mc_alloc_clock_next(s->alloc);
     struct ver *v;
@@ -44,8 +48,10 @@ static uint64_t seg_evict_step(struct mc_master *m, struct seg *s, bool allow_so
         return 0;
     /* the hand ages soft-pinned objects too, so that once they may go, the least
      * recently used of them goes first */
-    if (o->flags & OF_CLOCK) {
+    if ((o->flags & OF_CLOCK) && !force) {
         o->flags &= (uint8_t)~OF_CLOCK; /* second chance */
+        if (!(o->flags & OF_PIN_SOFT) || allow_soft)
+            *spared_p = id;
         return 0;
     }
     if ((o->flags & OF_PIN_SOFT) && ct_reached(now, o->pin_exp))
@@ -72,18 +78,33 @@ static uint64_t seg_evict_step(struct mc_master *m, struct seg *s, bool allow_so
 }
 
 /*
- * Evict from s until `done` says so or the scan budget is spent: first unpinned objects
- * only (two turns of the hand, so clock bits get their second chance), then soft-pinned
- * ones too. Returns true when `done` was reached.
+ * Evict from s until `done` says so. The clock pass examines at most evict_max_scan blocks:
+ * first unpinned objects only (two turns of the hand, so clock bits get their second
+ * chance), then soft-pinned ones too. Returns true when `done` was reached.
+ *
+ * When that budget is spent and `force` is set (a put that needs the room now), the pass
+ * must not give up while room can be made: right after a pool first fills every block
+ * still carries the bit of its own put, and a segment may hold far more blocks than the
+ * budget, so the clock pass alone can clear bits without finding a victim. The hand then
+ * goes back to the first block whose bit this pass cleared (the oldest it saw, in clock
+ * order) and walks again taking victims regardless of their bits: unpinned objects for one
+ * lap of the segment, then soft-pinned ones for one more. The work stays bounded: one
+ * victim per block of room needed when the blocks in reach may go; the two laps only when
+ * nothing in reach may go (leased, hard-pinned, being written), which is when
+ * MC_ERR_NO_SPACE is the answer (mc.h). Trimming to the watermarks on the tick does not
+ * force: it stays within the budget and tries again on the next tick.
  */
 typedef bool (*evict_done_fn)(struct mc_master *m, struct seg *s, uint64_t arg);
 
 static bool seg_evict(struct mc_master *m, struct seg *s, evict_done_fn done, uint64_t arg,
-                      uint32_t now)
+                      bool force, uint32_t now)
 {
     uint64_t budget = m->cfg.evict_max_scan;
     uint64_t phase1 = 2 * (uint64_t)mc_alloc_used_blocks(s->alloc) + 1;
-    uint64_t n;
+    uint32_t spared = MC_ALLOC_NONE, first = MC_ALLOC_NONE;
+    void *first_owner = NULL;
+    uint64_t n, lap;
+    int pass;
 
     /* on a segment with more blocks than the budget covers, half of it still goes to
      * soft-pinned candidates: a soft pin must never act as an uncapped hard one */
@@ -94,7 +115,27 @@ static bool seg_evict(struct mc_master *m, struct seg *s, evict_done_fn done, ui
             return true;
         if (mc_alloc_used_blocks(s->alloc) == 0)
             break;
-        seg_evict_step(m, s, n >= phase1, now);
+        seg_evict_step(m, s, n >= phase1, false, now, &spared);
+        if (first == MC_ALLOC_NONE && spared != MC_ALLOC_NONE) {
+            first = spared;
+            first_owner = mc_alloc_owner(s->alloc, first);
+        }
+    }
+    if (done(m, s, arg) || !force)
+        return done(m, s, arg);
+    /* the block may have gone since (a TTL expiry further on): then the hand stays put */
+    if (first != MC_ALLOC_NONE && mc_alloc_is_used(s->alloc, first) &&
+        mc_alloc_owner(s->alloc, first) == first_owner)
+        mc_alloc_clock_rewind(s->alloc, first);
+    for (pass = 0; pass < 2; pass++) {
+        lap = (uint64_t)mc_alloc_used_blocks(s->alloc) + 1;
+        for (n = 0; n < lap; n++) {
+            if (done(m, s, arg))
+                return true;
+            if (mc_alloc_used_blocks(s->alloc) == 0)
+                break;
+            seg_evict_step(m, s, pass == 1, true, now, &spared);
+        }
     }
     return done(m, s, arg);
 }
@@ -133,7 +174,7 @@ static int seg_alloc_evicting(struct mc_master *m, struct seg *s, const struct f
         if (err != MC_ERR_NO_SPACE)
             return err;
     }
-    if (!seg_evict(m, s, done_fits, (uintptr_t)f, now))
+    if (!seg_evict(m, s, done_fits, (uintptr_t)f, true, now))
         return MC_ERR_NO_SPACE;
     return mc_alloc_alloc(s->alloc, f->need, alloc_p);
 }
@@ -315,5 +356,5 @@ out:
 
 void mc_master__seg_trim(struct mc_master *m, struct seg *s, uint32_t now)
 {
-    (void)seg_evict(m, s, done_low_watermark, 0, now);
+    (void)seg_evict(m, s, done_low_watermark, 0, false, now);
 }

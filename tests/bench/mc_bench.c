@@ -12,6 +12,8 @@
  * usage: mc-bench --socket PATH --op put|get|exist|mixed --size BYTES --batch N
  *                 --clients N --seconds S [--keys K] [--registered]
  *                 [--fill-socket PATH]
+ *        mc-bench --socket PATH --trace FILE [--block-size BYTES] [--batch N]
+ *                 [--capacity BYTES] [--key-prefix P] [--registered]
  *
  *   put    stores the keys in order; once a client has wrapped around its slice it
  *          overwrites them with MC_PUT_UPSERT. Counts stored objects only (a plain put on
@@ -25,6 +27,13 @@
  *   --fill-socket the agent the parent makes the keys present through (get, exist, mixed),
  *                 instead of --socket: in a cluster, the objects are put through one node
  *                 and read through another (scripts/bench-cluster.sh).
+ *
+ *   --trace       replay a prefix-cache trace (JSON lines {"timestamp","input_length",
+ *                 "output_length","hash_ids":[...]}) through one client: per request a
+ *                 prefix match, a batch get of the leading hits, a batch put of the misses,
+ *                 bytes verified, against an offline LRU of --capacity bytes (default: the
+ *                 agent's pool); --block-size default 64 KiB, --batch default 32
+ *                 (mc_bench_trace.c says what each figure means).
  *
  * gb_per_s is bytes moved (hits, stored objects) / 1e9 / s; ops_per_s counts items, not
  * calls; p50_us and p99_us are per call (per batch) over every client's calls. On a terminal
@@ -47,7 +56,7 @@
 
 #include <mc/mc.h>
 
-#include "libmc/tool.h" /* mc_client_stats_json: the pool's capacity */
+#include "tests/bench/mc_bench_trace.h"
 
 #define MCB_KEY_SLOT 48 /* "mcb/" + 2 x 20 digits + "/" + NUL fits */
 #define MCB_BATCH_MAX 4096
@@ -69,6 +78,8 @@ struct mcb_cfg {
     bool registered;
     const char *fill_socket; /* NULL: prefill through socket */
     const char *keytab;      /* keys x MCB_KEY_SLOT bytes, made before the fork */
+    struct mcb_trace_cfg trace; /* trace.path != NULL: --trace mode */
+    bool have_batch;
 };
 
 /* What one client sends back through its pipe, followed by nlat call latencies (ns). */
@@ -117,7 +128,9 @@ static int usage(const char *why)
         fprintf(stderr, "mc-bench: %s\n", why);
     fprintf(stderr, "usage: mc-bench --socket PATH --op put|get|exist|mixed --size BYTES "
                     "--batch N --clients N --seconds S [--keys K] [--registered] "
-                    "[--fill-socket PATH]\n");
+                    "[--fill-socket PATH]\n"
+                    "       mc-bench --socket PATH --trace FILE [--block-size BYTES] "
+                    "[--batch N] [--capacity BYTES] [--key-prefix P] [--registered]\n");
     return 2;
 }
 
@@ -171,24 +184,6 @@ static char *make_keys(size_t size, uint64_t n)
     for (i = 0; i < n; i++)
         snprintf(tab + i * MCB_KEY_SLOT, MCB_KEY_SLOT, "mcb/%zu/%" PRIu64, size, i);
     return tab;
-}
-
-/* The pool's capacity in bytes, from the agent's statistics JSON; 0 if unknown. */
-static uint64_t pool_capacity(mc_client_t *c)
-{
-    static const char field[] = "\"capacity_bytes\":";
-    unsigned long long v = 0;
-    const char *p;
-    char *json;
-    size_t len;
-
-    if (mc_client_stats_json(c, &json, &len) != 0)
-        return 0;
-    p = strstr(json, field);
-    if (p != NULL)
-        v = strtoull(p + sizeof(field) - 1, NULL, 10);
-    free(json);
-    return v;
 }
 
 /* Fill a buffer with a pattern that is not all zeroes (so no page stays shared). */
@@ -568,6 +563,8 @@ static int parse_args(int argc, char **argv, struct mcb_cfg *cfg)
         {"clients", required_argument, NULL, 'c'}, {"seconds", required_argument, NULL, 't'},
         {"keys", required_argument, NULL, 'k'},    {"registered", no_argument, NULL, 'r'},
         {"fill-socket", required_argument, NULL, 'f'},
+        {"trace", required_argument, NULL, 'T'},   {"block-size", required_argument, NULL, 'B'},
+        {"capacity", required_argument, NULL, 'C'}, {"key-prefix", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -602,6 +599,7 @@ static int parse_args(int argc, char **argv, struct mcb_cfg *cfg)
             if (!parse_u64(optarg, &v) || v == 0 || v > MCB_BATCH_MAX)
                 return usage("--batch is 1 to 4096");
             cfg->batch = (size_t)v;
+            cfg->have_batch = true;
             break;
         case 'c':
             if (!parse_u64(optarg, &v) || v == 0 || v > MCB_CLIENTS_MAX)
@@ -625,12 +623,44 @@ static int parse_args(int argc, char **argv, struct mcb_cfg *cfg)
         case 'f':
             cfg->fill_socket = optarg;
             break;
+        case 'T':
+            cfg->trace.path = optarg;
+            break;
+        case 'B':
+            if (!parse_u64(optarg, &v) || v == 0 || v > (1ull << 30))
+                return usage("--block-size is 1 byte to 1 GiB");
+            cfg->trace.block_size = (size_t)v;
+            break;
+        case 'C':
+            if (!parse_u64(optarg, &v) || v == 0)
+                return usage("--capacity is a positive byte count");
+            cfg->trace.capacity = v;
+            break;
+        case 'P':
+            if (strlen(optarg) == 0 || strlen(optarg) > 40)
+                return usage("--key-prefix is 1 to 40 bytes");
+            cfg->trace.key_prefix = optarg;
+            break;
         default:
             return usage(NULL);
         }
     }
     if (optind != argc)
         return usage("unexpected argument");
+    if (cfg->trace.path != NULL) {
+        if (cfg->socket == NULL || have_op || have_size)
+            return usage("--trace needs --socket and takes --block-size, not --op or --size");
+        cfg->trace.socket = cfg->socket;
+        cfg->trace.registered = cfg->registered;
+        cfg->trace.batch = cfg->have_batch ? cfg->batch : 32;
+        if (cfg->trace.block_size == 0)
+            cfg->trace.block_size = 64 * 1024;
+        if (cfg->trace.batch * cfg->trace.block_size > (16ull << 30))
+            return usage("--batch x --block-size is at most 16 GiB");
+        return 0;
+    }
+    if (cfg->trace.block_size != 0 || cfg->trace.capacity != 0 || cfg->trace.key_prefix != NULL)
+        return usage("--block-size, --capacity and --key-prefix go with --trace");
     if (cfg->socket == NULL || !have_op || !have_size)
         return usage("--socket, --op and --size are required");
     if (cfg->batch * cfg->size / cfg->batch != cfg->size ||
@@ -787,6 +817,8 @@ int main(int argc, char **argv)
     rc = parse_args(argc, argv, &cfg);
     if (rc != 0)
         return rc;
+    if (cfg.trace.path != NULL)
+        return mcb_trace_run(&cfg.trace);
 
     err = mc_connect(cfg.socket, &c);
     if (err != 0) {
@@ -794,7 +826,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (cfg.keys == 0) {
-        uint64_t cap = pool_capacity(c);
+        uint64_t cap = mcb_pool_capacity(c);
 
         if (cap == 0) {
             mc_close(c);

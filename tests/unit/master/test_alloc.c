@@ -436,6 +436,38 @@ START_TEST(test_alloc_clock_walks_in_address_order)
 }
 END_TEST
 
+/* Rewind: the next step of the hand returns the named block, whatever its neighbours are
+ * (the first block, one after a free block, one after a used block), and frees around it
+ * keep that promise. */
+START_TEST(test_alloc_clock_rewind)
+{
+    enum { N = 8 };
+    uint32_t ids[N], i;
+    struct mc_alloc *a = t_create(N * 4096, 64);
+
+    for (i = 0; i < N; i++)
+        ids[i] = t_alloc(a, 4096);
+    for (i = 0; i < 5; i++)
+        (void)mc_alloc_clock_next(a);
+    mc_alloc_clock_rewind(a, ids[0]);
+    ck_assert_uint_eq(mc_alloc_clock_next(a), ids[0]);
+    mc_alloc_clock_rewind(a, ids[4]);
+    ck_assert_uint_eq(mc_alloc_clock_next(a), ids[4]);
+    mc_alloc_free(a, ids[2]);
+    mc_alloc_clock_rewind(a, ids[3]); /* hand on the free block before it */
+    ck_assert_uint_eq(mc_alloc_clock_next(a), ids[3]);
+    mc_alloc_clock_rewind(a, ids[4]); /* hand on ids[3]: freeing it merges it with [2] */
+    mc_alloc_free(a, ids[3]);
+    ck_assert(mc_alloc_check(a));
+    ck_assert_uint_eq(mc_alloc_clock_next(a), ids[4]);
+    mc_alloc_clock_rewind(a, ids[6]); /* hand on ids[5]: freed alone, then [6] after it */
+    mc_alloc_free(a, ids[5]);
+    ck_assert_uint_eq(mc_alloc_clock_next(a), ids[6]);
+    ck_assert(mc_alloc_check(a));
+    mc_alloc_destroy(a);
+}
+END_TEST
+
 START_TEST(test_alloc_clock_survives_freeing_under_hand)
 {
     enum { N = 3000 };
@@ -884,6 +916,7 @@ static Suite *t_suite(void)
     tcase_add_test(tc, test_alloc_is_used_rejects_bad_ids);
     tcase_add_test(tc, test_alloc_huge_segment);
     tcase_add_test(tc, test_alloc_meta_bytes_grows_with_blocks);
+    tcase_add_test(tc, test_alloc_clock_rewind);
     suite_add_tcase(s, tc);
 
     /* sanitizer builds run these several times slower than the 4 s default allows */
