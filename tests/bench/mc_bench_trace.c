@@ -38,11 +38,11 @@ struct replay {
     const struct mcb_trace_cfg *cfg;
     mc_client_t *c;
     char prefix[48];
-    char *keytab;        /* max_blocks x KEY_SLOT */
-    const char **keys;   /* max_blocks pointers */
-    unsigned char *ok;   /* per block of the request: read and verified */
-    uint64_t *stamp;     /* per distinct block: the last request (+1) that put it */
-    const char **pkeys;  /* one batch */
+    char *keytab;       /* max_blocks x KEY_SLOT */
+    const char **keys;  /* max_blocks pointers */
+    unsigned char *ok;  /* per block of the request: read and verified */
+    uint64_t *stamp;    /* per distinct block: the last request (+1) that put it */
+    const char **pkeys; /* one batch */
     const void **pbufs;
     void **gbufs;
     size_t *lens, *caps;

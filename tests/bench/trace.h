@@ -19,24 +19,24 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define MCT_MAX_BLOCKS  65536     /* hash ids per request; more is a malformed line */
-#define MCT_MAX_LINE    (4u << 20) /* bytes per line; longer is a malformed line */
+#define MCT_MAX_BLOCKS 65536      /* hash ids per request; more is a malformed line */
+#define MCT_MAX_LINE   (4u << 20) /* bytes per line; longer is a malformed line */
 
 struct mct_req {
-    double timestamp;       /* as given (ms in Mooncake's traces); 0 if absent */
-    uint64_t input_length;  /* tokens, as given; 0 if absent */
+    double timestamp;      /* as given (ms in Mooncake's traces); 0 if absent */
+    uint64_t input_length; /* tokens, as given; 0 if absent */
     uint64_t output_length;
     uint32_t nblocks;
-    uint64_t *ids;  /* nblocks hash ids, in order */
-    uint32_t *idx;  /* nblocks dense indices (0 .. ndistinct - 1), filled by the loader */
+    uint64_t *ids; /* nblocks hash ids, in order */
+    uint32_t *idx; /* nblocks dense indices (0 .. ndistinct - 1), filled by the loader */
 };
 
 struct mct_trace {
     struct mct_req *reqs;
     size_t nreqs;
-    uint64_t nblocks;    /* sum over requests */
-    uint32_t ndistinct;  /* distinct hash ids */
-    uint64_t malformed;  /* lines skipped */
+    uint64_t nblocks;   /* sum over requests */
+    uint32_t ndistinct; /* distinct hash ids */
+    uint64_t malformed; /* lines skipped */
 };
 
 /*
