@@ -399,13 +399,17 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     if (a->land_seg != NULL) /* at a->land_idx */
         a->cs.segs[a->cs.nsegs++] = (struct client_seg){a->land_seg->ro_fd, a->land_seg->size};
 
-    err = mc_loop_init(&a->loop, LOOP_ENTRIES);
+    err = mc_loop_init(&a->loop, LOOP_ENTRIES, (enum mc_loop_kind)cfg->loop);
     if (err != 0) {
-        mc_error("the event loop (io_uring): %s", mc_strerror(err));
+        mc_error("the event loop: %s", mc_strerror(err));
         goto err_destroy;
     }
+    if (a->loop.uring_err != 0)
+        mc_warn("io_uring unavailable (%s): the event loop uses epoll",
+                strerror(-a->loop.uring_err));
     if (!mc_loop_has_futex(&a->loop))
-        mc_warn("kernel without io_uring futex ops: polling client rings every 1 ms");
+        mc_warn("no futex waits in the %s loop: polling client rings every 1 ms",
+                mc_loop_name(&a->loop));
 
     a->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
     its.it_interval.tv_sec = (time_t)(cfg->master.tick_ms / 1000);
@@ -423,9 +427,9 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     err = clients_open(&a->cs, &a->cfg, &a->loop, &hooks, a->socket_path);
     if (err != 0)
         goto err_destroy;
-    mc_info("agent up (%s): socket %s, DRAM %" PRIu64 " bytes%s, io_uring futex %s",
+    mc_info("agent up (%s): socket %s, DRAM %" PRIu64 " bytes%s, loop %s, futex waits %s",
             a->mode->name, a->socket_path, agent_dram_bytes(a),
-            a->seg != NULL && a->seg->huge ? " (huge pages)" : "",
+            a->seg != NULL && a->seg->huge ? " (huge pages)" : "", mc_loop_name(&a->loop),
             mc_loop_has_futex(&a->loop) ? "yes" : "no");
     *a_p = a;
     return 0;
