@@ -123,6 +123,7 @@ struct mc_clients {
     struct client_seg segs[CLIENT_SEGS_MAX];
     uint32_t nsegs;
     int listen_fd;
+    int node_fd; /* the node page (shm/node.h), sent after the segments' fds; -1: none */
     struct mc_loop_ev accept_ev;
     bool accepting;
     bool draining;                /* no new clients; libmc fails new calls */
