@@ -226,7 +226,7 @@ int mc_agent_run(struct mc_agent *a)
         if (a->mode->turn(a))
             work = true;
         t = mc_agent_now_ns();
-        agent_spin_sample(&a->spin, t);
+        agent_spin_sample(&a->spin, t, a->cs.st.sqes);
         /* the metrics page reads a copy at most ~10 ms old (and the timer wakes an idle
          * loop every tick_ms) */
         if (a->metrics != NULL && t - a->metrics_pub_ns >= 10000000u) {
@@ -422,7 +422,7 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
         mc_warn("no futex waits in the %s loop: polling client rings every 1 ms",
                 mc_loop_name(&a->loop));
 
-    err = agent_spin_init(&a->spin); /* on this thread: the loop's run delay */
+    err = agent_spin_init(&a->spin, cfg->adaptive_wait); /* this thread: the loop's */
     if (err != 0)
         mc_warn("adaptive waiting off (polling by count only): %s", mc_strerror(err));
     a->cs.node_fd = a->spin.fd;

@@ -210,6 +210,7 @@ static bool client_drain_sq(struct mc_clients *cs, struct client *c)
         if (s.key_len <= MC_SHM_KEY_SLOT)
             memcpy(key, mc_shm_key_slot(c->r, c->sq_head), s.key_len);
         c->sq_head++;
+        cs->st.sqes++;
         /* a RELEASE that wants no answer takes no CQ room: it does not count */
         if (c->inflight >= c->lay.max_inflight &&
             !(s.opcode == MC_OP_RELEASE && (s.flags & MC_SQE_F_NO_CQE))) {

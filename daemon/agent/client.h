@@ -138,6 +138,7 @@ struct mc_clients {
     unsigned refused_last_uid;
     struct {
         uint64_t disconnects, refused, refused_denied, refused_busy, violations;
+        uint64_t sqes; /* taken from every client: the rate adaptive waiting compares */
         uint64_t arenas_refused;
     } st;
 };

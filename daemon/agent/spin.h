@@ -1,13 +1,18 @@
 /*
  * Adaptive waiting, the agent's half (shm/node.h is the page it shares with its clients):
- * the agent polls its clients' rings after work, and clients poll their CQs, only while the
- * host is quiet. Every SPIN_WINDOW of the loop the agent reads its own run delay (the time
- * it was runnable but waited for a CPU, /proc/thread-self/schedstat); a window in which it
- * waited more than a quarter of the time marks the node busy: from then on nobody polls
- * and every round trip sleeps on a doorbell. The node is quiet again after a run of windows
- * that waited less than 5 %; the run needed doubles each time busy comes back soon after
- * (up to 1.3 s), so a loaded host does not flap between the two. Figures and the rule:
- * docs/decisions.md, "Adaptive waiting".
+ * whether the agent polls its clients' rings after work, and clients their CQs, or every
+ * round trip sleeps on a doorbell. Measured, not guessed: the loop counts the requests it
+ * takes in windows of 10 ms and, from time to time, runs the other mode for a few windows
+ * (a probe); the mode that took more requests per window stays (a probe taking under half
+ * as many ends after one window). A probe that loses makes
+ * the next one wait twice as long (up to 5 s), so a steady host pays about 1 % of its time
+ * for the probes. Two hints from the host start a probe at once: in polling mode, a window
+ * in which the loop waited for a CPU more than half the time (its run delay,
+ * /proc/thread-self/schedstat: the host is oversubscribed) and took fewer than half the
+ * requests of the mode's average (polling stopped paying); in sleeping mode, 8 windows in
+ * a row that waited less than 5 % (the host went quiet). Without requests to compare, the
+ * hints decide alone. It starts sleeping. Figures and the rule: docs/decisions.md,
+ * "Adaptive waiting".
  */
 #ifndef MC_AGENT_SPIN_H
 #define MC_AGENT_SPIN_H
@@ -21,26 +26,36 @@ struct agent_spin {
     struct mc_shm_node *node; /* the page clients map (NULL: none could be made) */
     int fd;                   /* its memfd, handed to each client (-1: none) */
     int stat_fd;              /* /proc/thread-self/schedstat of the loop thread (-1: none) */
-    uint64_t win_start_ns;    /* the window being measured */
-    uint64_t win_delay_ns;    /* the run delay at its start */
-    uint64_t busy_since_ns;   /* the last quiet -> busy */
-    uint64_t quiet_since_ns;  /* the last busy -> quiet */
-    uint32_t quiet_windows;   /* quiet windows in a row while busy */
-    uint32_t quiet_needed;    /* ... before it is quiet again */
-    uint64_t flips;           /* quiet <-> busy changes, for the stats */
+    uint64_t win_start_ns;    /* the window being measured: when it began, */
+    uint64_t win_delay_ns;    /* the run delay then, */
+    uint64_t win_ops;         /* and the requests taken then */
+    uint64_t tally_ops;       /* requests in the current mode's windows so far */
+    uint32_t tally_windows;
+    uint32_t phase_windows;   /* windows since the mode last changed or was confirmed */
+    uint32_t exploit_windows; /* ... before the next probe */
+    uint32_t quiet_windows;   /* sleeping: low run delay windows in a row */
+    bool probing;             /* the other mode is on trial */
+    bool probe_settling;      /* its first window is not counted (the switch) */
+    uint64_t probe_ops;
+    uint32_t probe_windows;
+    uint64_t probes, switches; /* for the stats */
 };
 
-/* Creates the page (cores: online CPUs) and opens the run-delay counter on the calling
- * thread, which must be the loop's. Failing either leaves the agent without adaptive
- * waiting (never busy, clients fall back to their own count): returns the error for a
- * warning. */
-int agent_spin_init(struct agent_spin *s);
+/* Creates the page (cores: online CPUs) and, when adaptive, opens the run-delay counter on
+ * the calling thread, which must be the loop's, and starts in sleeping mode. Not adaptive
+ * (adaptive_wait=false), or when this fails, the node is never busy: everyone polls as
+ * configured (without a page, clients count pollers in their own process); the error is
+ * for a warning. */
+int agent_spin_init(struct agent_spin *s, bool adaptive);
 void agent_spin_cleanup(struct agent_spin *s);
-/* Each loop turn, with the time: ends a window when one has passed. */
-void agent_spin_sample(struct agent_spin *s, uint64_t now_ns);
+/* Each loop turn, with the time and the requests taken so far: ends a window when one has
+ * passed. */
+void agent_spin_sample(struct agent_spin *s, uint64_t now_ns, uint64_t ops);
+/* true: sleeping mode (the node page's busy). */
 bool agent_spin_busy(const struct agent_spin *s);
-/* The verdict of agent_spin_sample, given the time and the run delay so far (for tests). */
-void agent_spin_window(struct agent_spin *s, uint64_t now_ns, uint64_t delay_ns);
+/* The verdict of agent_spin_sample, given the time, the run delay and the requests so far
+ * (the tests feed it). */
+void agent_spin_window(struct agent_spin *s, uint64_t now_ns, uint64_t delay_ns, uint64_t ops);
 /* A client's region goes: if it was polling (its CQ's consumer_spinning), its count in the
  * page goes too (a client killed while polling never takes it back). */
 void agent_spin_client_gone(struct agent_spin *s, bool was_polling);
