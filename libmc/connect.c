@@ -221,8 +221,10 @@ static int map_segment(int fd, uint64_t size, const uint8_t **p_p)
     return 0;
 }
 
-/* Map the node page (shm/node.h) read-write: sealed against shrinking, at least a page, its
- * magic. Does not close fd. */
+/* Map the node page (shm/node.h) read-write: sealed against shrinking, at least a page.
+ * Every client may write it, so a wrong magic (another client scribbled it: the agent
+ * restores it at its next tick) only means *p_p = NULL: this process counts alone. Does not
+ * close fd. */
 static int map_node(int fd, struct mc_shm_node **p_p)
 {
     struct stat st;
@@ -242,7 +244,7 @@ static int map_node(int fd, struct mc_shm_node **p_p)
     n = p;
     if (n->magic != MC_SHM_NODE_MAGIC) {
         munmap(p, MC_SHM_NODE_SIZE);
-        return MC_ERR_PROTO;
+        n = NULL;
     }
     *p_p = n;
     return 0;

@@ -50,7 +50,8 @@ int agent_spin_init(struct agent_spin *s, bool adaptive)
     }
     s->node = p;
     s->node->magic = MC_SHM_NODE_MAGIC;
-    atomic_store(&s->node->cores, cores > 0 ? (uint32_t)cores : 1);
+    s->cores = cores > 0 ? (uint32_t)cores : 1;
+    atomic_store(&s->node->cores, s->cores);
     if (!adaptive)
         return 0; /* never busy: everyone polls as configured */
     s->stat_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
@@ -224,4 +225,7 @@ void agent_spin_repair(struct agent_spin *s, uint32_t polling, uint32_t clients)
     n = atomic_load(&s->node->spinners);
     if (n > clients)
         atomic_compare_exchange_strong(&s->node->spinners, &n, polling);
+    /* what a client may have scribbled over: ours again */
+    s->node->magic = MC_SHM_NODE_MAGIC;
+    atomic_store_explicit(&s->node->cores, s->cores, memory_order_relaxed);
 }

@@ -26,6 +26,7 @@ struct agent_spin {
     struct mc_shm_node *node; /* the page clients map (NULL: none could be made) */
     int fd;                   /* its memfd, handed to each client (-1: none) */
     int stat_fd;              /* /proc/thread-self/schedstat of the loop thread (-1: none) */
+    uint32_t cores;           /* online CPUs, as written in the page */
     uint64_t win_start_ns;    /* the window being measured: when it began, */
     uint64_t win_delay_ns;    /* the run delay then, */
     uint64_t win_ops;         /* and the requests taken then */
@@ -60,7 +61,8 @@ void agent_spin_window(struct agent_spin *s, uint64_t now_ns, uint64_t delay_ns,
  * page goes too (a client killed while polling never takes it back). */
 void agent_spin_client_gone(struct agent_spin *s, bool was_polling);
 /* Each tick: polling clients right now (consumer_spinning) and clients; a count in the page
- * above every client is a leftover or a hostile write: set it to `polling`. */
+ * above every client is a leftover or a hostile write: set it to `polling`. The magic and
+ * the core count are written again (any client may have scribbled them). */
 void agent_spin_repair(struct agent_spin *s, uint32_t polling, uint32_t clients);
 
 #endif /* MC_AGENT_SPIN_H */

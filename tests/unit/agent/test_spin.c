@@ -150,6 +150,12 @@ START_TEST(test_spin_repair_of_counts_left_behind)
     ck_assert_uint_eq(atomic_load(&s.node->spinners), 1);
     agent_spin_repair(&s, 0, 3); /* within bounds: left to the clients */
     ck_assert_uint_eq(atomic_load(&s.node->spinners), 1);
+    /* a scribbled magic and core count are restored */
+    s.node->magic = 0;
+    atomic_store(&s.node->cores, 1000000);
+    agent_spin_repair(&s, 0, 3);
+    ck_assert(s.node->magic == MC_SHM_NODE_MAGIC);
+    ck_assert_uint_eq(atomic_load(&s.node->cores), s.cores);
     agent_spin_cleanup(&s);
 }
 END_TEST
