@@ -74,7 +74,8 @@ static uint32_t op_timeout_from_env(void)
     return (uint32_t)v;
 }
 
-/* MC_CLIENT_SPIN_US: how long a waiter polls the CQ before it sleeps (0: never polls). */
+/* MC_CLIENT_SPIN_US: the longest a waiter polls the CQ before it sleeps (0: never polls);
+ * whether it polls at all is the node page's call (engine.c, spin_begin). */
 static uint64_t spin_ns_from_env(void)
 {
     const char *s = getenv("MC_CLIENT_SPIN_US");

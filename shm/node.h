@@ -49,9 +49,16 @@ static inline bool mc_shm_node_spin_begin(struct mc_shm_node *n)
     return false;
 }
 
+/* Never below 0: the agent may have taken this count back already (it cut the client off
+ * while it polled). */
 static inline void mc_shm_node_spin_end(struct mc_shm_node *n)
 {
-    atomic_fetch_sub_explicit(&n->spinners, 1, memory_order_relaxed);
+    uint32_t v = atomic_load_explicit(&n->spinners, memory_order_relaxed);
+
+    while (v > 0 && !atomic_compare_exchange_weak_explicit(&n->spinners, &v, v - 1,
+                                                           memory_order_relaxed,
+                                                           memory_order_relaxed))
+        ;
 }
 
 #endif /* MC_SHM_NODE_H */
