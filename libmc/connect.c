@@ -27,10 +27,11 @@
 #include "libmc/op.h"
 #include "shm/fdpass.h"
 #include "shm/memfd.h"
+#include "shm/node.h"
 #include "shm/region.h"
 #include "shm/sockpath.h"
 
-#define MC_NFDS_MAX (1 + MC_SHM_MAX_SEGS)
+#define MC_NFDS_MAX (2 + MC_SHM_MAX_SEGS) /* the region, the segments, the node page */
 
 /* The socket path by the rule of docs/protocol.md (shm/sockpath.h) into addr; 0 or
  * MC_ERR_INVALID. */
@@ -73,7 +74,8 @@ static uint32_t op_timeout_from_env(void)
     return (uint32_t)v;
 }
 
-/* MC_CLIENT_SPIN_US: how long a waiter polls the CQ before it sleeps (0: never polls). */
+/* MC_CLIENT_SPIN_US: the longest a waiter polls the CQ before it sleeps (0: never polls);
+ * whether it polls at all is the node page's call (engine.c, spin_begin). */
 static uint64_t spin_ns_from_env(void)
 {
     const char *s = getenv("MC_CLIENT_SPIN_US");
@@ -188,7 +190,8 @@ static int recv_welcome(int sock, int timeout_ms, struct mc_shm_welcome *w, int 
         err = MC_ERR_PROTO;
     else if (w->status < 0)
         err = w->status; /* the agent's verdict, as is (MC_ERR_DENIED, MC_ERR_NOMEM ...) */
-    else if (n != sizeof(*w) || w->nsegs > MC_SHM_MAX_SEGS || (uint32_t)nfds != 1 + w->nsegs)
+    else if (n != sizeof(*w) || w->nsegs > MC_SHM_MAX_SEGS ||
+             ((uint32_t)nfds != 1 + w->nsegs && (uint32_t)nfds != 2 + w->nsegs))
         err = MC_ERR_PROTO;
     if (err != 0) {
         close_fds(fds, nfds);
@@ -219,11 +222,43 @@ static int map_segment(int fd, uint64_t size, const uint8_t **p_p)
     return 0;
 }
 
+/* Map the node page (shm/node.h) read-write: sealed against shrinking, at least a page.
+ * Every client may write it, so a wrong magic (another client scribbled it: the agent
+ * restores it at its next tick) only means *p_p = NULL: this process counts alone. Does not
+ * close fd. */
+static int map_node(int fd, struct mc_shm_node **p_p)
+{
+    struct stat st;
+    struct mc_shm_node *n;
+    void *p;
+    int seals;
+    int err;
+
+    if (fstat(fd, &st) < 0 || st.st_size < (off_t)MC_SHM_NODE_SIZE)
+        return MC_ERR_PROTO;
+    seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK))
+        return MC_ERR_PROTO;
+    err = mc_shm_map(fd, MC_SHM_NODE_SIZE, true, &p);
+    if (err != 0)
+        return err == MC_ERR_NOMEM ? MC_ERR_NOMEM : MC_ERR_IO;
+    n = p;
+    if (n->magic != MC_SHM_NODE_MAGIC) {
+        munmap(p, MC_SHM_NODE_SIZE);
+        n = NULL;
+    }
+    *p_p = n;
+    return 0;
+}
+
 static void unmap_segments(struct mc_client *c)
 {
     for (uint32_t i = 0; i < c->e.nsegs; i++)
         munmap((void *)c->e.seg[i], (size_t)c->e.seg_size[i]);
     c->e.nsegs = 0;
+    if (c->e.node != NULL)
+        munmap(c->e.node, MC_SHM_NODE_SIZE);
+    c->e.node = NULL;
 }
 
 /* Connect the socket and do the hello / welcome exchange; with_efd: offer c->e.efd. */
@@ -315,6 +350,12 @@ MC_EXPORT int mc_connect(const char *socket_path, mc_client_t **out)
             goto err_unmap;
         c->e.seg_size[i] = w.seg_size[i];
         c->e.nsegs = i + 1;
+    }
+    /* an agent from before the node page sends none: then this process counts alone */
+    if ((uint32_t)nfds == 2 + w.nsegs) {
+        err = map_node(fds[1 + w.nsegs], &c->e.node);
+        if (err != 0)
+            goto err_unmap;
     }
     /* the mappings keep the segments; their fds are of no further use */
     close_fds(fds + 1, nfds - 1);

@@ -450,28 +450,47 @@ static void efd_drain(struct mc_engine *e)
         (void)read(e->efd, &v, sizeof(v)); /* non-blocking: EAGAIN when already empty */
 }
 
-/*
- * The reaper's wait, without mu: spin MC_CLIENT_SPIN_NS, then sleep on the CQ doorbell for
- * at most MC_CLIENT_LIVENESS_MS, then check that the agent lives. Returns 0 when the
- * caller should re-check (CQEs may be ready, a slot was given back, or a slice passed),
- * MC_ERR_TIMEOUT at the deadline, or the agent's liveness error.
- */
-static _Atomic uint32_t g_spinners; /* threads of this process polling a CQ */
+/* Polls in a row that end with nothing before a reaper stops polling for a while, and how
+ * many waits it then sleeps at once: polling that does not pay only takes a CPU. */
+#define SPIN_MISSES_MAX 8u
+#define SPIN_SKIP_WAITS 64u
 
-static uint32_t spin_cores(void)
+/* Without the agent's node page (an agent from before it): this process's own count. */
+static struct mc_shm_node g_local_node;
+
+static struct mc_shm_node *spin_node(struct mc_engine *e)
 {
-    static _Atomic uint32_t cores;
-    uint32_t n = atomic_load_explicit(&cores, memory_order_relaxed);
-
-    if (n == 0) {
+    if (e->node != NULL)
+        return e->node;
+    if (atomic_load_explicit(&g_local_node.cores, memory_order_relaxed) == 0) {
         long v = sysconf(_SC_NPROCESSORS_ONLN);
 
-        n = v > 0 ? (uint32_t)v : 1;
-        atomic_store_explicit(&cores, n, memory_order_relaxed);
+        atomic_store_explicit(&g_local_node.cores, v > 0 ? (uint32_t)v : 1,
+                              memory_order_relaxed);
     }
-    return n;
+    return &g_local_node;
 }
 
+/* Whether this wait polls first: spinning allowed, no recent run of empty polls, and the
+ * node admits one more poller (shm/node.h). */
+static bool spin_begin(struct mc_engine *e)
+{
+    if (e->spin_ns == 0)
+        return false;
+    if (e->spin_skip > 0) {
+        e->spin_skip--;
+        return false;
+    }
+    return mc_shm_node_spin_begin(spin_node(e));
+}
+
+/*
+ * The reaper's wait, without mu: poll at most spin_ns when admitted (spin_begin), then
+ * sleep on the CQ doorbell for at most MC_CLIENT_LIVENESS_MS, then check that the agent
+ * lives. Returns 0 when the caller should re-check (CQEs may be ready, a slot was given
+ * back, or a slice passed), MC_ERR_TIMEOUT at the deadline, or the agent's liveness error.
+ * One reaper per engine at a time: spin_misses and spin_skip need no lock.
+ */
 static int reap_wait(struct mc_engine *e, struct reap_arg *ra, uint64_t deadline_ns)
 {
     struct mc_shm_ring_ctrl *cq = e->region->cq;
@@ -480,9 +499,11 @@ static int reap_wait(struct mc_engine *e, struct reap_arg *ra, uint64_t deadline
     uint64_t left_ms;
     int err;
 
-    /* poll only while fewer of us poll than there are cores: on a full machine a spinner
-     * only delays the agent it waits for (all-spin collapses at 8 clients on 2 cores) */
-    if (e->spin_ns > 0 && atomic_fetch_add(&g_spinners, 1) < spin_cores()) {
+    /* poll only while it pays: on a full machine a poller only delays the agent it waits
+     * for (all-spin collapses at 8 clients on 2 cores, and under CPU hogs at 1) */
+    if (spin_begin(e)) {
+        /* set after the admission, cleared before the release: the agent takes back the
+         * count of a client killed in between (daemon/agent/spin.h) */
         atomic_store_explicit(&cq->consumer_spinning, 1, memory_order_relaxed);
         while (now < spin_end && now < deadline_ns && !cq_ready(ra)) {
             cpu_relax();
@@ -493,11 +514,15 @@ static int reap_wait(struct mc_engine *e, struct reap_arg *ra, uint64_t deadline
             }
         }
         atomic_store_explicit(&cq->consumer_spinning, 0, memory_order_relaxed);
-        atomic_fetch_sub(&g_spinners, 1);
-        if (cq_ready(ra))
+        mc_shm_node_spin_end(spin_node(e));
+        if (cq_ready(ra)) {
+            e->spin_misses = 0;
             return 0;
-    } else if (e->spin_ns > 0) {
-        atomic_fetch_sub(&g_spinners, 1);
+        }
+        if (++e->spin_misses >= SPIN_MISSES_MAX) {
+            e->spin_misses = 0;
+            e->spin_skip = SPIN_SKIP_WAITS;
+        }
     }
 
     if (now >= deadline_ns)

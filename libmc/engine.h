@@ -27,13 +27,15 @@
 
 #include <mc/mc.h>
 
+#include "shm/node.h"
 #include "shm/region.h"
 #include "shm/ring.h"
 
-/* A waiter polls its CQ this long before it sleeps on the doorbell, yielding the CPU every
- * MC_CLIENT_YIELD_NS, and only while fewer threads of this process poll than there are
- * cores (docs/decisions.md, ring wake-up policy): a sleeping wake-up costs 30-40 us, a
- * spinning one 0.1 us. MC_CLIENT_SPIN_US overrides it. */
+/* A waiter polls its CQ at most this long before it sleeps on the doorbell, yielding the
+ * CPU every MC_CLIENT_YIELD_NS, and only while the node page (shm/node.h) admits it: the
+ * host is quiet and fewer than cores - 1 clients of the node poll (docs/decisions.md,
+ * "Adaptive waiting"). A sleeping wake-up costs 30-40 us, a spinning one 0.1 us.
+ * MC_CLIENT_SPIN_US overrides it (0: never polls). */
 #define MC_CLIENT_SPIN_NS  20000
 #define MC_CLIENT_YIELD_NS 2000
 
@@ -87,7 +89,10 @@ struct mc_engine {
     const uint8_t *seg[MC_SHM_MAX_SEGS]; /* read-only mappings of the node's segments */
     uint64_t seg_size[MC_SHM_MAX_SEGS];
     uint32_t op_timeout_ms;
-    uint64_t spin_ns;   /* MC_CLIENT_SPIN_US, default MC_CLIENT_SPIN_NS */
+    uint64_t spin_ns;   /* MC_CLIENT_SPIN_US, default MC_CLIENT_SPIN_NS: the most polling */
+    struct mc_shm_node *node; /* the agent's node page; NULL: none (an older agent) */
+    uint32_t spin_misses;     /* polls in a row that ended with nothing to reap */
+    uint32_t spin_skip;       /* waits left that sleep at once after those misses */
     uint32_t slot_size; /* staging slot size, from the checked layout */
     uint32_t nslots;    /* staging slots */
     uint32_t nops;      /* op slots: max_inflight - 1 (engine.c says why) */

@@ -13,7 +13,7 @@
 #include "shm/fdpass.h"
 #include "shm/ring.h"
 
-static_assert(MC_SHM_FDPASS_MAX == 1 + MC_SHM_MAX_SEGS,
+static_assert(MC_SHM_FDPASS_MAX == 2 + MC_SHM_MAX_SEGS,
               "a welcome's descriptors fit one message");
 
 int mc_shm_fd_send(int sock, const void *buf, size_t len, int nonblock, const int *fds,

@@ -9,8 +9,8 @@
 
 #include <stddef.h>
 
-/* The most descriptors one message carries: the region and every segment. */
-#define MC_SHM_FDPASS_MAX 17 /* 1 + MC_SHM_MAX_SEGS, checked in fdpass.c */
+/* The most descriptors one message carries: the region, every segment, the node page. */
+#define MC_SHM_FDPASS_MAX 18 /* 2 + MC_SHM_MAX_SEGS, checked in fdpass.c */
 
 /*
  * Send one message of len bytes with nfds descriptors attached (0 .. MC_SHM_FDPASS_MAX;

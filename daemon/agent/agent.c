@@ -53,7 +53,10 @@ static int hook_attach(void *ctx, struct client *c)
 
 static void hook_detach(void *ctx, struct client *c)
 {
-    (void)ctx;
+    struct mc_agent *a = ctx;
+
+    agent_spin_client_gone(&a->spin, c->r != NULL &&
+                                         atomic_load(&c->r->cq->consumer_spinning) != 0);
     put_detach(c);
     lease_detach(c);
 }
@@ -137,6 +140,7 @@ static void on_tick(struct mc_loop_ev *ev, int res, uint32_t flags)
 {
     struct mc_agent *a = (struct mc_agent *)((char *)ev - offsetof(struct mc_agent, timer_ev));
     uint64_t now = mc_agent_now_ms();
+    uint32_t polling = 0;
     struct client *c;
 
     (void)res;
@@ -148,7 +152,9 @@ static void on_tick(struct mc_loop_ev *ev, int res, uint32_t flags)
             continue;
         put_tick(a, c, now);
         lease_tick(a, c, now);
+        polling += atomic_load(&c->r->cq->consumer_spinning) != 0;
     }
+    agent_spin_repair(&a->spin, polling, a->cs.n);
     if (!a->stopping)
         mc_loop_read(&a->loop, a->timer_fd, &a->timer_buf, sizeof(a->timer_buf), &a->timer_ev);
 }
@@ -220,6 +226,7 @@ int mc_agent_run(struct mc_agent *a)
         if (a->mode->turn(a))
             work = true;
         t = mc_agent_now_ns();
+        agent_spin_sample(&a->spin, t, a->cs.st.sqes);
         /* the metrics page reads a copy at most ~10 ms old (and the timer wakes an idle
          * loop every tick_ms) */
         if (a->metrics != NULL && t - a->metrics_pub_ns >= 10000000u) {
@@ -232,7 +239,9 @@ int mc_agent_run(struct mc_agent *a)
 
         if (work)
             a->last_active_ns = t;
-        if (work || t - a->last_active_ns < a->cfg.agent_spin_us * 1000u ||
+        /* a busy host: sleep at once, our polling only delays who we wait for */
+        if (work ||
+            (t - a->last_active_ns < a->cfg.agent_spin_us * 1000u && !agent_spin_busy(&a->spin)) ||
             !clients_arm_doorbells(&a->cs, client_busy) || !a->mode->arm(a)) {
             mc_loop_submit(&a->loop); /* spinning: no waiting */
             /* an idle spin yields the CPU: on a small machine the client we wait for may
@@ -416,6 +425,8 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     a->socket_path = strdup(socket_path);
     a->timer_fd = a->signal_fd = -1;
     a->cs.listen_fd = -1;
+    a->cs.node_fd = -1;
+    a->spin.fd = a->spin.stat_fd = -1;
     a->timer_ev.fn = on_tick;
     a->signal_ev.fn = on_signal;
     if (a->socket_path == NULL) {
@@ -460,13 +471,22 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
                                                         a->ten[t].land_seg->size};
     }
 
-    err = mc_loop_init(&a->loop, LOOP_ENTRIES);
+    err = mc_loop_init(&a->loop, LOOP_ENTRIES, (enum mc_loop_kind)cfg->loop);
     if (err != 0) {
-        mc_error("the event loop (io_uring): %s", mc_strerror(err));
+        mc_error("the event loop: %s", mc_strerror(err));
         goto err_destroy;
     }
+    if (a->loop.uring_err != 0)
+        mc_warn("io_uring unavailable (%s): the event loop uses epoll",
+                strerror(-a->loop.uring_err));
     if (!mc_loop_has_futex(&a->loop))
-        mc_warn("kernel without io_uring futex ops: polling client rings every 1 ms");
+        mc_warn("no futex waits in the %s loop: polling client rings every 1 ms",
+                mc_loop_name(&a->loop));
+
+    err = agent_spin_init(&a->spin, cfg->adaptive_wait); /* this thread: the loop's */
+    if (err != 0)
+        mc_warn("adaptive waiting off (polling by count only): %s", mc_strerror(err));
+    a->cs.node_fd = a->spin.fd;
 
     a->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
     its.it_interval.tv_sec = (time_t)(cfg->master.tick_ms / 1000);
@@ -484,9 +504,9 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     err = clients_open(&a->cs, &a->cfg, &a->loop, &hooks, a->socket_path);
     if (err != 0)
         goto err_destroy;
-    mc_info("agent up (%s): socket %s, DRAM %" PRIu64 " bytes%s, io_uring futex %s",
+    mc_info("agent up (%s): socket %s, DRAM %" PRIu64 " bytes%s, loop %s, futex waits %s",
             a->mode->name, a->socket_path, agent_dram_bytes(a),
-            agent_huge(a) ? " (huge pages)" : "",
+            agent_huge(a) ? " (huge pages)" : "", mc_loop_name(&a->loop),
             mc_loop_has_futex(&a->loop) ? "yes" : "no");
     *a_p = a;
     return 0;
@@ -511,6 +531,7 @@ void mc_agent_destroy(struct mc_agent *a)
     a->ml = NULL;
     clients_cleanup(&a->cs, a->socket_path);
     mc_loop_cleanup(&a->loop);
+    agent_spin_cleanup(&a->spin);
     if (a->timer_fd >= 0)
         close(a->timer_fd);
     if (a->signal_fd >= 0)

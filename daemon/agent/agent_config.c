@@ -13,6 +13,9 @@
 
 #define FIELD(f) offsetof(struct mc_agent_config, f)
 
+/* in the order of enum mc_loop_kind (loop.h) */
+static const char *const loop_names[] = {"io_uring", "epoll", NULL};
+
 const struct mc_config_entry mc_agent_own_config_table[] = {
     {.name = "socket", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(socket),
      .doc = "Unix socket clients connect to (unset: $MC_AGENT_SOCKET, else "
@@ -35,8 +38,20 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
             "MC_ERR_TIMEOUT."},
     {.name = "agent_spin_us", .type = MC_CFG_U64, .def = "50", .min = 0, .max = 1000000,
      .offset = FIELD(agent_spin_us),
-     .doc = "The agent polls client rings in memory for this long after the last request "
-            "before it sleeps on their doorbells (docs/decisions.md); 0 never spins."},
+     .doc = "The agent polls client rings in memory at most this long after the last request "
+            "before it sleeps on their doorbells, and only while polling pays (adaptive_wait; "
+            "docs/decisions.md); 0 never spins."},
+    {.name = "adaptive_wait", .type = MC_CFG_BOOL, .def = "true", .offset = FIELD(adaptive_wait),
+     .doc = "Poll only while polling pays on this host: the agent compares the requests it "
+            "takes while it and its clients poll and while everyone sleeps on the doorbells, "
+            "and keeps the better (docs/decisions.md, \"Adaptive waiting\"). false: poll up "
+            "to agent_spin_us and MC_CLIENT_SPIN_US whatever the load (for measurements: "
+            "scripts/bench-busy.sh)."},
+    {.name = "loop", .type = MC_CFG_ENUM, .def = "io_uring", .offset = FIELD(loop),
+     .choices = loop_names,
+     .doc = "The event loop's backend: io_uring (the default; where io_uring_setup fails, "
+            "as under Docker's default seccomp profile or kernel.io_uring_disabled, the agent "
+            "logs it once and uses epoll) or epoll. `mcctl stats` shows the one in use."},
     {.name = "sq_entries", .type = MC_CFG_U64, .def = "256", .min = 8, .max = 4096,
      .offset = FIELD(sq_entries),
      .doc = "Submission ring entries per client (a power of two); the completion ring has as "

@@ -21,6 +21,8 @@ struct mc_agent_config {
     bool prefault;             /* allocate and map every segment page at start-up */
     uint64_t op_timeout_ms;    /* deadline of an op that names none */
     uint64_t agent_spin_us;    /* poll SQs in memory this long after the last activity */
+    bool adaptive_wait;        /* poll only while the host is quiet (spin.h) */
+    int loop;                  /* enum mc_loop_kind: io_uring (falls back to epoll) or epoll */
     uint64_t sq_entries;       /* per client */
     uint64_t staging_slot_size;
     uint64_t staging_slots;

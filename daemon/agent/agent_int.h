@@ -20,6 +20,7 @@
 #include "daemon/agent/mlink.h"
 #include "daemon/agent/rio.h"
 #include "daemon/agent/seg.h"
+#include "daemon/agent/spin.h"
 #include "daemon/master/alloc.h"
 #include "daemon/master/master.h"
 
@@ -56,6 +57,7 @@ struct mc_agent {
     uint64_t put_size_max;        /* the largest alloc_len a put may have */
     uint64_t open_put_limit;      /* open_put_bytes_per_client, its default resolved */
     struct mc_loop loop;
+    struct agent_spin spin;   /* adaptive waiting: the node page, busy or quiet */
     int timer_fd, signal_fd;
     struct mc_loop_ev timer_ev, signal_ev;
     uint64_t timer_buf, signal_buf[16];

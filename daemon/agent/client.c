@@ -210,6 +210,7 @@ static bool client_drain_sq(struct mc_clients *cs, struct client *c)
         if (s.key_len <= MC_SHM_KEY_SLOT)
             memcpy(key, mc_shm_key_slot(c->r, c->sq_head), s.key_len);
         c->sq_head++;
+        cs->st.sqes++;
         /* a RELEASE that wants no answer takes no CQ room: it does not count */
         if (c->inflight >= c->lay.max_inflight &&
             !(s.opcode == MC_OP_RELEASE && (s.flags & MC_SQE_F_NO_CQE))) {
@@ -722,7 +723,7 @@ static void client_handshake(struct client *c)
     struct mc_shm_welcome w;
     struct mc_shm_layout lay;
     char name[32];
-    int err, fds[1 + MC_SHM_MAX_SEGS], rfd = -1, nfds = 0;
+    int err, fds[2 + MC_SHM_MAX_SEGS], rfd = -1, nfds = 0;
     size_t n = 0;
 
     /* the hello, and the client's eventfd when it sends one; nothing else */
@@ -784,7 +785,10 @@ static void client_handshake(struct client *c)
         w.seg_size[w.nsegs] = cs->tenants[c->tenant].segs[k].size;
         fds[1 + w.nsegs++] = cs->tenants[c->tenant].segs[k].ro_fd;
     }
-    send_welcome(c->sock, &w, fds, 1 + (int)w.nsegs);
+    nfds = 1 + (int)w.nsegs;
+    if (cs->node_fd >= 0) /* the node page last: libmc knows it by the count */
+        fds[nfds++] = cs->node_fd;
+    send_welcome(c->sock, &w, fds, nfds);
     c->state = CL_ACTIVE;
     mc_debug("client %u: pid %d uid %u connected", c->id, (int)c->pid, (unsigned)c->uid);
     arm_sock_poll(c); /* from now on the socket only tells life */

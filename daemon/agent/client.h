@@ -133,6 +133,7 @@ struct mc_clients {
     struct client_tenant *tenants;  /* ntenants: what each one's clients map */
     uint32_t ntenants;
     int listen_fd;
+    int node_fd; /* the node page (shm/node.h), sent after the segments' fds; -1: none */
     struct mc_loop_ev accept_ev;
     bool accepting;
     bool draining;                /* no new clients; libmc fails new calls */
@@ -147,6 +148,7 @@ struct mc_clients {
     unsigned refused_last_uid;
     struct {
         uint64_t disconnects, refused, refused_denied, refused_busy, violations;
+        uint64_t sqes; /* taken from every client: the rate adaptive waiting compares */
         uint64_t arenas_refused;
     } st;
 };

@@ -353,10 +353,20 @@ static void hb_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const 
     }
 }
 
+/* Ticks drain the worker before judging anything by the clock: a loop thread that was
+ * off its CPU longer than master_timeout_ms (an oversubscribed host) would otherwise find
+ * the master "silent" or a transfer past its turn while their answers wait unread in the
+ * worker, and fail reads with MC_ERR_UNAVAILABLE although every party is alive. */
+#define TICK_DRAIN_MAX 64
+
 void cluster_tick(struct mc_agent *a)
 {
     struct cluster *cl = a->cl;
-    uint64_t now = mc_agent_now_ms();
+    uint64_t now;
+
+    for (int i = 0; i < TICK_DRAIN_MAX && mc_ucx_progress(cl->u); i++)
+        ;
+    now = mc_agent_now_ms();
 
     if (cl->m_refused && cl->mstate == M_UP) {
         mc_warn("the master refused our calls as node %u: rejoining", cl->node);

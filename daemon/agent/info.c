@@ -99,6 +99,10 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
     json_object_set_new(o, "nodes_declared_dead",
                         json_integer((json_int_t)ms->nodes_declared_dead));
     json_object_set_new(o, "mode", json_string(a->cl != NULL ? "cluster" : "standalone"));
+    json_object_set_new(o, "loop", json_string(mc_loop_name(&a->loop)));
+    json_object_set_new(o, "host_busy", json_boolean(agent_spin_busy(&a->spin)));
+    json_object_set_new(o, "wait_probes", json_integer((json_int_t)a->spin.probes));
+    json_object_set_new(o, "wait_switches", json_integer((json_int_t)a->spin.switches));
     json_object_set_new(o, "dram_bytes", json_integer((json_int_t)agent_dram_bytes(a)));
     if (a->ten[0].land != NULL) {
         json_object_set_new(o, "landing_bytes", json_integer((json_int_t)landing_bytes(a, false)));

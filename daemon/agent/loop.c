@@ -1,42 +1,45 @@
 /*
- * The event loop over io_uring (loop.h). Requests carry their struct mc_loop_ev pointer as
- * user_data; 0 names a request nobody waits for (the cancels themselves).
+ * The event loop's front (loop.h): picks the backend at start and forwards every call to
+ * its table (loop_int.h).
  */
 #include "daemon/agent/loop.h"
 
-#include <errno.h>
-#include <linux/futex.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include <mc/mc_status.h>
 
-#define OP_FUTEX_WAIT 51 /* IORING_OP_FUTEX_WAIT: liburing 2.3 has neither name nor helper */
-#define OP_FUTEX_WAKE 52 /* probed with WAIT: the kernel has both or neither */
-#define FUTEX2_U32 0x02  /* FUTEX2_SIZE_U32; not FUTEX2_PRIVATE: the word is shared */
+#include "daemon/agent/loop_int.h"
 
-int mc_loop_init(struct mc_loop *l, unsigned entries)
+int mc_loop_init(struct mc_loop *l, unsigned entries, enum mc_loop_kind want)
 {
-    struct io_uring_probe *probe;
     int err;
 
     memset(l, 0, sizeof(*l));
-    err = io_uring_queue_init(entries, &l->ring, 0);
-    if (err < 0)
-        return err == -ENOMEM ? MC_ERR_NOMEM : MC_ERR_IO;
-    l->ready = true;
-    probe = io_uring_get_probe_ring(&l->ring);
-    l->futex_ops = probe != NULL && io_uring_opcode_supported(probe, OP_FUTEX_WAIT) &&
-                   io_uring_opcode_supported(probe, OP_FUTEX_WAKE);
-    io_uring_free_probe(probe);
+    if (want == MC_LOOP_IO_URING) {
+        /* any refusal falls back: EPERM (seccomp, io_uring_disabled), ENOSYS (not built
+         * in), ENOMEM (locked-memory limits of older kernels) */
+        err = mc_loop_uring_init(l, entries);
+        if (err == 0) {
+            l->kind = MC_LOOP_IO_URING;
+            return 0;
+        }
+        memset(l, 0, sizeof(*l));
+        l->uring_err = err;
+    }
+    err = mc_loop_epoll_init(l);
+    if (err != 0) {
+        l->ops = NULL;
+        return err;
+    }
+    l->kind = MC_LOOP_EPOLL;
     return 0;
 }
 
 void mc_loop_cleanup(struct mc_loop *l)
 {
-    if (l->ready)
-        io_uring_queue_exit(&l->ring);
-    l->ready = false;
+    if (l->ops != NULL)
+        l->ops->cleanup(l);
+    l->ops = NULL;
 }
 
 bool mc_loop_has_futex(const struct mc_loop *l)
@@ -44,122 +47,55 @@ bool mc_loop_has_futex(const struct mc_loop *l)
     return l->futex_ops;
 }
 
-static struct io_uring_sqe *sqe_get(struct mc_loop *l)
+const char *mc_loop_name(const struct mc_loop *l)
 {
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
-
-    if (sqe == NULL) {
-        io_uring_submit(&l->ring); /* make room: the ring is full of unsubmitted entries */
-        sqe = io_uring_get_sqe(&l->ring);
-    }
-    return sqe;
+    return l->ops != NULL ? l->ops->name : "none";
 }
 
 int mc_loop_poll(struct mc_loop *l, int fd, unsigned events, struct mc_loop_ev *ev)
 {
-    struct io_uring_sqe *sqe = sqe_get(l);
-
-    if (sqe == NULL)
-        return MC_ERR_NOMEM;
-    io_uring_prep_poll_add(sqe, fd, events);
-    io_uring_sqe_set_data(sqe, ev);
-    return 0;
+    return l->ops->poll(l, fd, events, ev);
 }
 
 int mc_loop_read(struct mc_loop *l, int fd, void *buf, unsigned len, struct mc_loop_ev *ev)
 {
-    struct io_uring_sqe *sqe = sqe_get(l);
-
-    if (sqe == NULL)
-        return MC_ERR_NOMEM;
-    io_uring_prep_read(sqe, fd, buf, len, 0);
-    io_uring_sqe_set_data(sqe, ev);
-    return 0;
+    return l->ops->read(l, fd, buf, len, ev);
 }
 
 int mc_loop_write(struct mc_loop *l, int fd, const void *buf, unsigned len,
                   struct mc_loop_ev *ev)
 {
-    struct io_uring_sqe *sqe = sqe_get(l);
-
-    if (sqe == NULL)
-        return MC_ERR_NOMEM;
-    io_uring_prep_write(sqe, fd, buf, len, 0);
-    io_uring_sqe_set_data(sqe, ev);
-    return 0;
+    return l->ops->write(l, fd, buf, len, ev);
 }
 
 int mc_loop_accept(struct mc_loop *l, int fd, struct mc_loop_ev *ev)
 {
-    struct io_uring_sqe *sqe = sqe_get(l);
-
-    if (sqe == NULL)
-        return MC_ERR_NOMEM;
-    io_uring_prep_multishot_accept(sqe, fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    io_uring_sqe_set_data(sqe, ev);
-    return 0;
+    return l->ops->accept(l, fd, ev);
 }
 
 int mc_loop_futex_wait(struct mc_loop *l, uint32_t *word, uint32_t val, struct mc_loop_ev *ev)
 {
-    struct io_uring_sqe *sqe;
-
     if (!l->futex_ops)
         return MC_ERR_INVALID;
-    sqe = sqe_get(l);
-    if (sqe == NULL)
-        return MC_ERR_NOMEM;
-    /* a bump after `val` was read makes the wait return at once: nothing is lost */
-    io_uring_prep_rw(OP_FUTEX_WAIT, sqe, FUTEX2_U32, word, 0, val);
-    sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
-    io_uring_sqe_set_data(sqe, ev);
-    return 0;
+    return l->ops->futex_wait(l, word, val, ev);
 }
 
 int mc_loop_cancel(struct mc_loop *l, struct mc_loop_ev *ev)
 {
-    struct io_uring_sqe *sqe = sqe_get(l);
-
-    if (sqe == NULL)
-        return MC_ERR_NOMEM;
-    io_uring_prep_cancel(sqe, ev, IORING_ASYNC_CANCEL_ALL);
-    io_uring_sqe_set_data(sqe, NULL);
-    return 0;
+    return l->ops->cancel(l, ev);
 }
 
 void mc_loop_submit(struct mc_loop *l)
 {
-    io_uring_submit(&l->ring);
+    l->ops->submit(l);
 }
 
 void mc_loop_wait(struct mc_loop *l, int64_t timeout_ns)
 {
-    struct io_uring_cqe *cqe;
-
-    if (timeout_ns < 0) {
-        io_uring_submit_and_wait(&l->ring, 1);
-    } else {
-        struct __kernel_timespec ts = {.tv_sec = timeout_ns / 1000000000,
-                                       .tv_nsec = timeout_ns % 1000000000};
-
-        io_uring_submit_and_wait_timeout(&l->ring, &cqe, 1, &ts, NULL);
-    }
+    l->ops->wait(l, timeout_ns);
 }
 
 unsigned mc_loop_dispatch(struct mc_loop *l)
 {
-    struct io_uring_cqe *cqe;
-    unsigned head, n = 0;
-
-    io_uring_for_each_cqe(&l->ring, head, cqe)
-    {
-        struct mc_loop_ev *ev = io_uring_cqe_get_data(cqe);
-
-        /* seen before the callback: it may arm requests, and they must not be lost */
-        n++;
-        if (ev != NULL)
-            ev->fn(ev, cqe->res, (cqe->flags & IORING_CQE_F_MORE) ? MC_LOOP_F_MORE : 0);
-    }
-    io_uring_cq_advance(&l->ring, n);
-    return n;
+    return l->ops->dispatch(l);
 }

@@ -3,8 +3,10 @@
  * through one interface, and each completion runs the callback its request was armed with
  * (the io_uring user_data idea: the loop never knows what a request is for).
  *
- * The backend today is io_uring (futex waits included where the kernel has
- * IORING_OP_FUTEX_WAIT); a second backend only has to keep this contract:
+ * Two backends keep one contract: io_uring (loop_uring.c; futex waits where the kernel has
+ * IORING_OP_FUTEX_WAIT), the default, and epoll (loop_epoll.c; futex waits through
+ * futex_waitv), used where io_uring is denied (a seccomp profile, kernel.io_uring_disabled)
+ * or asked for. The contract:
  *   - a request is armed with a struct mc_loop_ev owned by the caller, which must stay
  *     valid until its final completion ran (the callback is told by the absence of
  *     MC_LOOP_F_MORE);
@@ -30,17 +32,32 @@ struct mc_loop_ev {
     mc_loop_fn fn;
 };
 
-struct mc_loop {
-    struct io_uring ring;
-    bool ready;
-    bool futex_ops; /* the kernel waits on futex words for us */
+enum mc_loop_kind {
+    MC_LOOP_IO_URING, /* io_uring, or epoll when io_uring_setup fails */
+    MC_LOOP_EPOLL,    /* epoll only */
 };
 
-/* entries: the submission queue's size. Errors: MC_ERR_IO (no io_uring here), MC_ERR_NOMEM. */
-int mc_loop_init(struct mc_loop *l, unsigned entries);
+struct mc_loop_ops;
+struct mc_loop_ep;
+
+struct mc_loop {
+    const struct mc_loop_ops *ops; /* the backend in use; NULL: not initialised */
+    enum mc_loop_kind kind;        /* the backend in use */
+    int uring_err;                 /* why io_uring was not used (negative errno), or 0 */
+    bool futex_ops;                /* the backend waits on futex words for us */
+    struct io_uring ring;          /* the io_uring backend's ring */
+    struct mc_loop_ep *ep;         /* the epoll backend's state */
+};
+
+/* entries: the submission queue's size (io_uring). want: MC_LOOP_IO_URING tries io_uring
+ * and falls back to epoll when io_uring cannot be set up (then l->uring_err says why);
+ * MC_LOOP_EPOLL uses epoll. Errors: MC_ERR_IO (neither backend), MC_ERR_NOMEM. */
+int mc_loop_init(struct mc_loop *l, unsigned entries, enum mc_loop_kind want);
 /* Accepts a loop that was never initialised (zeroed). */
 void mc_loop_cleanup(struct mc_loop *l);
 bool mc_loop_has_futex(const struct mc_loop *l);
+/* "io_uring" or "epoll": the backend in use (the `loop` config key's values). */
+const char *mc_loop_name(const struct mc_loop *l);
 
 /* Arming: 0, or MC_ERR_NOMEM when the submission queue stays full. */
 int mc_loop_poll(struct mc_loop *l, int fd, unsigned events, struct mc_loop_ev *ev);

@@ -49,6 +49,7 @@
 #include <mc/mc_status.h>
 
 #include "libmc/tool.h"
+#include "shm/node.h"
 #include "shm/ring.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function" /* a shared helper header */
@@ -227,6 +228,7 @@ static struct {
 struct t_hc {
     int sock, region_fd, efd;
     uint8_t *base;
+    uint8_t *node; /* the node page (shm/node.h), shared with every client: writable */
     uint64_t region_size;
     struct mc_shm_hdr hdr; /* copied before the first scribble */
     struct mc_shm_ring_ctrl *sq, *cq;
@@ -386,13 +388,16 @@ static void t_hc_connect(struct t_hc *h, const char *path, uint64_t seed, bool c
     cm = CMSG_FIRSTHDR(&msg);
     ck_assert_ptr_nonnull(cm);
     nfds = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-    ck_assert_int_eq(nfds, 1 + (int)w.nsegs);
+    ck_assert_int_eq(nfds, 2 + (int)w.nsegs); /* the region, the segments, the node page */
     memcpy(fds, CMSG_DATA(cm), sizeof(int) * (size_t)nfds);
-    for (i = 1; i < nfds; i++) {
+    for (i = 1; i <= (int)w.nsegs; i++) {
         if (check_segs)
             t_hc_check_segment_fd(fds[i], w.seg_size[i - 1], seed);
         close(fds[i]);
     }
+    h->node = mmap(NULL, MC_SHM_NODE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fds[nfds - 1], 0);
+    ck_assert_ptr_ne(h->node, MAP_FAILED);
+    close(fds[nfds - 1]);
     h->region_fd = fds[0];
     h->region_size = w.region_size;
     h->base = mmap(NULL, h->region_size, PROT_READ | PROT_WRITE, MAP_SHARED, h->region_fd, 0);
@@ -429,6 +434,7 @@ static void t_hc_close(struct t_hc *h)
         close(h->arena[k].fd);
     }
     munmap(h->base, h->region_size);
+    munmap(h->node, MC_SHM_NODE_SIZE);
     close(h->region_fd);
     if (h->efd >= 0)
         close(h->efd);
@@ -618,8 +624,11 @@ static void t_hc_step(struct t_hc *h)
     uint32_t head, room;
 
     switch (t_rng_below(r, 16)) {
-    case 0: /* the header: the agent keeps its own copy */
-        t_hc_scribble(h, t_rng_below(r, MC_SHM_HDR_SIZE), 1 + t_rng_below(r, 256));
+    case 0: /* the header: the agent keeps its own copy; or the node page, a hint to all */
+        if (t_rng_below(r, 4) == 0)
+            t_rng_bytes(r, h->node + t_rng_below(r, 128), 1 + t_rng_below(r, 64));
+        else
+            t_hc_scribble(h, t_rng_below(r, MC_SHM_HDR_SIZE), 1 + t_rng_below(r, 256));
         break;
     case 1: /* the SQ's control words: head, tail, futex, need_wakeup (rarely: fatal) */
         if (t_rng_below(r, 8) == 0)

@@ -32,7 +32,7 @@ static int t_welcome_fds(const char *path, struct mc_shm_welcome *w, int *fds, i
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     union {
         struct cmsghdr hdr;
-        char buf[CMSG_SPACE(sizeof(int) * (MC_SHM_MAX_SEGS + 1))];
+        char buf[CMSG_SPACE(sizeof(int) * (MC_SHM_MAX_SEGS + 2))];
     } ctl;
     struct iovec iov = {.iov_base = w, .iov_len = sizeof(*w)};
     struct msghdr msg = {.msg_iov = &iov,
@@ -67,7 +67,7 @@ START_TEST(test_seals_every_fd_sealed)
 {
     struct t_proc master, agent;
     struct mc_shm_welcome w;
-    int fds[MC_SHM_MAX_SEGS + 1], nfds, i;
+    int fds[MC_SHM_MAX_SEGS + 2], nfds, i;
     char dir[256], token[40];
 
     t_mkdtemp(dir, sizeof(dir));
@@ -75,9 +75,9 @@ START_TEST(test_seals_every_fd_sealed)
     t_master_start(&master, dir, token);
     t_agent_start(&agent, dir, master.port, "a", NULL, "64M", token, NULL);
 
-    nfds = t_welcome_fds(agent.sock, &w, fds, MC_SHM_MAX_SEGS + 1);
-    /* the region, the DRAM segment and the landing segment */
-    ck_assert_int_eq(nfds, 1 + (int)w.nsegs);
+    nfds = t_welcome_fds(agent.sock, &w, fds, MC_SHM_MAX_SEGS + 2);
+    /* the region, the DRAM segment, the landing segment and the node page */
+    ck_assert_int_eq(nfds, 2 + (int)w.nsegs);
     ck_assert_int_eq(w.nsegs, 2);
     for (i = 0; i < nfds; i++) {
         int seals = fcntl(fds[i], F_GET_SEALS);
@@ -95,7 +95,7 @@ START_TEST(test_seals_every_fd_sealed)
         close(fds[i]);
     }
     /* the agent still serves the next client */
-    nfds = t_welcome_fds(agent.sock, &w, fds, MC_SHM_MAX_SEGS + 1);
+    nfds = t_welcome_fds(agent.sock, &w, fds, MC_SHM_MAX_SEGS + 2);
     for (i = 0; i < nfds; i++)
         close(fds[i]);
 
