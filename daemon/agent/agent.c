@@ -31,6 +31,7 @@
 #include "daemon/agent/info.h"
 #include "daemon/agent/lease.h"
 #include "daemon/agent/ops.h"
+#include "daemon/agent/pin.h"
 #include "daemon/agent/put.h"
 #include "daemon/common/log.h"
 #include "daemon/common/metrics.h"
@@ -56,12 +57,14 @@ static void hook_detach(void *ctx, struct client *c)
     (void)ctx;
     put_detach(c);
     lease_detach(c);
+    pin_detach(c);
 }
 
 static void hook_closing(void *ctx, struct client *c)
 {
     put_client_closing(ctx, c);
     lease_client_closing(ctx, c);
+    pin_client_closing(ctx, c);
 }
 
 /* --- stopping --------------------------------------------------------------------------- */
@@ -148,6 +151,7 @@ static void on_tick(struct mc_loop_ev *ev, int res, uint32_t flags)
             continue;
         put_tick(a, c, now);
         lease_tick(a, c, now);
+        pin_tick(a, c, now);
     }
     if (!a->stopping)
         mc_loop_read(&a->loop, a->timer_fd, &a->timer_buf, sizeof(a->timer_buf), &a->timer_ev);

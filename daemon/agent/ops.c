@@ -14,6 +14,7 @@
 #include "daemon/agent/client.h"
 #include "daemon/agent/info.h"
 #include "daemon/agent/lease.h"
+#include "daemon/agent/pin.h"
 #include "daemon/agent/put.h"
 #include "daemon/agent/views.h"
 
@@ -27,6 +28,7 @@ static void simple_answered(void *ctx, struct ml_req *r)
     if (c->state == CL_ACTIVE) {
         switch (r->kind) {
         case ML_EXIST:
+        case ML_TOUCH:
             client_cqe_res(c, r->user_data, r->res < 0 ? r->res : (int)r->out.count);
             break;
         case ML_STAT:
@@ -232,6 +234,15 @@ void ops_run(void *ctx, struct client *c, const struct mc_sqe *s, const char *ke
         return;
     case MC_OP_DRAIN:
         op_drain(a, c, s, key);
+        return;
+    case MC_OP_PIN:
+        pin_op_pin(a, c, s, key);
+        return;
+    case MC_OP_UNPIN:
+        pin_op_unpin(a, c, s, key);
+        return;
+    case MC_OP_TOUCH:
+        op_simple(a, c, s, key, ML_TOUCH);
         return;
     default:
         client_cqe_res(c, s->user_data, MC_ERR_INVALID);
