@@ -311,6 +311,39 @@ int mc_exist(mc_client_t *c, const char *key);
 int mc_remove(mc_client_t *c, const char *key);
 
 /*
+ * Remove every object whose key starts with prefix (as mc_remove() each).
+ *
+ * @param c        The client.
+ * @param prefix   The prefix: a key (see "Keys"), so at least one byte.
+ * @param removed  Receives the number of objects removed, on success.
+ *
+ * @return 0 on success (also when nothing matched: *removed is then 0);
+ *         MC_ERR_INVALID  c or removed is NULL, or the prefix is invalid;
+ *         MC_ERR_TIMEOUT  the deadline passed; some objects may be removed;
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+int mc_remove_prefix(mc_client_t *c, const char *prefix, uint64_t *removed);
+
+/*
+ * The agent's statistics (and, in a cluster, the master's), as one JSON object: what
+ * `mcctl stats` prints (docs/operations.md). A snapshot.
+ *
+ * @param c        The client.
+ * @param buf      Receives the JSON text, NUL-terminated; cap bytes. NULL only with cap 0,
+ *                 which asks for the length.
+ * @param cap      The size of buf.
+ * @param len_out  If not NULL, receives the text's length (the NUL not counted) on success
+ *                 and on MC_ERR_TOO_LARGE (buf then needs len_out + 1 bytes).
+ *
+ * @return 0 on success;
+ *         MC_ERR_INVALID    c is NULL, or buf is NULL and cap > 0;
+ *         MC_ERR_TOO_LARGE  the text and its NUL do not fit cap; buf is not written;
+ *         MC_ERR_TIMEOUT    the deadline passed;
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+int mc_stats(mc_client_t *c, char *buf, size_t cap, size_t *len_out);
+
+/*
  * Describe the readable version of a key.
  *
  * Like mc_exist(), grants no lease and does not change the eviction order.

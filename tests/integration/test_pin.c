@@ -3,7 +3,8 @@
  * puts' per-key reports (MC_PUT_EXISTS_OK) against the real mc-agent: a pin counts leading
  * hits like mc_prefix_match, keeps its objects from eviction while everything else goes, and
  * ends with mc_unpin, with the connection (mc_close, or kill -9 of the pinning process: the
- * "fault" case, run in the fault suite) and at pin_ttl_ms.
+ * "fault" case, run in the fault suite) and at pin_ttl_ms. Also the public forms of mcctl's
+ * calls that the Python package needs (mc_remove_prefix, mc_stats).
  *
  * The pool is small (16 MiB) and objects 1 MiB, so a few dozen puts force eviction.
  */
@@ -341,6 +342,36 @@ START_TEST(test_batch_put_reports_each_key)
 }
 END_TEST
 
+/* The public forms of mcctl's rm --prefix and stats. */
+START_TEST(test_remove_prefix_and_stats)
+{
+    uint64_t removed = 99;
+    char small[4], *json;
+    size_t len = 0;
+
+    ck_assert_int_eq(mc_put(g_c, "rp/a", g_buf, 10, NULL), 0);
+    ck_assert_int_eq(mc_put(g_c, "rp/b", g_buf, 10, NULL), 0);
+    ck_assert_int_eq(mc_put(g_c, "other", g_buf, 10, NULL), 0);
+    ck_assert_int_eq(mc_remove_prefix(g_c, "rp/", &removed), 0);
+    ck_assert_uint_eq(removed, 2);
+    ck_assert_int_eq(mc_exist(g_c, "other"), 1);
+    ck_assert_int_eq(mc_remove_prefix(g_c, "rp/", &removed), 0);
+    ck_assert_uint_eq(removed, 0);
+    ck_assert_int_eq(mc_remove_prefix(g_c, "", &removed), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_remove_prefix(g_c, "rp/", NULL), MC_ERR_INVALID);
+
+    ck_assert_int_eq(mc_stats(g_c, NULL, 0, &len), MC_ERR_TOO_LARGE);
+    ck_assert_uint_gt(len, 2);
+    ck_assert_int_eq(mc_stats(g_c, small, sizeof(small), NULL), MC_ERR_TOO_LARGE);
+    ck_assert_int_eq(mc_stats(g_c, NULL, 5, NULL), MC_ERR_INVALID);
+    json = malloc(len + 4096); /* it may grow between the two calls */
+    ck_assert_int_eq(mc_stats(g_c, json, len + 4096, &len), 0);
+    ck_assert_uint_eq(strlen(json), len);
+    ck_assert(json[0] == '{' && json[len - 1] == '}');
+    free(json);
+}
+END_TEST
+
 static Suite *pin_suite(void)
 {
     Suite *s = suite_create("pin");
@@ -357,6 +388,7 @@ static Suite *pin_suite(void)
     tcase_add_test(tc, test_pin_ends_with_close);
     tcase_add_test(tc, test_touch_counts_present);
     tcase_add_test(tc, test_batch_put_reports_each_key);
+    tcase_add_test(tc, test_remove_prefix_and_stats);
     suite_add_tcase(s, tc);
     tcase_add_checked_fixture(ttl, setup_short_ttl, teardown);
     tcase_set_timeout(ttl, 60);
