@@ -399,3 +399,35 @@ MC_EXPORT int mc_stats(mc_client_t *c, char *buf, size_t cap, size_t *len_out)
     free(json);
     return err;
 }
+
+struct list_out_buf {
+    char *p, *end;
+};
+
+static int list_into_buf(void *arg, const char *key, size_t key_len)
+{
+    struct list_out_buf *o = arg;
+
+    if ((size_t)(o->end - o->p) < key_len + 1)
+        return MC_ERR_INTERNAL; /* cannot happen: at most cap / (MC_KEY_MAX + 1) keys */
+    memcpy(o->p, key, key_len);
+    o->p[key_len] = '\0';
+    o->p += key_len + 1;
+    return 0;
+}
+
+MC_EXPORT int mc_list(mc_client_t *c, const char *prefix, uint64_t *cursor, char *buf,
+                      size_t cap)
+{
+    struct list_out_buf o = {buf, buf + cap};
+    size_t max = cap / (MC_KEY_MAX + 1);
+
+    if (buf == NULL || max == 0)
+        return MC_ERR_INVALID;
+    if (max > MC_LIST_MAX)
+        max = MC_LIST_MAX;
+    if (prefix == NULL)
+        prefix = "";
+    return mc_client_list(c, prefix, strnlen(prefix, MC_KEY_MAX + 1), cursor, (uint32_t)max,
+                          list_into_buf, &o);
+}

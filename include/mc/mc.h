@@ -325,6 +325,28 @@ int mc_remove(mc_client_t *c, const char *key);
 int mc_remove_prefix(mc_client_t *c, const char *prefix, uint64_t *removed);
 
 /*
+ * List the keys of readable objects that start with prefix, a page at a time: what fits
+ * cap bytes, each key followed by its NUL (keys hold no NUL). Not a snapshot: objects added
+ * or removed meanwhile may be missed or listed twice. Grants no lease, changes no order.
+ *
+ * @param c       The client.
+ * @param prefix  The prefix, NUL-terminated, 0 to MC_KEY_MAX bytes; NULL or "" for every key.
+ * @param cursor  In: where to resume, 0 for the start. Out, on success: where the next page
+ *                starts, 0 once the listing is complete.
+ * @param buf     Receives the keys; cap bytes, room for at least one key of MC_KEY_MAX
+ *                bytes and its NUL.
+ * @param cap     The size of buf; at most MC_LIST_MAX keys are returned per call.
+ *
+ * @return the number of keys written (0 with *cursor 0: nothing left);
+ *         MC_ERR_INVALID  c, cursor or buf is NULL, cap < MC_KEY_MAX + 1, or prefix is
+ *                         longer than MC_KEY_MAX;
+ *         MC_ERR_TIMEOUT  the deadline passed;
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+#define MC_LIST_MAX 4096
+int mc_list(mc_client_t *c, const char *prefix, uint64_t *cursor, char *buf, size_t cap);
+
+/*
  * The agent's statistics (and, in a cluster, the master's), as one JSON object: what
  * `mcctl stats` prints (docs/operations.md). A snapshot.
  *

@@ -4,7 +4,7 @@
  * hits like mc_prefix_match, keeps its objects from eviction while everything else goes, and
  * ends with mc_unpin, with the connection (mc_close, or kill -9 of the pinning process: the
  * "fault" case, run in the fault suite) and at pin_ttl_ms. Also the public forms of mcctl's
- * calls that the Python package needs (mc_remove_prefix, mc_stats).
+ * calls that the Python package needs (mc_list, mc_remove_prefix, mc_stats).
  *
  * The pool is small (16 MiB) and objects 1 MiB, so a few dozen puts force eviction.
  */
@@ -342,7 +342,7 @@ START_TEST(test_batch_put_reports_each_key)
 }
 END_TEST
 
-/* The public forms of mcctl's rm --prefix and stats. */
+/* The public forms of mcctl's ls, rm --prefix and stats. */
 START_TEST(test_remove_prefix_and_stats)
 {
     uint64_t removed = 99;
@@ -352,6 +352,28 @@ START_TEST(test_remove_prefix_and_stats)
     ck_assert_int_eq(mc_put(g_c, "rp/a", g_buf, 10, NULL), 0);
     ck_assert_int_eq(mc_put(g_c, "rp/b", g_buf, 10, NULL), 0);
     ck_assert_int_eq(mc_put(g_c, "other", g_buf, 10, NULL), 0);
+    {
+        static char page[2 * (MC_KEY_MAX + 1)]; /* two keys a page: three pages for 5 */
+        const char *ks[5] = {"ls/0", "ls/1", "ls/2", "ls/3", "ls/4"};
+        uint64_t cursor = 0;
+        int n, total = 0, pages = 0;
+
+        for (int i = 0; i < 5; i++)
+            ck_assert_int_eq(mc_put(g_c, ks[i], g_buf, 10, NULL), 0);
+        do {
+            n = mc_list(g_c, "ls/", &cursor, page, sizeof(page));
+            ck_assert_int_ge(n, 0);
+            ck_assert_int_le(n, 2);
+            for (const char *p = page; p < page + sizeof(page) && n-- > 0; p += strlen(p) + 1) {
+                ck_assert(strncmp(p, "ls/", 3) == 0);
+                total++;
+            }
+            pages++;
+        } while (cursor != 0 && pages < 10);
+        ck_assert_int_eq(total, 5);
+        ck_assert_int_eq(mc_list(g_c, NULL, &cursor, page, MC_KEY_MAX), MC_ERR_INVALID);
+        ck_assert_int_eq(mc_list(g_c, NULL, NULL, page, sizeof(page)), MC_ERR_INVALID);
+    }
     ck_assert_int_eq(mc_remove_prefix(g_c, "rp/", &removed), 0);
     ck_assert_uint_eq(removed, 2);
     ck_assert_int_eq(mc_exist(g_c, "other"), 1);
