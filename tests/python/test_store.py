@@ -3,7 +3,6 @@ from threads and asyncio, buffer ownership under cancel and timeout, pins releas
 pinning process is killed."""
 
 import asyncio
-import ctypes
 import os
 import signal
 import subprocess

@@ -25,7 +25,7 @@ import threading
 import time
 
 from . import _lib
-from .errors import Error
+from .errors import error_for
 from .store import Store
 
 STORAGE_BATCH_SIZE = 128  # pages per call, as SGLang sends them
@@ -73,10 +73,10 @@ class McStoreHiCache:
 
     def _meta(self, keys, host_indices):
         if self.pool is None:
-            raise Error(_lib.ERR_INVALID, "register_mem_pool_host() first")
+            raise error_for(_lib.ERR_INVALID, "register_mem_pool_host() first")
         ptrs, sizes = self.pool.get_page_buffer_meta(host_indices)
         if len(keys) == 0 or len(ptrs) % len(keys) != 0 or len(ptrs) != len(sizes):
-            raise Error(_lib.ERR_INVALID,
+            raise error_for(_lib.ERR_INVALID,
                         f"{len(ptrs)} buffers for {len(keys)} pages from get_page_buffer_meta")
         return list(ptrs), list(sizes), len(ptrs) // len(keys)
 

@@ -23,7 +23,7 @@ import threading
 
 from . import _lib
 from ._lib import lib
-from .errors import Error, check, error_for
+from .errors import check, error_for
 
 _STATS_CAP = 1 << 16
 _GET_FIRST_CAP = 1 << 16
@@ -514,4 +514,4 @@ class Store:
         return lib.mc_client_status(self._client())
 
 
-__all__ = ["Store", "Pin", "OpFuture", "address_of", "Error"]
+__all__ = ["Store", "Pin", "OpFuture", "address_of"]

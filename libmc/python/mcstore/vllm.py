@@ -19,7 +19,7 @@ import collections
 import threading
 
 from . import _lib
-from .errors import Error
+from .errors import Error, error_for
 from .store import Store
 
 MEDIUM = "MCSTORE"
@@ -97,7 +97,7 @@ class McStoreOffloadingManager:
         n, pin = self.store.prefix_pin(keys)
         if n < len(keys):
             pin.release()
-            raise Error(_lib.ERR_NOT_FOUND, f"block {n} of {len(keys)} is not stored")
+            raise error_for(_lib.ERR_NOT_FOUND, f"block {n} of {len(keys)} is not stored")
         entry = [pin, len(block_hashes)]
         with self._lock:
             for h in block_hashes:
