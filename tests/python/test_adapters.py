@@ -10,7 +10,7 @@ import unittest
 
 import mcstore
 from mcenv import Agent
-from mcstore.lmcache import McStoreConnector
+from mcstore.lmcache import McStoreConnector, McStoreConnectorAdapter
 from mcstore.sglang import STORAGE_BATCH_SIZE, McStoreHiCache
 from mcstore.vllm import McStoreOffloadingManager
 
@@ -135,6 +135,33 @@ class SGLangTest(AdapterTest):
         self.assertEqual(pool.page(77), bytes([77]) * 1024)
         be.close()
 
+    def test_hicache_reads_socket_and_namespace_from_extra_config(self):
+        pool = HostPool(pages=1, page_bytes=64)
+        be = McStoreHiCache({"model_name": "x", "tp_rank": 0,
+                             "extra_config": {"socket": self.agent.sock, "namespace": "ec/"}})
+        be.register_mem_pool_host(pool)
+        self.assertEqual(be.batch_set_v1(["a"], pool.indices([0])), [True])
+        self.assertEqual(self.churner.is_exist("ec/x/a_0_k"), 1)
+        be.close()
+
+    def test_hicache_as_sglang_loads_it(self):
+        # StorageBackendFactory's dynamic branch: backend_class(storage_config, kwargs)
+        cfg = Config(model_name="dyn")
+        cfg.extra_config = {"backend_name": "mcstore", "module_path": "mcstore.sglang",
+                            "class_name": "McStoreHiCache", "interface_v1": 1,
+                            "socket": self.agent.sock}
+        be = McStoreHiCache(cfg, {})
+        pool = HostPool(pages=2, page_bytes=128)
+        be.register_mem_pool_host(pool)
+        self.assertEqual(be.batch_set_v1(["a"], pool.indices([0])), [True])
+        self.assertTrue(be.exists("a"))
+        self.assertFalse(be.exists("b"))
+        with self.assertRaises(NotImplementedError):
+            be.get("a")
+        self.assertEqual(be.clear(), 2)  # K and V of page a
+        self.assertFalse(be.exists("a"))
+        be.close()
+
     def test_hicache_raises_rather_than_none(self):
         be = McStoreHiCache(None, socket=self.agent.sock)
         with self.assertRaises(mcstore.Error):
@@ -238,6 +265,27 @@ class LMCacheTest(AdapterTest):
             await c.close()
 
         asyncio.run(main())
+
+    def test_plugin_adapter_builds_the_connector(self):
+        class Context:  # LMCache's ConnectorContext: the adapter reads its url
+            url = f"mcstore://{self.agent.sock}?namespace=plug/"
+
+        ad = McStoreConnectorAdapter("ignored", k=1)
+        self.assertTrue(ad.can_parse(Context.url))
+        self.assertFalse(ad.can_parse("redis://x"))
+        self.assertEqual(ad.parse_url("mcstore://"), (None, ""))
+        self.assertEqual(ad.parse_url("mcstore:///run/mc/a.sock?namespace=n/"),
+                         ("/run/mc/a.sock", "n/"))
+        with self.assertRaises(ValueError):
+            ad.parse_url("redis://x")
+
+        async def main():
+            c = ad.create_connector(Context())
+            await c.put("k", b"v")
+            await c.close()
+
+        asyncio.run(main())
+        self.assertEqual(self.churner.get("plug/k"), b"v")
 
     def test_connector_pins_end_with_close(self):
         async def main():

@@ -9,6 +9,9 @@
     c.batched_unpin(lookup_id)
     await c.close()
 
+LMCache loads it as a remote storage plugin through McStoreConnectorAdapter, which
+takes remote URLs `mcstore://[SOCKET_PATH][?namespace=NS]` (docs/engines.md).
+
 Keys are str, bytes, or LMCache's CacheEngineKey (anything with to_string()), namespaced with
 `namespace`. data is any bytes-like object (or one with a byte_array, as LMCache's MemoryObj).
 A lookup with pin=True holds the counted objects until batched_unpin(lookup_id), close(), or
@@ -19,6 +22,7 @@ the GIL), the put through libmc's async op and the client eventfd.
 import asyncio
 import ctypes
 import threading
+import urllib.parse
 
 from ._lib import lib
 from .errors import NotFound, check
@@ -124,3 +128,36 @@ class McStoreConnector:
         return sum(p.release() for p in pins)
 
 
+
+
+class McStoreConnectorAdapter:
+    """LMCache's connector-adapter shape for a remote storage plugin: can_parse(url) and
+    create_connector(context) for URLs `mcstore://[SOCKET_PATH][?namespace=NS]` (no path:
+    libmc's default socket). `context` is LMCache's ConnectorContext; only its `url` is
+    read."""
+
+    schema = "mcstore://"
+
+    def __init__(self, *args, **kwargs):
+        pass  # LMCache passes its own arguments; none is needed
+
+    def can_parse(self, url):
+        return url.startswith(self.schema)
+
+    @staticmethod
+    def parse_url(url):
+        """(socket or None, namespace) of an mcstore:// URL."""
+        u = urllib.parse.urlsplit(url)
+        if u.scheme != "mcstore":
+            raise ValueError(f"not an mcstore:// URL: {url!r}")
+        path = urllib.parse.unquote(u.netloc + u.path) or None
+        if path is not None and not path.startswith("/"):
+            path = "/" + path
+        if path == "/":
+            path = None
+        ns = urllib.parse.parse_qs(u.query).get("namespace", [""])[0]
+        return path, ns
+
+    def create_connector(self, context):
+        socket, ns = self.parse_url(context.url if hasattr(context, "url") else context)
+        return McStoreConnector(socket=socket, namespace=ns)

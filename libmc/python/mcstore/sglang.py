@@ -14,6 +14,9 @@ a page is present only when all its buffers are. Keys are namespaced as SGLang's
 backend does: `{namespace}{model_name}/{page_key}_{tp_rank}_{k|v}` for MHA pages (each TP
 rank stores its own heads), `{namespace}{model_name}/{page_key}_k` for MLA (ranks share).
 
+`socket` and `namespace` may also come from storage_config.extra_config (SGLang's
+--hicache-storage-backend-extra-config JSON).
+
 A page that batch_exists() counted is pinned until batch_get_v1() has loaded it (SGLang's
 prefetch window: counted pages are not evicted before they are read); pins left behind by a
 prefetch that was given up end after `pin_max_age_s` or at the store's pin_ttl_ms. A page
@@ -30,6 +33,11 @@ from .store import Store
 
 STORAGE_BATCH_SIZE = 128  # pages per call, as SGLang sends them
 
+try:  # SGLang's loader wants its base class; without SGLang (tests, tools) none is needed
+    from sglang.srt.mem_cache.hicache_storage import HiCacheStorage as _Base
+except Exception:  # noqa: BLE001 - any failure to import SGLang means "not there"
+    _Base = object
+
 
 def _cfg(storage_config, name, default=None):
     if storage_config is None:
@@ -39,12 +47,17 @@ def _cfg(storage_config, name, default=None):
     return getattr(storage_config, name, default)
 
 
-class McStoreHiCache:
-    """An SGLang HiCache v1 storage backend."""
+class McStoreHiCache(_Base):
+    """An SGLang HiCache v1 storage backend. SGLang's dynamic loader calls it as
+    McStoreHiCache(storage_config, kwargs)."""
 
-    def __init__(self, storage_config=None, *, socket=None, namespace="", pin_max_age_s=30.0):
-        self.store = Store(socket)
+    def __init__(self, storage_config=None, kwargs=None, *, socket=None, namespace="",
+                 pin_max_age_s=30.0):
         extra = _cfg(storage_config, "extra_config", None) or {}
+        # SGLang's --hicache-storage-backend-extra-config may name them too
+        socket = socket if socket is not None else extra.get("socket")
+        namespace = namespace or extra.get("namespace", "")
+        self.store = Store(socket)
         model = _cfg(storage_config, "model_name", None) or extra.get("model_name", "")
         self.tp_rank = int(_cfg(storage_config, "tp_rank", 0) or 0)
         self.is_mla = bool(_cfg(storage_config, "is_mla_model", False))
@@ -128,6 +141,32 @@ class McStoreHiCache:
         okeys = self._object_keys(keys, per)
         res = self.store.batch_put_from(okeys, ptrs, sizes, exists_ok=True)
         return [all(res[i * per + j] >= 0 for j in range(per)) for i in range(len(keys))]
+
+    # --- HiCacheStorage's older calls --------------------------------------------------------
+
+    def exists(self, key):
+        """Whether the page is stored (all of its buffers)."""
+        per = self._per_page()
+        okeys = self._object_keys([key], per)
+        return self.store.prefix_match(okeys) == per
+
+    def get(self, key, target_location=None, target_sizes=None):
+        raise NotImplementedError("McStoreHiCache serves the v1 calls: set interface_v1=1")
+
+    def batch_get(self, keys, target_locations=None, target_sizes=None):
+        raise NotImplementedError("McStoreHiCache serves the v1 calls: set interface_v1=1")
+
+    def set(self, key, value=None, target_location=None, target_sizes=None):
+        raise NotImplementedError("McStoreHiCache serves the v1 calls: set interface_v1=1")
+
+    def batch_set(self, keys, values=None, target_locations=None, target_sizes=None):
+        raise NotImplementedError("McStoreHiCache serves the v1 calls: set interface_v1=1")
+
+    def clear(self):
+        """Remove every page under this backend's prefix (namespace and model)."""
+        if not self.prefix:
+            raise error_for(_lib.ERR_INVALID, "clear() needs a namespace or a model name")
+        return self.store.remove_prefix(self.prefix)
 
     def close(self):
         with self._lock:

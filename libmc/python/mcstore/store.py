@@ -25,21 +25,24 @@ from . import _lib
 from ._lib import lib
 from .errors import check, error_for
 
+_KEY_MAX = _lib.KEY_MAX
 _STATS_CAP = 1 << 16
 _GET_FIRST_CAP = 1 << 16
 
 
 def _key(k):
     """A key as bytes for libmc; b"" (invalid for libmc) for keys it cannot take."""
-    if isinstance(k, str):
+    t = type(k)
+    if t is str:
         k = k.encode()
-    elif not isinstance(k, (bytes, bytearray)):
-        raise TypeError(f"a key is str or bytes, not {type(k).__name__}")
-    k = bytes(k)
+    elif t is not bytes:
+        if not isinstance(k, (bytes, bytearray, str)):
+            raise TypeError(f"a key is str or bytes, not {t.__name__}")
+        k = k.encode() if isinstance(k, str) else bytes(k)
     # a NUL would cut the key short in C: refuse it rather than name another key
-    if not k or len(k) > _lib.KEY_MAX or b"\0" in k:
-        return b""
-    return k
+    if 0 < len(k) <= _KEY_MAX and b"\0" not in k:
+        return k
+    return b""
 
 
 def _key_checked(k):
@@ -50,10 +53,7 @@ def _key_checked(k):
 
 
 def _keys_array(keys):
-    arr = (ctypes.c_char_p * max(len(keys), 1))()
-    for i, k in enumerate(keys):
-        arr[i] = _key(k)
-    return arr
+    return (ctypes.c_char_p * max(len(keys), 1))(*map(_key, keys))
 
 
 def _address(obj, size, writable):
@@ -341,15 +341,14 @@ class Store:
         if n == 0:
             return []
         karr = _keys_array(keys)
-        parr = (ctypes.c_void_p * n)()
         carr = (ctypes.c_size_t * n)(*sizes)
         keep = []
-        for i in range(n):
-            p = ptrs[i]
-            if isinstance(p, int):
-                parr[i] = p
-            else:
-                parr[i], kp = _address(p, sizes[i], True)
+        if all(type(p) is int and p > 0 for p in ptrs):
+            parr = (ctypes.c_void_p * n)(*ptrs)  # the engine's case: addresses, no checks
+        else:
+            parr = (ctypes.c_void_p * n)()
+            for i in range(n):
+                parr[i], kp = _address(ptrs[i], sizes[i], True)
                 keep.append(kp)
         lens = (ctypes.c_size_t * n)()
         res = (ctypes.c_int * n)()
