@@ -299,8 +299,10 @@ MC_EXPORT int mc_prefix_match(mc_client_t *c, size_t n, const char *const keys[]
 
 /* --- pins and touches ------------------------------------------------------------------- */
 
-/* UNPIN pin id (every key under it, or only `key`): the pins released, or a failure. */
-static int unpin_run(struct mc_client *c, uint64_t id, const char *key, size_t key_len)
+/* UNPIN pin id: every key under it, or only `key`, or (from > 0) those pinned as item
+ * from - 1 or later of their prefix. The pins released, or a failure. */
+static int unpin_run(struct mc_client *c, uint64_t id, const char *key, size_t key_len,
+                     uint64_t from)
 {
     uint64_t deadline = mc_engine_deadline(&c->e);
     struct mc_sqe sqe;
@@ -311,6 +313,7 @@ static int unpin_run(struct mc_client *c, uint64_t id, const char *key, size_t k
     memset(&sqe, 0, sizeof(sqe));
     sqe.opcode = MC_OP_UNPIN;
     sqe.arg0 = id;
+    sqe.arg1 = from;
     err = mc_engine_submit(&c->e, &sqe, key, key_len, -1, false, deadline, &op);
     if (err != 0)
         return err;
@@ -336,6 +339,7 @@ static int key_op_init(struct mc_client *c, struct mc_op *op, size_t i, void *ar
     if (err != 0)
         return err;
     mc_op_init_key_op(c, op, a->opcode, a->arg0, a->keys[i], key_len, op->deadline_ns);
+    op->key_arg1 = i + 1; /* PIN: the item's place, for UNPIN to select by */
     return 0;
 }
 
@@ -384,12 +388,15 @@ MC_EXPORT int mc_prefix_pin(mc_client_t *c, size_t n, const char *const keys[], 
         err = results[k]; /* a failed pin before the first miss: the count is unknown */
         goto err_unpin;
     }
-    /* pins past the first miss are not the caller's: give them back now */
+    /* pins past the first miss are not the caller's: give them back now, in one UNPIN of
+     * the items after k (marked k + 2 and up) */
     for (size_t i = k + 1; i < n; i++) {
-        if (results[i] == 1 && unpin_run(c, id, keys[i], strlen(keys[i])) < 0) {
-            err = MC_ERR_UNAVAILABLE;
+        if (results[i] != 1)
+            continue;
+        err = unpin_run(c, id, NULL, 0, (uint64_t)k + 2);
+        if (err < 0)
             goto err_unpin;
-        }
+        break;
     }
     free(results);
     *pin = id;
@@ -398,7 +405,7 @@ MC_EXPORT int mc_prefix_pin(mc_client_t *c, size_t n, const char *const keys[], 
 err_unpin:
     /* best effort: what is left ends with the connection or at pin_ttl_ms */
     if (err != MC_ERR_INVALID)
-        (void)unpin_run(c, id, NULL, 0);
+        (void)unpin_run(c, id, NULL, 0, 0);
     free(results);
     return err;
 }
@@ -412,7 +419,7 @@ MC_EXPORT int mc_unpin(mc_client_t *c, mc_pin_t pin)
     err = mc_engine_enter(&c->e);
     if (err != 0)
         return err;
-    return unpin_run(c, pin, NULL, 0);
+    return unpin_run(c, pin, NULL, 0, 0);
 }
 
 MC_EXPORT int mc_touch(mc_client_t *c, size_t n, const char *const keys[])

@@ -422,6 +422,7 @@ static enum pump_result pump_locked(struct mc_client *c, struct mc_op *op)
             sqe.arg1 = (uint64_t)op->cap + 1; /* a remote object that cannot fit stays */
         } else {
             sqe.arg0 = op->key_arg;
+            sqe.arg1 = op->key_arg1;
         }
         err = step_submit_locked(c, op, &sqe, true, -1, op->next_step, op->deadline_ns);
         break;

@@ -84,7 +84,7 @@ struct mc_op {
     size_t len_out;
     /* a keyed op with no data (kind EXIST): its opcode (0: MC_OP_EXIST) and arg0 */
     uint8_t key_opcode;
-    uint64_t key_arg;
+    uint64_t key_arg, key_arg1;
     /* put */
     bool exists_ok; /* MC_PUT_EXISTS_OK: MC_ERR_EXISTS ends it as MC_PRESENT */
     const uint8_t *src_buf;

@@ -18,6 +18,7 @@ struct pin_rec {
     uint64_t version;    /* the pinned version and its lease epoch, for the release */
     uint32_t epoch;
     uint16_t key_len;
+    uint64_t mark;       /* the PIN's arg1: UNPIN may select by it */
     uint64_t expires_ms; /* the agent's pin_ttl_ms after it was granted */
     char *key;
 };
@@ -85,6 +86,7 @@ static int rec_add(struct client *c, const struct ml_req *r, uint64_t expires_ms
     memcpy(p->key, r->key, r->key_len);
     p->key_len = (uint16_t)r->key_len;
     p->id = r->tag;
+    p->mark = r->in.ref.version; /* where pin_op_pin left the PIN's arg1 */
     p->version = r->out.get.lease.version;
     p->epoch = r->out.get.lease.epoch;
     p->expires_ms = expires_ms;
@@ -99,9 +101,13 @@ static void pin_answered(void *ctx, struct ml_req *r)
     int res = r->res, err;
 
     if (res == 0) {
-        err = c->state == CL_ACTIVE
-                  ? rec_add(c, r, mc_agent_now_ms() + a->cfg.master.pin_ttl_ms)
-                  : MC_ERR_CANCELED;
+        uint64_t exp = mc_agent_now_ms() + a->cfg.master.pin_ttl_ms;
+
+        /* an in-process master's clock is ours: its expiry is exact (a remote one's is not
+         * comparable, and the earlier of the two ends the pin) */
+        if (a->master != NULL && r->out.get.lease.expires_ms < exp)
+            exp = r->out.get.lease.expires_ms;
+        err = c->state == CL_ACTIVE ? rec_add(c, r, exp) : MC_ERR_CANCELED;
         if (err != 0) {
             /* not recorded: nobody could end it, so it ends now */
             pin_release(a, r->key, r->key_len, r->out.get.lease.version,
@@ -138,6 +144,7 @@ void pin_op_pin(struct mc_agent *a, struct client *c, const struct mc_sqe *s, co
     }
     r->user_data = s->user_data;
     r->tag = s->arg0;
+    r->in.ref.version = s->arg1; /* ML_PIN sends only the key: in is free to carry it */
     client_get(c);
     ml_submit(a->ml, r);
 }
@@ -153,7 +160,7 @@ void pin_op_unpin(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
     while (t != NULL && i < t->n) {
         const struct pin_rec *p = &t->v[i];
 
-        if (p->id == s->arg0 &&
+        if (p->id == s->arg0 && (s->arg1 == 0 || p->mark >= s->arg1) &&
             (s->key_len == 0 ||
              (p->key_len == s->key_len && memcmp(p->key, key, p->key_len) == 0))) {
             if ((int64_t)(now - p->expires_ms) < 0)
