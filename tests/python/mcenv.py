@@ -99,9 +99,9 @@ class Agent:
 
 class Cluster:
     """mc-master and three cluster-mode mc-agents on loopback:
-    A (data, dram, domain da), B (client node: --dram 0), C (data, dram, domain dc)."""
+    A (data, dram, domain da), B (client node: --dram 0), C (data, c_dram, domain dc)."""
 
-    def __init__(self, dram="32M", master_extra=()):
+    def __init__(self, dram="32M", master_extra=(), c_dram=None):
         self.dir = tempfile.mkdtemp(prefix="mc-pycluster-")
         token = secrets.token_hex(16)
         env = dict(os.environ, MC_CLUSTER_TOKEN=token)
@@ -110,7 +110,8 @@ class Cluster:
                              self.dir, env).wait_ready()
         master = f"127.0.0.1:{self.master.port}"
         self.agents = {}
-        for name, dom, mem in (("A", "da", dram), ("B", None, "0"), ("C", "dc", dram)):
+        c_dram = dram if c_dram is None else c_dram
+        for name, dom, mem in (("A", "da", dram), ("B", None, "0"), ("C", "dc", c_dram)):
             argv = [binary("MC_AGENT_BIN"), "--master", master, "--listen", "127.0.0.1:0",
                     "--node", name, "--socket", "{sock}", "--dram", mem, "--ready-file",
                     "{ready}", "--set", "landing=32M", "--set", "prefault=false"]

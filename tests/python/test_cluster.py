@@ -1,7 +1,8 @@
-"""mcstore.Store and the adapters against a 3-agent cluster on loopback: mc-master, data
-nodes A and C, client node B. Objects put through one node are read through the others;
-pins taken through B hold objects stored on A and C against eviction, and end with
-release() and with SIGKILL of the pinning process."""
+"""mcstore.Store and the adapters against 3-agent clusters on loopback: mc-master, data
+nodes A and C, client node B. Objects put through one node are read through the others.
+For the pins, C holds no memory either (--dram 0), so that every object lives on A and
+churn through any node evicts from A's segment: pins taken through B hold objects against
+it, and end with release() and with SIGKILL of the pinning process."""
 
 import asyncio
 import os
@@ -20,10 +21,14 @@ from test_adapters import HostPool
 MiB = 1 << 20
 
 
-class ClusterTest(unittest.TestCase):
+class _ClusterCase(unittest.TestCase):
+    """A cluster per class (C_DRAM: C's memory), a Store on every node per test."""
+
+    C_DRAM = "16M"
+
     @classmethod
     def setUpClass(cls):
-        cls.cl = Cluster("16M")
+        cls.cl = Cluster("16M", c_dram=cls.C_DRAM)
         cls.blob = os.urandom(MiB)
 
     @classmethod
@@ -49,6 +54,10 @@ class ClusterTest(unittest.TestCase):
     def present(self, keys):
         return sum(self.s["B"].batch_is_exist(keys))
 
+
+class ClusterTest(_ClusterCase):
+    """Data on A and C."""
+
     def test_every_node_reads_every_node(self):
         for i, w in enumerate("ABC"):
             self.s[w].put(f"x/{w}", self.blob[: 1000 + i])
@@ -67,41 +76,6 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(f.result(10), 1001)
         self.assertEqual(self.s["B"].remove_prefix("x/"), 4)
         self.assertIn("objects", self.s["B"].stats())
-
-    def test_pins_across_nodes(self):
-        keys = [f"p/{i}" for i in range(4)]
-        for i, k in enumerate(keys):
-            self.s["AC"[i % 2]].put(k, self.blob)
-        n, pin = self.s["B"].prefix_pin(keys + ["p/none"])
-        self.assertEqual(n, 4)
-        self.churn()
-        self.assertEqual(self.present(keys), 4)
-        self.assertEqual(self.s["B"].touch(keys), 4)
-        self.assertEqual(pin.release(), 4)
-        self.churn()
-        self.assertEqual(self.present(keys), 0)
-
-    def test_pins_released_when_pinner_killed(self):
-        keys = [f"k/{i}" for i in range(4)]
-        for k in keys:
-            self.s["A"].put(k, self.blob)
-        child = subprocess.Popen(
-            [sys.executable, "-c",
-             "import sys, time, mcstore\n"
-             "s = mcstore.Store(sys.argv[1])\n"
-             "print(s.prefix_pin(sys.argv[2:])[0], flush=True)\n"
-             "time.sleep(3600)\n",
-             self.cl.sock("B"), *keys], stdout=subprocess.PIPE, env=os.environ)
-        try:
-            self.assertEqual(child.stdout.readline().strip(), b"4")
-            self.churn()
-            self.assertEqual(self.present(keys), 4)
-        finally:
-            child.send_signal(signal.SIGKILL)
-            child.wait()
-            child.stdout.close()
-        self.assertTrue(poll_until(lambda: self.present(keys) == 0, 20,
-                                   lambda: self.churn(8)))
 
     def test_adapters_across_nodes(self):
         # SGLang: one TP rank backs up through A, another instance prefetches through C
@@ -147,6 +121,47 @@ class ClusterTest(unittest.TestCase):
             await pb.close()
 
         asyncio.run(lm())
+
+
+class PinClusterTest(_ClusterCase):
+    """Pins across nodes; every object on A."""
+
+    C_DRAM = "0"
+
+    def test_pins_across_nodes(self):
+        keys = [f"p/{i}" for i in range(4)]
+        for i, k in enumerate(keys):
+            self.s["AC"[i % 2]].put(k, self.blob)  # through A and C, onto A
+        n, pin = self.s["B"].prefix_pin(keys + ["p/none"])
+        self.assertEqual(n, 4)
+        self.churn()
+        self.assertEqual(self.present(keys), 4)
+        self.assertEqual(self.s["B"].touch(keys), 4)
+        self.assertEqual(pin.release(), 4)
+        self.churn(40)  # touched just now: a second chance takes another turn of the hand
+        self.assertEqual(self.present(keys), 0)
+
+    def test_pins_released_when_pinner_killed(self):
+        keys = [f"k/{i}" for i in range(4)]
+        for k in keys:
+            self.s["A"].put(k, self.blob)
+        child = subprocess.Popen(
+            [sys.executable, "-c",
+             "import sys, time, mcstore\n"
+             "s = mcstore.Store(sys.argv[1])\n"
+             "print(s.prefix_pin(sys.argv[2:])[0], flush=True)\n"
+             "time.sleep(3600)\n",
+             self.cl.sock("B"), *keys], stdout=subprocess.PIPE, env=os.environ)
+        try:
+            self.assertEqual(child.stdout.readline().strip(), b"4")
+            self.churn()
+            self.assertEqual(self.present(keys), 4)
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+            child.stdout.close()
+        self.assertTrue(poll_until(lambda: self.present(keys) == 0, 20,
+                                   lambda: self.churn(8)))
 
 
 if __name__ == "__main__":
