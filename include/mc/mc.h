@@ -483,7 +483,8 @@ typedef uint64_t mc_pin_t;
  * @return k, 0 <= k <= n: the leading keys present and now pinned;
  *         MC_ERR_INVALID   c, pin or keys (n > 0) is NULL, any of the n keys is invalid, or
  *                          n > INT_MAX;
- *         MC_ERR_NO_SPACE  the client holds PIN_MAX (65536) pinned objects already;
+ *         MC_ERR_NO_SPACE  this connection holds 65536 pinned objects already (the agent's
+ *                          cap per client);
  *         MC_ERR_TIMEOUT   the deadline passed;
  *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
  */
