@@ -22,6 +22,8 @@ MC_STATUS_EXPORT const char *mc_strerror(int err)
         return "success";
     case MC_INPROGRESS:
         return "operation in progress";
+    case MC_PRESENT:
+        return "object already present";
     case MC_ERR_INVALID:
         return "invalid argument";
     case MC_ERR_NOMEM:

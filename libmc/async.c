@@ -1,7 +1,7 @@
 /*
  * The asynchronous calls of <mc/mc.h>: mc_get_async, mc_put_async, mc_wait, mc_cancel,
- * mc_op_free, mc_client_eventfd, mc_client_poll, and the batches mc_batch_put/get/exist
- * and mc_prefix_match. Each checks its arguments and sets up ops; what an op does is in
+ * mc_op_free, mc_client_eventfd, mc_client_poll, the batches mc_batch_put/get/exist and
+ * mc_prefix_match, and the pins and touches (mc_prefix_pin, mc_unpin, mc_touch). Each checks its arguments and sets up ops; what an op does is in
  * op.c, the ring mechanics in engine.c.
  */
 #include <limits.h>
@@ -295,4 +295,152 @@ MC_EXPORT int mc_prefix_match(mc_client_t *c, size_t n, const char *const keys[]
     }
     free(results);
     return err;
+}
+
+/* --- pins and touches ------------------------------------------------------------------- */
+
+/* UNPIN pin id: every key under it, or only `key`, or (from > 0) those pinned as item
+ * from - 1 or later of their prefix. The pins released, or a failure. */
+static int unpin_run(struct mc_client *c, uint64_t id, const char *key, size_t key_len,
+                     uint64_t from)
+{
+    uint64_t deadline = mc_engine_deadline(&c->e);
+    struct mc_sqe sqe;
+    struct mc_cqe cqe;
+    uint32_t op;
+    int err;
+
+    memset(&sqe, 0, sizeof(sqe));
+    sqe.opcode = MC_OP_UNPIN;
+    sqe.arg0 = id;
+    sqe.arg1 = from;
+    err = mc_engine_submit(&c->e, &sqe, key, key_len, -1, false, deadline, &op);
+    if (err != 0)
+        return err;
+    err = mc_engine_wait(&c->e, op, deadline, &cqe);
+    if (err != 0)
+        return err;
+    return cqe.res;
+}
+
+struct key_op_arg {
+    const char *const *keys;
+    uint8_t opcode;
+    uint64_t arg0;
+};
+
+static int key_op_init(struct mc_client *c, struct mc_op *op, size_t i, void *arg)
+{
+    struct key_op_arg *a = arg;
+    size_t key_len;
+    int err;
+
+    err = mc_op_key_check(a->keys[i], &key_len);
+    if (err != 0)
+        return err;
+    mc_op_init_key_op(c, op, a->opcode, a->arg0, a->keys[i], key_len, op->deadline_ns);
+    op->key_arg1 = i + 1; /* PIN: the item's place, for UNPIN to select by */
+    return 0;
+}
+
+/* n keyed ops of one opcode in one batch; the keys are checked first (any invalid one fails
+ * the call). Returns what batch_run returns; results[] as it writes them. */
+static int key_op_batch(struct mc_client *c, size_t n, const char *const keys[], uint8_t opcode,
+                        uint64_t arg0, int results[])
+{
+    struct key_op_arg a = {keys, opcode, arg0};
+    size_t key_len;
+
+    for (size_t i = 0; i < n; i++) {
+        if (mc_op_key_check(keys[i], &key_len) != 0)
+            return MC_ERR_INVALID;
+    }
+    return batch_run(c, n, key_op_init, &a, results, NULL);
+}
+
+MC_EXPORT int mc_prefix_pin(mc_client_t *c, size_t n, const char *const keys[], mc_pin_t *pin)
+{
+    uint64_t id;
+    size_t k;
+    int *results;
+    int err;
+
+    if (c == NULL || pin == NULL || (n > 0 && keys == NULL) || n > INT_MAX)
+        return MC_ERR_INVALID;
+    err = mc_engine_enter(&c->e);
+    if (err != 0)
+        return err;
+    id = atomic_fetch_add(&c->next_pin, 1) + 1; /* never 0: the agent refuses 0 */
+    if (n == 0) {
+        *pin = id; /* holds nothing; mc_unpin of it releases nothing */
+        return 0;
+    }
+    results = malloc(n * sizeof(*results));
+    if (results == NULL)
+        return MC_ERR_NOMEM;
+    /* one batch, as mc_prefix_match: the round trip costs, not the pins past a miss */
+    err = key_op_batch(c, n, keys, MC_OP_PIN, id, results);
+    if (err < 0)
+        goto err_unpin;
+    for (k = 0; k < n && results[k] == 1; k++)
+        ;
+    if (k < n && results[k] < 0) {
+        err = results[k]; /* a failed pin before the first miss: the count is unknown */
+        goto err_unpin;
+    }
+    /* pins past the first miss are not the caller's: give them back now, in one UNPIN of
+     * the items after k (marked k + 2 and up) */
+    for (size_t i = k + 1; i < n; i++) {
+        if (results[i] != 1)
+            continue;
+        err = unpin_run(c, id, NULL, 0, (uint64_t)k + 2);
+        if (err < 0)
+            goto err_unpin;
+        break;
+    }
+    free(results);
+    *pin = id;
+    return (int)k;
+
+err_unpin:
+    /* best effort: what is left ends with the connection or at pin_ttl_ms */
+    if (err != MC_ERR_INVALID)
+        (void)unpin_run(c, id, NULL, 0, 0);
+    free(results);
+    return err;
+}
+
+MC_EXPORT int mc_unpin(mc_client_t *c, mc_pin_t pin)
+{
+    int err;
+
+    if (c == NULL || pin == 0)
+        return MC_ERR_INVALID;
+    err = mc_engine_enter(&c->e);
+    if (err != 0)
+        return err;
+    return unpin_run(c, pin, NULL, 0, 0);
+}
+
+MC_EXPORT int mc_touch(mc_client_t *c, size_t n, const char *const keys[])
+{
+    int *results;
+    int err, present = 0;
+
+    if (c == NULL || (n > 0 && keys == NULL) || n > INT_MAX)
+        return MC_ERR_INVALID;
+    if (n == 0)
+        return 0;
+    results = malloc(n * sizeof(*results));
+    if (results == NULL)
+        return MC_ERR_NOMEM;
+    err = key_op_batch(c, n, keys, MC_OP_TOUCH, 0, results);
+    for (size_t i = 0; err >= 0 && i < n; i++) {
+        if (results[i] < 0)
+            err = results[i];
+        else
+            present += results[i];
+    }
+    free(results);
+    return err < 0 ? err : present;
 }

@@ -57,7 +57,7 @@ int mc_op_opts_check(const mc_put_opts_t *o)
 {
     if (o == NULL)
         return 0;
-    if ((o->flags & ~(uint32_t)MC_PUT_FLAGS_ALL) != 0)
+    if ((o->flags & ~(uint32_t)(MC_PUT_FLAGS_ALL | MC_PUT_EXISTS_OK)) != 0)
         return MC_ERR_INVALID;
     if ((o->flags & MC_PUT_PIN_SOFT) && (o->flags & MC_PUT_PIN_HARD))
         return MC_ERR_INVALID;
@@ -264,6 +264,8 @@ static void finish_locked(struct mc_client *c, struct mc_op *op, int status)
     op->next_step = STEP_NONE;
     if (op->kind == MC_OP_KIND_PUT && status == 0)
         op->len_out = op->len;
+    if (op->kind == MC_OP_KIND_PUT && status == MC_ERR_EXISTS && op->exists_ok)
+        op->status = MC_PRESENT; /* the caller asked: already there counts as stored */
     if (!op->internal)
         c->async_live--;
     if (op->batch_left != NULL)
@@ -412,10 +414,15 @@ static enum pump_result pump_locked(struct mc_client *c, struct mc_op *op)
          * plus copies waiting stay within the op slots */
         if (op->next_step == STEP_GET && c->ncopies + (c->e.nops - c->e.nops_free) >= c->e.nops)
             return PUMP_BLOCKED;
-        sqe.opcode = op->next_step == STEP_GET ? MC_OP_GET : MC_OP_EXIST;
+        sqe.opcode = op->next_step == STEP_GET ? MC_OP_GET
+                     : op->key_opcode != 0        ? op->key_opcode
+                                                  : MC_OP_EXIST;
         if (op->next_step == STEP_GET) {
             sqe.arg0 = op->skip;
             sqe.arg1 = (uint64_t)op->cap + 1; /* a remote object that cannot fit stays */
+        } else {
+            sqe.arg0 = op->key_arg;
+            sqe.arg1 = op->key_arg1;
         }
         err = step_submit_locked(c, op, &sqe, true, -1, op->next_step, op->deadline_ns);
         break;
@@ -862,7 +869,8 @@ static void put_init(struct mc_client *c, struct mc_op *op, const void *buf, siz
     op->src_buf = buf;
     op->len = len;
     if (o != NULL) {
-        op->put_flags = o->flags;
+        op->put_flags = o->flags & MC_PUT_FLAGS_ALL; /* EXISTS_OK is ours, not the agent's */
+        op->exists_ok = (o->flags & MC_PUT_EXISTS_OK) != 0;
         op->replicas = o->replicas;
         op->ttl_ms = o->ttl_ms;
         if (o->replicas > MC_SHM_MAX_REPLICAS)
@@ -950,6 +958,14 @@ void mc_op_init_exist(struct mc_client *c, struct mc_op *op, const char *key, si
 {
     op_init(c, op, MC_OP_KIND_EXIST, key, key_len, deadline_ns);
     op->next_step = STEP_EXIST;
+}
+
+void mc_op_init_key_op(struct mc_client *c, struct mc_op *op, uint8_t opcode, uint64_t arg0,
+                       const char *key, size_t key_len, uint64_t deadline_ns)
+{
+    mc_op_init_exist(c, op, key, key_len, deadline_ns);
+    op->key_opcode = opcode;
+    op->key_arg = arg0;
 }
 
 int mc_op_run(struct mc_client *c, struct mc_op *op)

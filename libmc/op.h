@@ -59,6 +59,7 @@ struct mc_client {
     uint32_t ncopies;                /* on copy_head or being copied: each holds a lease */
     uint32_t async_live;             /* async ops not final */
     bool kicking;                    /* kick_locked is running (no re-entry) */
+    _Atomic uint64_t next_pin;       /* the last pin id handed out (mc_prefix_pin) */
 };
 
 enum mc_op_kind { MC_OP_KIND_PUT, MC_OP_KIND_GET, MC_OP_KIND_EXIST };
@@ -81,7 +82,11 @@ struct mc_op {
     uint32_t *batch_left; /* internal ops of a batch: decremented when final */
     uint64_t deadline_ns;
     size_t len_out;
+    /* a keyed op with no data (kind EXIST): its opcode (0: MC_OP_EXIST) and arg0 */
+    uint8_t key_opcode;
+    uint64_t key_arg, key_arg1;
     /* put */
+    bool exists_ok; /* MC_PUT_EXISTS_OK: MC_ERR_EXISTS ends it as MC_PRESENT */
     const uint8_t *src_buf;
     size_t len;
     uint32_t put_flags, replicas;
@@ -118,6 +123,11 @@ void mc_op_init_put(struct mc_client *c, struct mc_op *op, const char *key, size
                     const void *buf, size_t len, const mc_put_opts_t *o, uint64_t deadline_ns);
 void mc_op_init_exist(struct mc_client *c, struct mc_op *op, const char *key, size_t key_len,
                       uint64_t deadline_ns);
+
+/* Set up a zeroed keyed op with no data that answers 1 / 0 like an EXIST: opcode
+ * MC_OP_EXIST, MC_OP_PIN (arg0: the pin id) or MC_OP_TOUCH. */
+void mc_op_init_key_op(struct mc_client *c, struct mc_op *op, uint8_t opcode, uint64_t arg0,
+                       const char *key, size_t key_len, uint64_t deadline_ns);
 
 /* Run one set-up op to its end for a synchronous call: submit it, wait for it with its
  * deadline, collect it. Returns its status (a get's length: op->len_out). */

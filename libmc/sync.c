@@ -1,6 +1,7 @@
 /*
  * The synchronous calls of <mc/mc.h>: mc_put, mc_get, mc_exist, mc_remove, mc_stat, and
- * the calls libmc's tools use (tool.h: STATS, LIST, DRAIN, REMOVE_PREFIX). Each checks its
+ * the calls libmc's tools use (tool.h: STATS, LIST, DRAIN, REMOVE_PREFIX) with the public
+ * forms of two of them (mc_remove_prefix, mc_stats). Each checks its
  * arguments, submits one op and waits for it with its deadline: a put, a get and an exist
  * run the op rules of op.c, exactly as their asynchronous forms do (sync = async + wait);
  * the rest are one SQE and one CQE through the engine (engine.c). Not the ring mechanics,
@@ -359,4 +360,74 @@ int mc_client_remove_prefix(mc_client_t *c, const char *prefix, uint64_t *remove
         return cqe.res;
     *removed_p = (uint64_t)cqe.res;
     return 0;
+}
+
+/* --- the public forms of the tools' calls ------------------------------------------------ */
+
+MC_EXPORT int mc_remove_prefix(mc_client_t *c, const char *prefix, uint64_t *removed)
+{
+    uint64_t n = 0;
+    int err;
+
+    if (removed == NULL)
+        return MC_ERR_INVALID;
+    err = mc_client_remove_prefix(c, prefix, &n);
+    if (err == 0)
+        *removed = n;
+    return err;
+}
+
+MC_EXPORT int mc_stats(mc_client_t *c, char *buf, size_t cap, size_t *len_out)
+{
+    char *json = NULL;
+    size_t len = 0;
+    int err;
+
+    if (buf == NULL && cap > 0)
+        return MC_ERR_INVALID;
+    err = mc_client_stats_json(c, &json, &len);
+    if (err != 0)
+        return err;
+    if (len_out != NULL)
+        *len_out = len;
+    if (len + 1 > cap) {
+        err = MC_ERR_TOO_LARGE;
+    } else {
+        memcpy(buf, json, len + 1);
+        err = 0;
+    }
+    free(json);
+    return err;
+}
+
+struct list_out_buf {
+    char *p, *end;
+};
+
+static int list_into_buf(void *arg, const char *key, size_t key_len)
+{
+    struct list_out_buf *o = arg;
+
+    if ((size_t)(o->end - o->p) < key_len + 1)
+        return MC_ERR_INTERNAL; /* cannot happen: at most cap / (MC_KEY_MAX + 1) keys */
+    memcpy(o->p, key, key_len);
+    o->p[key_len] = '\0';
+    o->p += key_len + 1;
+    return 0;
+}
+
+MC_EXPORT int mc_list(mc_client_t *c, const char *prefix, uint64_t *cursor, char *buf,
+                      size_t cap)
+{
+    struct list_out_buf o = {buf, buf + cap};
+    size_t max = cap / (MC_KEY_MAX + 1);
+
+    if (buf == NULL || max == 0)
+        return MC_ERR_INVALID;
+    if (max > MC_LIST_MAX)
+        max = MC_LIST_MAX;
+    if (prefix == NULL)
+        prefix = "";
+    return mc_client_list(c, prefix, strnlen(prefix, MC_KEY_MAX + 1), cursor, (uint32_t)max,
+                          list_into_buf, &o);
 }

@@ -155,7 +155,15 @@ enum mc_shm_op {
     MC_OP_REMOVE_PREFIX = 13, /* key = prefix (1..512 bytes): res = objects removed */
     MC_OP_DRAIN = 14,    /* key = a node's name (1..63 bytes), arg0 = 1 drain / 0 undrain:
                             the agent asks the master; res = status */
-    MC_OP__COUNT = 15,
+    MC_OP_PIN = 15,      /* key, arg0 = pin id (chosen by the client, not 0), arg1 = a mark
+                            UNPIN may select by (the key's place in a prefix): a pin of the
+                            key's readable version is kept under that id until UNPIN, its
+                            TTL (pin_ttl_ms) or the client's end; res 1 pinned / 0 absent */
+    MC_OP_UNPIN = 16,    /* arg0 = pin id; key (0..512 bytes): only that key's pin under the
+                            id, or every one with no key; arg1 > 0: only those whose PIN's
+                            arg1 >= it; res = pins still held and released */
+    MC_OP_TOUCH = 17,    /* key: marked recently used without a read; res 1 / 0 */
+    MC_OP__COUNT = 18,
 };
 
 #define MC_STATS_F_CLUSTER 0x1u /* MC_OP_STATS arg0 */

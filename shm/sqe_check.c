@@ -34,6 +34,9 @@ static const unsigned char op_uses[MC_OP__COUNT] = {
     [MC_OP_LIST] = USES_PREFIX | USES_STAGING,
     [MC_OP_REMOVE_PREFIX] = USES_KEY,
     [MC_OP_DRAIN] = USES_KEY,
+    [MC_OP_PIN] = USES_KEY,
+    [MC_OP_UNPIN] = USES_PREFIX,
+    [MC_OP_TOUCH] = USES_KEY,
 };
 
 static bool staging_range_ok(const struct mc_shm_layout *l, uint64_t off, uint64_t len)

@@ -31,6 +31,7 @@
 #include "daemon/agent/info.h"
 #include "daemon/agent/lease.h"
 #include "daemon/agent/ops.h"
+#include "daemon/agent/pin.h"
 #include "daemon/agent/put.h"
 #include "daemon/common/log.h"
 #include "daemon/common/metrics.h"
@@ -59,12 +60,14 @@ static void hook_detach(void *ctx, struct client *c)
                                          atomic_load(&c->r->cq->consumer_spinning) != 0);
     put_detach(c);
     lease_detach(c);
+    pin_detach(c);
 }
 
 static void hook_closing(void *ctx, struct client *c)
 {
     put_client_closing(ctx, c);
     lease_client_closing(ctx, c);
+    pin_client_closing(ctx, c);
 }
 
 /* --- stopping --------------------------------------------------------------------------- */
@@ -153,6 +156,7 @@ static void on_tick(struct mc_loop_ev *ev, int res, uint32_t flags)
         put_tick(a, c, now);
         lease_tick(a, c, now);
         polling += atomic_load(&c->r->cq->consumer_spinning) != 0;
+        pin_tick(a, c, now);
     }
     agent_spin_repair(&a->spin, polling, a->cs.n);
     if (!a->stopping)

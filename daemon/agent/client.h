@@ -34,6 +34,7 @@ struct mc_histo;
 struct put;
 struct lease;
 struct copy;
+struct pin_tab;
 
 enum client_state { CL_HANDSHAKE, CL_ACTIVE, CL_CLOSING };
 
@@ -92,6 +93,7 @@ struct client {
     uint32_t nleases;
     uint32_t *lease_free;     /* stack of free lease slots: O(1) per GET */
     uint32_t nlease_free;
+    struct pin_tab *pins;     /* its pins (pin.c), NULL until the first */
     struct copy *copies;      /* FIFO ring of lay.max_inflight */
     uint32_t copy_head, copy_count;
 };

@@ -139,7 +139,8 @@ static const enum mc_master_op local_op[ML__COUNT] = {
     [ML_PUT_REVOKE] = MC_MASTER_OP_PUT_REVOKE, [ML_GET] = MC_MASTER_OP_GET,
     [ML_LEASE_RELEASE] = MC_MASTER_OP_LEASE_RELEASE, [ML_EXIST] = MC_MASTER_OP_EXIST,
     [ML_STAT] = MC_MASTER_OP_STAT, [ML_REMOVE] = MC_MASTER_OP_REMOVE,
-    [ML_REMOVE_PREFIX] = MC_MASTER_OP_REMOVE_PREFIX,
+    [ML_REMOVE_PREFIX] = MC_MASTER_OP_REMOVE_PREFIX, [ML_PIN] = MC_MASTER_OP_GET,
+    [ML_TOUCH] = MC_MASTER_OP_EXIST,
 };
 
 static void run_local(struct mlink *ml, struct ml_req *r)
@@ -174,6 +175,14 @@ static void run_local(struct mlink *ml, struct ml_req *r)
     case ML_GET:
         req.out.get = &r->out.get;
         break;
+    case ML_PIN:
+        req.flags = MC_MASTER_EXEC_F_PIN;
+        req.out.get = &r->out.get;
+        break;
+    case ML_TOUCH:
+        req.flags = MC_MASTER_EXEC_F_TOUCH;
+        req.out.count = &count;
+        break;
     case ML_STAT:
         req.out.stat = &r->out.stat;
         break;
@@ -189,6 +198,7 @@ static void run_local(struct mlink *ml, struct ml_req *r)
         r->res = 0;
         break;
     case ML_EXIST:
+    case ML_TOUCH:
         r->out.count = r->res > 0 ? 1 : 0;
         if (r->res > 0)
             r->res = 0;
@@ -273,6 +283,7 @@ static int decode_reply(struct mlink *ml, struct batch *b, const void *pl, size_
         rc = mc_proto_results_rep_decode(pl, len, b->n, &rep, ml->results);
         break;
     case ML_GET:
+    case ML_PIN:
         rc = mc_proto_get_rep_decode(pl, len, b->n, &rep, ml->results, ml->u.gets);
         break;
     case ML_LEASE_RELEASE:
@@ -285,6 +296,7 @@ static int decode_reply(struct mlink *ml, struct batch *b, const void *pl, size_
         }
         break;
     case ML_EXIST:
+    case ML_TOUCH:
     case ML_STAT:
         rc = mc_proto_exist_rep_decode(pl, len, b->n, &rep, ml->results, ml->u.stats);
         break;
@@ -313,10 +325,12 @@ static int decode_reply(struct mlink *ml, struct batch *b, const void *pl, size_
                 r->out.grant = ml->u.grants[i];
             break;
         case ML_GET:
+        case ML_PIN:
             if (res == 0)
                 r->out.get = ml->u.gets[i];
             break;
         case ML_EXIST:
+        case ML_TOUCH:
             r->out.count = res == 1;
             r->res = res < 0 ? res : 0;
             break;
@@ -353,7 +367,7 @@ static bool orphan_undo(struct mlink *ml, struct ml_req *r)
     if (r->kind == ML_PUT_START) {
         ref.version = r->out.grant.version;
         r->kind = ML_PUT_REVOKE;
-    } else if (r->kind == ML_GET) {
+    } else if (r->kind == ML_GET || r->kind == ML_PIN) {
         ref.version = r->out.get.lease.version;
         ref.epoch = r->out.get.lease.epoch;
         r->kind = ML_LEASE_RELEASE;
@@ -408,7 +422,8 @@ static uint16_t wire_type(enum ml_kind k)
         [ML_PUT_REVOKE] = MC_WIRE_PUT_REVOKE_BATCH, [ML_GET] = MC_WIRE_GET_BATCH,
         [ML_LEASE_RELEASE] = MC_WIRE_LEASE_RELEASE_BATCH, [ML_EXIST] = MC_WIRE_EXIST_BATCH,
         [ML_STAT] = MC_WIRE_EXIST_BATCH, [ML_REMOVE] = MC_WIRE_REMOVE_BATCH,
-        [ML_REMOVE_PREFIX] = MC_WIRE_REMOVE_BATCH,
+        [ML_REMOVE_PREFIX] = MC_WIRE_REMOVE_BATCH, [ML_PIN] = MC_WIRE_GET_BATCH,
+        [ML_TOUCH] = MC_WIRE_EXIST_BATCH,
     };
 
     return t[k];
@@ -457,6 +472,12 @@ static int encode(struct mlink *ml, struct batch *b, size_t *len_p)
                                                  len_p);
     case ML_GET:
         return mc_proto_get_req_encode(&kr, ml->u.keys, ml->frame, ML_FRAME_CAP, len_p);
+    case ML_PIN:
+        kr.flags = MC_PROTO_GET_F_PIN;
+        return mc_proto_get_req_encode(&kr, ml->u.keys, ml->frame, ML_FRAME_CAP, len_p);
+    case ML_TOUCH:
+        kr.flags = MC_PROTO_EXIST_F_TOUCH;
+        return mc_proto_exist_req_encode(&kr, ml->u.keys, ml->frame, ML_FRAME_CAP, len_p);
     case ML_EXIST:
         return mc_proto_exist_req_encode(&kr, ml->u.keys, ml->frame, ML_FRAME_CAP, len_p);
     case ML_STAT:

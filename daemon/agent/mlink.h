@@ -41,6 +41,8 @@ enum ml_kind {
     ML_STAT,          /* out.stat; MC_ERR_NOT_FOUND when absent */
     ML_REMOVE,
     ML_REMOVE_PREFIX, /* out.count: objects removed */
+    ML_PIN,           /* a GET whose lease is a client's pin: out.get (lease) */
+    ML_TOUCH,         /* out.count: 1 or 0 (present keys are marked recently used) */
     ML__COUNT,
 };
 
@@ -53,6 +55,7 @@ struct ml_req {
     ml_done_fn done;
     void *ctx;
     uint64_t user_data;        /* the caller's */
+    uint64_t tag;              /* the caller's too (PIN: the client's pin id) */
     int res;                   /* 0 or a negative MC_ERR_* (EXIST: 1/0 in out.count) */
     uint32_t key_len;
     union {

@@ -14,6 +14,7 @@
 #include "daemon/agent/client.h"
 #include "daemon/agent/info.h"
 #include "daemon/agent/lease.h"
+#include "daemon/agent/pin.h"
 #include "daemon/agent/put.h"
 #include "daemon/agent/views.h"
 
@@ -27,6 +28,7 @@ static void simple_answered(void *ctx, struct ml_req *r)
     if (c->state == CL_ACTIVE) {
         switch (r->kind) {
         case ML_EXIST:
+        case ML_TOUCH:
             client_cqe_res(c, r->user_data, r->res < 0 ? r->res : (int)r->out.count);
             break;
         case ML_STAT:
@@ -191,6 +193,9 @@ static bool op_names_objects(uint8_t opcode)
     case MC_OP_STAT:
     case MC_OP_LIST:
     case MC_OP_REMOVE_PREFIX:
+    case MC_OP_PIN:
+    case MC_OP_UNPIN:
+    case MC_OP_TOUCH:
         return true;
     default:
         return false;
@@ -221,7 +226,8 @@ void ops_run(void *ctx, struct client *c, const struct mc_sqe *s, const char *ke
     }
 
     a->st.ops++;
-    if (op_names_objects(s->opcode)) {
+    /* (an UNPIN without a key names every pin of the client: it stays without one) */
+    if (op_names_objects(s->opcode) && !(s->opcode == MC_OP_UNPIN && s->key_len == 0)) {
         /* a key is a C string (mc.h): a NUL in it would reach into other tenants' keys */
         if (s->key_len > 0 && memchr(key, '\0', s->key_len) != NULL) {
             if (!(s->flags & MC_SQE_F_NO_CQE))
@@ -270,6 +276,15 @@ void ops_run(void *ctx, struct client *c, const struct mc_sqe *s, const char *ke
         return;
     case MC_OP_DRAIN:
         op_drain(a, c, s, key);
+        return;
+    case MC_OP_PIN:
+        pin_op_pin(a, c, s, key, dlen);
+        return;
+    case MC_OP_UNPIN:
+        pin_op_unpin(a, c, s, key, dlen);
+        return;
+    case MC_OP_TOUCH:
+        op_simple(a, c, s, key, dlen, ML_TOUCH);
         return;
     default:
         client_cqe_res(c, s->user_data, MC_ERR_INVALID);

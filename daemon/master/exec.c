@@ -39,7 +39,10 @@ static int x_get(struct mc_master *m, struct mc_master_req *r)
     for (i = 0; i < r->n; i++) {
         memset(&r->out.get[i], 0, sizeof(r->out.get[i]));
         r->results[i] =
-            mc_master_get_replicas(m, r->in.key[i].key, r->in.key[i].key_len, &r->out.get[i]);
+            (r->flags & MC_MASTER_EXEC_F_PIN)
+                ? mc_master_pin(m, r->in.key[i].key, r->in.key[i].key_len, &r->out.get[i])
+                : mc_master_get_replicas(m, r->in.key[i].key, r->in.key[i].key_len,
+                                         &r->out.get[i]);
     }
     return 0;
 }
@@ -68,6 +71,8 @@ static int exist_or_stat(struct mc_master *m, struct mc_master_req *r, bool stat
         } else if (stat) {
             res = mc_master_stat(m, k->key, k->key_len, &r->out.stat[i]);
             res = res == 0 ? 1 : res == MC_ERR_NOT_FOUND ? 0 : res;
+        } else if (r->flags & MC_MASTER_EXEC_F_TOUCH) {
+            res = mc_master_touch(m, k->key, k->key_len);
         } else {
             res = mc_master_exist(m, k->key, k->key_len);
         }

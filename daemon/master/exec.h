@@ -29,9 +29,9 @@ enum mc_master_op {
     MC_MASTER_OP_PUT_START,      /* batch: put[] -> grant[] */
     MC_MASTER_OP_PUT_END,        /* batch: ref[] */
     MC_MASTER_OP_PUT_REVOKE,     /* batch: ref[] */
-    MC_MASTER_OP_GET,            /* batch: key[] -> get[] (a lease each) */
+    MC_MASTER_OP_GET,            /* batch: key[] -> get[] (a lease each; .._F_PIN) */
     MC_MASTER_OP_LEASE_RELEASE,  /* batch: ref[] -> released (no per-item status) */
-    MC_MASTER_OP_EXIST,          /* batch: key[] -> results 1/0 (MC_MASTER_EXEC_F_PREFIX) */
+    MC_MASTER_OP_EXIST,          /* batch: key[] -> results 1/0 (.._F_PREFIX, .._F_TOUCH) */
     MC_MASTER_OP_STAT,           /* batch: key[] -> results 1/0, stat[] (.._F_PREFIX) */
     MC_MASTER_OP_REMOVE,         /* batch: key[] -> count[] */
     MC_MASTER_OP_REMOVE_PREFIX,  /* batch: prefix[] -> count[] */
@@ -52,6 +52,10 @@ enum mc_master_op {
 
 /* EXIST and STAT: prefix match, items after the first absent key are answered 0 unread */
 #define MC_MASTER_EXEC_F_PREFIX 0x1u
+/* GET: each lease is a client's pin (mc_master_pin), not a read's */
+#define MC_MASTER_EXEC_F_PIN 0x2u
+/* EXIST: each present key is marked recently used (mc_master_touch) */
+#define MC_MASTER_EXEC_F_TOUCH 0x4u
 
 struct mc_master_req {
     enum mc_master_op op;

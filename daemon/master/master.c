@@ -380,8 +380,14 @@ size_t mc_master_put_revoke_batch(struct mc_master *m, size_t n,
 /* ---------------------------------------------------------------------------------------- */
 /* reads */
 
-int mc_master_get_replicas(struct mc_master *m, const char *key, size_t key_len,
-                           struct mc_master_get_result *res_p)
+/*
+ * A lease of `ct` ticks on the readable version of key: a read's (lease_ct) or a client's
+ * pin (pin_ct). The epoch's leases all end at its latest expiry, so a pin keeps the reads
+ * granted beside it alive too (they are released by their readers anyway) and a read never
+ * shortens a pin.
+ */
+static int lease_grant(struct mc_master *m, const char *key, size_t key_len, uint32_t ct,
+                       bool pin, struct mc_master_get_result *res_p)
 {
     uint32_t now = now_ct(m);
     struct obj *o;
@@ -391,18 +397,21 @@ int mc_master_get_replicas(struct mc_master *m, const char *key, size_t key_len,
 
     if (check_key(key, key_len) != 0 || res_p == NULL)
         return MC_ERR_INVALID;
-    m->st.gets++;
+    if (!pin)
+        m->st.gets++;
     o = lookup(m, key, key_len);
     if (o == NULL || !obj_is_visible(m, o)) {
-        m->st.get_misses++;
+        if (!pin)
+            m->st.get_misses++;
         return MC_ERR_NOT_FOUND;
     }
     v = &o->v;
     (void)ver_is_leased(m, v, now); /* ends an expired epoch before granting in a new one */
     if (v->lease_cnt == UINT32_MAX)
         return MC_ERR_BUSY;
+    if (v->lease_cnt == 0 || !ct_reached(v->lease_exp, now + ct))
+        v->lease_exp = now + ct; /* the latest expiry of the epoch's leases */
     v->lease_cnt++;
-    v->lease_exp = now + m->lease_ct; /* the lease_ct is fixed, so this is the latest */
     o->flags |= OF_CLOCK;
     m->st.lease_grants++;
 
@@ -420,6 +429,31 @@ int mc_master_get_replicas(struct mc_master *m, const char *key, size_t key_len,
     /* from the 64-bit clock: the 32-bit tick count may have wrapped since t0 */
     res_p->lease.expires_ms = now_ms(m) + (uint64_t)(uint32_t)(v->lease_exp - now) * CT_MS;
     return 0;
+}
+
+int mc_master_get_replicas(struct mc_master *m, const char *key, size_t key_len,
+                           struct mc_master_get_result *res_p)
+{
+    return lease_grant(m, key, key_len, m->lease_ct, false, res_p);
+}
+
+int mc_master_pin(struct mc_master *m, const char *key, size_t key_len,
+                  struct mc_master_get_result *res_p)
+{
+    return lease_grant(m, key, key_len, m->pin_ct, true, res_p);
+}
+
+int mc_master_touch(struct mc_master *m, const char *key, size_t key_len)
+{
+    struct obj *o;
+
+    if (check_key(key, key_len) != 0)
+        return MC_ERR_INVALID;
+    o = lookup(m, key, key_len);
+    if (o == NULL || !obj_is_visible(m, o))
+        return 0;
+    o->flags |= OF_CLOCK; /* what a read does to the eviction order, without the read */
+    return 1;
 }
 
 size_t mc_master_lease_release(struct mc_master *m, size_t n, const struct mc_master_ref refs[])
@@ -1078,6 +1112,7 @@ int mc_master_create(const struct mc_master_config *cfg, mc_master_clock_fn cloc
     m->release_ct = ms_to_ct(cfg->put_release_ms);
     m->soft_pin_ct = ms_to_ct(cfg->soft_pin_ttl_ms);
     m->ntenants = 1; /* the default tenant, "" */
+    m->pin_ct = ms_to_ct(cfg->pin_ttl_ms != 0 ? cfg->pin_ttl_ms : MC_MASTER_PIN_TTL_DEFAULT_MS);
     err = mc_dir_create((uint32_t)cfg->directory_shards, mc_master__obj_key, &m->dir);
     if (err != 0) {
         free(m);

@@ -310,6 +310,17 @@ size_t mc_master_put_revoke_batch(struct mc_master *m, size_t n,
  * Errors: MC_ERR_INVALID, MC_ERR_NOT_FOUND, MC_ERR_BUSY (lease counter saturated). */
 int mc_master_get_replicas(struct mc_master *m, const char *key, size_t key_len,
                            struct mc_master_get_result *res_p);
+/* A client's pin (mc_prefix_pin): a lease like a read's on the readable version, which lasts
+ * cfg->pin_ttl_ms unless released earlier with mc_master_lease_release (res_p->lease names
+ * it). While it lasts the version is neither evicted nor freed (a remove or an upsert
+ * unpublishes it, and its space waits for the pin). Marks the object recently used. Not
+ * counted as a get. Errors: as mc_master_get_replicas. */
+#define MC_MASTER_PIN_TTL_DEFAULT_MS 60000u
+int mc_master_pin(struct mc_master *m, const char *key, size_t key_len,
+                  struct mc_master_get_result *res_p);
+/* Marks the readable version recently used, as a read would (mc_touch). 1 present, 0 absent,
+ * MC_ERR_INVALID. */
+int mc_master_touch(struct mc_master *m, const char *key, size_t key_len);
 /* End leases (the reader's transfers are final). Unknown or outdated leases are ignored.
  * Returns how many leases were ended. */
 size_t mc_master_lease_release(struct mc_master *m, size_t n, const struct mc_master_ref refs[]);

@@ -96,6 +96,17 @@ const struct mc_config_entry mc_master_config_table[] = {
                "evicted only when nothing unpinned is left.",
     },
     {
+        .name = "pin_ttl_ms",
+        .type = MC_CFG_MS,
+        .def = "60000",
+        .min = 1,
+        .max = MS_PER_DAY,
+        .offset = FIELD(pin_ttl_ms),
+        .doc = "A client's pin (mc_prefix_pin) lapses this long after it was taken, if the "
+               "client neither released it nor closed its connection: a stuck engine cannot "
+               "hold memory forever. A pinned object is neither evicted nor freed.",
+    },
+    {
         .name = "hard_pin_max_ratio",
         .type = MC_CFG_DOUBLE,
         .def = "0.5",

@@ -26,6 +26,7 @@ struct mc_master_config {
     uint64_t directory_shards;  /* key-hash shards of the directory, power of two (64) */
     uint64_t drain_copies_max;  /* copies of a drain in flight at once (4) */
     uint64_t tick_ms;           /* how often front ends call the service tick (100 ms) */
+    uint64_t pin_ttl_ms;        /* a client's pin (mc_prefix_pin) lapses after this (60 s) */
 };
 
 /* The table behind the struct (terminated by an entry whose name is NULL). */

@@ -133,6 +133,7 @@ struct mc_master {
     uint32_t nsegs;
     uint32_t cap_segs;
     uint32_t lease_ct, discard_ct, release_ct, soft_pin_ct;
+    uint32_t pin_ct; /* a client's pin (mc_master_pin) */
     struct mc_master_stats st;
     /* blocks of puts whose writer died: the owners are asked to fence them (a ring; when
      * it is full the release timeout frees the rest) */

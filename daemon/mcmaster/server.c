@@ -437,6 +437,8 @@ static int h_get(struct mc_mcmaster_server *s, struct peer *p, const void *pl, s
         return MC_ERR_DENIED;
     x = (struct mc_master_req){.op = MC_MASTER_OP_GET, .node = p->node, .n = req.n,
                                .results = s->results, .in.key = s->keys, .out.get = s->gets};
+    if (req.flags & MC_PROTO_GET_F_PIN)
+        x.flags = MC_MASTER_EXEC_F_PIN;
     (void)mc_master_exec(s->m, &x);
     rep.n = req.n;
     return mc_proto_get_rep_encode(&rep, s->results, s->gets, s->out, sizeof(s->out), out_len);
@@ -474,7 +476,8 @@ static int h_exist(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     x = (struct mc_master_req){
         .op = (req.flags & MC_PROTO_EXIST_F_STAT) ? MC_MASTER_OP_STAT : MC_MASTER_OP_EXIST,
         .node = p->node,
-        .flags = (req.flags & MC_PROTO_EXIST_F_PREFIX) ? MC_MASTER_EXEC_F_PREFIX : 0,
+        .flags = ((req.flags & MC_PROTO_EXIST_F_PREFIX) ? MC_MASTER_EXEC_F_PREFIX : 0) |
+                 ((req.flags & MC_PROTO_EXIST_F_TOUCH) ? MC_MASTER_EXEC_F_TOUCH : 0),
         .n = req.n,
         .results = s->results,
         .in.key = s->keys,

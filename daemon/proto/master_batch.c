@@ -334,13 +334,13 @@ static int keys_req_decode(const void *buf, size_t len, size_t cap, uint32_t kno
 int mc_proto_get_req_encode(const struct mc_proto_keys_req *m, const struct mc_proto_key *items,
                             void *buf, size_t cap, size_t *len_p)
 {
-    return keys_req_encode(m, 0, items, buf, cap, len_p);
+    return keys_req_encode(m, MC_PROTO_GET_F_KNOWN, items, buf, cap, len_p);
 }
 
 int mc_proto_get_req_decode(const void *buf, size_t len, size_t cap,
                             struct mc_proto_keys_req *m_p, struct mc_proto_key *items)
 {
-    return keys_req_decode(buf, len, cap, 0, m_p, items);
+    return keys_req_decode(buf, len, cap, MC_PROTO_GET_F_KNOWN, m_p, items);
 }
 
 int mc_proto_exist_req_encode(const struct mc_proto_keys_req *m,

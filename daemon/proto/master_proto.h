@@ -57,7 +57,14 @@
 #define MC_PROTO_EXIST_F_STAT 0x1u /* reply with a stat record for each present key */
 /* prefix match: items after the first absent key are answered 0 without a lookup */
 #define MC_PROTO_EXIST_F_PREFIX 0x2u
-#define MC_PROTO_EXIST_F_KNOWN  (MC_PROTO_EXIST_F_STAT | MC_PROTO_EXIST_F_PREFIX)
+/* mark each present key recently used (mc_touch); not with STAT */
+#define MC_PROTO_EXIST_F_TOUCH 0x4u
+#define MC_PROTO_EXIST_F_KNOWN                                                                 \
+    (MC_PROTO_EXIST_F_STAT | MC_PROTO_EXIST_F_PREFIX | MC_PROTO_EXIST_F_TOUCH)
+
+/* GET_BATCH flags */
+#define MC_PROTO_GET_F_PIN 0x1u /* each lease is a client's pin (pin_ttl_ms), not a read's */
+#define MC_PROTO_GET_F_KNOWN MC_PROTO_GET_F_PIN
 
 /* REMOVE_BATCH flags */
 #define MC_PROTO_REMOVE_F_PREFIX 0x1u /* each key is a prefix: mc_master_remove_prefix */
@@ -318,7 +325,7 @@ int mc_proto_results_rep_encode(const struct mc_proto_batch_rep *m, const int *r
 int mc_proto_results_rep_decode(const void *buf, size_t len, size_t cap,
                                 struct mc_proto_batch_rep *m_p, int *results);
 
-/* GET_BATCH: keys; flags must be 0. */
+/* GET_BATCH: keys, flags MC_PROTO_GET_F_*. */
 int mc_proto_get_req_encode(const struct mc_proto_keys_req *m, const struct mc_proto_key *items,
                             void *buf, size_t cap, size_t *len_p);
 int mc_proto_get_req_decode(const void *buf, size_t len, size_t cap,

@@ -61,14 +61,15 @@
     X(PUT_REVOKE_BATCH, put_revoke, 11, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,       \
       "u32 node, u32 n, n * {blob key, u64 version}", "i32 status [u32 n, n * i32 status]")        \
     X(GET_BATCH, get, 13, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                     \
-      "u32 node, u32 flags (0), u32 n, n * blob key",                                              \
+      "u32 node, u32 flags (0x1: pin), u32 n, n * blob key",                                       \
       "i32 status [u32 n, n * {i32 status [u64 version, u64 size, u32 flags, u32 nrep, "           \
       "nrep * replica, u32 lease_epoch, u64 lease_expires_ms]}]")                                  \
     X(LEASE_RELEASE_BATCH, lease_release, 15, MC_RPC_TO_MASTER | MC_RPC_BATCH,                     \
       MC_PROTO_BATCH_MAX,                                                                          \
       "u32 node, u32 n, n * {blob key, u64 version, u32 epoch}", "i32 status [u32 released]")      \
     X(EXIST_BATCH, exist, 17, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                 \
-      "u32 node, u32 flags (0x1: stat, 0x2: prefix match), u32 n, n * blob key",                   \
+      "u32 node, u32 flags (0x1: stat, 0x2: prefix match, 0x4: touch), u32 n, "                    \
+      "n * blob key",                                                                              \
       "i32 status [u32 flags, u32 n, n * {i32 status (1, 0 or an error) [stat, with the "          \
       "stat flag when the status is 1]}]")                                                         \
     X(REMOVE_BATCH, remove, 19, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,               \

@@ -98,7 +98,7 @@ extern "C" {
 
 /* The version of this header; mc_version() gives the version of the library in use. */
 #define MC_VERSION_MAJOR 0
-#define MC_VERSION_MINOR 2
+#define MC_VERSION_MINOR 3
 #define MC_VERSION_PATCH 0
 
 /* The default deadline of every operation, in milliseconds (op_timeout_ms). */
@@ -213,6 +213,8 @@ void mc_close(mc_client_t *c);
  * @param o    Options; NULL for the defaults.
  *
  * @return 0 when the object is stored and readable;
+ *         MC_PRESENT (2)    (with MC_PUT_EXISTS_OK, without MC_PUT_UPSERT) the key has a
+ *                           readable version already; nothing changed;
  *         MC_ERR_INVALID    c or buf is NULL, len is 0, the key is invalid, or o has
  *                           unknown flag bits, both pin flags, a ttl_ms above
  *                           MC_TTL_MAX_MS or non-zero reserved words;
@@ -309,6 +311,61 @@ int mc_exist(mc_client_t *c, const char *key);
 int mc_remove(mc_client_t *c, const char *key);
 
 /*
+ * Remove every object whose key starts with prefix (as mc_remove() each).
+ *
+ * @param c        The client.
+ * @param prefix   The prefix: a key (see "Keys"), so at least one byte.
+ * @param removed  Receives the number of objects removed, on success.
+ *
+ * @return 0 on success (also when nothing matched: *removed is then 0);
+ *         MC_ERR_INVALID  c or removed is NULL, or the prefix is invalid;
+ *         MC_ERR_TIMEOUT  the deadline passed; some objects may be removed;
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+int mc_remove_prefix(mc_client_t *c, const char *prefix, uint64_t *removed);
+
+/*
+ * List the keys of readable objects that start with prefix, a page at a time: what fits
+ * cap bytes, each key followed by its NUL (keys hold no NUL). Not a snapshot: objects added
+ * or removed meanwhile may be missed or listed twice. Grants no lease, changes no order.
+ *
+ * @param c       The client.
+ * @param prefix  The prefix, NUL-terminated, 0 to MC_KEY_MAX bytes; NULL or "" for every key.
+ * @param cursor  In: where to resume, 0 for the start. Out, on success: where the next page
+ *                starts, 0 once the listing is complete.
+ * @param buf     Receives the keys; cap bytes, room for at least one key of MC_KEY_MAX
+ *                bytes and its NUL.
+ * @param cap     The size of buf; at most MC_LIST_MAX keys are returned per call.
+ *
+ * @return the number of keys written (0 with *cursor 0: nothing left);
+ *         MC_ERR_INVALID  c, cursor or buf is NULL, cap < MC_KEY_MAX + 1, or prefix is
+ *                         longer than MC_KEY_MAX;
+ *         MC_ERR_TIMEOUT  the deadline passed;
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+#define MC_LIST_MAX 4096
+int mc_list(mc_client_t *c, const char *prefix, uint64_t *cursor, char *buf, size_t cap);
+
+/*
+ * The agent's statistics (and, in a cluster, the master's), as one JSON object: what
+ * `mcctl stats` prints (docs/operations.md). A snapshot.
+ *
+ * @param c        The client.
+ * @param buf      Receives the JSON text, NUL-terminated; cap bytes. NULL only with cap 0,
+ *                 which asks for the length.
+ * @param cap      The size of buf.
+ * @param len_out  If not NULL, receives the text's length (the NUL not counted) on success
+ *                 and on MC_ERR_TOO_LARGE (buf then needs len_out + 1 bytes).
+ *
+ * @return 0 on success;
+ *         MC_ERR_INVALID    c is NULL, or buf is NULL and cap > 0;
+ *         MC_ERR_TOO_LARGE  the text and its NUL do not fit cap; buf is not written;
+ *         MC_ERR_TIMEOUT    the deadline passed;
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+int mc_stats(mc_client_t *c, char *buf, size_t cap, size_t *len_out);
+
+/*
  * Describe the readable version of a key.
  *
  * Like mc_exist(), grants no lease and does not change the eviction order.
@@ -346,8 +403,14 @@ int mc_stat(mc_client_t *c, const char *key, mc_obj_info_t *info);
  * apply to every item. Two items with the same key race as two puts would: with a plain
  * put at most one succeeds.
  *
+ * Each item says what became of its key: 0 stored now; MC_ERR_EXISTS already present (the
+ * key is write-once), or MC_PRESENT (2) instead when o has MC_PUT_EXISTS_OK, which then
+ * counts as stored; MC_ERR_NO_SPACE no room; MC_ERR_INVALID an invalid item; or any other
+ * status mc_put() returns.
+ *
  * @param results  n statuses, written by the call.
- * @return the number of items stored, or a negative code (see "Batches").
+ * @return the number of items stored or, with MC_PUT_EXISTS_OK, present (results[i] >= 0),
+ *         or a negative code (see "Batches").
  */
 int mc_batch_put(mc_client_t *c, size_t n, const char *const keys[], const void *const bufs[],
                  const size_t lens[], const mc_put_opts_t *o, int results[]);
@@ -389,6 +452,74 @@ int mc_batch_exist(mc_client_t *c, size_t n, const char *const keys[], int resul
  *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
  */
 int mc_prefix_match(mc_client_t *c, size_t n, const char *const keys[]);
+
+/*
+ * A pin: what mc_prefix_pin() holds, named by an id unique within the client. 0 is never a
+ * pin. Plain data: copying it copies the name, not the pin.
+ */
+typedef uint64_t mc_pin_t;
+
+/*
+ * Count the leading keys that are present, as mc_prefix_match(), and pin them: until
+ * mc_unpin(c, *pin), the readable version of each counted key is neither evicted nor freed
+ * (this is the lookup-and-lock of an engine that will load those objects next). The keys
+ * past the first absent one are not pinned.
+ *
+ * A pin belongs to the client connection: it ends with mc_unpin(), with mc_close(), when
+ * this process dies (the agent sees the connection end), and at the latest pin_ttl_ms
+ * after it was taken (agent and master configuration, 60 s by default), so a stuck engine
+ * cannot hold memory forever. A pin does not stop mc_remove() or an upsert from
+ * unpublishing the version (later lookups no longer find it), only its space from being
+ * reused while pinned. It grants no read: an mc_get() of a pinned key reads whatever
+ * version is readable then, and marks nothing.
+ *
+ * @param c     The client.
+ * @param n     The number of keys; 0 pins nothing and returns 0 (with a pin to unpin).
+ * @param keys  n keys (see "Keys"); read only during the call.
+ * @param pin   On success (the return >= 0), the pin, to be given to mc_unpin() (also when
+ *              the return is 0). Untouched on failure, when nothing stays pinned (the pins
+ *              taken are given back, or end with the connection or their TTL).
+ *
+ * @return k, 0 <= k <= n: the leading keys present and now pinned;
+ *         MC_ERR_INVALID   c, pin or keys (n > 0) is NULL, any of the n keys is invalid, or
+ *                          n > INT_MAX;
+ *         MC_ERR_NO_SPACE  this connection holds 65536 pinned objects already (the agent's
+ *                          cap per client);
+ *         MC_ERR_TIMEOUT   the deadline passed;
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+int mc_prefix_pin(mc_client_t *c, size_t n, const char *const keys[], mc_pin_t *pin);
+
+/*
+ * Release a pin from mc_prefix_pin(): its objects may be evicted again. Releasing a pin
+ * that was released already, lapsed at its TTL or held nothing releases nothing.
+ *
+ * @param c    The client that took the pin.
+ * @param pin  The pin.
+ *
+ * @return the number of objects the pin still held and released now (>= 0);
+ *         MC_ERR_INVALID  c is NULL or pin is 0;
+ *         MC_ERR_TIMEOUT  the deadline passed (the pin ends with the connection or its TTL);
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+int mc_unpin(mc_client_t *c, mc_pin_t pin);
+
+/*
+ * Mark n objects recently used, as a read would, without reading them: an engine that keeps
+ * using its own copy of a page keeps the stored one from being evicted first. Absent keys
+ * are skipped. Grants no lease and no pin.
+ *
+ * @param c     The client.
+ * @param n     The number of keys; 0 returns 0.
+ * @param keys  n keys (see "Keys"); read only during the call.
+ *
+ * @return the number of keys present (and touched), 0 <= count <= n;
+ *         MC_ERR_INVALID  c or keys (n > 0) is NULL, any of the n keys is invalid, or
+ *                         n > INT_MAX;
+ *         MC_ERR_TIMEOUT  the deadline passed (some keys may have been touched);
+ *         MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
+ */
+int mc_touch(mc_client_t *c, size_t n, const char *const keys[]);
 
 /*
  * Allocate zero-copy memory from the client's arenas.
@@ -505,8 +636,8 @@ int mc_put_async(mc_client_t *c, const char *key, const void *buf, size_t len,
  *
  * @return MC_INPROGRESS (1)  the op is not final yet; the store still owns its buffer;
  *                            call again (or mc_cancel(), or mc_op_free());
- *         otherwise the op's final status: 0 or a negative code as the synchronous call
- *         would return it, MC_ERR_CANCELED after a successful mc_cancel(), MC_ERR_TIMEOUT
+ *         otherwise the op's final status: 0 (MC_PRESENT for a put with MC_PUT_EXISTS_OK
+ *         that found its key) or a negative code as the synchronous call would return it, MC_ERR_CANCELED after a successful mc_cancel(), MC_ERR_TIMEOUT
  *         when its deadline passed;
  *         MC_ERR_INVALID  op is NULL.
  */

@@ -40,9 +40,15 @@
 /* Allow replicas in one failure domain when there are fewer domains than replicas;
  * without it such a put fails with MC_ERR_NO_SPACE. */
 #define MC_PUT_SAME_DOMAIN_OK (1u << 4)
-/* Every flag this version of the header defines. */
+/* Every flag a put carries to the agent (and stores with the object). */
 #define MC_PUT_FLAGS_ALL                                                                       \
     (MC_PUT_UPSERT | MC_PUT_PIN_SOFT | MC_PUT_PIN_HARD | MC_PUT_NO_CHECKSUM |                  \
      MC_PUT_SAME_DOMAIN_OK)
+/* Write-once, and content-addressed keys make "already stored" a success: a plain put on a
+ * key that has a readable version ends with MC_PRESENT (2) instead of MC_ERR_EXISTS, and a
+ * batch counts it among the stored items while results[i] still tells it apart (0: stored
+ * now, MC_PRESENT: was there). Nothing is written either way. With MC_PUT_UPSERT it changes
+ * nothing. libmc's own: it is not sent to the agent. */
+#define MC_PUT_EXISTS_OK (1u << 5)
 
 #endif /* MC_LIMITS_H */

@@ -1,7 +1,8 @@
 /*
  * mcstore status codes: one set for the whole project, public and stable.
  *
- * 0 is success, MC_INPROGRESS (1) means "not final yet" (mc_wait), every failure is a
+ * 0 is success, MC_INPROGRESS (1) means "not final yet" (mc_wait), MC_PRESENT (2) is the
+ * success of a put that found its key stored already (MC_PUT_EXISTS_OK), every failure is a
  * negative MC_ERR_* value. Codes are grouped by how much breaks:
  *   -1001 .. -1019  plain failures of one operation; the connection is fine;
  *   -1020 .. -1029  connection failures: the peer broke the protocol, drop this connection;
@@ -21,6 +22,7 @@ extern "C" {
 
 #define MC_OK 0
 #define MC_INPROGRESS 1 /* the operation is not final yet */
+#define MC_PRESENT 2    /* a put with MC_PUT_EXISTS_OK found the key stored already */
 
 /* plain failures */
 #define MC_ERR_INVALID -1001    /* an argument is invalid (NULL, empty or long key, bad flags) */

@@ -134,7 +134,7 @@ static bool t_op_uses_key(unsigned int op)
 {
     return op == MC_OP_PUT || op == MC_OP_PUT_START || op == MC_OP_GET || op == MC_OP_EXIST ||
            op == MC_OP_REMOVE || op == MC_OP_STAT || op == MC_OP_REMOVE_PREFIX ||
-           op == MC_OP_DRAIN;
+           op == MC_OP_DRAIN || op == MC_OP_PIN || op == MC_OP_TOUCH;
 }
 
 static bool t_op_uses_staging(unsigned int op)
@@ -162,7 +162,7 @@ static void t_sqe_promises(const struct mc_shm_layout *l, const struct mc_sqe *s
     if (t_op_uses_key(s->opcode)) {
         if (s->key_len == 0 || s->key_len > MC_SHM_KEY_SLOT)
             abort();
-    } else if (s->opcode == MC_OP_LIST) {
+    } else if (s->opcode == MC_OP_LIST || s->opcode == MC_OP_UNPIN) {
         if (s->key_len > MC_SHM_KEY_SLOT)
             abort();
     } else if (s->key_len != 0) {

@@ -164,6 +164,20 @@ LD_LIBRARY_PATH=$libdir "$root$MC_BINDIR/mcctl" --socket "$tmp/a.sock" get insta
     "$tmp/got" >/dev/null 2>&1
 check "the installed mcctl reads it back" grep -qF "installed and linked" "$tmp/got"
 
+# --- the Python package, from where it was installed, over the installed libmc (not with a
+# sanitized libmc: its runtime would have to be preloaded into the interpreter)
+if command -v python3 >/dev/null 2>&1 && [ -z "$san" ]; then
+    pkg=$(find "$root" -path '*/mcstore/__init__.py' 2>/dev/null | head -n 1)
+    check "the Python package is installed" test -n "$pkg"
+    PYTHONPATH=$(dirname "$(dirname "$pkg")") MCSTORE_LIBMC=$libdir/libmc.so.0 \
+        PYTHONDONTWRITEBYTECODE=1 python3 -c '
+import sys, mcstore
+with mcstore.Store(sys.argv[1]) as s:
+    assert b"installed and linked" in s.get("install-key")
+' "$tmp/a.sock"
+    check "the installed Python package reads it back" test $? -eq 0
+fi
+
 # --- a reinstall keeps an operator's configs
 echo '{"dram": "2G"}' >"$cfg/agent.json"
 echo 'MC_CLUSTER_TOKEN=kept' >>"$cfg/mcstore.env"

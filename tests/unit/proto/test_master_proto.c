@@ -937,8 +937,10 @@ START_TEST(test_proto_enum_and_flag_bounds)
     v[0] = MC_MASTER_NODE_NONE, v[1] = 0;
     T_REFUSE(MC_WIRE_HEARTBEAT, t_buf, t_raw_u32s(2, v), d);
 
-    /* keys-request flags: GET none, EXIST two bits, REMOVE one */
-    v[0] = 1, v[1] = 1, v[2] = 0;
+    /* keys-request flags: GET one bit (pin), EXIST three bits, REMOVE one */
+    v[0] = 1, v[1] = MC_PROTO_GET_F_PIN, v[2] = 0;
+    T_ACCEPT(MC_WIRE_GET_BATCH, t_buf, t_raw_u32s(3, v), d);
+    v[1] = MC_PROTO_GET_F_PIN << 1;
     T_REFUSE(MC_WIRE_GET_BATCH, t_buf, t_raw_u32s(3, v), d);
     v[1] = MC_PROTO_EXIST_F_KNOWN;
     T_ACCEPT(MC_WIRE_EXIST_BATCH, t_buf, t_raw_u32s(3, v), d);
@@ -1059,7 +1061,7 @@ START_TEST(test_proto_reply_bounds)
     T_ACCEPT(MC_WIRE_EXIST_BATCH_REPLY, t_buf, t_raw_u32s(5, v), d);
     v[4] = 2;
     T_REFUSE(MC_WIRE_EXIST_BATCH_REPLY, t_buf, t_raw_u32s(5, v), d);
-    v[1] = 4, v[4] = 0;
+    v[1] = MC_PROTO_EXIST_F_KNOWN + 1, v[4] = 0;
     T_REFUSE(MC_WIRE_EXIST_BATCH_REPLY, t_buf, t_raw_u32s(5, v), d);
 
     /* REMOVE reply: a failed item removed nothing */
@@ -1359,7 +1361,7 @@ START_TEST(test_proto_encoders_refuse_invalid)
     ck_assert_int_eq(t_encode(MC_WIRE_GET_BATCH, m, t_buf, sizeof(t_buf), &len),
                      MC_ERR_INVALID);
     m->keys[0] = (struct mc_proto_key){"k", 1};
-    m->keys_req.flags = MC_PROTO_EXIST_F_STAT;
+    m->keys_req.flags = MC_PROTO_GET_F_PIN << 1;
     ck_assert_int_eq(t_encode(MC_WIRE_GET_BATCH, m, t_buf, sizeof(t_buf), &len),
                      MC_ERR_INVALID);
     m->batch_rep = (struct mc_proto_batch_rep){0, 0, 1};

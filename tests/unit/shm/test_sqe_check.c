@@ -53,7 +53,14 @@ static struct mc_sqe t_sqe(uint8_t op)
     case MC_OP_STAT:
     case MC_OP_REMOVE_PREFIX:
     case MC_OP_DRAIN:
+    case MC_OP_PIN:
+    case MC_OP_TOUCH:
         s.key_len = 1;
+        s.arg0 = 5;
+        break;
+    case MC_OP_UNPIN:
+        s.key_len = 0; /* every pin under the id */
+        s.arg0 = 5;
         break;
     case MC_OP_LIST:
         s.key_len = 0; /* every key */
