@@ -2,7 +2,8 @@
  * Tenants against a real agent (docs/tenants.md), clients under other uids (the tests need
  * root to switch uid and exit 77 without it):
  *  test_tenant_cross_tenant_isolated: a client of tenant B cannot read, overwrite or remove
- *    tenant A's keys (nor list them, nor through mcctl), and the same key is two objects;
+ *    tenant A's keys (nor list, match or pin them, nor through mcctl), and the same key is
+ *    two objects;
  *  test_tenant_segments_not_mapped: B's client maps only B's segments, never A's bytes;
  *  test_tenant_quota_own_eviction_only: a tenant over its quota evicts its own objects only,
  *    and never holds more than its quota;
@@ -128,6 +129,8 @@ static int b_attacks(const char *sock)
     mc_put_opts_t up = MC_PUT_OPTS_INIT;
     char buf[16];
     uint64_t removed = 0, cursor = 0;
+    const char *const pin_keys[] = {"a/only"};
+    mc_pin_t pin = 0;
     size_t len = 0;
     int listed = 0;
 
@@ -140,6 +143,9 @@ static int b_attacks(const char *sock)
         return 4;
     if (mc_client_remove_prefix(c, "a/", &removed) < 0 || removed != 0)
         return 5;
+    if (mc_prefix_pin(c, 1, pin_keys, &pin) != 0 || mc_prefix_match(c, 1, pin_keys) != 0)
+        return 10; /* A's key is not there to pin or match */
+    (void)mc_unpin(c, pin);
     /* the same key is B's own object */
     if (mc_put(c, "shared/k", "BBBB", 4, NULL) != 0 || mc_put(c, "shared/k", "BBBB", 4, &up) != 0)
         return 6;
