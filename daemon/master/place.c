@@ -208,6 +208,38 @@ static bool domain_taken(const uint32_t *doms, uint32_t n, uint32_t d)
 }
 
 /*
+ * Where to evict when no candidate has room. The first replica evicts on the preferred node,
+ * where it would have gone with room (so each node's writes age its own objects); the others
+ * in the emptiest segment, ties broken at random: a fixed order would make one segment take
+ * every eviction while the objects of the others never age out.
+ */
+static struct cand *evict_target(struct mc_master *m, struct cand *cand, uint32_t ncand,
+                                 const uint32_t *doms, uint32_t got, bool same_ok, uint32_t pref)
+{
+    struct cand *best = NULL;
+    uint64_t bf = 0, f;
+    uint32_t ties = 0, i;
+
+    for (i = 0; i < ncand; i++) {
+        struct cand *c = &cand[i];
+
+        if (c->tried || (!same_ok && domain_taken(doms, got, c->domain)))
+            continue;
+        if (got == 0 && c->s->node == pref)
+            return c;
+        f = mc_alloc_free_bytes(c->s->alloc);
+        if (best == NULL || f > bf) {
+            best = c;
+            bf = f;
+            ties = 1;
+        } else if (f == bf && rng_next(m) % ++ties == 0) {
+            best = c;
+        }
+    }
+    return best;
+}
+
+/*
  * Choose and allocate req->replicas blocks on distinct failure domains (or distinct
  * segments with SAME_DOMAIN_OK): the preferred node first when it has room, then segments
  * with room weighted by free bytes, then the emptiest segment with inline eviction.
@@ -309,18 +341,9 @@ int mc_master__place(struct mc_master *m, const struct mc_master_put_req *req, u
                     }
                 }
             }
-            /* pass 3: no room anywhere; evict in the emptiest */
-            if (best == NULL) {
-                for (i = 0; i < ncand; i++) {
-                    struct cand *c = &cand[i];
-
-                    if (c->tried || (!same_ok && domain_taken(doms, got, c->domain)))
-                        continue;
-                    if (best == NULL || mc_alloc_free_bytes(c->s->alloc) >
-                                            mc_alloc_free_bytes(best->s->alloc))
-                        best = c;
-                }
-            }
+            /* pass 3: no room anywhere: evict */
+            if (best == NULL)
+                best = evict_target(m, cand, ncand, doms, got, same_ok, pref);
             if (best == NULL) {
                 err = MC_ERR_NO_SPACE;
                 goto err_undo;

@@ -196,6 +196,51 @@ START_TEST(test_large_put_finds_room_past_hard_pins)
 }
 END_TEST
 
+/* With every segment full, a node's own writes evict on that node, and writes from a node
+ * with no segment spread their evictions: no segment takes every eviction while the
+ * objects of another never age out. */
+START_TEST(test_full_pool_evictions_where_the_writer_is_and_spread)
+{
+    struct mc_master *m = t_master();
+    uint32_t a = t_node(m, "a", "da"), b = t_node(m, "b", "db"), c = t_node(m, "c", "dc");
+    uint32_t sa = t_seg(m, a, 64 * 4 * KiB), sb = t_seg(m, b, 64 * 4 * KiB);
+    struct mc_master_seg_info ia, ib;
+    uint64_t ea, eb;
+    char key[32];
+    int i;
+
+    for (i = 0; i < 64; i++) { /* fill both */
+        t_key(key, sizeof(key), "a", i);
+        (void)t_put(m, key, 4 * KiB, 0, a);
+        t_key(key, sizeof(key), "b", i);
+        (void)t_put(m, key, 4 * KiB, 0, b);
+    }
+    ck_assert_int_eq(mc_master_segment_info(m, sa, &ia), 0);
+    ck_assert_int_eq(mc_master_segment_info(m, sb, &ib), 0);
+    ea = ia.evictions;
+    eb = ib.evictions;
+    for (i = 0; i < 100; i++) { /* B's writes: B's segment makes the room */
+        t_key(key, sizeof(key), "nb", i);
+        (void)t_put(m, key, 4 * KiB, 0, b);
+    }
+    ck_assert_int_eq(mc_master_segment_info(m, sa, &ia), 0);
+    ck_assert_int_eq(mc_master_segment_info(m, sb, &ib), 0);
+    ck_assert_uint_eq(ia.evictions, ea);
+    ck_assert_uint_ge(ib.evictions - eb, 100);
+    ea = ia.evictions;
+    eb = ib.evictions;
+    for (i = 0; i < 200; i++) { /* a client node's writes: both segments age */
+        t_key(key, sizeof(key), "nc", i);
+        (void)t_put(m, key, 4 * KiB, 0, c);
+    }
+    ck_assert_int_eq(mc_master_segment_info(m, sa, &ia), 0);
+    ck_assert_int_eq(mc_master_segment_info(m, sb, &ib), 0);
+    ck_assert_uint_ge(ia.evictions - ea, 40);
+    ck_assert_uint_ge(ib.evictions - eb, 40);
+    mc_master_destroy(m);
+}
+END_TEST
+
 static Suite *evict_suite(void)
 {
     Suite *s = suite_create("master_evict");
@@ -206,6 +251,7 @@ static Suite *evict_suite(void)
     tcase_add_test(tc, test_large_put_into_pool_of_small_objects);
     tcase_add_test(tc, test_no_space_only_when_everything_is_leased);
     tcase_add_test(tc, test_large_put_finds_room_past_hard_pins);
+    tcase_add_test(tc, test_full_pool_evictions_where_the_writer_is_and_spread);
     suite_add_tcase(s, tc);
     return s;
 }
