@@ -97,6 +97,7 @@ struct xfer {
     uint32_t land_id;          /* X_READ: its own block of the landing segment */
     uint32_t ri;               /* X_READ: which replica of the object it reads */
     bool hedged;               /* X_READ: stalled mid-transfer, another replica was started */
+    bool retried;              /* read: tried once more on a fresh endpoint */
     struct peer *peer;
     uint64_t id;               /* X_READ: the request id the owner's bulk carries */
     uint64_t len;

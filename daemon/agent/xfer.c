@@ -569,10 +569,23 @@ static void read_end(struct cluster *cl, struct xfer *x, int status)
     }
     if (rg->done != NULL) {
         /* this replica failed: an unreachable node counts as absent; try the next one */
+        bool live = mc_agent_now_ms() < x->deadline_ms && rg->wanted(rg->ctx);
+
         mc_debug("read from node %u (segment %u): %s", x->r.node, x->r.seg,
                  mc_strerror(status));
-        i = mc_agent_now_ms() < x->deadline_ms && rg->wanted(rg->ctx) ? next_remote(cl, rg)
-                                                                       : -1;
+        /* a transport failure is not yet the replica's loss: an endpoint that died while
+         * the link was cut may report it only on its first use after the link heals. Once,
+         * the same replica again on a fresh endpoint (the failed peer was dropped); the
+         * owner's own "not here" and a deadline are final */
+        if (live && !x->retried && status != MC_ERR_NOT_FOUND && status != MC_ERR_TIMEOUT) {
+            x->retried = true;
+            x->peer = NULL;
+            x->hedged = false;
+            rg->running++;
+            xfer_start(cl, x);
+            return;
+        }
+        i = live ? next_remote(cl, rg) : -1;
         if (i >= 0) {
             cl->st.failovers++;
             x->r = rg->g->rep[i];
