@@ -163,7 +163,10 @@ static void rejoined(struct cluster *cl)
     cl->backoff_ms = 0;
     master_heard(cl);
     cl->m_refused = false;
-    ml_reset(a->ml, cl->master, 0);
+    /* what was queued while we rejoined was asked as the node we were: it fails as every
+     * master-bound call during the rejoin does (retryable), never as an empty success,
+     * which a GET reads as "no replica" (MC_ERR_NOT_FOUND) */
+    ml_reset(a->ml, cl->master, MC_ERR_UNAVAILABLE);
     ml_set_node(a->ml, cl->node);
     cl->next_hb_ms = 0;
     mc_info("rejoined the master as node %u%s", cl->node,

@@ -3,6 +3,7 @@
  */
 #include "daemon/agent/mlink.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -583,6 +584,8 @@ size_t ml_pending(const struct mlink *ml)
 void ml_reset(struct mlink *ml, struct mc_ucx_ep *ep, int status)
 {
     int k;
+
+    assert(status < 0); /* a request never ends as a success with no answer */
 
     /* in-flight batches fail through their calls when the old endpoint is closed; what
      * is queued fails here */
