@@ -14,8 +14,10 @@
  *   UCX_TLS=posix,self UCX_MM_ERROR_HANDLING=y ucx-shm-wedge --trials 50 --size 1048576
  *   UCX_TLS=tcp,self ucx-shm-wedge --trials 50 --size 1048576
  *
- * Prints "wedged W of N" and exits 1 when W > 0.
+ * Prints "wedged W of N" and exits 1 when W > 0. Segments the killed processes leave in
+ * /dev/shm are removed after each trial (and counted).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -222,6 +224,67 @@ static pid_t spawn_sender(const void *raddr, size_t size, uint32_t tag, long cou
 
 /* --- the trials ---------------------------------------------------------------------------- */
 
+/*
+ * The posix transport names its segments in /dev/shm (UCX_POSIX_USE_PROC_LINK=n, as the
+ * daemons run it): a process killed with -9 never unlinks them, and each leaves a few MiB
+ * of RAM behind for good. A trial deletes the ones that appeared while it ran.
+ */
+#define SHM_DIR "/dev/shm"
+#define SHM_PREFIX "ucx_shm_posix_"
+
+struct shm_names {
+    char (*name)[64];
+    size_t n, cap;
+};
+
+static void shm_list(struct shm_names *l)
+{
+    DIR *d = opendir(SHM_DIR);
+    struct dirent *e;
+
+    l->n = 0;
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, SHM_PREFIX, strlen(SHM_PREFIX)) != 0 ||
+            strlen(e->d_name) >= sizeof(l->name[0]))
+            continue;
+        if (l->n == l->cap) {
+            size_t cap = l->cap ? l->cap * 2 : 64;
+            void *p = realloc(l->name, cap * sizeof(l->name[0]));
+
+            if (p == NULL)
+                break;
+            l->name = p;
+            l->cap = cap;
+        }
+        strcpy(l->name[l->n++], e->d_name);
+    }
+    closedir(d);
+}
+
+/* Deletes the segments not in `before`; returns how many. */
+static size_t shm_sweep(const struct shm_names *before)
+{
+    struct shm_names now = {0};
+    size_t gone = 0;
+    char path[128];
+
+    shm_list(&now);
+    for (size_t i = 0; i < now.n; i++) {
+        bool old = false;
+
+        for (size_t k = 0; k < before->n && !old; k++)
+            old = strcmp(now.name[i], before->name[k]) == 0;
+        if (old)
+            continue;
+        snprintf(path, sizeof(path), SHM_DIR "/%s", now.name[i]);
+        gone += unlink(path) == 0;
+    }
+    free(now.name);
+    return gone;
+}
+
 static bool read_full(int fd, void *p, size_t len)
 {
     size_t got = 0;
@@ -319,6 +382,7 @@ int main(int argc, char **argv)
     long trials = 20, probes = 100;
     size_t size = 1u << 20;
     long wedged = 0;
+    size_t leaked = 0;
     uint64_t worst = 0;
 
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -338,9 +402,15 @@ int main(int argc, char **argv)
         return 2;
     }
     for (long t = 0; t < trials; t++) {
+        struct shm_names before = {0};
+        bool ok;
         uint64_t ms;
 
-        if (!trial(size, probes, (unsigned)(t * 2654435761u), &ms)) {
+        shm_list(&before);
+        ok = trial(size, probes, (unsigned)(t * 2654435761u), &ms);
+        leaked += shm_sweep(&before);
+        free(before.name);
+        if (!ok) {
             wedged++;
             printf("trial %ld: wedged (probes not received within %d ms)\n", t, PROBE_MS);
         } else if (ms > worst) {
@@ -348,8 +418,9 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
-    printf("UCX_TLS=%s size=%zu: wedged %ld of %ld (slowest healthy probe %llu ms)\n",
+    printf("UCX_TLS=%s size=%zu: wedged %ld of %ld (slowest healthy probe %llu ms); "
+           "%zu shared-memory files left by killed processes, removed\n",
            getenv("UCX_TLS") ? getenv("UCX_TLS") : "(default)", size, wedged, trials,
-           (unsigned long long)worst);
+           (unsigned long long)worst, leaked);
     return wedged > 0 ? 1 : 0;
 }
