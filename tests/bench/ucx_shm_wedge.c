@@ -7,14 +7,15 @@
  * and rendezvous messages alike, progressing in a loop); a sender S that floods R with
  * messages of --size bytes over an endpoint with peer error handling; kill -9 of S after a
  * random 5..50 ms; then a second sender S2 that sends --probe small messages and R must
- * receive all of them within 5 s. A trial where R does not is "wedged". The transports
+ * receive all of them within 5 s. A trial where R does not is "wedged" when R is alive,
+ * "receiver died" when UCX took R down (an assertion in its error path). The transports
  * are UCX's own configuration (UCX_TLS and friends in the environment), so one binary
  * compares them:
  *
  *   UCX_TLS=posix,self UCX_MM_ERROR_HANDLING=y ucx-shm-wedge --trials 50 --size 1048576
  *   UCX_TLS=tcp,self ucx-shm-wedge --trials 50 --size 1048576
  *
- * Prints "wedged W of N" and exits 1 when W > 0. Segments the killed processes leave in
+ * Prints "wedged W, receiver died D, of N" and exits 1 when W + D > 0. Segments the killed processes leave in
  * /dev/shm are removed after each trial (and counted).
  */
 #include <dirent.h>
@@ -299,8 +300,11 @@ static bool read_full(int fd, void *p, size_t len)
     return true;
 }
 
-/* One trial: true when R received every probe after the kill. */
-static bool trial(size_t size, long probes, unsigned seed, uint64_t *probe_ms_p)
+enum outcome { HEALTHY, WEDGED, RECEIVER_DIED };
+
+/* One trial: HEALTHY when R received every probe after the kill; WEDGED when R is alive
+ * but silent; RECEIVER_DIED when R itself went down (UCX aborted it). */
+static enum outcome trial(size_t size, long probes, unsigned seed, uint64_t *probe_ms_p)
 {
     int addr_pipe[2], report_pipe[2];
     uint32_t alen;
@@ -370,18 +374,29 @@ static bool trial(size_t size, long probes, unsigned seed, uint64_t *probe_ms_p)
         kill(-s2, SIGKILL);
         waitpid(-s2, NULL, 0);
     }
-    kill(r, SIGKILL);
-    waitpid(r, NULL, 0);
+    if (!ok) {
+        int st;
+
+        if (waitpid(r, &st, WNOHANG) == r) {
+            printf("  the receiver died (%s %d)\n", WIFEXITED(st) ? "exit" : "signal",
+                   WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            r = -1;
+        }
+    }
+    if (r > 0) {
+        kill(r, SIGKILL);
+        waitpid(r, NULL, 0);
+    }
     close(report_pipe[0]);
     free(raddr);
-    return ok;
+    return ok ? HEALTHY : r > 0 ? WEDGED : RECEIVER_DIED;
 }
 
 int main(int argc, char **argv)
 {
     long trials = 20, probes = 100;
     size_t size = 1u << 20;
-    long wedged = 0;
+    long wedged = 0, died = 0;
     size_t leaked = 0;
     uint64_t worst = 0;
 
@@ -403,24 +418,28 @@ int main(int argc, char **argv)
     }
     for (long t = 0; t < trials; t++) {
         struct shm_names before = {0};
-        bool ok;
+        enum outcome o;
         uint64_t ms;
 
         shm_list(&before);
-        ok = trial(size, probes, (unsigned)(t * 2654435761u), &ms);
+        o = trial(size, probes, (unsigned)(t * 2654435761u), &ms);
         leaked += shm_sweep(&before);
         free(before.name);
-        if (!ok) {
+        if (o == WEDGED) {
             wedged++;
-            printf("trial %ld: wedged (probes not received within %d ms)\n", t, PROBE_MS);
+            printf("trial %ld: wedged (alive, probes not received within %d ms)\n", t,
+                   PROBE_MS);
+        } else if (o == RECEIVER_DIED) {
+            died++;
+            printf("trial %ld: the receiver died\n", t);
         } else if (ms > worst) {
             worst = ms;
         }
         fflush(stdout);
     }
-    printf("UCX_TLS=%s size=%zu: wedged %ld of %ld (slowest healthy probe %llu ms); "
-           "%zu shared-memory files left by killed processes, removed\n",
-           getenv("UCX_TLS") ? getenv("UCX_TLS") : "(default)", size, wedged, trials,
+    printf("UCX_TLS=%s size=%zu: wedged %ld, receiver died %ld, of %ld (slowest healthy "
+           "probe %llu ms); %zu shared-memory files left by killed processes, removed\n",
+           getenv("UCX_TLS") ? getenv("UCX_TLS") : "(default)", size, wedged, died, trials,
            (unsigned long long)worst, leaked);
-    return wedged > 0 ? 1 : 0;
+    return wedged + died > 0 ? 1 : 0;
 }
