@@ -643,6 +643,8 @@ int mc_disk_open(const struct mc_disk_cfg *cfg, struct mc_disk **d_p)
         err = MC_ERR_NOMEM;
         goto err_close;
     }
+    /* faulted in now: the first I/O into each page would pay for it otherwise */
+    memset(d->staging, 0, d->staging_len);
     for (unsigned i = d->nslots; i-- > 0;) {
         d->slots[i].buf = d->staging + (size_t)i * d->chunk;
         iov[i] = (struct iovec){.iov_base = d->slots[i].buf, .iov_len = d->chunk};

@@ -137,7 +137,8 @@ static void *worker_main(void *arg)
         io->busy--;
         list_push(&io->d_head, &io->d_tail, r);
         efd_signal(io->efd);
-        pthread_cond_broadcast(&io->cv); /* destroy may wait for busy to reach 0 */
+        if (io->busy == 0)
+            pthread_cond_broadcast(&io->cv); /* destroy may wait for busy to reach 0 */
     }
     pthread_mutex_unlock(&io->mu);
     return NULL;
@@ -146,17 +147,22 @@ static void *worker_main(void *arg)
 static void threads_flush(struct mc_disk_io *io)
 {
     struct mc_disk_io_req *r;
-    bool any = false;
+    unsigned n = 0;
 
     if (io->q_head == NULL)
         return;
     pthread_mutex_lock(&io->mu);
     while ((r = list_pop(&io->q_head, &io->q_tail)) != NULL) {
         list_push(&io->w_head, &io->w_tail, r);
-        any = true;
+        n++;
     }
-    if (any)
+    /* one wake per request (a worker that finds the list empty sleeps again), not a
+     * broadcast that wakes every worker for one request */
+    if (n >= io->nworkers)
         pthread_cond_broadcast(&io->cv);
+    else
+        while (n-- > 0)
+            pthread_cond_signal(&io->cv);
     pthread_mutex_unlock(&io->mu);
 }
 

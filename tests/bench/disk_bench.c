@@ -13,7 +13,9 @@
  *
  * usage: mc-disk-bench --file PATH [--size BYTES] [--count N] [--batch N] [--depth N]
  *                      [--chunk BYTES] [--engine auto|io_uring|threads] [--seconds S]
- *                      [--keep]
+ *                      [--keep] [--no-write]
+ * --keep leaves the file (and uses one that is there); --no-write reads the records an
+ * earlier --keep run wrote (the same --size and --count).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -74,13 +76,14 @@ int main(int argc, char **argv)
         {"count", required_argument, NULL, 'n'}, {"batch", required_argument, NULL, 'b'},
         {"depth", required_argument, NULL, 'd'}, {"chunk", required_argument, NULL, 'c'},
         {"engine", required_argument, NULL, 'e'}, {"seconds", required_argument, NULL, 't'},
-        {"keep", no_argument, NULL, 'k'},        {NULL, 0, NULL, 0},
+        {"keep", no_argument, NULL, 'k'},        {"no-write", no_argument, NULL, 'w'},
+        {NULL, 0, NULL, 0},
     };
     struct mc_disk_cfg cfg = {.engine = MC_DISK_ENGINE_AUTO, .depth = 32, .chunk = 1u << 20,
                               .threads = 8};
     uint64_t size = 256u << 10, count = 1024, batch = 32, reads = 0, corrupt = 0, rl;
     double seconds = 5, t0, wt, rt;
-    bool keep = false;
+    bool keep = false, no_write = false;
     struct mc_disk *d;
     struct bop *ops;
     uint8_t *src, **dst;
@@ -97,6 +100,7 @@ int main(int argc, char **argv)
         case 'c': cfg.chunk = (uint32_t)parse_size(optarg); break;
         case 't': seconds = strtod(optarg, NULL); break;
         case 'k': keep = true; break;
+        case 'w': no_write = true; break;
         case 'e':
             if (strcmp(optarg, "io_uring") == 0)
                 cfg.engine = MC_DISK_ENGINE_URING;
@@ -113,6 +117,8 @@ int main(int argc, char **argv)
     cfg.threads = cfg.depth < 64 ? cfg.depth : 64; /* as many workers as I/Os in flight */
     rl = mc_disk_rec_len(size);
     cfg.size = MC_DISK_BLOCK + count * rl;
+    if (no_write)
+        keep = true; /* the records of an earlier --keep run are read */
     if (!keep)
         unlink(cfg.path);
     err = mc_disk_open(&cfg, &d);
@@ -136,14 +142,16 @@ int main(int argc, char **argv)
         dst[i] = malloc(size);
         if (dst[i] == NULL)
             return 1;
-        memset(dst[i], 0, size); /* fault in before timing */
+        /* fault in before timing; not with zeros, which the compiler may turn (with the
+         * malloc) into a calloc that leaves the pages untouched */
+        memset(dst[i], 0x5a, size);
     }
     /* every record holds the same bytes under its own key: the reads check key and XXH3 */
     keys = calloc(batch, sizeof(*keys));
     if (keys == NULL)
         return 1;
     t0 = now_s();
-    for (uint64_t i = 0; i < count; i += batch) {
+    for (uint64_t i = 0; i < count && !no_write; i += batch) {
         uint64_t n = count - i < batch ? count - i : batch;
 
         for (uint64_t j = 0; j < n; j++) {
@@ -194,7 +202,7 @@ int main(int argc, char **argv)
            ",\"batch\":%" PRIu64 ",\"depth\":%u,\"chunk\":%u,\"write_gb_per_s\":%.3f,"
            "\"read_gb_per_s\":%.3f,\"reads\":%" PRIu64 ",\"corrupt\":%" PRIu64 "}\n",
            mc_disk_engine(d), mc_disk_is_direct(d) ? "true" : "false", size, count, batch,
-           cfg.depth, cfg.chunk, (double)(count * size) / wt / 1e9,
+           cfg.depth, cfg.chunk, no_write ? 0.0 : (double)(count * size) / wt / 1e9,
            (double)(reads * size) / rt / 1e9, reads, corrupt);
     mc_disk_close(d);
     for (uint64_t i = 0; i < batch; i++)
