@@ -18,6 +18,18 @@
 
 struct mc_seg;
 
+/* A complete object a segment holds, as the master is told of it again (report.h). */
+struct mc_seg_holding {
+    const char *key;      /* the stored (tenant-tagged) key; valid until the next call */
+    size_t key_len;
+    uint64_t offset;      /* its extent in the segment, granule-aligned */
+    uint64_t alloc_len;
+    uint64_t size;        /* the object's */
+    uint64_t version;
+    uint32_t flags;       /* MC_MASTER_PUT_PIN_* | MC_MASTER_PUT_NO_CHECKSUM as stored */
+    uint64_t ttl_ms;      /* TTL left, 0: none */
+};
+
 struct mc_seg_ops {
     /* [off, off + len) in place, or NULL (out of range, or not addressable) */
     uint8_t *(*span)(struct mc_seg *s, uint64_t off, uint64_t len);
@@ -25,6 +37,12 @@ struct mc_seg_ops {
     int (*write)(struct mc_seg *s, uint64_t off, const void *src, uint64_t len);
     int (*read)(struct mc_seg *s, uint64_t off, void *dst, uint64_t len);
     void (*destroy)(struct mc_seg *s);
+    /* Optional (NULL: the kind holds nothing the master must be told of again). What the
+     * segment holds, for a master that lost it: up to max holdings from *cursor on (0: the
+     * start), in ascending offset order; returns how many (0: done) and advances *cursor. */
+    int (*holdings)(struct mc_seg *s, uint64_t *cursor, struct mc_seg_holding *out, int max);
+    /* Optional: the master refused the holding at `offset` (it knows better): drop it. */
+    void (*forget)(struct mc_seg *s, uint64_t offset);
 };
 
 struct mc_seg {

@@ -31,13 +31,14 @@
 #define MC_PROTO_SZ_PUT_START_REP_ITEM                                                         \
     (4u + 8u + 4u + MC_MASTER_MAX_REPLICAS * MC_PROTO_SZ_REPLICA)
 #define MC_PROTO_SZ_REF_ITEM (MC_PROTO_SZ_BLOB(MC_PROTO_KEY_MAX) + 8u + 4u)
+#define MC_PROTO_SZ_RESTORE_ITEM (MC_PROTO_SZ_BLOB(MC_PROTO_KEY_MAX) + 4u + 5u * 8u + 4u)
 #define MC_PROTO_SZ_STAT     32u
 #define MC_PROTO_SZ_SEG_ENTRY                                                                  \
     (4u + 4u + 4u + 7u * 8u + MC_PROTO_SZ_BLOB(MC_PROTO_ADDR_MAX) +                            \
      MC_PROTO_SZ_BLOB(MC_PROTO_RKEY_MAX) + MC_PROTO_SZ_BLOB(MC_TENANT_NAME_MAX) + 8u)
 #define MC_PROTO_SZ_NODE_ENTRY                                                                 \
     (4u + 4u + 4u + 8u + 2u * MC_PROTO_SZ_BLOB(MC_PROTO_NAME_MAX) + 4u + 8u + 8u)
-#define MC_PROTO_STATS_FIELDS  24u
+#define MC_PROTO_STATS_FIELDS  26u
 
 static_assert(12u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_PUT_START_ITEM <= MC_WIRE_PAYLOAD_MAX,
               "put batch");
@@ -45,6 +46,8 @@ static_assert(8u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_PUT_START_REP_ITEM <= MC_WIR
               "grants");
 static_assert(8u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_GET_REP_ITEM <= MC_WIRE_PAYLOAD_MAX,
               "get reply");
+static_assert(8u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_RESTORE_ITEM <= MC_WIRE_PAYLOAD_MAX,
+              "a full RESTORE_BATCH fits one frame");
 static_assert(8u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_REF_ITEM <= MC_WIRE_PAYLOAD_MAX,
               "ref batch");
 static_assert(12u + MC_PROTO_BATCH_MAX * (4u + MC_PROTO_SZ_STAT) <= MC_WIRE_PAYLOAD_MAX,
@@ -93,6 +96,8 @@ static const size_t stats_fields[MC_PROTO_STATS_FIELDS] = {
     MC_PROTO_STAT_FIELD(stale_freed_by_timeout),
     MC_PROTO_STAT_FIELD(nodes_declared_dead),
     MC_PROTO_STAT_FIELD(meta_bytes),
+    MC_PROTO_STAT_FIELD(restores),
+    MC_PROTO_STAT_FIELD(restores_refused),
 };
 static_assert(sizeof(struct mc_master_stats) == MC_PROTO_STATS_FIELDS * sizeof(uint64_t),
               "every field of struct mc_master_stats is in stats_fields");
