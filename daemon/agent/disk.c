@@ -32,6 +32,9 @@ struct slot {
 };
 #define HDR_POS UINT64_MAX
 
+/* a write's phases (struct mc_disk_op.phase) */
+enum { W_PENDING, W_BODY, W_COMMIT };
+
 struct mc_disk {
     int fd;
     bool direct;
@@ -125,23 +128,24 @@ static void slot_issue(struct mc_disk *d, struct slot *s, struct mc_disk_op *op,
     mc_disk_io_submit(d->io, &s->req);
 }
 
-/* every unit of op has been issued (or an error stops it) */
+/* every unit of op's current phase has been issued (or an error stops it) */
 static bool op_issued(const struct mc_disk_op *op)
 {
     if (op->err != 0)
         return true;
     if (op->write)
-        return op->header_phase ? op->header_done : op->issued == op->size;
+        return op->phase == W_BODY ? op->issued == op->size : op->header_done;
     return op->header_done && op->issued == op->size;
 }
 
 /* Issue one unit of the op at the head of the queue into slot s. */
 static void issue_one(struct mc_disk *d, struct mc_disk_op *op, struct slot *s)
 {
-    if (op->write && op->header_phase) {
+    if (op->write && op->phase != W_BODY) {
         struct mc_disk_hdr h = op->h;
 
         h.key = op->key;
+        h.pending = op->phase == W_PENDING;
         /* the encode cannot fail: mc_disk_write checked the key and the lengths */
         (void)mc_disk_hdr_encode(&h, d->sb.secret, s->buf);
         op->header_done = true;
@@ -210,9 +214,11 @@ static void op_settle(struct mc_disk *d, struct mc_disk_op *op)
 {
     if (op->inflight > 0 || !op_issued(op) || op->queued)
         return; /* more to come, or still queued */
-    if (op->err == 0 && op->write && !op->header_phase) {
-        /* the payload is durable (O_DSYNC): now the header makes the record visible */
-        op->header_phase = true;
+    if (op->err == 0 && op->write && op->phase != W_COMMIT) {
+        /* the pending header is durable (O_DSYNC): the payload may overwrite what an older
+         * record left; the payload is durable: the committed header makes it visible */
+        op->phase = op->phase == W_PENDING && op->size > 0 ? W_BODY : W_COMMIT;
+        op->header_done = false;
         wait_push(d, op);
         return;
     }
@@ -273,7 +279,8 @@ static int op_start(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, uint
     op->issued = 0;
     op->inflight = 0;
     op->err = 0;
-    op->header_phase = op->header_done = false;
+    op->header_done = false;
+    op->phase = W_PENDING;
     d->ops++;
     return 0;
 }
@@ -301,8 +308,6 @@ int mc_disk_write(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const 
         .payload_xxh3 = mc_disk_payload_hash(src, size),
         .key_len = key_len,
     };
-    if (size == 0)
-        op->header_phase = true;
     wait_push(d, op);
     pump(d);
     return 0;
@@ -337,6 +342,14 @@ unsigned mc_disk_reap(struct mc_disk *d)
 
     pump(d);
     return n;
+}
+
+void mc_disk_wait(struct mc_disk *d)
+{
+    pump(d);
+    if (mc_disk_io_pending(d->io) > 0)
+        mc_disk_io_wait(d->io);
+    mc_disk_reap(d);
 }
 
 void mc_disk_drain(struct mc_disk *d)

@@ -7,8 +7,9 @@
  * writer is told the extent [off, off + mc_disk_rec_len(size)) and fills it. Every byte goes
  * through the staging buffers (depth buffers of chunk bytes, block-aligned, registered with
  * io_uring): caller memory (a DRAM segment, a client's buffer) has no alignment O_DIRECT
- * would accept. A write makes the payload durable, then writes the header (O_DSYNC writes):
- * the record is complete when its done callback says 0. A read checks the header (key,
+ * would accept. A write makes a pending header durable, then the payload, then the committed
+ * header (O_DSYNC writes; disk_fmt.h says why three steps): the record is complete when its
+ * done callback says 0. A read checks the header (key,
  * version, size) and the payload's XXH3: a mismatch is MC_ERR_CORRUPT and the bytes in dst
  * must not be served.
  *
@@ -75,6 +76,8 @@ void mc_disk_forget(struct mc_disk *d, uint64_t off);
 /* Completion: readable fd for the owner's loop, and the reap that runs the callbacks. */
 int mc_disk_fd(const struct mc_disk *d);
 unsigned mc_disk_reap(struct mc_disk *d);
+/* Block until a completion waits, then reap (start-up, tests, tools; never the loop). */
+void mc_disk_wait(struct mc_disk *d);
 /* Block until every op submitted has completed, running callbacks (start-up, tests). */
 void mc_disk_drain(struct mc_disk *d);
 unsigned mc_disk_pending(const struct mc_disk *d); /* ops not yet completed */
@@ -88,7 +91,8 @@ struct mc_disk_op {
     /* internal */
     struct mc_disk *d;
     struct mc_disk_op *next;
-    bool write, queued, header_phase, header_done;
+    bool write, queued, header_done;
+    int phase; /* writes: the pending header, the payload, the committed header */
     uint64_t off, size, issued;
     unsigned inflight;
     int err;

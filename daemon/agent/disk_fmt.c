@@ -32,7 +32,7 @@ static const uint8_t rec_magic[8] = {'M', 'C', 'D', 'I', 'S', 'K', 'R', 'C'};
 #define H_SIZE 32
 #define H_ALLOC 40
 #define H_FLAGS 48
-#define H_RSVD 52
+#define H_STATE 52 /* 0: committed, 1: pending */
 #define H_EXPIRE 56
 #define H_PAYLOAD 64
 #define H_MAC 72 /* XXH3 with the secret of [0, H_MAC) and the key */
@@ -128,7 +128,7 @@ int mc_disk_hdr_encode(const struct mc_disk_hdr *h, const uint8_t *secret, uint8
     put64(block + H_SIZE, h->size);
     put64(block + H_ALLOC, h->alloc_len);
     put32(block + H_FLAGS, h->flags);
-    put32(block + H_RSVD, 0);
+    put32(block + H_STATE, h->pending ? 1u : 0u);
     put64(block + H_EXPIRE, h->expire_ms);
     put64(block + H_PAYLOAD, h->payload_xxh3);
     memcpy(block + MC_DISK_HDR_FIXED, h->key, h->key_len);
@@ -147,7 +147,7 @@ int mc_disk_hdr_decode(const uint8_t *block, size_t len, const uint8_t *secret,
     struct mc_disk_hdr h;
 
     if (len < MC_DISK_BLOCK || !is_rec_magic(block) ||
-        get32(block + H_FORMAT) != MC_DISK_FORMAT || get32(block + H_RSVD) != 0)
+        get32(block + H_FORMAT) != MC_DISK_FORMAT || get32(block + H_STATE) > 1)
         return MC_ERR_CORRUPT;
     h.key_len = get32(block + H_KEYLEN);
     if (h.key_len == 0 || h.key_len > MC_DISK_KEY_MAX)
@@ -161,6 +161,7 @@ int mc_disk_hdr_decode(const uint8_t *block, size_t len, const uint8_t *secret,
     h.flags = get32(block + H_FLAGS);
     h.expire_ms = get64(block + H_EXPIRE);
     h.payload_xxh3 = get64(block + H_PAYLOAD);
+    h.pending = get32(block + H_STATE) == 1;
     h.key = block + MC_DISK_HDR_FIXED;
     /* a MAC'd header came from us, but the lengths are checked all the same: the file may
      * have been written by another build */
@@ -272,7 +273,10 @@ long mc_disk_scan_resolve(struct mc_disk_scan *sc)
         active[na++] = i;
     }
     free(active);
-    for (size_t i = 0; i < sc->n; i++)
+    for (size_t i = 0; i < sc->n; i++) {
+        if (sc->recs[i].h.pending)
+            sc->recs[i].dropped = true; /* its payload may be half-written */
         kept += !sc->recs[i].dropped;
+    }
     return (long)kept;
 }

@@ -10,10 +10,14 @@
  *                       the payload, a MAC of the header, the key), then the payload padded
  *                       to the block: alloc_len = MC_DISK_BLOCK + round_up(size, MC_DISK_BLOCK)
  *
- * A record becomes visible only when its header is durable: the writer makes the payload
- * durable first (O_DSYNC writes) and writes the header block last, in one block-sized write,
- * so a crash leaves either no header (the record never existed), a torn header (its MAC
- * fails) or a complete record. The header's MAC is XXH3 keyed with the file's secret, so an
+ * A record becomes visible only when its header is durable: the writer first writes the
+ * header marked pending, then the payload, then the header again marked committed, each
+ * durable (O_DSYNC) before the next starts, each header in one block-sized write. A crash
+ * leaves no header (the record never existed), a torn header (its MAC fails), a pending
+ * one (dropped) or a complete record. The pending header is what keeps a crash from
+ * serving an older record whose space the new one was reusing: its payload is being
+ * overwritten, and the pending header, a higher sequence number over the same extent,
+ * drops it at the scan. The header's MAC is XXH3 keyed with the file's secret, so an
  * object whose payload happens to (or is made to) contain header-shaped bytes never passes
  * for a record: a client never learns the secret.
  *
@@ -51,6 +55,7 @@ struct mc_disk_hdr {
     uint32_t flags;      /* MC_MASTER_PUT_* as stored */
     uint64_t expire_ms;  /* wall-clock expiry (ms since the epoch), 0 = none */
     uint64_t payload_xxh3;
+    bool pending;        /* written before the payload; never a complete record */
     uint32_t key_len;
     const uint8_t *key;  /* decode: points into the block given */
 };
