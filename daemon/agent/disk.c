@@ -33,7 +33,7 @@ struct slot {
 #define HDR_POS UINT64_MAX
 
 /* a write's phases (struct mc_disk_op.phase) */
-enum { W_PENDING, W_BODY, W_COMMIT };
+enum { W_PENDING, W_BODY, W_COMMIT, W_ERASE };
 
 struct mc_disk {
     int fd;
@@ -145,8 +145,10 @@ static void issue_one(struct mc_disk *d, struct mc_disk_op *op, struct slot *s)
         struct mc_disk_hdr h = op->h;
 
         h.key = op->key;
-        h.pending = op->phase == W_PENDING;
-        /* the encode cannot fail: mc_disk_write checked the key and the lengths */
+        h.state = op->phase == W_PENDING  ? MC_DISK_REC_PENDING
+                  : op->phase == W_ERASE ? MC_DISK_REC_ERASED
+                                         : MC_DISK_REC_COMMITTED;
+        /* the encode cannot fail: the op's start checked the key and the lengths */
         (void)mc_disk_hdr_encode(&h, d->sb.secret, s->buf);
         op->header_done = true;
         slot_issue(d, s, op, HDR_POS, 0, true);
@@ -171,7 +173,12 @@ static void issue_one(struct mc_disk *d, struct mc_disk_op *op, struct slot *s)
 static void op_complete(struct mc_disk *d, struct mc_disk_op *op, int res)
 {
     d->ops--;
-    if (op->write) {
+    if (op->write && op->phase == W_ERASE) {
+        if (res == 0)
+            d->st.erases++;
+        else
+            d->st.write_errors++;
+    } else if (op->write) {
         if (res == 0)
             d->st.writes++;
         else
@@ -214,7 +221,7 @@ static void op_settle(struct mc_disk *d, struct mc_disk_op *op)
 {
     if (op->inflight > 0 || !op_issued(op) || op->queued)
         return; /* more to come, or still queued */
-    if (op->err == 0 && op->write && op->phase != W_COMMIT) {
+    if (op->err == 0 && op->write && op->phase != W_COMMIT && op->phase != W_ERASE) {
         /* the pending header is durable (O_DSYNC): the payload may overwrite what an older
          * record left; the payload is durable: the committed header makes it visible */
         op->phase = op->phase == W_PENDING && op->size > 0 ? W_BODY : W_COMMIT;
@@ -307,6 +314,34 @@ int mc_disk_write(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const 
         .expire_ms = expire_ms,
         .payload_xxh3 = mc_disk_payload_hash(src, size),
         .key_len = key_len,
+    };
+    wait_push(d, op);
+    pump(d);
+    return 0;
+}
+
+int mc_disk_erase(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, uint64_t alloc_len)
+{
+    static const uint8_t tomb_key[1] = {'-'};
+    uint64_t size = alloc_len - MC_DISK_BLOCK;
+    int err;
+
+    if (alloc_len < MC_DISK_BLOCK || alloc_len % MC_DISK_BLOCK != 0)
+        return MC_ERR_INVALID;
+    err = op_start(d, op, off, size, 1);
+    if (err != 0)
+        return err;
+    op->write = true;
+    op->phase = W_ERASE;
+    op->key = tomb_key;
+    op->src = NULL;
+    op->dst = NULL;
+    op->version = 0;
+    op->h = (struct mc_disk_hdr){
+        .seq = ++d->seq,
+        .size = size,
+        .alloc_len = alloc_len,
+        .key_len = 1,
     };
     wait_push(d, op);
     pump(d);

@@ -43,6 +43,7 @@ struct mc_disk_stats {
     uint64_t region;           /* bytes the master may allocate */
     uint64_t writes, reads;    /* records written and read (completed, successfully) */
     uint64_t write_bytes, read_bytes; /* device bytes moved, headers and padding included */
+    uint64_t erases;           /* records erased */
     uint64_t write_errors, read_errors;
     uint64_t read_corrupt;     /* reads answered MC_ERR_CORRUPT */
     uint64_t scan_found;       /* records the last scan kept */
@@ -114,6 +115,15 @@ struct mc_disk_op {
 int mc_disk_write(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const void *key,
                   uint32_t key_len, uint64_t version, uint32_t flags, uint64_t expire_ms,
                   const void *src, uint64_t size);
+/*
+ * Erase the record whose extent is [off, off + alloc_len): a tombstone header (newer than
+ * anything there) is written durably at off, so no scan finds the record again, nor any
+ * older one under it. For space the master freed (a remove, an eviction from disk): without
+ * it the record would come back after a restart until its space is written again. Nothing
+ * may be writing or reading that extent meanwhile. done(op, 0) or MC_ERR_IO. Returns 0 or
+ * MC_ERR_INVALID (the extent out of the region or not block-aligned).
+ */
+int mc_disk_erase(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, uint64_t alloc_len);
 /*
  * Read the record of key/version of size bytes at region offset off into dst (size
  * bytes; no alignment asked). done(op, 0): dst holds exactly the bytes written; else

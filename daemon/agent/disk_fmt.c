@@ -32,7 +32,7 @@ static const uint8_t rec_magic[8] = {'M', 'C', 'D', 'I', 'S', 'K', 'R', 'C'};
 #define H_SIZE 32
 #define H_ALLOC 40
 #define H_FLAGS 48
-#define H_STATE 52 /* 0: committed, 1: pending */
+#define H_STATE 52 /* MC_DISK_REC_* */
 #define H_EXPIRE 56
 #define H_PAYLOAD 64
 #define H_MAC 72 /* XXH3 with the secret of [0, H_MAC) and the key */
@@ -117,6 +117,7 @@ static uint64_t hdr_mac(const uint8_t *block, uint32_t key_len, const uint8_t *s
 int mc_disk_hdr_encode(const struct mc_disk_hdr *h, const uint8_t *secret, uint8_t *block)
 {
     if (h->key_len == 0 || h->key_len > MC_DISK_KEY_MAX || h->key == NULL ||
+        h->state > MC_DISK_REC_ERASED ||
         h->alloc_len == 0 || h->alloc_len != mc_disk_rec_len(h->size))
         return MC_ERR_INVALID;
     memset(block, 0, MC_DISK_BLOCK);
@@ -128,7 +129,7 @@ int mc_disk_hdr_encode(const struct mc_disk_hdr *h, const uint8_t *secret, uint8
     put64(block + H_SIZE, h->size);
     put64(block + H_ALLOC, h->alloc_len);
     put32(block + H_FLAGS, h->flags);
-    put32(block + H_STATE, h->pending ? 1u : 0u);
+    put32(block + H_STATE, h->state);
     put64(block + H_EXPIRE, h->expire_ms);
     put64(block + H_PAYLOAD, h->payload_xxh3);
     memcpy(block + MC_DISK_HDR_FIXED, h->key, h->key_len);
@@ -147,7 +148,7 @@ int mc_disk_hdr_decode(const uint8_t *block, size_t len, const uint8_t *secret,
     struct mc_disk_hdr h;
 
     if (len < MC_DISK_BLOCK || !is_rec_magic(block) ||
-        get32(block + H_FORMAT) != MC_DISK_FORMAT || get32(block + H_STATE) > 1)
+        get32(block + H_FORMAT) != MC_DISK_FORMAT || get32(block + H_STATE) > MC_DISK_REC_ERASED)
         return MC_ERR_CORRUPT;
     h.key_len = get32(block + H_KEYLEN);
     if (h.key_len == 0 || h.key_len > MC_DISK_KEY_MAX)
@@ -161,7 +162,7 @@ int mc_disk_hdr_decode(const uint8_t *block, size_t len, const uint8_t *secret,
     h.flags = get32(block + H_FLAGS);
     h.expire_ms = get64(block + H_EXPIRE);
     h.payload_xxh3 = get64(block + H_PAYLOAD);
-    h.pending = get32(block + H_STATE) == 1;
+    h.state = get32(block + H_STATE);
     h.key = block + MC_DISK_HDR_FIXED;
     /* a MAC'd header came from us, but the lengths are checked all the same: the file may
      * have been written by another build */
@@ -274,8 +275,8 @@ long mc_disk_scan_resolve(struct mc_disk_scan *sc)
     }
     free(active);
     for (size_t i = 0; i < sc->n; i++) {
-        if (sc->recs[i].h.pending)
-            sc->recs[i].dropped = true; /* its payload may be half-written */
+        if (sc->recs[i].h.state != MC_DISK_REC_COMMITTED)
+            sc->recs[i].dropped = true; /* half-written, or freed */
         kept += !sc->recs[i].dropped;
     }
     return (long)kept;

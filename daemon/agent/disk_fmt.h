@@ -17,7 +17,9 @@
  * one (dropped) or a complete record. The pending header is what keeps a crash from
  * serving an older record whose space the new one was reusing: its payload is being
  * overwritten, and the pending header, a higher sequence number over the same extent,
- * drops it at the scan. The header's MAC is XXH3 keyed with the file's secret, so an
+ * drops it at the scan. Freed space is erased the same way: a tombstone header, newer
+ * than the record, over its extent (zeroing the header instead would bring back whatever
+ * older record that header's sequence number was hiding). The header's MAC is XXH3 keyed with the file's secret, so an
  * object whose payload happens to (or is made to) contain header-shaped bytes never passes
  * for a record: a client never learns the secret.
  *
@@ -47,6 +49,13 @@ struct mc_disk_sb {
     uint8_t secret[MC_DISK_SECRET_LEN];
 };
 
+/* A header's state. Pending and erased headers are never records, but they take part in the
+ * scan's overwrite rule as records would: each stands for a write that reused (or freed) the
+ * space under it. */
+#define MC_DISK_REC_COMMITTED 0u
+#define MC_DISK_REC_PENDING 1u /* written before the payload */
+#define MC_DISK_REC_ERASED 2u  /* a tombstone: the space was freed */
+
 struct mc_disk_hdr {
     uint64_t seq;        /* write order across the file, strictly increasing */
     uint64_t version;    /* the object's version (the master's) */
@@ -55,7 +64,7 @@ struct mc_disk_hdr {
     uint32_t flags;      /* MC_MASTER_PUT_* as stored */
     uint64_t expire_ms;  /* wall-clock expiry (ms since the epoch), 0 = none */
     uint64_t payload_xxh3;
-    bool pending;        /* written before the payload; never a complete record */
+    uint32_t state;      /* MC_DISK_REC_*: only a committed record is complete */
     uint32_t key_len;
     const uint8_t *key;  /* decode: points into the block given */
 };

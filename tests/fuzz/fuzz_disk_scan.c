@@ -5,7 +5,7 @@
  *   2. The rest is a program of 8-byte records (offset, size, sequence number, a damage
  *      byte, a key byte): each becomes a header made by the real encoder, perhaps damaged,
  *      fed to the scan at its offset; the scan's verdicts are then checked against a
- *      brute-force model: a record is kept exactly when it is not pending and no other
+ *      brute-force model: a record is kept exactly when it is committed and no other
  *      collected record overlaps it with a sequence number >= its own, kept records never
  *      overlap, and every kept
  *      extent lies in the region. */
@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             .size = (uint64_t)(p[1] % 16) * BLK + (p[2] & 0x3f) * 64u,
             .key_len = 1 + (p[7] & 1),
             .key = key,
-            .pending = (p[5] & 0x80) != 0,
+            .state = (uint32_t)(p[5] >> 6) % 3, /* committed, pending, erased */
         };
         uint64_t off = (uint64_t)(p[0] % (REGION_BLOCKS + 4)) * BLK; /* some past the end */
 
@@ -110,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (j != i && o->off < end_of(r) && r->off < end_of(o) && o->h.seq >= r->h.seq)
                 beaten = true;
         }
-        if ((beaten || r->h.pending) != r->dropped)
+        if ((beaten || r->h.state != MC_DISK_REC_COMMITTED) != r->dropped)
             abort();
     }
     mc_disk_scan_cleanup(&sc);

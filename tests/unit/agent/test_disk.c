@@ -450,7 +450,7 @@ END_TEST
 
 /* the wrong key, version or size at an offset is CORRUPT, never bytes; space reused by a
  * smaller record hides the old one after a reopen; sequence numbers go on above the
- * highest on disk */
+ * highest on disk; an erased record is gone */
 START_TEST(test_disk_reuse_and_mismatch)
 {
     uint8_t a[10 * BLK], b[10 * BLK];
@@ -480,6 +480,26 @@ START_TEST(test_disk_reuse_and_mismatch)
     ck_assert_uint_eq(mc_disk_found(d, &recs), 1);
     ck_assert_mem_eq(recs[0].key, "third", 5);
     ck_assert_uint_eq(recs[0].h.seq, 3);
+    /* erased: gone at the next scan, and so are the older records it was hiding ("big",
+     * whose header survives at 0 with half its payload overwritten); reads are CORRUPT */
+    {
+        struct t_op t = {.op.done = t_done};
+        struct mc_disk_stats st;
+
+        ck_assert_int_eq(mc_disk_erase(d, &t.op, 3 * BLK, 2 * BLK), 0);
+        mc_disk_drain(d);
+        ck_assert(t.ran && t.res == 0);
+        ck_assert_int_eq(t_read(d, 3 * BLK, "third", 1, b, BLK), MC_ERR_CORRUPT);
+        ck_assert_int_eq(mc_disk_erase(d, &t.op, 3 * BLK + 1, 2 * BLK), MC_ERR_INVALID);
+        ck_assert_int_eq(mc_disk_erase(d, &t.op, 3 * BLK, BLK + 1), MC_ERR_INVALID);
+        ck_assert_int_eq(mc_disk_erase(d, &t.op, mc_disk_region(d), BLK), MC_ERR_INVALID);
+        mc_disk_get_stats(d, &st);
+        ck_assert_uint_eq(st.erases, 1);
+        mc_disk_close(d);
+        d = t_open(T_DIRECT, MC_DISK_ENGINE_AUTO, 0);
+        ck_assert_uint_eq(mc_disk_found(d, &recs), 0);
+        ck_assert_int_eq(t_write(d, 3 * BLK, "third", 1, a, BLK), 0);
+    }
     /* out of the region, a misaligned offset, a key too long: refused at once */
     ck_assert_int_eq(t_write(d, mc_disk_region(d) - BLK, "x", 1, a, 1), MC_ERR_INVALID);
     ck_assert_int_eq(t_write(d, 100, "x", 1, a, 1), MC_ERR_INVALID);
