@@ -123,6 +123,18 @@ static void t_scan_rec(struct mc_disk_scan *sc, uint64_t off, uint64_t size, uin
     ck_assert_int_eq(mc_disk_scan_block(sc, off, block), 0);
 }
 
+/* a header in another state than committed, key "-" */
+static void t_scan_state(struct mc_disk_scan *sc, uint64_t off, uint64_t size, uint64_t seq,
+                         uint32_t state)
+{
+    uint8_t block[BLK];
+    struct mc_disk_hdr h = {.seq = seq, .size = size, .alloc_len = mc_disk_rec_len(size),
+                            .state = state, .key_len = 1, .key = (const uint8_t *)"-"};
+
+    ck_assert_int_eq(mc_disk_hdr_encode(&h, t_secret, block), 0);
+    ck_assert_int_eq(mc_disk_scan_block(sc, off, block), 0);
+}
+
 START_TEST(test_disk_scan_drops_what_a_later_record_overwrote)
 {
     struct mc_disk_scan sc;
@@ -165,6 +177,18 @@ START_TEST(test_disk_scan_drops_what_a_later_record_overwrote)
     t_scan_rec(&sc, 0, 2 * BLK, 7, "X");
     t_scan_rec(&sc, BLK, 2 * BLK, 7, "Y");
     ck_assert_int_eq(mc_disk_scan_resolve(&sc), 0);
+    mc_disk_scan_cleanup(&sc);
+
+    /* a pending header (a write cut short) and a tombstone are never records, yet each
+     * drops the older record under it */
+    mc_disk_scan_init(&sc, t_secret, 64 * BLK);
+    t_scan_rec(&sc, 0, 4 * BLK, 1, "P");
+    t_scan_rec(&sc, 10 * BLK, 4 * BLK, 2, "T");
+    t_scan_state(&sc, 2 * BLK, BLK, 3, MC_DISK_REC_PENDING);
+    t_scan_state(&sc, 12 * BLK, BLK, 4, MC_DISK_REC_ERASED);
+    t_scan_rec(&sc, 20 * BLK, BLK, 5, "K");
+    ck_assert_int_eq(mc_disk_scan_resolve(&sc), 1);
+    ck_assert(!sc.recs[4].dropped && sc.recs[4].key[0] == 'K');
     mc_disk_scan_cleanup(&sc);
 }
 END_TEST
