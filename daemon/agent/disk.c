@@ -253,8 +253,9 @@ static void io_done(struct mc_disk_io_req *r, int res)
             struct mc_disk_hdr h;
 
             if (mc_disk_hdr_decode(s->buf, MC_DISK_BLOCK, d->sb.secret, &h) != 0 ||
-                h.key_len != op->h.key_len || memcmp(h.key, op->key, h.key_len) != 0 ||
-                h.version != op->version || h.size != op->size) {
+                h.state != MC_DISK_REC_COMMITTED || h.key_len != op->h.key_len ||
+                memcmp(h.key, op->key, h.key_len) != 0 || h.version != op->version ||
+                h.size != op->size) {
                 if (op->err == 0)
                     op->err = MC_ERR_CORRUPT;
             } else {

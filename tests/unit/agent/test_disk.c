@@ -472,6 +472,28 @@ START_TEST(test_disk_torn_record_dropped)
 }
 END_TEST
 
+/* rewrite the state of the header at region offset off, with the file's own secret */
+static void t_set_state(uint64_t off, uint32_t state)
+{
+    uint8_t sbb[BLK], hb[BLK];
+    struct mc_disk_sb sb;
+    struct mc_disk_hdr h;
+    uint8_t key[MC_DISK_KEY_MAX];
+    int fd = open(t_path, O_RDWR);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pread(fd, sbb, BLK, 0), BLK);
+    ck_assert_int_eq(mc_disk_sb_decode(sbb, BLK, &sb), 0);
+    ck_assert_int_eq(pread(fd, hb, BLK, (off_t)(BLK + off)), BLK);
+    ck_assert_int_eq(mc_disk_hdr_decode(hb, BLK, sb.secret, &h), 0);
+    memcpy(key, h.key, h.key_len);
+    h.key = key;
+    h.state = state;
+    ck_assert_int_eq(mc_disk_hdr_encode(&h, sb.secret, hb), 0);
+    ck_assert_int_eq(pwrite(fd, hb, BLK, (off_t)(BLK + off)), BLK);
+    close(fd);
+}
+
 /* the wrong key, version or size at an offset is CORRUPT, never bytes; space reused by a
  * smaller record hides the old one after a reopen; sequence numbers go on above the
  * highest on disk; an erased record is gone */
@@ -488,6 +510,11 @@ START_TEST(test_disk_reuse_and_mismatch)
     ck_assert_int_eq(t_read(d, 0, "bog", 5, b, sizeof(a)), MC_ERR_CORRUPT);
     ck_assert_int_eq(t_read(d, 0, "big", 6, b, sizeof(a)), MC_ERR_CORRUPT);
     ck_assert_int_eq(t_read(d, 0, "big", 5, b, sizeof(a) - 1), MC_ERR_CORRUPT);
+    ck_assert_int_eq(t_read(d, 0, "big", 5, b, sizeof(a)), 0);
+    /* the same header marked pending (a write in flight or cut short): never bytes */
+    t_set_state(0, MC_DISK_REC_PENDING);
+    ck_assert_int_eq(t_read(d, 0, "big", 5, b, sizeof(a)), MC_ERR_CORRUPT);
+    t_set_state(0, MC_DISK_REC_COMMITTED);
     ck_assert_int_eq(t_read(d, 0, "big", 5, b, sizeof(a)), 0);
     /* freed by the master, half of it handed out again */
     ck_assert_int_eq(t_write(d, 4 * BLK, "small", 1, a, BLK), 0);
