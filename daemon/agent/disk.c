@@ -625,6 +625,13 @@ static int setup(const struct mc_disk_cfg *cfg, struct mc_disk *d, bool created,
         if (cfg->size != 0 && cfg->size != MC_DISK_BLOCK + d->sb.region)
             mc_info("disk: %s keeps its size of %" PRIu64 " bytes (disk_size ignored)",
                     cfg->path, MC_DISK_BLOCK + d->sb.region);
+        if (is_blk && bytes < MC_DISK_BLOCK + d->sb.region) {
+            /* a device cannot grow back: its superblock came from a larger one */
+            mc_error("disk: %s holds %" PRIu64 " bytes, its superblock says %" PRIu64,
+                     cfg->path, bytes, MC_DISK_BLOCK + d->sb.region);
+            err = MC_ERR_INVALID;
+            goto out;
+        }
         *scan_len_p = bytes >= MC_DISK_BLOCK + d->sb.region
                           ? d->sb.region
                           : (bytes - MC_DISK_BLOCK) & ~(uint64_t)(MC_DISK_BLOCK - 1);
