@@ -793,6 +793,89 @@ START_TEST(test_disk_kill9_keeps_completed_records)
 }
 END_TEST
 
+/* ---- the engines alone ---- */
+
+struct t_req {
+    struct mc_disk_io_req r;
+    int res;
+    bool ran;
+};
+
+static void t_req_done(struct mc_disk_io_req *r, int res)
+{
+    struct t_req *t = (struct t_req *)r;
+
+    ck_assert(!t->ran);
+    t->ran = true;
+    t->res = res;
+}
+
+/* a read that passes the file's end is MC_ERR_IO (not a short success), on either engine;
+ * a read within it returns the bytes; a write past the end grows a regular file */
+START_TEST(test_disk_io_past_the_end)
+{
+    enum mc_disk_engine e = _i == 0 ? MC_DISK_ENGINE_THREADS : MC_DISK_ENGINE_URING;
+    struct mc_disk_io_cfg cfg = {.want = e, .depth = 4, .threads = 2};
+    struct t_req a = {.r = {.done = t_req_done, .buf_index = -1}};
+    struct t_req b = {.r = {.done = t_req_done, .buf_index = -1}};
+    struct mc_disk_io *io;
+    uint8_t *buf;
+    int fd, uerr = 0, err;
+
+    t_make_path(T_DIRECT);
+    fd = open(t_path, O_RDWR | O_CREAT | O_DIRECT, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "SKIP: no O_DIRECT here\n");
+        return;
+    }
+    ck_assert_int_eq(ftruncate(fd, 2 * BLK), 0);
+    ck_assert_int_eq(posix_memalign((void **)&buf, BLK, 4 * BLK), 0);
+    memset(buf, 7, 4 * BLK);
+    cfg.fd = fd;
+    cfg.direct = true;
+    err = mc_disk_io_create(&cfg, &io, &uerr);
+    if (e == MC_DISK_ENGINE_URING && err == MC_ERR_IO) {
+        fprintf(stderr, "SKIP io_uring: %d\n", uerr);
+        free(buf);
+        close(fd);
+        unlink(t_path);
+        return;
+    }
+    ck_assert_int_eq(err, 0);
+    a.r.off = BLK; /* one block there, one past the end */
+    a.r.buf = buf;
+    a.r.len = 2 * BLK;
+    b.r.off = 0;
+    b.r.buf = buf + 2 * BLK;
+    b.r.len = BLK;
+    mc_disk_io_submit(io, &a.r);
+    mc_disk_io_submit(io, &b.r);
+    ck_assert_uint_eq(mc_disk_io_pending(io), 2);
+    while (mc_disk_io_pending(io) > 0) {
+        mc_disk_io_wait(io);
+        mc_disk_io_reap(io);
+    }
+    ck_assert(a.ran && b.ran);
+    ck_assert_int_eq(a.res, MC_ERR_IO);
+    ck_assert_int_eq(b.res, 0);
+    ck_assert_uint_eq(buf[2 * BLK], 0); /* the file's zeros */
+    /* a write past the end grows the file */
+    a = (struct t_req){.r = {.done = t_req_done, .buf_index = -1, .off = 3 * BLK, .buf = buf,
+                             .len = BLK, .write = true}};
+    mc_disk_io_submit(io, &a.r);
+    while (mc_disk_io_pending(io) > 0) {
+        mc_disk_io_wait(io);
+        mc_disk_io_reap(io);
+    }
+    ck_assert_int_eq(a.res, 0);
+    ck_assert_int_eq(lseek(fd, 0, SEEK_END), 4 * BLK);
+    mc_disk_io_destroy(io);
+    free(buf);
+    close(fd);
+    unlink(t_path);
+}
+END_TEST
+
 static Suite *t_suite(void)
 {
     Suite *s = suite_create("agent_disk");
@@ -811,6 +894,7 @@ static Suite *t_suite(void)
     tcase_add_test(tc, test_disk_refuses_a_foreign_file);
     tcase_add_loop_test(tc, test_disk_many_ops_queue_for_buffers, 0, 2);
     tcase_add_test(tc, test_disk_kill9_keeps_completed_records);
+    tcase_add_loop_test(tc, test_disk_io_past_the_end, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
