@@ -20,7 +20,7 @@ meson test -C build --suite slow --print-errorlogs   # once, alone: soak 60 s, <
 # (mc-no-io-uring: Docker's default seccomp profile): the agents run their epoll loop. The
 # fault and cluster suites of this pass run on a busy host: `stress-ng --cpu 2` keeps both
 # cores taken meanwhile (agents, masters and tests compete with CPU hogs, as beside an engine)
-meson test -C build --suite integration --print-errorlogs \
+meson test -C build --suite integration --suite disk --print-errorlogs \
     --num-processes 2 --wrapper "$top/build/tests/launcher/mc-no-io-uring"
 stress-ng --cpu 2 --timeout 1800s --quiet &
 hogs=$!

@@ -1,0 +1,136 @@
+/*
+ * The disk tier's store: one file (or block device) of records in the format of disk_fmt.h,
+ * written and read through an I/O engine of disk_io.h, never blocking the caller's thread
+ * once open (the scan at open is the one synchronous pass, before anything is served).
+ *
+ * Space in the data region is the master's to hand out (alloc.c), as for every segment: a
+ * writer is told the extent [off, off + mc_disk_rec_len(size)) and fills it. Every byte goes
+ * through the staging buffers (depth buffers of chunk bytes, block-aligned, registered with
+ * io_uring): caller memory (a DRAM segment, a client's buffer) has no alignment O_DIRECT
+ * would accept. A write makes a pending header durable, then the payload, then the committed
+ * header (O_DSYNC writes; disk_fmt.h says why three steps): the record is complete when its
+ * done callback says 0. A read checks the header (key,
+ * version, size) and the payload's XXH3: a mismatch is MC_ERR_CORRUPT and the bytes in dst
+ * must not be served.
+ *
+ * What it is not: no index of its own (the master's directory is the index; the scan's
+ * result is handed to it once), no eviction policy (the master's), no cache.
+ *
+ * One thread: the owner calls everything and runs the callbacks from mc_disk_reap.
+ */
+#ifndef MC_AGENT_DISK_H
+#define MC_AGENT_DISK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/agent/disk_fmt.h"
+#include "daemon/agent/disk_io.h"
+
+struct mc_disk_cfg {
+    const char *path;          /* a file (created and preallocated when absent or empty)
+                                * or a block device */
+    uint64_t size;             /* bytes of a file to create; 0: the existing file's size */
+    enum mc_disk_engine engine;
+    unsigned depth;            /* staging buffers = I/Os in flight at most (>= 1) */
+    uint32_t chunk;            /* bytes of one staging buffer: a multiple of MC_DISK_BLOCK */
+    unsigned threads;          /* the threads engine's workers (>= 1) */
+    bool no_direct;            /* do not try O_DIRECT (tests) */
+};
+
+struct mc_disk_stats {
+    uint64_t region;           /* bytes the master may allocate */
+    uint64_t writes, reads;    /* records written and read (completed, successfully) */
+    uint64_t write_bytes, read_bytes; /* device bytes moved, headers and padding included */
+    uint64_t erases;           /* records erased */
+    uint64_t write_errors, read_errors;
+    uint64_t read_corrupt;     /* reads answered MC_ERR_CORRUPT */
+    uint64_t scan_found;       /* records the last scan kept */
+    uint64_t scan_dropped;     /* torn, corrupt, overwritten or out-of-range headers */
+};
+
+struct mc_disk;
+
+/*
+ * Open (or create) the store and scan it. Errors: MC_ERR_INVALID (bad cfg; a non-empty
+ * file that is not a disk file of this format: it is never overwritten; a file smaller
+ * than two blocks), MC_ERR_IO, MC_ERR_NO_SPACE (preallocation failed), MC_ERR_NOMEM,
+ * MC_ERR_DENIED. The engine in use: mc_disk_engine (AUTO: io_uring with O_DIRECT, else
+ * the threads).
+ */
+int mc_disk_open(const struct mc_disk_cfg *cfg, struct mc_disk **d_p);
+/* Waits for I/O in flight (callbacks do not run). Accepts NULL. */
+void mc_disk_close(struct mc_disk *d);
+
+uint64_t mc_disk_region(const struct mc_disk *d);
+const char *mc_disk_engine(const struct mc_disk *d);
+bool mc_disk_is_direct(const struct mc_disk *d);
+int mc_disk_uring_err(const struct mc_disk *d); /* why io_uring is not used, or 0 */
+void mc_disk_get_stats(const struct mc_disk *d, struct mc_disk_stats *st_p);
+
+/* The records the scan at open kept, by offset; forget drops one (the master refused it,
+ * or it expired). The array lives until close. */
+size_t mc_disk_found(const struct mc_disk *d, const struct mc_disk_rec **recs_p);
+void mc_disk_forget(struct mc_disk *d, uint64_t off);
+
+/* Completion: readable fd for the owner's loop, and the reap that runs the callbacks. */
+int mc_disk_fd(const struct mc_disk *d);
+unsigned mc_disk_reap(struct mc_disk *d);
+/* Block until a completion waits, then reap (start-up, tests, tools; never the loop). */
+void mc_disk_wait(struct mc_disk *d);
+/* Block until every op submitted has completed, running callbacks (start-up, tests). */
+void mc_disk_drain(struct mc_disk *d);
+unsigned mc_disk_pending(const struct mc_disk *d); /* ops not yet completed */
+
+struct mc_disk_op;
+typedef void (*mc_disk_op_fn)(struct mc_disk_op *op, int res);
+
+/* Caller-owned; valid until its callback ran. Fields after "internal" are the store's. */
+struct mc_disk_op {
+    mc_disk_op_fn done;
+    /* internal */
+    struct mc_disk *d;
+    struct mc_disk_op *next;
+    bool write, queued, header_done;
+    int phase; /* writes: the pending header, the payload, the committed header */
+    uint64_t off, size, issued;
+    unsigned inflight;
+    int err;
+    struct mc_disk_hdr h;
+    const uint8_t *key;
+    const uint8_t *src;
+    uint8_t *dst;
+    uint64_t version;
+};
+
+/*
+ * Write a record of key (key_len bytes) version, size bytes from src, at region offset off
+ * (its extent: mc_disk_rec_len(size), which the caller allocated). src and key stay valid
+ * and unchanged until done runs. done(op, 0): complete and durable; else MC_ERR_NO_SPACE,
+ * MC_ERR_IO (the record is not there: its header was never written). Returns 0 (done will
+ * run from a later reap) or MC_ERR_INVALID (extent out of the region, key too long):
+ * then done never runs.
+ */
+int mc_disk_write(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const void *key,
+                  uint32_t key_len, uint64_t version, uint32_t flags, uint64_t expire_ms,
+                  const void *src, uint64_t size);
+/*
+ * Erase the record whose extent is [off, off + alloc_len): a tombstone header (newer than
+ * anything there) is written durably at off, so no scan finds the record again, nor any
+ * older one under it. For space the master freed (a remove, an eviction from disk): without
+ * it the record would come back after a restart until its space is written again. Nothing
+ * may be writing or reading that extent meanwhile. done(op, 0) or MC_ERR_IO. Returns 0 or
+ * MC_ERR_INVALID (the extent out of the region or not block-aligned).
+ */
+int mc_disk_erase(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, uint64_t alloc_len);
+/*
+ * Read the record of key/version of size bytes at region offset off into dst (size
+ * bytes; no alignment asked). done(op, 0): dst holds exactly the bytes written; else
+ * MC_ERR_CORRUPT (the header is not that record's or the payload's checksum fails: dst's
+ * bytes must be discarded), MC_ERR_IO. Returns 0 or MC_ERR_INVALID (out of the region).
+ */
+int mc_disk_read(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const void *key,
+                 uint32_t key_len, uint64_t version, void *dst, uint64_t size);
+
+#endif /* MC_AGENT_DISK_H */
