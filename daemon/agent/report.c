@@ -58,7 +58,7 @@ static void answered(void *ctx, struct ml_req *r)
 {
     struct walk *w = ctx;
     int res = r->res;
-    uint64_t offset = r->user_data;
+    uint64_t offset = r->in.restore.offset, version = r->in.restore.version;
 
     ml_req_free(w->ml, r);
     w->inflight--;
@@ -68,7 +68,7 @@ static void answered(void *ctx, struct ml_req *r)
         /* the master knows better: the copy must never be served or told again */
         w->st->forgotten++;
         if (w->s->ops->forget != NULL)
-            w->s->ops->forget(w->s, offset);
+            w->s->ops->forget(w->s, offset, version);
     } else {
         w->st->failed++;
         w->done = true; /* the master went away: the next MOUNT walks again */
@@ -98,7 +98,7 @@ static void fill(struct walk *w)
         if (!holding_ok(h)) {
             w->st->forgotten++;
             if (w->s->ops->forget != NULL)
-                w->s->ops->forget(w->s, h->offset);
+                w->s->ops->forget(w->s, h->offset, h->version);
             continue;
         }
         r = ml_req_new(w->ml, ML_RESTORE, h->key, h->key_len, answered, w);
@@ -107,7 +107,6 @@ static void fill(struct walk *w)
             w->done = true;
             break;
         }
-        r->user_data = h->offset;
         r->in.restore = (struct mc_master_restore_req){
             .seg = w->seg_id, .offset = h->offset, .alloc_len = h->alloc_len,
             .size = h->size, .version = h->version, .flags = h->flags, .ttl_ms = h->ttl_ms};

@@ -41,8 +41,9 @@ struct mc_seg_ops {
      * segment holds, for a master that lost it: up to max holdings from *cursor on (0: the
      * start), in ascending offset order; returns how many (0: done) and advances *cursor. */
     int (*holdings)(struct mc_seg *s, uint64_t *cursor, struct mc_seg_holding *out, int max);
-    /* Optional: the master refused the holding at `offset` (it knows better): drop it. */
-    void (*forget)(struct mc_seg *s, uint64_t offset);
+    /* Optional: the master refused the holding at `offset` of `version` (it knows better):
+     * drop it -- that one only: another object may hold the offset by now, and stays. */
+    void (*forget)(struct mc_seg *s, uint64_t offset, uint64_t version);
 };
 
 struct mc_seg {

@@ -50,19 +50,20 @@ static int t_holdings(struct mc_seg *s, uint64_t *cursor, struct mc_seg_holding 
     return n;
 }
 
-static void t_forget(struct mc_seg *s, uint64_t offset)
+static void t_forget(struct mc_seg *s, uint64_t offset, uint64_t version)
 {
     struct t_seg *t = (struct t_seg *)s;
 
     for (uint32_t i = 0; i < t->n; i++) {
-        if (t->h[i].off == offset) {
+        if (t->h[i].off == offset && t->h[i].version == version) {
             ck_assert(!t->h[i].forgotten);
             t->h[i].forgotten = true;
             t->forgets++;
             return;
         }
     }
-    ck_abort_msg("forget of an offset never reported: %llu", (unsigned long long)offset);
+    ck_abort_msg("forget of a holding never reported: %llu v%llu", (unsigned long long)offset,
+                 (unsigned long long)version);
 }
 
 static const struct mc_seg_ops t_ops = {.holdings = t_holdings, .forget = t_forget};
