@@ -155,6 +155,18 @@ static int x_restore(struct mc_master *m, struct mc_master_req *r)
     return 0;
 }
 
+static int x_restore_done(struct mc_master *m, struct mc_master_req *r)
+{
+    struct mc_master_seg_info info;
+    int res = mc_master_segment_info(m, r->u.seg, &info);
+
+    if (res != 0)
+        return res;
+    if (r->node != MC_MASTER_NODE_NONE && info.node != r->node)
+        return MC_ERR_DENIED; /* only its owner says what a segment holds */
+    return mc_master_restore_done(m, r->u.seg);
+}
+
 static int x_node_register(struct mc_master *m, struct mc_master_req *r)
 {
     return mc_master_node_register(m, r->u.reg.name, r->u.reg.domain, &r->u.reg.node);
@@ -247,6 +259,7 @@ static const struct exec_kind {
     [MC_MASTER_OP_DRAIN] = {"DRAIN", false, x_drain},
     [MC_MASTER_OP_COPY_DONE] = {"COPY_DONE", false, x_copy_done},
     [MC_MASTER_OP_RESTORE] = {"RESTORE", true, x_restore},
+    [MC_MASTER_OP_RESTORE_DONE] = {"RESTORE_DONE", false, x_restore_done},
 };
 
 int mc_master_exec(struct mc_master *m, struct mc_master_req *req)

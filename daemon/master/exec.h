@@ -48,6 +48,7 @@ enum mc_master_op {
     MC_MASTER_OP_DRAIN,          /* u.drain */
     MC_MASTER_OP_COPY_DONE,      /* u.copy_done */
     MC_MASTER_OP_RESTORE,        /* batch: restore[], each into a segment of `node` */
+    MC_MASTER_OP_RESTORE_DONE,   /* u.seg, a segment of `node`: its report is complete */
     MC_MASTER_OP__COUNT,
 };
 
@@ -90,7 +91,7 @@ struct mc_master_req {
             const struct mc_master_seg_desc *desc;
             uint32_t seg; /* out */
         } mount;
-        uint32_t seg; /* UNMOUNT */
+        uint32_t seg; /* UNMOUNT, RESTORE_DONE */
         struct {
             uint32_t seg;
             struct mc_master_seg_info info; /* out */

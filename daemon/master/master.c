@@ -885,7 +885,7 @@ int mc_master_segment_mount(struct mc_master *m, const struct mc_master_seg_desc
     int err;
 
     if (d == NULL || seg_p == NULL || !mc_master_node_is_alive(m, d->node) ||
-        d->kind > MC_SEG_DISK)
+        d->kind > MC_SEG_DISK || (d->flags & ~MC_MASTER_SEG_F_ALL) != 0)
         return MC_ERR_INVALID;
     err = mc_master__tenant_mount(m, d->tenant, d->quota, &tenant);
     if (err != 0)
@@ -923,6 +923,8 @@ int mc_master_segment_mount(struct mc_master *m, const struct mc_master_seg_desc
     s->hard_pinned = 0;
     s->evictions = 0;
     s->tenant = tenant;
+    s->restoring = (d->flags & MC_MASTER_SEG_F_RESTORING) != 0;
+    s->restore_until_ms = now_ms(m) + m->cfg.restore_window_ms;
     m->st.segments++;
     *seg_p = seg_id(m, s);
     return 0;
@@ -956,6 +958,7 @@ int mc_master_segment_info(const struct mc_master *m, uint32_t seg,
     info_p->evictions = s->evictions;
     memcpy(info_p->tenant, m->tenants[s->tenant].name, sizeof(info_p->tenant));
     info_p->quota = m->tenants[s->tenant].quota;
+    info_p->restoring = s->restoring;
     return 0;
 }
 
@@ -1044,7 +1047,7 @@ void mc_master_tick(struct mc_master *m)
     for (i = 0; i < m->nsegs; i++) {
         struct seg *s = &m->segs[i];
 
-        if (s->state == SEG_MOUNTED &&
+        if (s->state == SEG_MOUNTED && !seg_restoring(m, s) &&
             (double)mc_alloc_used_bytes(s->alloc) >
                 m->cfg.high_watermark * (double)mc_alloc_capacity(s->alloc))
             mc_master__seg_trim(m, s, now);

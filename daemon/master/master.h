@@ -123,7 +123,14 @@ struct mc_master_seg_desc {
      * bytes across the cluster (0: none); a mount naming a quota sets the tenant's */
     char tenant[MC_TENANT_NAME_MAX + 1];
     uint64_t quota;
+    uint32_t flags; /* MC_MASTER_SEG_F_* */
 };
+
+/* Mount flags. RESTORING: the owner will report what the segment holds (mc_master_restore)
+ * and then say so (mc_master_restore_done): until then, or restore_window_ms, placement and
+ * eviction leave the segment alone -- its space is not free, only not known yet. */
+#define MC_MASTER_SEG_F_RESTORING 0x1u
+#define MC_MASTER_SEG_F_ALL 0x1u
 
 struct mc_master_seg_info {
     uint32_t node;
@@ -137,6 +144,7 @@ struct mc_master_seg_info {
     uint64_t evictions;      /* replicas evicted from this segment */
     char tenant[MC_TENANT_NAME_MAX + 1]; /* "": the default tenant */
     uint64_t quota;          /* the tenant's quota (0: none) */
+    bool restoring;          /* mounted RESTORING, its owner's report not done yet */
 };
 
 struct mc_master_stats {
@@ -325,6 +333,9 @@ struct mc_master_restore_req {
     uint64_t ttl_ms;     /* TTL left (0: none) */
 };
 int mc_master_restore(struct mc_master *m, const struct mc_master_restore_req *r);
+/* The owner has reported everything segment `seg` holds: placement may use it. 0 (also when
+ * it was not restoring), MC_ERR_NOT_FOUND. */
+int mc_master_restore_done(struct mc_master *m, uint32_t seg);
 
 size_t mc_master_put_start_batch(struct mc_master *m, size_t n,
                                  const struct mc_master_put_req reqs[],

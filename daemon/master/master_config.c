@@ -107,6 +107,18 @@ const struct mc_config_entry mc_master_config_table[] = {
                "hold memory forever. A pinned object is neither evicted nor freed.",
     },
     {
+        .name = "restore_window_ms",
+        .type = MC_CFG_MS,
+        .def = "30000",
+        .min = 1,
+        .max = MS_PER_DAY,
+        .offset = FIELD(restore_window_ms),
+        .doc = "A segment its agent mounts while it still holds objects the master must learn "
+               "again (a master restarted or newly elected, an agent back with its disk) takes "
+               "no new data until the agent has reported all of it, or this long: a put never "
+               "lands on an object that is only not reported yet (docs/master.md, Restores).",
+    },
+    {
         .name = "hard_pin_max_ratio",
         .type = MC_CFG_DOUBLE,
         .def = "0.5",

@@ -27,6 +27,8 @@ struct mc_master_config {
     uint64_t drain_copies_max;  /* copies of a drain in flight at once (4) */
     uint64_t tick_ms;           /* how often front ends call the service tick (100 ms) */
     uint64_t pin_ttl_ms;        /* a client's pin (mc_prefix_pin) lapses after this (60 s) */
+    uint64_t restore_window_ms; /* a segment mounted as restoring takes no new data until
+                                   its owner reported it, or this long (30 s) */
 };
 
 /* The table behind the struct (terminated by an entry whose name is NULL). */

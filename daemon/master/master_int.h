@@ -107,6 +107,8 @@ struct seg {
     uint64_t hard_pinned;
     uint64_t evictions;
     uint32_t tenant; /* index in mc_master.tenants */
+    bool restoring;  /* MC_MASTER_SEG_F_RESTORING: no placement, no eviction until ... */
+    uint64_t restore_until_ms; /* ... the owner's restore_done or this (master clock) */
 };
 
 /* A tenant (master.h, "tenants"): index 0 is the default tenant, named "". */
@@ -204,6 +206,15 @@ static inline struct seg *seg_get(const struct mc_master *m, uint32_t id)
     if ((id & 0xFFFFu) > SLOT_MAX)
         return NULL;
     return seg_of_rep(m, &r);
+}
+
+/* Whether s still waits for its owner's report (MC_MASTER_SEG_F_RESTORING); the wait ends
+ * here once restore_window_ms has passed. Placement and eviction leave such a segment alone. */
+static inline bool seg_restoring(struct mc_master *m, struct seg *s)
+{
+    if (s->restoring && now_ms(m) >= s->restore_until_ms)
+        s->restoring = false;
+    return s->restoring;
 }
 
 static inline uint32_t seg_id(const struct mc_master *m, const struct seg *s)

@@ -278,8 +278,9 @@ int mc_master__place(struct mc_master *m, const struct mc_master_put_req *req, u
         struct seg *s = &m->segs[i];
         uint64_t cap;
 
-        if (s->state != SEG_MOUNTED || s->kind != MC_SEG_DRAM || s->tenant != tenant)
-            continue;
+        if (s->state != SEG_MOUNTED || s->kind != MC_SEG_DRAM || s->tenant != tenant ||
+            seg_restoring(m, s))
+            continue; /* a restoring segment's free space may hold what is not reported yet */
         if (node_get(m, s->node)->draining)
             continue; /* being emptied: as if it were not there */
         any_seg = true;

@@ -133,6 +133,16 @@ static int restore_publish(struct mc_master *m, struct obj *o, uint64_t hash, bo
     return 0;
 }
 
+int mc_master_restore_done(struct mc_master *m, uint32_t seg)
+{
+    struct seg *s = seg_get(m, seg);
+
+    if (s == NULL)
+        return MC_ERR_NOT_FOUND;
+    s->restoring = false;
+    return 0;
+}
+
 int mc_master_restore(struct mc_master *m, const struct mc_master_restore_req *req)
 {
     struct seg *s = NULL;

@@ -210,7 +210,8 @@ static void get_tenant(struct mc_wire_reader *r, char out[MC_TENANT_NAME_MAX + 1
 static bool seg_desc_ok(const struct mc_master_seg_desc *d)
 {
     return d->node != MC_MASTER_NODE_NONE && kind_ok(d->kind) && d->size > 0 &&
-           d->size <= UINT64_MAX - d->base && tenant_ok(d->tenant);
+           d->size <= UINT64_MAX - d->base && tenant_ok(d->tenant) &&
+           (d->flags & ~MC_MASTER_SEG_F_ALL) == 0;
 }
 
 int mc_proto_mount_req_encode(const struct mc_proto_mount_req *m, void *buf, size_t cap,
@@ -231,6 +232,7 @@ int mc_proto_mount_req_encode(const struct mc_proto_mount_req *m, void *buf, siz
     mc_wire_put_blob(&w, m->rkey.p, m->rkey.len);
     put_tenant(&w, m->seg.tenant);
     mc_wire_put_u64(&w, m->seg.quota);
+    mc_wire_put_u32(&w, m->seg.flags);
     return encode_end(&w, buf, len_p);
 }
 
@@ -248,6 +250,7 @@ int mc_proto_mount_req_decode(const void *buf, size_t len, struct mc_proto_mount
     get_bytes(&r, 0, MC_PROTO_RKEY_MAX, &m_p->rkey);
     get_tenant(&r, m_p->seg.tenant);
     m_p->seg.quota = mc_wire_get_u64(&r);
+    m_p->seg.flags = mc_wire_get_u32(&r);
     if (!seg_desc_ok(&m_p->seg))
         fail(&r);
     return decode_end(&r);

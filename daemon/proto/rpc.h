@@ -48,7 +48,8 @@
       "i32 status [u32 node, u64 node_ttl_ms, u64 lease_ttl_ms]")                                  \
     X(MOUNT, mount, 3, MC_RPC_TO_MASTER, 0,                                                        \
       "u32 node, u32 kind, u64 base, u64 size (> 0), blob worker_addr (1..4096), "                 \
-      "blob rkey (0..4096), blob tenant (0..32 of [A-Za-z0-9_.-]; 0: the default), u64 quota",     \
+      "blob rkey (0..4096), blob tenant (0..32 of [A-Za-z0-9_.-]; 0: the default), u64 quota, "   \
+      "u32 flags (0x1: restoring)",                                                                \
       "i32 status [u32 seg]")                                                                      \
     X(HEARTBEAT, heartbeat, 5, MC_RPC_TO_MASTER, 0, "u32 node, u32 flags (0x1: leave)",            \
       "i32 status [u32 drain (MC_MASTER_DRAIN_*, left out when 0)]")                               \

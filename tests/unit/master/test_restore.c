@@ -208,6 +208,72 @@ START_TEST(test_exec_restore_only_into_own_segments)
 }
 END_TEST
 
+/* A segment mounted RESTORING takes no puts and is not trimmed until its owner says its
+ * report is done (or the window passes): a put never lands on what is only not reported. */
+START_TEST(test_restoring_segment_takes_no_new_data)
+{
+    struct mc_master *m = t_master();
+    uint32_t n1 = t_node(m, "n1", "d1"), n2 = t_node(m, "n2", "d2");
+    struct mc_master_seg_desc d = {.node = n1, .kind = MC_SEG_DRAM, .base = 0x10000000,
+                                   .size = 4 * MiB, .flags = MC_MASTER_SEG_F_RESTORING};
+    struct mc_master_seg_info info;
+    struct mc_master_put_grant g;
+    uint32_t s1, s2;
+    struct mc_master_req x = {.op = MC_MASTER_OP_RESTORE_DONE, .node = n2};
+
+    ck_assert_int_eq(mc_master_segment_mount(m, &d, &s1), 0);
+    ck_assert_int_eq(mc_master_segment_info(m, s1, &info), 0);
+    ck_assert(info.restoring);
+    /* the only segment is restoring: no room anywhere */
+    ck_assert_int_eq(t_start(m, "p", 64 * KiB, 0, n1, &g), MC_ERR_NO_SPACE);
+    /* reports land; another node's segment takes the puts meanwhile */
+    ck_assert_int_eq(t_restore(m, "r", s1, 0, 64 * KiB, 5), 0);
+    s2 = t_seg(m, n2, 4 * MiB);
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(t_start(m, "p", 64 * KiB, MC_MASTER_PUT_UPSERT, n1, &g), 0);
+        ck_assert_uint_eq(g.rep[0].seg, s2);
+    }
+    /* only the owner ends its restore */
+    x.u.seg = s1;
+    ck_assert_int_eq(mc_master_exec(m, &x), MC_ERR_DENIED);
+    x.node = n1;
+    ck_assert_int_eq(mc_master_exec(m, &x), 0);
+    ck_assert_int_eq(mc_master_segment_info(m, s1, &info), 0);
+    ck_assert(!info.restoring);
+    mc_master_destroy(m);
+}
+END_TEST
+
+START_TEST(test_restoring_window_ends_by_itself)
+{
+    struct mc_master_config cfg;
+    struct mc_master *m;
+    uint32_t n1;
+    struct mc_master_seg_desc d = {.kind = MC_SEG_DRAM, .base = 0x10000000, .size = 4 * MiB,
+                                   .flags = MC_MASTER_SEG_F_RESTORING};
+    struct mc_master_put_grant g;
+    uint32_t s1;
+
+    mc_master_config_defaults(&cfg);
+    cfg.restore_window_ms = 2000;
+    cfg.node_ttl_ms = 60000;
+    m = t_master_cfg(&cfg);
+    n1 = t_node(m, "n1", "d1");
+    d.node = n1;
+    ck_assert_int_eq(mc_master_segment_mount(m, &d, &s1), 0);
+    ck_assert_int_eq(t_start(m, "p", 64 * KiB, 0, n1, &g), MC_ERR_NO_SPACE);
+    t_advance(1999);
+    ck_assert_int_eq(t_start(m, "p", 64 * KiB, 0, n1, &g), MC_ERR_NO_SPACE);
+    t_advance(1);
+    ck_assert_int_eq(t_start(m, "p", 64 * KiB, 0, n1, &g), 0);
+    ck_assert_uint_eq(g.rep[0].seg, s1);
+    /* a bad flag is refused at mount */
+    d.flags = 0x80;
+    ck_assert_int_eq(mc_master_segment_mount(m, &d, &s1), MC_ERR_INVALID);
+    mc_master_destroy(m);
+}
+END_TEST
+
 /* Many holdings in ascending order: the rebuild of a segment, claims O(1) each. */
 START_TEST(test_restore_many_in_order)
 {
@@ -244,6 +310,8 @@ int main(void)
     tcase_add_test(tc, test_restore_hard_pin_counts_and_ttl_restarts);
     tcase_add_test(tc, test_exec_restore_only_into_own_segments);
     tcase_add_test(tc, test_restore_many_in_order);
+    tcase_add_test(tc, test_restoring_segment_takes_no_new_data);
+    tcase_add_test(tc, test_restoring_window_ends_by_itself);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

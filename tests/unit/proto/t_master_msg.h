@@ -357,6 +357,7 @@ static inline void t_random(unsigned int type, uint64_t *s, size_t nmax, struct 
         m->mount_req.worker_addr =
             t_bytes(m, s, 1, t_below(s, 4) ? 300 : MC_PROTO_ADDR_MAX, false);
         m->mount_req.rkey = t_bytes(m, s, 0, t_below(s, 4) ? 300 : MC_PROTO_RKEY_MAX, false);
+        m->mount_req.seg.flags = (uint32_t)t_below(s, MC_MASTER_SEG_F_ALL + 1);
         break;
     case MC_WIRE_MOUNT_REPLY:
         m->mount_rep = (struct mc_proto_mount_rep){call, call == 0 ? t_u32(s) : 0};
