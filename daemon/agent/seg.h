@@ -17,6 +17,16 @@
 #include <stdint.h>
 
 struct mc_seg;
+struct mc_holdidx;
+
+/* A complete object a segment holds, as a new master is told of it (mc_master_restore). */
+struct mc_seg_holding {
+    const char *key;
+    size_t key_len;
+    uint64_t offset, alloc_len, size, version;
+    uint32_t flags;
+    uint64_t ttl_ms; /* TTL left, 0 = none */
+};
 
 struct mc_seg_ops {
     /* [off, off + len) in place, or NULL (out of range, or not addressable) */
@@ -25,6 +35,12 @@ struct mc_seg_ops {
     int (*write)(struct mc_seg *s, uint64_t off, const void *src, uint64_t len);
     int (*read)(struct mc_seg *s, uint64_t off, void *dst, uint64_t len);
     void (*destroy)(struct mc_seg *s);
+    /* optional (NULL: the kind holds nothing to report). Fill up to max holdings from
+     * *cursor on (0 = start); returns how many, 0 when done. Keys point into the segment's
+     * index: valid until the next call that changes it. */
+    int (*holdings)(struct mc_seg *s, uint64_t *cursor, struct mc_seg_holding *out, int max);
+    /* a master refused the holding at offset: the segment drops it */
+    void (*forget)(struct mc_seg *s, uint64_t offset);
 };
 
 struct mc_seg {
@@ -35,6 +51,9 @@ struct mc_seg {
     bool huge;      /* backed by huge pages */
     uint8_t *base;  /* addressable kinds: the agent's writable mapping */
     int fd;
+    /* DRAM: the complete objects it holds (holdidx.h), kept by the agent from what the
+     * writers publish and the master frees; NULL for kinds that keep their own */
+    struct mc_holdidx *held;
 };
 
 /*

@@ -1149,6 +1149,7 @@ void mc_master_destroy(struct mc_master *m)
         mc_alloc_destroy(m->segs[i].alloc);
     free(m->segs);
     free(m->nodes);
+    free(m->drops);
     free(m);
 }
 

@@ -35,6 +35,7 @@
 #include "daemon/master/exec.h"
 #include "daemon/master/master.h"
 #include "daemon/mcmaster/mcmaster_metrics.h"
+#include "daemon/proto/hold_proto.h"
 #include "daemon/proto/master_proto.h"
 #include "ucx_backend/ucx.h"
 
@@ -92,6 +93,8 @@ struct mc_mcmaster_server {
     struct mc_master_get_result gets[MC_PROTO_BATCH_MAX];
     struct mc_master_stat stats[MC_PROTO_BATCH_MAX];
     struct mc_proto_fence_item fences[MC_PROTO_BATCH_MAX];
+    struct mc_master_drop drops[MC_PROTO_BATCH_MAX];            /* drops_send */
+    struct mc_proto_drop_item drop_items[MC_PROTO_BATCH_MAX];
     struct mc_proto_seg_entry seg_page[MC_PROTO_SEG_PAGE_MAX];
     struct mc_master_node_info node_info[MC_PROTO_NODE_PAGE_MAX];
     struct mc_proto_node_entry node_page[MC_PROTO_NODE_PAGE_MAX];
@@ -836,6 +839,8 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
         goto err_destroy;
     }
     err = mc_master_create(&cfg->master, NULL, NULL, &s->m);
+    if (err == 0)
+        mc_master_drops_enable(s->m, true);
     if (err != 0) {
         mc_error("master service: %s", mc_strerror(err));
         goto err_destroy;
@@ -969,6 +974,55 @@ static void fences_send(struct mc_mcmaster_server *s)
     /* blocks whose owner has no endpoint: it is gone, and its segment with them */
 }
 
+/* --- drops: the owners' indexes of complete objects forget what was freed ------------------- */
+
+#define DROP_BATCH 1024u
+
+static void drop_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                      size_t len)
+{
+    (void)ctx;
+    (void)hdr;
+    (void)pl;
+    (void)len;
+    if (status != 0)
+        mc_debug("DROP to an owner: %s", mc_strerror(status));
+}
+
+/* Tell each owner which blocks of published objects were freed in its segments
+ * (mc_master_drops_take): its index must not report them to a later master. */
+static void drops_send(struct mc_mcmaster_server *s)
+{
+    struct mc_master_drop *d = s->drops;
+    struct mc_proto_drop_item *items = s->drop_items;
+    struct peer *p;
+    size_t n, i;
+
+    while ((n = mc_master_drops_take(s->m, d, DROP_BATCH)) > 0) {
+        for (p = s->peers; p != NULL; p = p->next) {
+            uint32_t k = 0;
+            size_t len;
+
+            if (!p->authed || p->node == MC_MASTER_NODE_NONE)
+                continue;
+            for (i = 0; i < n; i++) {
+                struct mc_master_seg_info info;
+
+                if (seg_info(s, d[i].seg, &info) != 0 || info.node != p->node)
+                    continue;
+                items[k++] = (struct mc_proto_drop_item){
+                    .seg = d[i].seg, .offset = d[i].offset, .version = d[i].version};
+            }
+            if (k > 0 &&
+                (mc_proto_drop_req_encode(k, items, s->out, sizeof(s->out), &len) != 0 ||
+                 mc_ucx_rpc_call(p->ep, MC_WIRE_DROP, s->out, len,
+                                 mc_ucx_now_ms() + FENCE_TIMEOUT_MS, drop_done, s, NULL) != 0))
+                mc_warn("DROP of %u blocks to node %u not sent", k, p->node);
+        }
+        /* blocks whose owner has no endpoint: it is gone, and its segment with them */
+    }
+}
+
 /* --- copies of a drain: the source's owner writes the bytes to the target ------------------ */
 
 #define COPY_BATCH 16u
@@ -1066,6 +1120,7 @@ static void on_timer(struct mc_mcmaster_server *s)
     }
     copies_send(s);
     fences_send(s);
+    drops_send(s);
     mc_ucx_expire(s->u, mc_ucx_now_ms());
 }
 
