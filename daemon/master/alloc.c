@@ -61,6 +61,7 @@ struct mc_alloc {
     uint32_t free_blocks;
     uint32_t first; /* the node at offset 0: merges keep the lower node, so it never changes */
     uint32_t hand;  /* clock hand: a live node (free or used) or MC_ALLOC_NIL */
+    uint32_t claim_hint; /* the free block after the last claim (a guess, checked) */
 
     struct mc_alloc_node **chunks;
     uint32_t nchunks;
@@ -290,6 +291,7 @@ int mc_alloc_create(uint64_t size, uint64_t granule, struct mc_alloc **a_p)
     a->granule_log2 = (uint32_t)__builtin_ctzll(granule);
     a->cap_units = (uint32_t)units;
     a->hand = MC_ALLOC_NIL;
+    a->claim_hint = MC_ALLOC_NIL;
     a->free_node = MC_ALLOC_NIL;
     for (fl = 0; fl < MC_ALLOC_FL_COUNT; fl++) {
         for (sl = 0; sl < MC_ALLOC_SL_COUNT; sl++)
@@ -373,6 +375,105 @@ int mc_alloc_alloc(struct mc_alloc *a, uint64_t len, uint32_t *id_p)
     n->u.owner = NULL;
     a->used_blocks++;
     *id_p = id;
+    return 0;
+}
+
+/* The free block holding units [uoff, uoff + units), or MC_ALLOC_NIL. Tries the block
+ * after the last claim first: restores come in offset order, so it is O(1) for them. */
+static uint32_t find_holding(const struct mc_alloc *a, uint32_t uoff, uint32_t units)
+{
+    uint32_t id = a->claim_hint;
+    const struct mc_alloc_node *n;
+
+    if (id != MC_ALLOC_NIL && id < a->hwm) {
+        n = blk(a, id);
+        if (n->len > 0 && !node_used(n) && n->off <= uoff && n->off + n->len > uoff)
+            return (uint64_t)uoff + units <= (uint64_t)n->off + n->len ? id : MC_ALLOC_NIL;
+    }
+    for (id = a->first; id != MC_ALLOC_NIL; id = node_next(n)) {
+        n = blk(a, id);
+        if (n->off + (uint64_t)n->len <= uoff)
+            continue;
+        if (node_used(n) || (uint64_t)uoff + units > (uint64_t)n->off + n->len)
+            return MC_ALLOC_NIL;
+        return id;
+    }
+    return MC_ALLOC_NIL;
+}
+
+int mc_alloc_claim(struct mc_alloc *a, uint64_t off, uint64_t len, uint32_t *id_p)
+{
+    struct mc_alloc_node *n, *m, *r;
+    uint32_t id, mid, rid, next, uoff;
+    uint64_t units;
+    int err;
+
+    if (len == 0 || (off & (a->granule - 1)) != 0)
+        return MC_ERR_INVALID;
+    units = ((len - 1) >> a->granule_log2) + 1;
+    if ((off >> a->granule_log2) >= a->cap_units ||
+        units > a->cap_units - (off >> a->granule_log2))
+        return MC_ERR_INVALID;
+    uoff = (uint32_t)(off >> a->granule_log2);
+    id = find_holding(a, uoff, (uint32_t)units);
+    if (id == MC_ALLOC_NIL)
+        return MC_ERR_EXISTS;
+    n = blk(a, id);
+
+    /* the nodes for the front and back remainders first, so NOMEM leaves no trace */
+    mid = id;
+    rid = MC_ALLOC_NIL;
+    if (n->off < uoff) {
+        err = blk_new(a, &mid);
+        if (err != 0)
+            return err;
+    }
+    if (uoff + units < (uint64_t)n->off + n->len) {
+        err = blk_new(a, &rid);
+        if (err != 0) {
+            if (mid != id)
+                node_put(a, mid);
+            return err;
+        }
+    }
+    n = blk(a, id);
+    bin_remove(a, id);
+    next = node_next(n);
+    if (rid != MC_ALLOC_NIL) {
+        r = blk(a, rid);
+        r->off = uoff + (uint32_t)units;
+        r->len = n->off + n->len - r->off;
+        r->prev_phys = mid;
+        r->next_phys = MC_ALLOC_ID_MASK;
+        node_set_next(r, next);
+        if (next != MC_ALLOC_NIL)
+            blk(a, next)->prev_phys = rid;
+        next = rid;
+    }
+    if (mid != id) {
+        /* the front stays free in the old node, so the node at offset 0 stays a->first */
+        m = blk(a, mid);
+        m->off = uoff;
+        m->prev_phys = id;
+        m->next_phys = MC_ALLOC_ID_MASK;
+        node_set_next(m, next);
+        if (next != MC_ALLOC_NIL)
+            blk(a, next)->prev_phys = mid;
+        n->len = uoff - n->off;
+        node_set_next(n, mid);
+        bin_insert(a, id);
+    } else {
+        node_set_next(n, next);
+    }
+    m = blk(a, mid);
+    m->len = (uint32_t)units;
+    node_set_used(m, true);
+    m->u.owner = NULL;
+    if (rid != MC_ALLOC_NIL)
+        bin_insert(a, rid);
+    a->used_blocks++;
+    a->claim_hint = rid;
+    *id_p = mid;
     return 0;
 }
 

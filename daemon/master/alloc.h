@@ -45,6 +45,14 @@ void mc_alloc_destroy(struct mc_alloc *a); /* accepts NULL; forgets every block 
  */
 int mc_alloc_alloc(struct mc_alloc *a, uint64_t len, uint32_t *id_p);
 
+/*
+ * Allocate exactly the bytes [off, off + len) (len rounded up to the granule): a block an
+ * agent reports holding after a restart. Errors: MC_ERR_INVALID (len 0, off not on the
+ * granule, or past the segment), MC_ERR_EXISTS (part of it is allocated already),
+ * MC_ERR_NOMEM. Claims in ascending offset order cost O(1); others walk the blocks.
+ */
+int mc_alloc_claim(struct mc_alloc *a, uint64_t off, uint64_t len, uint32_t *id_p);
+
 /* Free an allocated block; merges it with free physical neighbours. `id` must be a live
  * allocated block (an assertion guards it: the master never passes outside input here). */
 void mc_alloc_free(struct mc_alloc *a, uint32_t id);

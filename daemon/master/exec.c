@@ -135,6 +135,26 @@ static int x_fence_ack(struct mc_master *m, struct mc_master_req *r)
     return 0;
 }
 
+static int x_restore(struct mc_master *m, struct mc_master_req *r)
+{
+    uint32_t i;
+
+    for (i = 0; i < r->n; i++) {
+        const struct mc_master_restore_req *q = &r->in.restore[i];
+        struct mc_master_seg_info info;
+        int res = mc_master_segment_info(m, q->seg, &info);
+
+        if (res == 0 && r->node != MC_MASTER_NODE_NONE && info.node != r->node)
+            res = MC_ERR_DENIED; /* a node reports only what its own segments hold */
+        if (res != 0)
+            res = res == MC_ERR_DENIED ? res : MC_ERR_INVALID;
+        else
+            res = mc_master_restore(m, q);
+        r->results[i] = res;
+    }
+    return 0;
+}
+
 static int x_node_register(struct mc_master *m, struct mc_master_req *r)
 {
     return mc_master_node_register(m, r->u.reg.name, r->u.reg.domain, &r->u.reg.node);
@@ -226,6 +246,7 @@ static const struct exec_kind {
     [MC_MASTER_OP_LIST] = {"LIST", false, x_list},
     [MC_MASTER_OP_DRAIN] = {"DRAIN", false, x_drain},
     [MC_MASTER_OP_COPY_DONE] = {"COPY_DONE", false, x_copy_done},
+    [MC_MASTER_OP_RESTORE] = {"RESTORE", true, x_restore},
 };
 
 int mc_master_exec(struct mc_master *m, struct mc_master_req *req)

@@ -2,7 +2,7 @@
  * mc_master_exec: the one way a request reaches the master service. Every kind of request
  * the master serves -- the object operations an agent batches (put start/end/revoke, get,
  * lease release, exist, stat, remove) and the node, segment and cluster ones (register,
- * heartbeat, mount, fence acknowledgements, list, stats, drain, copies) -- is a row of one
+ * heartbeat, mount, fence acknowledgements, restores, list, stats, drain, copies) -- is a row of one
  * table in exec.c and runs through mc_master_exec. Its two callers are the standalone
  * agent's in-process link (daemon/agent/mlink.c), which runs each request as a batch of
  * one, and mc-master's RPC handlers (daemon/mcmaster/server.c), which run each decoded
@@ -47,6 +47,7 @@ enum mc_master_op {
     MC_MASTER_OP_LIST,           /* u.list */
     MC_MASTER_OP_DRAIN,          /* u.drain */
     MC_MASTER_OP_COPY_DONE,      /* u.copy_done */
+    MC_MASTER_OP_RESTORE,        /* batch: restore[], each into a segment of `node` */
     MC_MASTER_OP__COUNT,
 };
 
@@ -68,6 +69,7 @@ struct mc_master_req {
         const struct mc_master_ref *ref;
         const struct mc_master_key *key;
         const struct mc_master_fence *fence;
+        const struct mc_master_restore_req *restore;
     } in;
     union {
         struct mc_master_put_grant *grant;

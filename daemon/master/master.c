@@ -242,42 +242,6 @@ static int ref_find(struct mc_master *m, const struct mc_master_ref *ref, struct
     return 0;
 }
 
-/* Make v (PROCESSING, all replicas live) the readable head of o. */
-static void publish(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now)
-{
-    uint64_t ttl_ms;
-
-    if (v->ext) {
-        struct ver_ext *e = (struct ver_ext *)v;
-
-        ttl_ms = e->ttl_ms;
-        mc_master__obj_swap_head(m, o, e);
-        /* the version it replaces: readers keep it till done */
-        if (e->v.state == VS_COMPLETE)
-            mc_master__ver_retire(m, &e->v, now);
-        /* RETIRED/STALE stay as they are; EMPTY is unlinked by the caller's gc */
-    } else {
-        ttl_ms = (uint64_t)o->ttl_exp * CT_MS + o->ttl_sub;
-    }
-    o->v.state = VS_COMPLETE;
-    o->v.lease_cnt = 0;
-    if (ttl_ms != 0) {
-        /* the ms (since t0) the object expires at; no overflow: ttl_ms <= the maximum */
-        uint64_t at = now_ms(m) - m->t0_ms + ttl_ms;
-
-        o->ttl_exp = (uint32_t)(at / CT_MS);
-        o->ttl_sub = (uint8_t)(at % CT_MS);
-        o->flags |= OF_TTL;
-    } else {
-        o->ttl_exp = 0;
-        o->ttl_sub = 0;
-        o->flags &= (uint8_t)~OF_TTL;
-    }
-    if (o->flags & OF_PIN_SOFT)
-        o->pin_exp = now + m->soft_pin_ct;
-    o->flags |= OF_CLOCK; /* a new object gets one turn of the hand before it may go */
-}
-
 int mc_master_put_end(struct mc_master *m, const struct mc_master_ref *ref)
 {
     struct obj *o;
@@ -314,7 +278,7 @@ int mc_master_put_end(struct mc_master *m, const struct mc_master_ref *ref)
         mc_master__obj_gc(m, o);
         return MC_ERR_CANCELED;
     }
-    publish(m, o, v, now);
+    mc_master__publish(m, o, v, now);
     m->st.puts_completed++;
     mc_master__obj_gc(m, o);
     return 0;

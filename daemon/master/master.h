@@ -151,6 +151,7 @@ struct mc_master_stats {
     uint64_t stale_freed_by_writer, stale_freed_by_fence, stale_freed_by_timeout;
     uint64_t nodes_declared_dead;
     uint64_t meta_bytes;        /* directory + allocator metadata, excluding records */
+    uint64_t restores, restores_refused; /* mc_master_restore: known again, refused */
 };
 
 /* cfg is copied. clock NULL: CLOCK_MONOTONIC. Errors: MC_ERR_INVALID, MC_ERR_NOMEM. */
@@ -298,6 +299,32 @@ int mc_master_put_end(struct mc_master *m, const struct mc_master_ref *ref);
 int mc_master_put_revoke(struct mc_master *m, const struct mc_master_ref *ref);
 
 /* Batch forms: one result per item; the return is how many items succeeded. */
+/*
+ * Restores: a replica an agent reports holding (a disk scan after its restart, or what it
+ * re-reports to a new master). The master claims exactly [offset, offset + alloc_len) in
+ * the segment and makes the replica known again: a new readable record, or one more replica
+ * of the version it knows, or the new head when the reported version is newer than the
+ * one it knows (the old one is retired). TTL and soft pin start again from now.
+ * 0: known; MC_ERR_CANCELED: the master knows a version of the key at least as new in another
+ * state (removed since, being re-put, retired), or a newer one: the agent forgets its copy;
+ * MC_ERR_EXISTS: the extent overlaps allocated space, or the segment already holds a
+ * replica of that version; MC_ERR_INVALID: bad key, flags, sizes, extent, or a segment
+ * that is not mounted or not of the key's tenant; MC_ERR_NOMEM. A restored version raises
+ * the master's version counter, so later puts get higher versions.
+ */
+struct mc_master_restore_req {
+    const char *key;     /* the stored (tenant-tagged) key */
+    size_t key_len;
+    uint32_t seg;        /* a mounted segment (restore requests from a node: its own) */
+    uint64_t offset;     /* the extent, granule-aligned */
+    uint64_t alloc_len;  /* >= size */
+    uint64_t size;       /* the object's size (> 0) */
+    uint64_t version;    /* > 0 */
+    uint32_t flags;      /* MC_MASTER_PUT_PIN_* | MC_MASTER_PUT_NO_CHECKSUM as stored */
+    uint64_t ttl_ms;     /* TTL left (0: none) */
+};
+int mc_master_restore(struct mc_master *m, const struct mc_master_restore_req *r);
+
 size_t mc_master_put_start_batch(struct mc_master *m, size_t n,
                                  const struct mc_master_put_req reqs[],
                                  struct mc_master_put_grant grants[], int results[]);

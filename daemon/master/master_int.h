@@ -374,6 +374,10 @@ bool mc_master__fence_push(struct mc_master *m, uint32_t seg, uint32_t alloc, ui
  * MC_ERR_NO_SPACE when v has MC_MASTER_MAX_REPLICAS already. */
 int mc_master__ver_add_rep(struct mc_master *m, struct ver *v, const struct rep *r);
 
+/* Makes v (PROCESSING, all replicas live) the readable head of o: the version it replaces is
+ * retired, the TTL starts now, a soft pin starts. */
+void mc_master__publish(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now);
+
 /* --- tenant.c: the tenant table ------------------------------------------------------------- */
 
 /* The index of tenant `name` ("": the default), added when new; a quota other than 0 becomes

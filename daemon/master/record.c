@@ -1,8 +1,9 @@
 /*
  * Records, versions and replicas of the master service (master_int.h): the moves a version
  * makes through its life (retire, make stale, free its space), the record's chain of further
- * versions, and the queue of blocks whose owners are asked to fence them. No policy here:
- * which version to publish, when to evict or where to place is master.c's and place.c's.
+ * versions, publication, and the queue of blocks whose owners are asked to fence them. No
+ * policy here: which version to publish, when to evict or where to place is master.c's,
+ * restore.c's and place.c's.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -281,4 +282,40 @@ int mc_master__ver_add_rep(struct mc_master *m, struct ver *v, const struct rep 
     v->nrep++;
     mc_alloc_set_owner(s->alloc, r->alloc, v);
     return 0;
+}
+
+/* Make v (PROCESSING, all replicas live) the readable head of o. */
+void mc_master__publish(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now)
+{
+    uint64_t ttl_ms;
+
+    if (v->ext) {
+        struct ver_ext *e = (struct ver_ext *)v;
+
+        ttl_ms = e->ttl_ms;
+        mc_master__obj_swap_head(m, o, e);
+        /* the version it replaces: readers keep it till done */
+        if (e->v.state == VS_COMPLETE)
+            mc_master__ver_retire(m, &e->v, now);
+        /* RETIRED/STALE stay as they are; EMPTY is unlinked by the caller's gc */
+    } else {
+        ttl_ms = (uint64_t)o->ttl_exp * CT_MS + o->ttl_sub;
+    }
+    o->v.state = VS_COMPLETE;
+    o->v.lease_cnt = 0;
+    if (ttl_ms != 0) {
+        /* the ms (since t0) the object expires at; no overflow: ttl_ms <= the maximum */
+        uint64_t at = now_ms(m) - m->t0_ms + ttl_ms;
+
+        o->ttl_exp = (uint32_t)(at / CT_MS);
+        o->ttl_sub = (uint8_t)(at % CT_MS);
+        o->flags |= OF_TTL;
+    } else {
+        o->ttl_exp = 0;
+        o->ttl_sub = 0;
+        o->flags &= (uint8_t)~OF_TTL;
+    }
+    if (o->flags & OF_PIN_SOFT)
+        o->pin_exp = now + m->soft_pin_ct;
+    o->flags |= OF_CLOCK; /* a new object gets one turn of the hand before it may go */
 }

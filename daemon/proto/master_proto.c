@@ -37,7 +37,7 @@
      MC_PROTO_SZ_BLOB(MC_PROTO_RKEY_MAX) + MC_PROTO_SZ_BLOB(MC_TENANT_NAME_MAX) + 8u)
 #define MC_PROTO_SZ_NODE_ENTRY                                                                 \
     (4u + 4u + 4u + 8u + 2u * MC_PROTO_SZ_BLOB(MC_PROTO_NAME_MAX) + 4u + 8u + 8u)
-#define MC_PROTO_STATS_FIELDS  24u
+#define MC_PROTO_STATS_FIELDS  26u
 
 static_assert(12u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_PUT_START_ITEM <= MC_WIRE_PAYLOAD_MAX,
               "put batch");
@@ -93,6 +93,8 @@ static const size_t stats_fields[MC_PROTO_STATS_FIELDS] = {
     MC_PROTO_STAT_FIELD(stale_freed_by_timeout),
     MC_PROTO_STAT_FIELD(nodes_declared_dead),
     MC_PROTO_STAT_FIELD(meta_bytes),
+    MC_PROTO_STAT_FIELD(restores),
+    MC_PROTO_STAT_FIELD(restores_refused),
 };
 static_assert(sizeof(struct mc_master_stats) == MC_PROTO_STATS_FIELDS * sizeof(uint64_t),
               "every field of struct mc_master_stats is in stats_fields");

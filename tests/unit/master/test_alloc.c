@@ -895,6 +895,79 @@ START_TEST(test_alloc_randomized_small_granule)
 }
 END_TEST
 
+/* Claims of exact extents (restores after a restart): in order, out of order, overlapping,
+ * misaligned, past the end; the allocator stays consistent and frees merge back. */
+START_TEST(test_alloc_claim_exact_extents)
+{
+    struct mc_alloc *a = t_create(64 * T_KIB, 4 * T_KIB);
+    uint32_t id[8], x;
+
+    ck_assert_int_eq(mc_alloc_claim(a, 8 * T_KIB, 4 * T_KIB, &id[0]), 0);
+    ck_assert_uint_eq(mc_alloc_offset(a, id[0]), 8 * T_KIB);
+    ck_assert_uint_eq(mc_alloc_len(a, id[0]), 4 * T_KIB);
+    ck_assert(mc_alloc_check(a));
+    /* next in order: the hint path; rounded up to the granule */
+    ck_assert_int_eq(mc_alloc_claim(a, 12 * T_KIB, 5 * T_KIB, &id[1]), 0);
+    ck_assert_uint_eq(mc_alloc_len(a, id[1]), 8 * T_KIB);
+    /* out of order: before both, and at offset 0 */
+    ck_assert_int_eq(mc_alloc_claim(a, 0, 4 * T_KIB, &id[2]), 0);
+    ck_assert_uint_eq(mc_alloc_offset(a, id[2]), 0);
+    ck_assert(mc_alloc_check(a));
+    /* overlaps: the start inside a used block, the tail into one */
+    ck_assert_int_eq(mc_alloc_claim(a, 12 * T_KIB, 4 * T_KIB, &x), MC_ERR_EXISTS);
+    ck_assert_int_eq(mc_alloc_claim(a, 4 * T_KIB, 8 * T_KIB, &x), MC_ERR_EXISTS);
+    ck_assert_int_eq(mc_alloc_claim(a, 16 * T_KIB, 8 * T_KIB, &x), MC_ERR_EXISTS);
+    /* bad arguments */
+    ck_assert_int_eq(mc_alloc_claim(a, 4 * T_KIB + 8, 4 * T_KIB, &x), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_alloc_claim(a, 4 * T_KIB, 0, &x), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_alloc_claim(a, 64 * T_KIB, 4 * T_KIB, &x), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_alloc_claim(a, 60 * T_KIB, 8 * T_KIB, &x), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_alloc_claim(a, 0, UINT64_MAX, &x), MC_ERR_INVALID);
+    /* the last granule exactly, then the gap left between claims */
+    ck_assert_int_eq(mc_alloc_claim(a, 60 * T_KIB, 4 * T_KIB, &id[3]), 0);
+    ck_assert_int_eq(mc_alloc_claim(a, 4 * T_KIB, 4 * T_KIB, &id[4]), 0);
+    ck_assert(mc_alloc_check(a));
+    ck_assert_uint_eq(mc_alloc_used_bytes(a), 24 * T_KIB);
+    ck_assert_uint_eq(mc_alloc_largest_free(a), 40 * T_KIB);
+    /* ordinary allocation still works around the claims */
+    id[5] = t_alloc(a, 40 * T_KIB);
+    ck_assert_uint_eq(mc_alloc_offset(a, id[5]), 20 * T_KIB);
+    ck_assert_int_eq(mc_alloc_alloc(a, 4 * T_KIB, &x), MC_ERR_NO_SPACE);
+    for (int i = 0; i < 6; i++)
+        mc_alloc_free(a, id[i]);
+    t_assert_empty(a);
+    mc_alloc_destroy(a);
+}
+END_TEST
+
+/* Many claims in ascending order (a segment's holdings) then random frees: consistent. */
+START_TEST(test_alloc_claim_ascending_many)
+{
+    struct mc_alloc *a = t_create(64 * T_MIB, 4 * T_KIB);
+    static uint32_t ids[4096];
+    uint64_t s = 7, off = 0;
+    uint32_t n = 0;
+
+    while (n < 4096) {
+        uint64_t len = t_rand_range(&s, 1, 3) * 4 * T_KIB;
+
+        off += t_rand_range(&s, 0, 2) * 4 * T_KIB; /* holes between holdings */
+        if (off + len > 64 * T_MIB)
+            break;
+        T_CHECK_I(mc_alloc_claim(a, off, len, &ids[n]), ==, 0);
+        T_CHECK_U(mc_alloc_offset(a, ids[n]), ==, off);
+        off += len;
+        n++;
+    }
+    ck_assert(mc_alloc_check(a));
+    t_shuffle(ids, n, &s);
+    for (uint32_t i = 0; i < n; i++)
+        mc_alloc_free(a, ids[i]);
+    t_assert_empty(a);
+    mc_alloc_destroy(a);
+}
+END_TEST
+
 static Suite *t_suite(void)
 {
     Suite *s = suite_create("alloc");
@@ -902,6 +975,8 @@ static Suite *t_suite(void)
     TCase *slow = tcase_create("randomized");
 
     tcase_add_test(tc, test_alloc_create_rejects_bad_args);
+    tcase_add_test(tc, test_alloc_claim_exact_extents);
+    tcase_add_test(tc, test_alloc_claim_ascending_many);
     tcase_add_test(tc, test_alloc_basic_alloc_free_rounding);
     tcase_add_test(tc, test_alloc_offsets_aligned_to_granule);
     tcase_add_test(tc, test_alloc_rejects_zero_and_too_large);
