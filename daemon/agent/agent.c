@@ -390,6 +390,8 @@ static int standalone_create(struct mc_agent *a)
     }
     if (err == 0)
         err = ml_create_local(a->master, &a->ml);
+    if (err == 0)
+        report_held(a);
     a->rio = (struct mc_rio){.ops = &mc_rio_local_ops, .impl = a};
     a->mode = &standalone_mode;
     return err;

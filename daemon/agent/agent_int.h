@@ -18,6 +18,7 @@
 #include "daemon/agent/fault.h"
 #include "daemon/agent/loop.h"
 #include "daemon/agent/mlink.h"
+#include "daemon/agent/report.h"
 #include "daemon/agent/rio.h"
 #include "daemon/agent/seg.h"
 #include "daemon/agent/spin.h"
@@ -73,6 +74,7 @@ struct mc_agent {
         uint64_t cap;
     } images[IMAGE_CACHE];
     uint64_t image_cache_bytes;
+    struct report_stats reports;  /* what the master was told again after a MOUNT */
     struct stats {
         uint64_t ops, puts, gets, hits, bytes_in;
         uint64_t puts_refused, puts_idle_revoked;

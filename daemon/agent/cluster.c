@@ -169,6 +169,7 @@ static void rejoined(struct cluster *cl)
     ml_reset(a->ml, cl->master, MC_ERR_UNAVAILABLE);
     ml_set_node(a->ml, cl->node);
     cl->next_hb_ms = 0;
+    report_held(a); /* a master that forgot us learns again what our segments hold */
     mc_info("rejoined the master as node %u%s", cl->node,
             agent_dram_bytes(a) != 0 ? ", DRAM segments mounted" : "");
 }
@@ -654,8 +655,10 @@ int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int sta
         return err;
     cl->mstate = M_UP;
     err = ml_create_remote(cl->master, cl->node, a->cfg.op_timeout_ms, &a->ml);
-    if (err == 0)
+    if (err == 0) {
         ml_set_events(a->ml, ml_event_cb, cl);
+        report_held(a); /* queued: goes out with the loop's first turn */
+    }
     a->rio = (struct mc_rio){.ops = &mc_rio_ucx_ops, .impl = cl};
     return err;
 }

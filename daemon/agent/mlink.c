@@ -56,6 +56,7 @@ struct mlink {
         struct mc_master_put_req puts[ML_BATCH_MAX];
         struct mc_master_ref refs[ML_BATCH_MAX];
         struct mc_proto_key keys[ML_BATCH_MAX];
+        struct mc_master_restore_req restores[ML_BATCH_MAX];
     } u;
 };
 
@@ -141,7 +142,7 @@ static const enum mc_master_op local_op[ML__COUNT] = {
     [ML_LEASE_RELEASE] = MC_MASTER_OP_LEASE_RELEASE, [ML_EXIST] = MC_MASTER_OP_EXIST,
     [ML_STAT] = MC_MASTER_OP_STAT, [ML_REMOVE] = MC_MASTER_OP_REMOVE,
     [ML_REMOVE_PREFIX] = MC_MASTER_OP_REMOVE_PREFIX, [ML_PIN] = MC_MASTER_OP_GET,
-    [ML_TOUCH] = MC_MASTER_OP_EXIST,
+    [ML_TOUCH] = MC_MASTER_OP_EXIST,        [ML_RESTORE] = MC_MASTER_OP_RESTORE,
 };
 
 static void run_local(struct mlink *ml, struct ml_req *r)
@@ -172,6 +173,11 @@ static void run_local(struct mlink *ml, struct ml_req *r)
         r->in.ref.key = r->key;
         r->in.ref.key_len = r->key_len;
         req.in.ref = &r->in.ref;
+        break;
+    case ML_RESTORE:
+        r->in.restore.key = r->key;
+        r->in.restore.key_len = r->key_len;
+        req.in.restore = &r->in.restore;
         break;
     case ML_GET:
         req.out.get = &r->out.get;
@@ -281,6 +287,7 @@ static int decode_reply(struct mlink *ml, struct batch *b, const void *pl, size_
         break;
     case ML_PUT_END:
     case ML_PUT_REVOKE:
+    case ML_RESTORE:
         rc = mc_proto_results_rep_decode(pl, len, b->n, &rep, ml->results);
         break;
     case ML_GET:
@@ -424,7 +431,7 @@ static uint16_t wire_type(enum ml_kind k)
         [ML_LEASE_RELEASE] = MC_WIRE_LEASE_RELEASE_BATCH, [ML_EXIST] = MC_WIRE_EXIST_BATCH,
         [ML_STAT] = MC_WIRE_EXIST_BATCH, [ML_REMOVE] = MC_WIRE_REMOVE_BATCH,
         [ML_REMOVE_PREFIX] = MC_WIRE_REMOVE_BATCH, [ML_PIN] = MC_WIRE_GET_BATCH,
-        [ML_TOUCH] = MC_WIRE_EXIST_BATCH,
+        [ML_TOUCH] = MC_WIRE_EXIST_BATCH, [ML_RESTORE] = MC_WIRE_RESTORE_BATCH,
     };
 
     return t[k];
@@ -455,6 +462,11 @@ static int encode(struct mlink *ml, struct batch *b, size_t *len_p)
             ml->u.refs[i].key_len = r->key_len;
             ml->u.refs[i].node = ml->node;
             break;
+        case ML_RESTORE:
+            ml->u.restores[i] = r->in.restore;
+            ml->u.restores[i].key = r->key;
+            ml->u.restores[i].key_len = r->key_len;
+            break;
         default:
             ml->u.keys[i].key = r->key;
             ml->u.keys[i].key_len = r->key_len;
@@ -468,6 +480,8 @@ static int encode(struct mlink *ml, struct batch *b, size_t *len_p)
         return mc_proto_put_end_req_encode(&rr, ml->u.refs, ml->frame, ML_FRAME_CAP, len_p);
     case ML_PUT_REVOKE:
         return mc_proto_put_revoke_req_encode(&rr, ml->u.refs, ml->frame, ML_FRAME_CAP, len_p);
+    case ML_RESTORE:
+        return mc_proto_restore_req_encode(&rr, ml->u.restores, ml->frame, ML_FRAME_CAP, len_p);
     case ML_LEASE_RELEASE:
         return mc_proto_lease_release_req_encode(&rr, ml->u.refs, ml->frame, ML_FRAME_CAP,
                                                  len_p);

@@ -14,6 +14,7 @@
 
 #include "daemon/agent/holdidx.h"
 #include "daemon/common/log.h"
+#include "daemon/common/tenant_key.h"
 #include "daemon/master/master.h"
 #include "shm/memfd.h"
 
@@ -50,21 +51,33 @@ static uint64_t seg_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+#define HOLDINGS_MAX 64
+
+/* A DRAM segment: the keys of the last page of holdings are copied here, so that they stay
+ * valid until the next call (seg.h) whatever the index does meanwhile (a DROP, a PUBLISH). */
+struct dram_seg {
+    struct mc_seg s;
+    char keys[HOLDINGS_MAX][MC_DIR_KEY_MAX];
+};
+
 /* The index's entries, in offset order (holdidx.h). */
 static int dram_holdings(struct mc_seg *s, uint64_t *cursor, struct mc_seg_holding *out, int max)
 {
-    struct mc_holdidx_entry e[64];
+    struct dram_seg *d = (struct dram_seg *)s;
+    struct mc_holdidx_entry e[HOLDINGS_MAX];
     int n, i;
 
-    if (max > 64)
-        max = 64;
+    if (max > HOLDINGS_MAX)
+        max = HOLDINGS_MAX;
     n = mc_holdidx_walk(s->held, cursor, e, max, seg_now_ms());
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
+        memcpy(d->keys[i], e[i].key, e[i].key_len);
         out[i] = (struct mc_seg_holding){
-            .key = e[i].key, .key_len = e[i].key_len, .offset = e[i].offset,
+            .key = d->keys[i], .key_len = e[i].key_len, .offset = e[i].offset,
             .alloc_len = e[i].alloc_len, .size = e[i].size, .version = e[i].version,
             .flags = e[i].flags, .ttl_ms = e[i].ttl_ms,
         };
+    }
     return n;
 }
 
@@ -116,10 +129,11 @@ static void prefault(uint8_t *base, uint64_t size)
 int mc_seg_dram_create(const char *name, uint64_t size, bool hugepages, bool want_prefault,
                        struct mc_seg **s_p)
 {
-    struct mc_seg *s = calloc(1, sizeof(*s));
+    struct dram_seg *d = calloc(1, sizeof(*d));
+    struct mc_seg *s = &d->s;
     int err;
 
-    if (s == NULL)
+    if (d == NULL)
         return MC_ERR_NOMEM;
     s->ops = &dram_ops;
     s->kind = MC_SEG_DRAM;

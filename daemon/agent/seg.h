@@ -19,13 +19,16 @@
 struct mc_seg;
 struct mc_holdidx;
 
-/* A complete object a segment holds, as a new master is told of it (mc_master_restore). */
+/* A complete object a segment holds, as the master is told of it again (report.h). */
 struct mc_seg_holding {
-    const char *key;
+    const char *key;      /* the stored (tenant-tagged) key; valid until the next call */
     size_t key_len;
-    uint64_t offset, alloc_len, size, version;
-    uint32_t flags;
-    uint64_t ttl_ms; /* TTL left, 0 = none */
+    uint64_t offset;      /* its extent in the segment, granule-aligned */
+    uint64_t alloc_len;
+    uint64_t size;        /* the object's */
+    uint64_t version;
+    uint32_t flags;       /* MC_MASTER_PUT_PIN_* | MC_MASTER_PUT_NO_CHECKSUM as stored */
+    uint64_t ttl_ms;      /* TTL left, 0: none */
 };
 
 struct mc_seg_ops {
@@ -35,11 +38,11 @@ struct mc_seg_ops {
     int (*write)(struct mc_seg *s, uint64_t off, const void *src, uint64_t len);
     int (*read)(struct mc_seg *s, uint64_t off, void *dst, uint64_t len);
     void (*destroy)(struct mc_seg *s);
-    /* optional (NULL: the kind holds nothing to report). Fill up to max holdings from
-     * *cursor on (0 = start); returns how many, 0 when done. Keys point into the segment's
-     * index: valid until the next call that changes it. */
+    /* Optional (NULL: the kind holds nothing the master must be told of again). What the
+     * segment holds, for a master that lost it: up to max holdings from *cursor on (0: the
+     * start), in ascending offset order; returns how many (0: done) and advances *cursor. */
     int (*holdings)(struct mc_seg *s, uint64_t *cursor, struct mc_seg_holding *out, int max);
-    /* a master refused the holding at offset: the segment drops it */
+    /* Optional: the master refused the holding at `offset` (it knows better): drop it. */
     void (*forget)(struct mc_seg *s, uint64_t offset);
 };
 

@@ -305,7 +305,8 @@ int mc_master_put_revoke(struct mc_master *m, const struct mc_master_ref *ref);
  * the segment and makes the replica known again: a new readable record, or one more replica
  * of the version it knows, or the new head when the reported version is newer than the
  * one it knows (the old one is retired). TTL and soft pin start again from now.
- * 0: known; MC_ERR_CANCELED: the master knows a version of the key at least as new in another
+ * 0: known (also when the master knew that very replica already: reporting is idempotent);
+ * MC_ERR_CANCELED: the master knows a version of the key at least as new in another
  * state (removed since, being re-put, retired), or a newer one: the agent forgets its copy;
  * MC_ERR_EXISTS: the extent overlaps allocated space, or the segment already holds a
  * replica of that version; MC_ERR_INVALID: bad key, flags, sizes, extent, or a segment

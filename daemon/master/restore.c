@@ -67,17 +67,19 @@ static bool known_better(const struct mc_master *m, struct obj *o, uint64_t id, 
     return false;
 }
 
-/* One more replica r of the visible head (same version, same size). */
-static int restore_add(struct mc_master *m, struct obj *o, struct seg *s, const struct rep *r)
+/* Whether the visible head already has a replica in s: 1 at exactly `offset` (the report is
+ * known already), MC_ERR_EXISTS elsewhere (one replica per segment), 0 none. */
+static int restore_known(const struct mc_master *m, struct obj *o, const struct seg *s,
+                         uint64_t offset)
 {
     struct rep *reps = ver_reps(&o->v);
     uint32_t i;
 
     for (i = 0; i < o->v.nrep; i++) {
         if (seg_of_rep(m, &reps[i]) == s)
-            return MC_ERR_EXISTS;
+            return mc_alloc_offset(s->alloc, reps[i].alloc) == offset ? 1 : MC_ERR_EXISTS;
     }
-    return mc_master__ver_add_rep(m, &o->v, r);
+    return 0;
 }
 
 /* A new version (PROCESSING, replica r) in o, published at once. */
@@ -156,6 +158,13 @@ int mc_master_restore(struct mc_master *m, const struct mc_master_restore_req *r
         err = MC_ERR_CANCELED; /* one version, two sizes: the directory's word stands */
         goto out;
     }
+    if (same) {
+        err = restore_known(m, o, s, req->offset);
+        if (err == 1)
+            return 0; /* reported again (a rejoin to a master that kept it): nothing to do */
+        if (err != 0)
+            goto out;
+    }
     if (o == NULL) {
         o = malloc(sizeof(*o) + req->key_len);
         if (o == NULL) {
@@ -176,7 +185,7 @@ int mc_master_restore(struct mc_master *m, const struct mc_master_restore_req *r
     len = mc_alloc_len(s->alloc, r.alloc);
     hard = same ? (ver_flags(&o->v) & OF_PIN_HARD) != 0 : (req->flags & MC_MASTER_PUT_PIN_HARD);
     if (same)
-        err = restore_add(m, o, s, &r);
+        err = mc_master__ver_add_rep(m, &o->v, &r);
     else
         err = restore_publish(m, o, hash, fresh, req, s, &r, now);
     if (err != 0) {

@@ -93,6 +93,7 @@ struct mc_mcmaster_server {
     struct mc_master_get_result gets[MC_PROTO_BATCH_MAX];
     struct mc_master_stat stats[MC_PROTO_BATCH_MAX];
     struct mc_proto_fence_item fences[MC_PROTO_BATCH_MAX];
+    struct mc_master_restore_req restores[MC_PROTO_BATCH_MAX];
     struct mc_master_drop drops[MC_PROTO_BATCH_MAX];            /* drops_send */
     struct mc_proto_drop_item drop_items[MC_PROTO_BATCH_MAX];
     struct mc_proto_seg_entry seg_page[MC_PROTO_SEG_PAGE_MAX];
@@ -528,6 +529,30 @@ static int h_fence(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     x = (struct mc_master_req){.op = MC_MASTER_OP_FENCE_ACK, .node = p->node, .n = req.n,
                                .results = s->results, .in.fence = s->fences};
     (void)mc_master_exec(s->m, &x);
+    rep.n = req.n;
+    return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
+}
+
+/* RESTORE_BATCH: what a node's segments hold, after it (re)joined. A node speaks for its own
+ * node only, and the executor refuses an item naming another node's segment. */
+static int h_restore(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
+                     size_t *out_len)
+{
+    struct mc_proto_ref_req req;
+    struct mc_proto_batch_rep rep = {0};
+    struct mc_master_req x;
+    uint32_t ok = 0;
+
+    if (mc_proto_restore_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->restores) != 0)
+        return MC_ERR_PROTO;
+    if (req.node != p->node)
+        return MC_ERR_DENIED;
+    x = (struct mc_master_req){.op = MC_MASTER_OP_RESTORE, .node = p->node, .n = req.n,
+                               .results = s->results, .in.restore = s->restores};
+    (void)mc_master_exec(s->m, &x);
+    for (uint32_t i = 0; i < req.n; i++)
+        ok += s->results[i] == 0;
+    mc_debug("node %u: %u of %u replicas restored", p->node, ok, req.n);
     rep.n = req.n;
     return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
 }

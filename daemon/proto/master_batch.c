@@ -592,3 +592,69 @@ int mc_proto_fence_req_decode(const void *buf, size_t len, size_t cap,
     }
     return decode_end(&r);
 }
+
+/* --- RESTORE_BATCH --------------------------------------------------------------------------- */
+
+static bool restore_item_ok(const struct mc_master_restore_req *q)
+{
+    return key_ok(q->key, q->key_len) && q->size > 0 && q->alloc_len >= q->size &&
+           q->version > 0 &&
+           (q->flags & ~(uint32_t)(MC_MASTER_PUT_PIN_SOFT | MC_MASTER_PUT_PIN_HARD |
+                                   MC_MASTER_PUT_NO_CHECKSUM)) == 0;
+}
+
+int mc_proto_restore_req_encode(const struct mc_proto_ref_req *m,
+                                const struct mc_master_restore_req *items, void *buf,
+                                size_t cap, size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (m->node == MC_MASTER_NODE_NONE || m->n > MC_PROTO_BATCH_MAX)
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, m->node);
+    mc_wire_put_u32(&w, m->n);
+    for (uint32_t i = 0; i < m->n; i++) {
+        const struct mc_master_restore_req *q = &items[i];
+
+        if (!restore_item_ok(q))
+            return MC_ERR_INVALID;
+        mc_wire_put_blob(&w, q->key, q->key_len);
+        mc_wire_put_u32(&w, q->seg);
+        mc_wire_put_u64(&w, q->offset);
+        mc_wire_put_u64(&w, q->alloc_len);
+        mc_wire_put_u64(&w, q->size);
+        mc_wire_put_u64(&w, q->version);
+        mc_wire_put_u32(&w, q->flags);
+        mc_wire_put_u64(&w, q->ttl_ms);
+    }
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_restore_req_decode(const void *buf, size_t len, size_t cap,
+                                struct mc_proto_ref_req *m_p,
+                                struct mc_master_restore_req *items)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->node = mc_wire_get_u32(&r);
+    if (m_p->node == MC_MASTER_NODE_NONE)
+        fail(&r);
+    m_p->n = get_count(&r, cap);
+    for (uint32_t i = 0; i < m_p->n && !r.bad; i++) {
+        struct mc_master_restore_req *q = &items[i];
+
+        get_key(&r, &q->key, &q->key_len);
+        q->seg = mc_wire_get_u32(&r);
+        q->offset = mc_wire_get_u64(&r);
+        q->alloc_len = mc_wire_get_u64(&r);
+        q->size = mc_wire_get_u64(&r);
+        q->version = mc_wire_get_u64(&r);
+        q->flags = mc_wire_get_u32(&r);
+        q->ttl_ms = mc_wire_get_u64(&r);
+        if (!r.bad && !restore_item_ok(q))
+            fail(&r);
+    }
+    return decode_end(&r);
+}

@@ -31,6 +31,7 @@
 #define MC_PROTO_SZ_PUT_START_REP_ITEM                                                         \
     (4u + 8u + 4u + MC_MASTER_MAX_REPLICAS * MC_PROTO_SZ_REPLICA)
 #define MC_PROTO_SZ_REF_ITEM (MC_PROTO_SZ_BLOB(MC_PROTO_KEY_MAX) + 8u + 4u)
+#define MC_PROTO_SZ_RESTORE_ITEM (MC_PROTO_SZ_BLOB(MC_PROTO_KEY_MAX) + 4u + 5u * 8u + 4u)
 #define MC_PROTO_SZ_STAT     32u
 #define MC_PROTO_SZ_SEG_ENTRY                                                                  \
     (4u + 4u + 4u + 7u * 8u + MC_PROTO_SZ_BLOB(MC_PROTO_ADDR_MAX) +                            \
@@ -45,6 +46,8 @@ static_assert(8u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_PUT_START_REP_ITEM <= MC_WIR
               "grants");
 static_assert(8u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_GET_REP_ITEM <= MC_WIRE_PAYLOAD_MAX,
               "get reply");
+static_assert(8u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_RESTORE_ITEM <= MC_WIRE_PAYLOAD_MAX,
+              "a full RESTORE_BATCH fits one frame");
 static_assert(8u + MC_PROTO_BATCH_MAX * MC_PROTO_SZ_REF_ITEM <= MC_WIRE_PAYLOAD_MAX,
               "ref batch");
 static_assert(12u + MC_PROTO_BATCH_MAX * (4u + MC_PROTO_SZ_STAT) <= MC_WIRE_PAYLOAD_MAX,

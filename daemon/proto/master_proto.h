@@ -318,8 +318,19 @@ int mc_proto_put_revoke_req_encode(const struct mc_proto_ref_req *m,
 int mc_proto_put_revoke_req_decode(const void *buf, size_t len, size_t cap,
                                    struct mc_proto_ref_req *m_p, struct mc_master_ref *items);
 
+/* RESTORE_BATCH: the replicas a node holds (items are struct mc_master_restore_req); the
+ * batch names the node once (m->node of struct mc_proto_ref_req; no epoch). Encoding
+ * refuses what the master would (bad key, size 0 or above alloc_len, version 0, flags
+ * beyond the stored ones). The reply is mc_proto_results_rep. */
+int mc_proto_restore_req_encode(const struct mc_proto_ref_req *m,
+                                const struct mc_master_restore_req *items, void *buf,
+                                size_t cap, size_t *len_p);
+int mc_proto_restore_req_decode(const void *buf, size_t len, size_t cap,
+                                struct mc_proto_ref_req *m_p,
+                                struct mc_master_restore_req *items);
+
 /* A reply of one status per item, 0 or a known MC_ERR_*: the reply of PUT_END_BATCH,
- * PUT_REVOKE_BATCH and FENCE (m->flags is not sent; decoding sets it to 0). */
+ * PUT_REVOKE_BATCH, RESTORE_BATCH and FENCE (m->flags is not sent; decoding sets it to 0). */
 int mc_proto_results_rep_encode(const struct mc_proto_batch_rep *m, const int *results,
                                 void *buf, size_t cap, size_t *len_p);
 int mc_proto_results_rep_decode(const void *buf, size_t len, size_t cap,

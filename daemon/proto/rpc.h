@@ -80,13 +80,17 @@
     X(CLUSTER_INFO, info, 23, MC_RPC_TO_MASTER, MC_PROTO_SEG_PAGE_MAX,                             \
       "u32 flags (0x1: stats, 0x2: segments, 0x4: nodes), u32 cursor, u32 max, "                   \
       "u32 node_cursor, u32 node_max",                                                             \
-      "i32 status [u32 flags, [24 * u64 stats], [u32 nseg, u32 next_cursor, nseg * segment], "     \
+      "i32 status [u32 flags, [26 * u64 stats], [u32 nseg, u32 next_cursor, nseg * segment], "     \
       "[u32 nnode, u32 next_node_cursor, nnode * node]]")                                          \
     X(LIST, list, 29, MC_RPC_TO_MASTER, MC_PROTO_LIST_MAX,                                         \
       "u32 node, u32 max (1..1024), u64 cursor, blob prefix (0..512)",                             \
       "i32 status [u32 n, u64 next_cursor, n * blob key]")                                         \
     X(DRAIN, drain, 31, MC_RPC_TO_MASTER, 0, "u32 on (0/1), blob name (1..63 graphic ASCII)",      \
-      "i32 status")
+      "i32 status")                                                                                \
+    X(RESTORE_BATCH, restore, 35, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,             \
+      "u32 node, u32 n, n * {blob key, u32 seg, u64 offset, u64 alloc_len, u64 size, "             \
+      "u64 version, u32 flags, u64 ttl_ms}",                                                       \
+      "i32 status [u32 n, n * i32 status]")
 
 /* Sent by mc-master to the agent that owns a segment. */
 #define MC_PROTO_OWNER_RPCS(X)                                                                     \
@@ -108,11 +112,11 @@
  * an owner holds"): the writer tells the owners of its replicas that a put was published,
  * the master tells an owner that a block it held was freed. */
 #define MC_PROTO_HOLD_RPCS(X)                                                                      \
-    X(PUBLISH, publish, 35, MC_RPC_PEER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                        \
+    X(PUBLISH, publish, 37, MC_RPC_PEER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                        \
       "u32 n (1..1024), n * {u32 seg, u32 flags, u64 offset, u64 alloc_len, u64 size, "            \
       "u64 version, u64 ttl_ms, blob key}",                                                        \
       "i32 status [u32 n, n * i32 status]")                                                        \
-    X(DROP, drop, 37, MC_RPC_TO_OWNER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                          \
+    X(DROP, drop, 39, MC_RPC_TO_OWNER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                          \
       "u32 n (1..1024), n * {u32 seg, u64 offset, u64 version (> 0)}",                             \
       "i32 status [u32 n, n * i32 status]")
 
@@ -138,7 +142,7 @@
     MC_WIRE_##NAME = (type), MC_WIRE_##NAME##_REPLY = (type) + 1,
 enum mc_wire_type {
     MC_PROTO_RPCS(MC_PROTO_RPC_ENUM)
-    MC_WIRE__COUNT = 39, /* valid types are 1 .. MC_WIRE__COUNT - 1 */
+    MC_WIRE__COUNT = 41, /* valid types are 1 .. MC_WIRE__COUNT - 1 */
 };
 #undef MC_PROTO_RPC_ENUM
 

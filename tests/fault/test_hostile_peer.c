@@ -334,6 +334,16 @@ static size_t t_hp_payload(const struct t_hp_ctx *x, uint16_t type, uint8_t *buf
         rc = mc_proto_drain_req_encode(&m, buf, cap, &len);
         break;
     }
+    case MC_WIRE_RESTORE_BATCH: { /* a forged newer version of the victim in a1's segment */
+        struct mc_proto_ref_req m = {x->a1_node, 1};
+        struct mc_master_restore_req it = {.key = x->victim, .key_len = strlen(x->victim),
+                                           .seg = x->a1_seg, .offset = x->a1_seg_size - 4096,
+                                           .alloc_len = 4096, .size = 4096,
+                                           .version = UINT64_MAX / 2};
+
+        rc = mc_proto_restore_req_encode(&m, &it, buf, cap, &len);
+        break;
+    }
     case MC_WIRE_COPY: { /* a forged copy: never from the master's endpoint */
         struct mc_proto_copy_req m = {.id = 1, .version = 1, .len = 4096, .dst_node = 1,
                                       .key = {(const uint8_t *)x->victim, strlen(x->victim)}};
@@ -473,8 +483,8 @@ static const uint16_t t_hp_types[] = {
     MC_WIRE_FENCE,         MC_WIRE_CLUSTER_INFO,
     MC_WIRE_WRITE,         MC_WIRE_READ,
     MC_WIRE_LIST,          MC_WIRE_DRAIN,
-    MC_WIRE_COPY,          MC_WIRE_PUBLISH,
-    MC_WIRE_DROP,
+    MC_WIRE_COPY,          MC_WIRE_RESTORE_BATCH,
+    MC_WIRE_PUBLISH,       MC_WIRE_DROP,
 };
 #define T_HP_NTYPES (sizeof(t_hp_types) / sizeof(t_hp_types[0]))
 static_assert(T_HP_NTYPES == (MC_WIRE__COUNT - 1) / 2, "a request type is missing here");

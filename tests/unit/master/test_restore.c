@@ -100,6 +100,9 @@ START_TEST(test_restore_second_replica_and_newer_version)
 
     ck_assert_int_eq(t_restore(m, "k", s1, 0, 64 * KiB, 10), 0);
     ck_assert_int_eq(t_restore(m, "k", s2, 128 * KiB, 64 * KiB, 10), 0);
+    /* the same replica again: known already, nothing changes */
+    ck_assert_int_eq(t_restore(m, "k", s2, 128 * KiB, 64 * KiB, 10), 0);
+    ck_assert_uint_eq(t_used(m), 128 * KiB);
     /* the same segment twice: one replica per segment */
     ck_assert_int_eq(t_restore(m, "k", s1, 512 * KiB, 64 * KiB, 10), MC_ERR_EXISTS);
     ck_assert_int_eq(t_get(m, "k", &g), 0);
@@ -138,8 +141,9 @@ START_TEST(test_restore_never_brings_back_what_master_let_go)
     ck_assert_int_eq(t_restore(m, "p", seg, 2 * MiB, 64 * KiB, grant.version - 1),
                      MC_ERR_CANCELED);
     ck_assert_int_eq(t_end(m, "p", grant.version, n), 0);
-    /* the visible version, reported again into its own extent: overlap */
-    ck_assert_int_eq(t_restore(m, "p", seg, grant.rep[0].offset, 64 * KiB, grant.version),
+    /* the visible version, reported again at its own extent: known; elsewhere: refused */
+    ck_assert_int_eq(t_restore(m, "p", seg, grant.rep[0].offset, 64 * KiB, grant.version), 0);
+    ck_assert_int_eq(t_restore(m, "p", seg, 3 * MiB + 512 * KiB, 64 * KiB, grant.version),
                      MC_ERR_EXISTS);
     /* retired (upserted over while leased): its version is not brought back */
     v = t_put(m, "r", 64 * KiB, 0, n);
