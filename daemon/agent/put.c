@@ -411,7 +411,9 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
     p->key_len = (uint16_t)key_len;
     memcpy(p->key, key, key_len);
     p->size = size;
-    p->flags = s->put_flags & MC_MASTER_PUT_FLAGS_ALL;
+    /* as stored: what a restore names (the others are the put's, not the object's) */
+    p->flags = s->put_flags & (MC_MASTER_PUT_PIN_SOFT | MC_MASTER_PUT_PIN_HARD |
+                               MC_MASTER_PUT_NO_CHECKSUM);
     p->ttl_ms = s->ttl_ms;
     p->user_data = s->user_data;
     p->deadline_ms = deadline_ms;
