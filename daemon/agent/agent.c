@@ -446,6 +446,8 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     a->cfg.socket = NULL;
     a->cfg.node_name = dup_or_null(cfg->node_name);
     a->cfg.master_addr = dup_or_null(cfg->master_addr);
+    a->cfg.etcd = dup_or_null(cfg->etcd);
+    a->cfg.cluster_id = dup_or_null(cfg->cluster_id);
     a->cfg.listen = dup_or_null(cfg->listen);
     a->cfg.domain = dup_or_null(cfg->domain);
     a->cfg.cluster_token = dup_or_null(cfg->cluster_token);
@@ -583,6 +585,8 @@ void mc_agent_destroy(struct mc_agent *a)
     free(a->cfg.allow_gids);
     free(a->cfg.node_name);
     free(a->cfg.master_addr);
+    free(a->cfg.etcd);
+    free(a->cfg.cluster_id);
     free(a->cfg.listen);
     free(a->cfg.domain);
     if (a->cfg.cluster_token != NULL) {

@@ -17,6 +17,7 @@
 
 #include "daemon/agent/client.h"
 #include "daemon/agent/cluster_int.h"
+#include "daemon/agent/leader.h"
 #include "daemon/common/log.h"
 
 /* --- blocking calls at start-up --------------------------------------------------------- */
@@ -357,6 +358,48 @@ static void hb_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const 
     }
 }
 
+/* --- following the leader (--etcd) ------------------------------------------------------- */
+
+#define LEADER_POLL_MS 100u
+
+/* The leader etcd names now, if newer than the one we follow: our master from now on. A
+ * lower epoch is never followed. Returns whether it changed. */
+static bool leader_follow(struct cluster *cl)
+{
+    struct mc_agent *a = cl->a;
+    char addr[128], *dup;
+    uint64_t epoch;
+
+    if (cl->leader == NULL || !leader_get(cl->leader, addr, sizeof(addr), &epoch) ||
+        epoch <= cl->epoch)
+        return false;
+    if (strcmp(addr, a->cfg.master_addr) != 0) {
+        if ((dup = strdup(addr)) == NULL)
+            return false; /* the next tick tries again */
+        free(a->cfg.master_addr);
+        a->cfg.master_addr = dup;
+    }
+    if (cl->epoch != 0)
+        mc_info("following the leader %s at epoch %llu (was epoch %llu)", addr,
+                (unsigned long long)epoch, (unsigned long long)cl->epoch);
+    cl->epoch = epoch;
+    return true;
+}
+
+/* A new leader: leave the old master now and join the new one at once (no backoff). */
+static void leader_tick(struct cluster *cl)
+{
+    if (!leader_follow(cl))
+        return;
+    if (cl->mstate == M_FETCH)
+        mc_boot_fetch_cancel(&cl->bf);
+    if (cl->master != NULL)
+        master_lost(cl, MC_ERR_UNAVAILABLE);
+    cl->mstate = M_DOWN;
+    cl->backoff_ms = REJOIN_FIRST_MS;
+    cl->rejoin_ms = mc_agent_now_ms();
+}
+
 /* Ticks drain the worker before judging anything by the clock: a loop thread that was
  * off its CPU longer than master_timeout_ms (an oversubscribed host) would otherwise find
  * the master "silent" or a transfer past its turn while their answers wait unread in the
@@ -372,6 +415,7 @@ void cluster_tick(struct mc_agent *a)
         ;
     now = mc_agent_now_ms();
 
+    leader_tick(cl);
     if (cl->m_refused && cl->mstate == M_UP) {
         mc_warn("the master refused our calls as node %u: rejoining", cl->node);
         master_lost(cl, MC_ERR_DENIED);
@@ -650,6 +694,23 @@ int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int sta
         err = mc_boot_listen(a->cfg.listen, BOOT_BACKLOG, &cl->listen_fd, &cl->port);
     if (err != 0)
         return err;
+    if (a->cfg.etcd != NULL) {
+        /* the leader etcd names: wait for one until the deadline */
+        err = leader_start(a->cfg.etcd, a->cfg.cluster_id, LEADER_POLL_MS, &cl->leader);
+        if (err != 0) {
+            mc_error("etcd at %s: %s", a->cfg.etcd, mc_strerror(err));
+            return err;
+        }
+        while (!leader_follow(cl) && mc_agent_now_ms() < deadline)
+            poll(NULL, 0, 20);
+        if (cl->epoch == 0) {
+            mc_error("no leader of cluster %s in etcd at %s within connect_timeout_ms",
+                     a->cfg.cluster_id, a->cfg.etcd);
+            return MC_ERR_UNAVAILABLE;
+        }
+        mc_info("the leader of cluster %s is %s (epoch %llu)", a->cfg.cluster_id,
+                a->cfg.master_addr, (unsigned long long)cl->epoch);
+    }
     err = join(cl, deadline);
     if (err != 0)
         return err;
@@ -693,6 +754,7 @@ void cluster_destroy(struct mc_agent *a)
     /* what is still under way fails through its callbacks (a peer's pending HELLO drops it
      * there); nothing new starts meanwhile */
     cl->destroying = true;
+    leader_stop(cl->leader);
     mc_ucx_destroy(cl->u);
     cl->u = NULL;
     cl_xfer_destroy(cl);

@@ -140,8 +140,12 @@ struct fenced {
 
 #define FENCED_HASH 256u
 
+struct agent_leader;
+
 struct cluster {
     struct mc_agent *a;
+    struct agent_leader *leader; /* --etcd: who leads (leader.h); NULL: master_addr only */
+    uint64_t epoch;              /* the leader's epoch we follow (0: none, or no etcd) */
     void (*fatal)(struct mc_agent *a, int status); /* the agent cannot go on */
     struct mc_ucx *u;
     struct mc_ucx_ep *master;

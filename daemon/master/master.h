@@ -414,6 +414,11 @@ size_t mc_master_drops_take(struct mc_master *m, struct mc_master_drop *out, siz
  * eviction. Bounded work per call; call it every cfg->tick_ms. */
 void mc_master_tick(struct mc_master *m);
 
+/* Versions handed out from now on are above `floor` (a master that starts after another
+ * must not hand out versions the agents already hold: mc-master passes the wall clock in
+ * ns). Never lowers the counter. */
+void mc_master_version_floor(struct mc_master *m, uint64_t floor);
+
 void mc_master_get_stats(const struct mc_master *m, struct mc_master_stats *st_p);
 const struct mc_master_config *mc_master_config(const struct mc_master *m);
 
