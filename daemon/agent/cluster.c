@@ -252,6 +252,13 @@ static void rejoin_helloed(void *ctx, int status, const struct mc_wire_hdr *hdr,
         cl->fatal(cl->a, MC_ERR_DENIED);
         return;
     }
+    if (status == 0 && cl->leader != NULL && rep.epoch < cl->epoch) {
+        /* a master of an older reign (it lost the lead): never follow it */
+        mc_warn("the master at %s is of epoch %llu, we follow %llu: refused",
+                cl->a->cfg.master_addr, (unsigned long long)rep.epoch,
+                (unsigned long long)cl->epoch);
+        status = MC_ERR_UNAVAILABLE;
+    }
     if (status != 0) {
         rejoin_failed(cl, "HELLO", status);
         return;
@@ -593,6 +600,12 @@ static int join(struct cluster *cl, uint64_t deadline)
         mc_error("joining the master at %s: %s", a->cfg.master_addr,
                  err == MC_ERR_DENIED ? "refused (wrong cluster token?)" : mc_strerror(err));
         return err;
+    }
+    if (cl->leader != NULL && hrep.epoch < cl->epoch) {
+        mc_error("joining the master at %s: it is of epoch %llu, the leader's is %llu",
+                 a->cfg.master_addr, (unsigned long long)hrep.epoch,
+                 (unsigned long long)cl->epoch);
+        return MC_ERR_UNAVAILABLE;
     }
     cl->node = hrep.node;
     cl->node_ttl_ms = hrep.node_ttl_ms;

@@ -68,6 +68,7 @@ struct mc_mcmaster_server {
     /* high availability (elect.h; NULL: no etcd, this master serves alone) */
     struct mc_elect *elect;
     uint64_t reign;                 /* the reign the directory belongs to (0: none yet) */
+    uint64_t epoch;                 /* its epoch (HELLO tells it) */
     bool led;                       /* served as leader at the last tick */
     uint64_t recovery_ms, recovery_until_ms;
     struct mc_ucx *u;
@@ -264,6 +265,7 @@ static int h_hello(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     rep.node = node;
     rep.node_ttl_ms = mcfg->node_ttl_ms;
     rep.lease_ttl_ms = mcfg->lease_ttl_ms;
+    rep.epoch = s->epoch; /* agents refuse a master of an older epoch than they follow */
     return mc_proto_hello_rep_encode(&rep, s->out, sizeof(s->out), out_len);
 }
 
@@ -822,6 +824,7 @@ static void ha_tick(struct mc_mcmaster_server *s)
             return;
         }
         s->reign = v.reign;
+        s->epoch = v.epoch;
         s->recovery_until_ms = mc_elect_now_ms() + s->recovery_ms;
         mc_info("leading at epoch %llu: an empty directory, data operations after %llu ms "
                 "of recovery", (unsigned long long)v.epoch,
