@@ -783,6 +783,17 @@ void cluster_destroy(struct mc_agent *a)
     a->cl = NULL;
 }
 
+void cluster_leader_add(const struct mc_agent *a, json_t *o)
+{
+    const struct cluster *cl = a->cl;
+
+    if (cl == NULL || cl->leader == NULL)
+        return;
+    json_object_set_new(o, "leader", json_string(a->cfg.master_addr));
+    json_object_set_new(o, "epoch", json_integer((json_int_t)cl->epoch));
+    json_object_set_new(o, "etcd", json_boolean(leader_etcd_ok(cl->leader)));
+}
+
 void cluster_stats_add(const struct mc_agent *a, json_t *o)
 {
     const struct cluster *cl = a->cl;

@@ -142,7 +142,7 @@ struct t_ha_masters {
 
 static inline void t_ha_master_spawn(struct t_fc *fc, struct t_ha_masters *ms, int i)
 {
-    char ttl[48], name[16], lvl[64];
+    char ttl[48], name[16], lvl[64], ettl[64];
     const char *argv[32];
     int argc = 0;
     struct t_proc *p = &ms->p[i];
@@ -164,6 +164,11 @@ static inline void t_ha_master_spawn(struct t_fc *fc, struct t_ha_masters *ms, i
     argv[argc++] = ms->cluster;
     argv[argc++] = "--set";
     argv[argc++] = "recovery_ms=1000";
+    if (getenv("T_HA_ETCD_TTL_MS") != NULL) { /* figures: a shorter lease */
+        snprintf(ettl, sizeof(ettl), "etcd_ttl_ms=%s", getenv("T_HA_ETCD_TTL_MS"));
+        argv[argc++] = "--set";
+        argv[argc++] = ettl;
+    }
     argc = t_fc_argv_log_level(argv, argc, lvl, sizeof(lvl));
     argv[argc] = NULL;
     t_proc_spawn(p, fc->dir, name, fc->token, argv);

@@ -458,7 +458,21 @@ START_TEST(test_ha_leader_killed_under_load)
         took[k] = t_now_ms() - t_kill;
         ck_assert_msg(took[k] < 5000, "failover %d took %llu ms", k,
                       (unsigned long long)took[k]);
-        ck_assert_int_ne(t_ha_leader(&h.ms, NULL), leader);
+        {
+            /* mcctl cluster through an agent shows the new leader and its epoch */
+            uint64_t epoch = 0;
+            int now = t_ha_leader(&h.ms, &epoch);
+            char addr[64];
+            json_t *j;
+
+            ck_assert_int_ne(now, leader);
+            ck_assert_int_ge(now, 0);
+            snprintf(addr, sizeof(addr), "127.0.0.1:%u", h.ms.p[now].port);
+            j = t_fc_cluster(h.agents[k % 3].sock);
+            ck_assert_str_eq(t_json_str(j, "leader"), addr);
+            ck_assert_int_eq(t_json_int(j, "epoch"), (json_int_t)epoch);
+            json_decref(j);
+        }
         (void)t_proc_reap(&h.ms.p[leader], t_now_ms() + 5000);
         /* every object put before (and since) reads back through every node */
         for (i = 0; i < n; i++)
