@@ -99,13 +99,16 @@ const struct mc_config_entry mc_mcmaster_own_config_table[] = {
      .doc = "With etcd: how often a standby looks at the leader key."},
     {.name = "recovery_ms",
      .type = MC_CFG_MS,
-     .def = "3000",
+     .def = "1000",
      .min = 0,
      .max = 600000,
      .offset = FIELD(recovery_ms),
      .doc = "With etcd: a new leader answers data operations MC_ERR_UNAVAILABLE this long "
             "after it won, while the agents rejoin and report what they hold; membership, "
-            "restores and the ends of puts are served at once."},
+            "restores and the ends of puts are served at once. Agents following etcd rejoin "
+            "within a poll (100 ms) of the new epoch; a read in the window of a key whose "
+            "owner has not reported yet would miss, a put in it wins over the older "
+            "reported version."},
     {.name = NULL},
 };
 
