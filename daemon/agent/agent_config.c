@@ -172,8 +172,8 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
      .doc = "Cluster mode: let UCX use its shared-memory transports (posix, sysv) between "
             "daemons on one host: about twice the bandwidth of tcp there, but a peer killed "
             "while it sends can leave the receiver's shared-memory queue blocked for good "
-            "(UCX 1.13; docs/decisions.md). Off by default; daemons on different hosts never "
-            "use it. UCX_TLS, when set, wins."},
+            "(UCX 1.13), and one killed with -9 leaves its segments in /dev/shm (docs/decisions.md). "
+            "Off by default; daemons on different hosts never use it. UCX_TLS, when set, wins."},
     {.name = "metrics_listen", .type = MC_CFG_STRING, .def = NULL,
      .offset = FIELD(metrics_listen),
      .doc = "HOST:PORT of the HTTP listener serving GET /metrics (Prometheus text format), "

@@ -143,16 +143,20 @@ static bool seg_evict(struct mc_master *m, struct seg *s, evict_done_fn done, ui
 /* What a block must find in a segment: room, and under its tenant's quota. */
 struct fit {
     uint64_t need;
-    uint64_t quota; /* the tenant's (0: none) */
+    uint64_t quota;  /* the tenant's (0: none) */
+    uint64_t others; /* with a quota: the tenant's bytes in its other segments, which
+                        evicting in this one does not change (seg_alloc_evicting sets it) */
 };
 
+/* O(1) per eviction step: only s's own used bytes move while it evicts. */
 static bool done_fits(struct mc_master *m, struct seg *s, uint64_t arg)
 {
     const struct fit *f = (const struct fit *)(uintptr_t)arg;
 
+    (void)m;
     if (mc_alloc_largest_free(s->alloc) < f->need)
         return false;
-    return f->quota == 0 || mc_master__tenant_used(m, s->tenant) + f->need <= f->quota;
+    return f->quota == 0 || f->others + mc_alloc_used_bytes(s->alloc) + f->need <= f->quota;
 }
 
 static bool done_low_watermark(struct mc_master *m, struct seg *s, uint64_t unused)
@@ -164,11 +168,14 @@ static bool done_low_watermark(struct mc_master *m, struct seg *s, uint64_t unus
 
 /* Allocate f->need bytes in s, evicting inline (the tenant's own objects: s is its) until
  * the largest free block fits and the tenant is under its quota. */
-static int seg_alloc_evicting(struct mc_master *m, struct seg *s, const struct fit *f,
+static int seg_alloc_evicting(struct mc_master *m, struct seg *s, const struct fit *want,
                               uint32_t now, uint32_t *alloc_p)
 {
+    struct fit fit = *want, *f = &fit;
     int err;
 
+    if (f->quota != 0)
+        f->others = mc_master__tenant_used(m, s->tenant) - mc_alloc_used_bytes(s->alloc);
     if (done_fits(m, s, (uintptr_t)f)) {
         err = mc_alloc_alloc(s->alloc, f->need, alloc_p);
         if (err != MC_ERR_NO_SPACE)

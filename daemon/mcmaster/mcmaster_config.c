@@ -44,9 +44,9 @@ const struct mc_config_entry mc_mcmaster_own_config_table[] = {
      .offset = FIELD(ucx_shm),
      .doc = "Let UCX use its shared-memory transports (posix, sysv) between daemons on one "
             "host: about twice the bandwidth of tcp there, but a peer killed while it sends "
-            "can leave the receiver's shared-memory queue blocked for good (UCX 1.13; "
-            "docs/decisions.md). Off by default; daemons on different hosts never use it. "
-            "UCX_TLS, when set, wins."},
+            "can leave the receiver's shared-memory queue blocked for good (UCX 1.13), and one "
+            "killed with -9 leaves its segments in /dev/shm (docs/decisions.md). Off by "
+            "default; daemons on different hosts never use it. UCX_TLS, when set, wins."},
     {.name = "max_peers",
      .type = MC_CFG_U64,
      .def = "4096",

@@ -55,22 +55,25 @@ static void teardown(void)
 }
 
 /* Run fn(sock, arg) in a child as uid; its exit status (0: every step held). */
+struct t_as_call {
+    const char *sock;
+    int (*fn)(const char *sock, int arg);
+    int arg;
+};
+
+static int t_as_run(void *ctx)
+{
+    const struct t_as_call *c = ctx;
+
+    return c->fn(c->sock, c->arg);
+}
+
+/* fn(sock, arg) as user uid (tests/lib/t_proc.h); its exit status */
 static int t_as(unsigned uid, const char *sock, int (*fn)(const char *sock, int arg), int arg)
 {
-    int status;
-    pid_t pid;
+    struct t_as_call c = {sock, fn, arg};
 
-    fflush(NULL);
-    pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
-            setresuid(uid, uid, uid) != 0)
-            _exit(100);
-        _exit(fn(sock, arg));
-    }
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+    return t_fork_as(uid, t_as_run, &c);
 }
 
 static uint8_t t_byte(size_t i, int seed)

@@ -52,22 +52,24 @@ static void t_start(struct t_agent *a, const char *dram)
 }
 
 /* Run fn(sock) in a child as uid (gid the same, no supplementary groups); its exit status. */
+struct t_as_call {
+    const char *sock;
+    int (*fn)(const char *sock);
+};
+
+static int t_as_run(void *ctx)
+{
+    const struct t_as_call *c = ctx;
+
+    return c->fn(c->sock);
+}
+
+/* fn(sock) as user uid (tests/lib/t_proc.h); its exit status */
 static int t_as(unsigned uid, const char *sock, int (*fn)(const char *sock))
 {
-    int status;
-    pid_t pid;
+    struct t_as_call c = {sock, fn};
 
-    fflush(NULL);
-    pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
-            setresuid(uid, uid, uid) != 0)
-            _exit(100);
-        _exit(fn(sock));
-    }
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 200 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    return t_fork_as(uid, t_as_run, &c);
 }
 
 static mc_client_t *t_conn(const char *sock)

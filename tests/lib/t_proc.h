@@ -11,6 +11,7 @@
 #define MC_T_PROC_H
 
 #include <dirent.h>
+#include <grp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -29,6 +30,32 @@
 
 #define T_READY_MS 15000 /* start-up deadline (ASan builds start slowly) */
 #define T_STOP_MS  10000 /* SIGTERM grace before SIGKILL */
+
+/*
+ * Runs fn(ctx) in a child process under uid (its gid the same, no supplementary groups):
+ * another local user of the node. Returns the child's exit status; 100 when it could not
+ * become uid, 200 + the signal when one killed it, -1 when fork failed.
+ */
+static inline int t_fork_as(unsigned uid, int (*fn)(void *ctx), void *ctx)
+{
+    int status;
+    pid_t pid;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
+            setresuid(uid, uid, uid) != 0)
+            _exit(100);
+        _exit(fn(ctx));
+    }
+    if (waitpid(pid, &status, 0) != pid)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status)
+                             : 200 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
 
 /* One daemon: its pid, files and (once ready) the port from its ready file. */
 struct t_proc {
