@@ -30,6 +30,8 @@ struct mc_elect {
     _Atomic uint64_t serve_until; /* a copy of v.serve_until_ms for the loop's every request */
     int64_t lease;
     uint64_t ttl_ms;             /* the lease's TTL as etcd granted it */
+    uint32_t rounds;             /* renewals of this reign: the key is read back every 4th */
+    bool renew_failed;           /* the last renewal failed: try again soon */
 };
 
 uint64_t mc_elect_now_ms(void)
@@ -146,6 +148,8 @@ static void campaign(struct mc_elect *e)
         set_view(e, false, (uint64_t)kv->create_rev, 0, kv->value, true);
         goto out;
     }
+    e->rounds = 0;
+    e->renew_failed = false;
     mc_info("leading cluster %s at epoch %" PRId64 " (lease %" PRIx64 ", TTL %" PRIu64 " ms)",
             e->cfg.cluster_id, kv->create_rev, (uint64_t)e->lease, e->ttl_ms);
     set_view(e, true, (uint64_t)kv->create_rev, t0 + e->ttl_ms - margin_ms(e->ttl_ms),
@@ -179,16 +183,24 @@ static void renew(struct mc_elect *e)
         step_down(e, "the lease lapsed at etcd");
         goto out;
     }
-    if (err == 0 && kv != NULL) {
+    if (err == 0) {
+        /* renewed: counted from before the call went out */
+        e->ttl_ms = (uint64_t)ttl_s * 1000u;
+        set_view(e, true, v.epoch, t0 + e->ttl_ms - margin_ms(e->ttl_ms), NULL, true);
+        mc_elect_view(e, &v);
+    }
+    /* the key goes with the lease; read it back now and then all the same (an operator
+     * may have deleted it) */
+    if (err == 0 && kv != NULL && e->rounds++ % 4 == 0) {
         err = mc_etcd_get(e->etcd, e->key, kv);
         if (err == 0 && (!kv->found || (uint64_t)kv->create_rev != v.epoch)) {
             step_down(e, "the leader key is not ours any more");
             goto out;
         }
     }
+    e->renew_failed = err != 0;
     if (err == 0) {
-        e->ttl_ms = (uint64_t)ttl_s * 1000u;
-        set_view(e, true, v.epoch, t0 + e->ttl_ms - margin_ms(e->ttl_ms), NULL, true);
+        /* done above */
     } else if (mc_elect_now_ms() >= v.serve_until_ms) {
         step_down(e, "etcd did not renew the lease in time");
     } else {
@@ -215,7 +227,8 @@ static void *elect_main(void *arg)
         } else {
             renew(e);
             mc_elect_view(e, &v);
-            wait = v.leading ? e->ttl_ms / 5 : 0;
+            /* a failed renewal is tried again at once (the deadline keeps running) */
+            wait = !v.leading ? 0 : e->renew_failed ? 50 : e->ttl_ms / 5;
         }
         if (nap(e, wait))
             break;
