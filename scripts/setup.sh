@@ -11,7 +11,8 @@ shift || true
 
 pkgs=(gcc pkg-config meson ninja-build libucx-dev ucx-utils liburing-dev libjansson-dev
       check libsubunit-dev libxxhash-dev redis-server redis-tools gnuplot-nox
-      clang libclang-rt-dev libsystemd-dev libmicrohttpd-dev libseccomp-dev stress-ng python3 fio)
+      clang libclang-rt-dev libsystemd-dev libmicrohttpd-dev libseccomp-dev stress-ng python3 fio
+      etcd-server etcd-client libcurl4-openssl-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

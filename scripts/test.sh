@@ -14,6 +14,8 @@ cd "$top"
 
 scripts/setup.sh build -Dwerror=true
 ninja -C build
+# every suite but slow, ha included (master HA: a directory rebuilt, failover on an etcd the
+# tests start themselves, about 45 s; skipped without the etcd binary)
 meson test -C build --print-errorlogs --num-processes 2 --no-suite slow
 meson test -C build --suite slow --print-errorlogs   # once, alone: soak 60 s, < 4 min in all
 # integration, fault and cluster again with io_uring denied to every process the tests start

@@ -28,6 +28,7 @@
 #include <mc/mc_status.h>
 
 #include "daemon/agent/cluster.h"
+#include "daemon/agent/holdidx.h"
 #include "daemon/agent/info.h"
 #include "daemon/agent/lease.h"
 #include "daemon/agent/ops.h"
@@ -104,10 +105,33 @@ struct agent_mode {
     void (*leave)(struct mc_agent *a); /* graceful exit */
 };
 
+/* The blocks of published objects our master freed leave our segments' indexes
+ * (holdidx.h), as an owner in a cluster hears through DROP. */
+static void local_drops(struct mc_agent *a)
+{
+    struct mc_master_drop d[256];
+    uint64_t now = mc_agent_now_ms();
+    size_t n, i;
+
+    while ((n = mc_master_drops_take(a->master, d, 256)) > 0) {
+        for (i = 0; i < n; i++) {
+            struct mc_seg *s = agent_seg(a, d[i].seg);
+
+            if (s != NULL && s->held != NULL)
+                (void)mc_holdidx_drop(s->held, d[i].offset, d[i].version, now);
+        }
+    }
+    for (i = 0; i < a->ntenants; i++) {
+        if (a->ten[i].seg != NULL && a->ten[i].seg->held != NULL)
+            mc_holdidx_expire(a->ten[i].seg->held, now);
+    }
+}
+
 static void local_tick(struct mc_agent *a)
 {
     mc_master_node_heartbeat(a->master, a->node);
     mc_master_tick(a->master);
+    local_drops(a);
 }
 
 static bool local_turn(struct mc_agent *a)
@@ -342,6 +366,7 @@ static int standalone_create(struct mc_agent *a)
     err = mc_master_create(&cfg->master, NULL, NULL, &a->master);
     if (err != 0)
         return err;
+    mc_master_drops_enable(a->master, true);
     if (cfg->node_name == NULL && gethostname(host, sizeof(host)) != 0)
         strcpy(host, "local");
     host[sizeof(host) - 1] = '\0';
@@ -421,6 +446,8 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     a->cfg.socket = NULL;
     a->cfg.node_name = dup_or_null(cfg->node_name);
     a->cfg.master_addr = dup_or_null(cfg->master_addr);
+    a->cfg.etcd = dup_or_null(cfg->etcd);
+    a->cfg.cluster_id = dup_or_null(cfg->cluster_id);
     a->cfg.listen = dup_or_null(cfg->listen);
     a->cfg.domain = dup_or_null(cfg->domain);
     a->cfg.cluster_token = dup_or_null(cfg->cluster_token);
@@ -558,6 +585,8 @@ void mc_agent_destroy(struct mc_agent *a)
     free(a->cfg.allow_gids);
     free(a->cfg.node_name);
     free(a->cfg.master_addr);
+    free(a->cfg.etcd);
+    free(a->cfg.cluster_id);
     free(a->cfg.listen);
     free(a->cfg.domain);
     if (a->cfg.cluster_token != NULL) {

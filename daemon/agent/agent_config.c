@@ -125,6 +125,13 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
     {.name = "master_addr", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(master_addr),
      .doc = "Cluster mode: HOST:PORT of mc-master (its TCP bootstrap listener). Unset: the "
             "agent runs standalone with the master service in-process."},
+    {.name = "etcd", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(etcd),
+     .doc = "Cluster mode with master high availability: etcd client URLs (http://HOST:PORT, "
+            "comma-separated); the agent joins whichever mc-master leads cluster_id there, "
+            "follows it when another takes over, and needs no master_addr "
+            "(docs/master.md)."},
+    {.name = "cluster_id", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(cluster_id),
+     .doc = "With etcd: the cluster whose leader to follow (1..63 of [A-Za-z0-9_.-])."},
     {.name = "listen", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(listen),
      .doc = "Cluster mode: HOST:PORT of this agent's TCP bootstrap listener, which hands "
             "peers its UCX worker address (port 0: any free port, written to the ready "
@@ -201,7 +208,11 @@ int mc_agent_config_validate(const void *base, char *err, size_t errlen)
                  (unsigned long long)cfg->max_inflight, (unsigned long long)cfg->sq_entries);
         return MC_ERR_INVALID;
     }
-    if (cfg->master_addr == NULL && cfg->dram < (1u << 20)) {
+    if ((cfg->etcd != NULL) != (cfg->cluster_id != NULL)) {
+        snprintf(err, errlen, "etcd and cluster_id: give both or neither");
+        return MC_ERR_INVALID;
+    }
+    if (cfg->master_addr == NULL && cfg->etcd == NULL && cfg->dram < (1u << 20)) {
         snprintf(err, errlen, "dram: a standalone agent needs at least 1 MiB (0 is for "
                               "client nodes of a cluster)");
         return MC_ERR_INVALID;

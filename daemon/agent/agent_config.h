@@ -41,6 +41,8 @@ struct mc_agent_config {
     uint64_t idle_wakeups_max; /* empty doorbells per second before a client is cut off */
     /* cluster mode (a master address is set) */
     char *master_addr;         /* HOST:PORT of mc-master's bootstrap listener (NULL: standalone) */
+    char *etcd;                /* etcd URLs: follow the leader master there (docs/master.md) */
+    char *cluster_id;          /* with etcd: whose leader (/mcstore/<cluster_id>/leader) */
     char *listen;              /* HOST:PORT: this agent's bootstrap listener for peers */
     char *domain;              /* failure domain (NULL: the node's own) */
     char *cluster_token;       /* shared secret (MC_CLUSTER_TOKEN) */

@@ -17,6 +17,7 @@
 
 #include "daemon/agent/client.h"
 #include "daemon/agent/cluster_int.h"
+#include "daemon/agent/leader.h"
 #include "daemon/common/log.h"
 
 /* --- blocking calls at start-up --------------------------------------------------------- */
@@ -251,6 +252,13 @@ static void rejoin_helloed(void *ctx, int status, const struct mc_wire_hdr *hdr,
         cl->fatal(cl->a, MC_ERR_DENIED);
         return;
     }
+    if (status == 0 && cl->leader != NULL && rep.epoch < cl->epoch) {
+        /* a master of an older reign (it lost the lead): never follow it */
+        mc_warn("the master at %s is of epoch %llu, we follow %llu: refused",
+                cl->a->cfg.master_addr, (unsigned long long)rep.epoch,
+                (unsigned long long)cl->epoch);
+        status = MC_ERR_UNAVAILABLE;
+    }
     if (status != 0) {
         rejoin_failed(cl, "HELLO", status);
         return;
@@ -357,6 +365,48 @@ static void hb_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const 
     }
 }
 
+/* --- following the leader (--etcd) ------------------------------------------------------- */
+
+#define LEADER_POLL_MS 100u
+
+/* The leader etcd names now, if newer than the one we follow: our master from now on. A
+ * lower epoch is never followed. Returns whether it changed. */
+static bool leader_follow(struct cluster *cl)
+{
+    struct mc_agent *a = cl->a;
+    char addr[128], *dup;
+    uint64_t epoch;
+
+    if (cl->leader == NULL || !leader_get(cl->leader, addr, sizeof(addr), &epoch) ||
+        epoch <= cl->epoch)
+        return false;
+    if (strcmp(addr, a->cfg.master_addr) != 0) {
+        if ((dup = strdup(addr)) == NULL)
+            return false; /* the next tick tries again */
+        free(a->cfg.master_addr);
+        a->cfg.master_addr = dup;
+    }
+    if (cl->epoch != 0)
+        mc_info("following the leader %s at epoch %llu (was epoch %llu)", addr,
+                (unsigned long long)epoch, (unsigned long long)cl->epoch);
+    cl->epoch = epoch;
+    return true;
+}
+
+/* A new leader: leave the old master now and join the new one at once (no backoff). */
+static void leader_tick(struct cluster *cl)
+{
+    if (!leader_follow(cl))
+        return;
+    if (cl->mstate == M_FETCH)
+        mc_boot_fetch_cancel(&cl->bf);
+    if (cl->master != NULL)
+        master_lost(cl, MC_ERR_UNAVAILABLE);
+    cl->mstate = M_DOWN;
+    cl->backoff_ms = REJOIN_FIRST_MS;
+    cl->rejoin_ms = mc_agent_now_ms();
+}
+
 /* Ticks drain the worker before judging anything by the clock: a loop thread that was
  * off its CPU longer than master_timeout_ms (an oversubscribed host) would otherwise find
  * the master "silent" or a transfer past its turn while their answers wait unread in the
@@ -372,6 +422,7 @@ void cluster_tick(struct mc_agent *a)
         ;
     now = mc_agent_now_ms();
 
+    leader_tick(cl);
     if (cl->m_refused && cl->mstate == M_UP) {
         mc_warn("the master refused our calls as node %u: rejoining", cl->node);
         master_lost(cl, MC_ERR_DENIED);
@@ -550,6 +601,12 @@ static int join(struct cluster *cl, uint64_t deadline)
                  err == MC_ERR_DENIED ? "refused (wrong cluster token?)" : mc_strerror(err));
         return err;
     }
+    if (cl->leader != NULL && hrep.epoch < cl->epoch) {
+        mc_error("joining the master at %s: it is of epoch %llu, the leader's is %llu",
+                 a->cfg.master_addr, (unsigned long long)hrep.epoch,
+                 (unsigned long long)cl->epoch);
+        return MC_ERR_UNAVAILABLE;
+    }
     cl->node = hrep.node;
     cl->node_ttl_ms = hrep.node_ttl_ms;
     cl->lease_ttl_ms = hrep.lease_ttl_ms;
@@ -650,6 +707,23 @@ int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int sta
         err = mc_boot_listen(a->cfg.listen, BOOT_BACKLOG, &cl->listen_fd, &cl->port);
     if (err != 0)
         return err;
+    if (a->cfg.etcd != NULL) {
+        /* the leader etcd names: wait for one until the deadline */
+        err = leader_start(a->cfg.etcd, a->cfg.cluster_id, LEADER_POLL_MS, &cl->leader);
+        if (err != 0) {
+            mc_error("etcd at %s: %s", a->cfg.etcd, mc_strerror(err));
+            return err;
+        }
+        while (!leader_follow(cl) && mc_agent_now_ms() < deadline)
+            poll(NULL, 0, 20);
+        if (cl->epoch == 0) {
+            mc_error("no leader of cluster %s in etcd at %s within connect_timeout_ms",
+                     a->cfg.cluster_id, a->cfg.etcd);
+            return MC_ERR_UNAVAILABLE;
+        }
+        mc_info("the leader of cluster %s is %s (epoch %llu)", a->cfg.cluster_id,
+                a->cfg.master_addr, (unsigned long long)cl->epoch);
+    }
     err = join(cl, deadline);
     if (err != 0)
         return err;
@@ -693,6 +767,7 @@ void cluster_destroy(struct mc_agent *a)
     /* what is still under way fails through its callbacks (a peer's pending HELLO drops it
      * there); nothing new starts meanwhile */
     cl->destroying = true;
+    leader_stop(cl->leader);
     mc_ucx_destroy(cl->u);
     cl->u = NULL;
     cl_xfer_destroy(cl);
@@ -706,6 +781,17 @@ void cluster_destroy(struct mc_agent *a)
     }
     free(cl);
     a->cl = NULL;
+}
+
+void cluster_leader_add(const struct mc_agent *a, json_t *o)
+{
+    const struct cluster *cl = a->cl;
+
+    if (cl == NULL || cl->leader == NULL)
+        return;
+    json_object_set_new(o, "leader", json_string(a->cfg.master_addr));
+    json_object_set_new(o, "epoch", json_integer((json_int_t)cl->epoch));
+    json_object_set_new(o, "etcd", json_boolean(leader_etcd_ok(cl->leader)));
 }
 
 void cluster_stats_add(const struct mc_agent *a, json_t *o)

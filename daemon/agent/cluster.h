@@ -44,6 +44,9 @@ void cluster_leave(struct mc_agent *a);
 
 /* The agent's own counters of its transfers, for its stats JSON. */
 void cluster_stats_add(const struct mc_agent *a, json_t *o);
+/* With --etcd: the master this agent follows ("master": HOST:PORT, "epoch"), for the
+ * cluster view (mcctl cluster). Nothing without etcd. */
+void cluster_leader_add(const struct mc_agent *a, json_t *o);
 /* Why the agent cannot serve master-bound ops now (rejoining, the master silent), or NULL */
 const char *cluster_health(const struct mc_agent *a);
 /* The peer figures into the metrics arrays (indexed by enum mc_agent_metric). */

@@ -25,6 +25,7 @@
 #define READ_HASH 256u
 #define HELLO_TIMEOUT_MS 3000u /* a peer that does not answer HELLO in time is unreachable */
 #define INFO_TIMEOUT_MS 3000u
+#define PUBLISH_TIMEOUT_MS 3000u /* a PUBLISH to an owner (holdidx.h) */
 #define FENCE_RETRY_MS 1000u
 #define READ_ATTEMPT_MIN_MS 250u /* the shortest turn a replica gets while others are left */
 #define BOOT_BACKLOG 128
@@ -139,8 +140,12 @@ struct fenced {
 
 #define FENCED_HASH 256u
 
+struct agent_leader;
+
 struct cluster {
     struct mc_agent *a;
+    struct agent_leader *leader; /* --etcd: who leads (leader.h); NULL: master_addr only */
+    uint64_t epoch;              /* the leader's epoch we follow (0: none, or no etcd) */
     void (*fatal)(struct mc_agent *a, int status); /* the agent cannot go on */
     struct mc_ucx *u;
     struct mc_ucx_ep *master;
@@ -187,6 +192,7 @@ struct cluster {
         uint64_t writes_out, write_bytes_out, reads_out, read_bytes_in;
         uint64_t writes_in, write_bytes_in, reads_in, refused, peer_errors, failovers;
         uint64_t hedged, copies_out;
+        uint64_t published_out, published_in, drops_in; /* the owners' indexes (holdidx.h) */
     } st;
 };
 

@@ -42,6 +42,8 @@ static void usage(FILE *f)
             "                --socket PATH --dram SIZE [options]\n"
             "  --standalone       run the master service in-process (a one-node store)\n"
             "  --master HOST:PORT cluster mode: join mc-master there (= --set master_addr=)\n"
+            "  --etcd URL[,URL...] --cluster-id ID  cluster mode: join the leader mc-master\n"
+            "                     etcd names, and follow it (= --set etcd= cluster_id=)\n"
             "  --listen HOST:PORT cluster mode: where peers reach this agent (= --set listen=)\n"
             "  --node NAME        this node's name (= --set node_name=NAME)\n"
             "  --domain NAME      its failure domain (= --set domain=NAME)\n"
@@ -161,6 +163,10 @@ int main(int argc, char **argv)
             key = "master_addr";
         } else if (strcmp(argv[i], "--listen") == 0) {
             key = "listen";
+        } else if (strcmp(argv[i], "--etcd") == 0) {
+            key = "etcd";
+        } else if (strcmp(argv[i], "--cluster-id") == 0) {
+            key = "cluster_id";
         } else if (strcmp(argv[i], "--node") == 0) {
             key = "node_name";
         } else if (strcmp(argv[i], "--domain") == 0) {
@@ -212,6 +218,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "mc-agent: unexpected argument '%s'\n", args[1]);
         usage(stderr);
         rc = 2;
+    } else if (cfg.etcd != NULL && cfg.master_addr == NULL &&
+               (cfg.master_addr = strdup("")) == NULL) {
+        rc = 1; /* the leader etcd names is filled in at start-up (cluster.c) */
     } else if (standalone == (cfg.master_addr != NULL)) {
         fprintf(stderr, "mc-agent: give either --standalone or --master HOST:PORT\n");
         usage(stderr);

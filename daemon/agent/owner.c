@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include "daemon/agent/client.h"
+#include "daemon/agent/holdidx.h"
 #include "daemon/common/log.h"
+#include "daemon/proto/hold_proto.h"
 
 static void reply_status(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, int status)
 {
@@ -169,6 +171,96 @@ static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
     }
 }
 
+/* --- the index of complete objects (holdidx.h) ------------------------------------------ */
+
+static void reply_results(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, uint32_t n,
+                          const int *results)
+{
+    struct mc_proto_batch_rep rep = {.n = n};
+    size_t cap = (size_t)n * 4 + 64, len;
+    uint8_t *out = malloc(cap);
+
+    if (out == NULL) {
+        reply_status(ep, hdr, MC_ERR_NOMEM);
+        return;
+    }
+    if (mc_proto_results_rep_encode(&rep, results, out, cap, &len) == 0)
+        mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, out, len);
+    free(out);
+}
+
+/* PUBLISH from a writer: objects it published with a replica in our segments. */
+static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                      const void *pl)
+{
+    struct mc_proto_publish_item *items = malloc(MC_PROTO_BATCH_MAX * sizeof(*items));
+    int *results = malloc(MC_PROTO_BATCH_MAX * sizeof(*results));
+    uint64_t now = mc_agent_now_ms();
+    uint32_t n, i;
+
+    if (items == NULL || results == NULL) {
+        reply_status(ep, hdr, MC_ERR_NOMEM);
+        goto out;
+    }
+    if (mc_proto_publish_req_decode(pl, hdr->payload_len, MC_PROTO_BATCH_MAX, &n, items) != 0) {
+        reply_status(ep, hdr, MC_ERR_PROTO);
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        const struct mc_proto_publish_item *it = &items[i];
+        struct mc_seg *s = agent_seg(cl->a, it->seg);
+        struct mc_holdidx_entry e = {
+            .key = (const char *)it->key.p, .key_len = it->key.len, .offset = it->offset,
+            .alloc_len = it->alloc_len, .size = it->size, .version = it->version,
+            .flags = it->flags, .ttl_ms = it->ttl_ms};
+
+        if (s == NULL)
+            results[i] = MC_ERR_NOT_FOUND;
+        else if (s->held == NULL || it->offset > s->size || it->alloc_len > s->size - it->offset)
+            results[i] = MC_ERR_INVALID;
+        else
+            results[i] = mc_holdidx_add(s->held, &e, now);
+        if (results[i] == 0)
+            cl->st.published_in++;
+    }
+    reply_results(ep, hdr, n, results);
+out:
+    free(items);
+    free(results);
+}
+
+/* DROP from the master: blocks of published objects it freed. */
+static void h_drop(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                   const void *pl)
+{
+    struct mc_proto_drop_item *items = malloc(MC_PROTO_BATCH_MAX * sizeof(*items));
+    int *results = malloc(MC_PROTO_BATCH_MAX * sizeof(*results));
+    uint64_t now = mc_agent_now_ms();
+    uint32_t n, i;
+
+    if (items == NULL || results == NULL) {
+        reply_status(ep, hdr, MC_ERR_NOMEM);
+        goto out;
+    }
+    if (mc_proto_drop_req_decode(pl, hdr->payload_len, MC_PROTO_BATCH_MAX, &n, items) != 0) {
+        reply_status(ep, hdr, MC_ERR_PROTO);
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        struct mc_seg *s = agent_seg(cl->a, items[i].seg);
+
+        results[i] = s == NULL ? MC_ERR_NOT_FOUND : 0;
+        if (s != NULL && s->held != NULL) {
+            (void)mc_holdidx_drop(s->held, items[i].offset, items[i].version, now);
+            cl->st.drops_in++;
+        }
+    }
+    reply_results(ep, hdr, n, results);
+out:
+    free(items);
+    free(results);
+}
+
 static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                        const void *pl)
 {
@@ -211,6 +303,10 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         h_fence(cl, ep, hdr, pl);
     else if (hdr->type == MC_WIRE_COPY && ep == cl->master)
         h_copy(cl, ep, hdr, pl);
+    else if (hdr->type == MC_WIRE_DROP && ep == cl->master)
+        h_drop(cl, ep, hdr, pl);
+    else if (hdr->type == MC_WIRE_PUBLISH)
+        h_publish(cl, ep, hdr, pl);
     else
         reply_status(ep, hdr, MC_ERR_PROTO);
 }
@@ -329,6 +425,13 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         w = calloc(1, sizeof(*w));
         if (w == NULL)
             return NULL;
+        {
+            /* a block freed and handed out again: what the index had there is gone */
+            struct mc_seg *s = agent_seg(a, h.seg);
+
+            if (s->held != NULL)
+                (void)mc_holdidx_overwrite(s->held, h.offset, h.len, h.version);
+        }
         w->what = OP_INWRITE;
         w->cl = cl;
         w->ep = ep;
@@ -455,6 +558,10 @@ void cl_owner_tick(struct cluster *cl, uint64_t now)
         cl->next_fence_ms = now + FENCE_RETRY_MS;
         fence_send(cl);
         fenced_expire(cl, now);
+        for (uint32_t i = 0; i < cl->a->ntenants; i++) {
+            if (cl->a->ten[i].seg != NULL && cl->a->ten[i].seg->held != NULL)
+                mc_holdidx_expire(cl->a->ten[i].seg->held, now);
+        }
     }
 }
 

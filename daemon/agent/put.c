@@ -18,6 +18,7 @@
 #include "daemon/agent/agent_int.h"
 #include "daemon/agent/client.h"
 #include "daemon/agent/fault.h"
+#include "daemon/agent/holdidx.h"
 #include "daemon/common/log.h"
 
 /* Pipelining: the image's leading chunks that are copied (and summed) go out while the
@@ -260,7 +261,13 @@ static int put_image(struct mc_agent *a, struct put *p)
     uint32_t i;
 
     for (i = 0; i < p->nrep; i++) {
-        if ((span = mc_seg_span(agent_seg(a, p->rep[i].seg), p->rep[i].offset, len)) != NULL) {
+        struct mc_seg *s = agent_seg(a, p->rep[i].seg);
+
+        if ((span = mc_seg_span(s, p->rep[i].offset, len)) != NULL) {
+            /* the block was freed and handed to us: what the index had there is gone */
+            if (s->held != NULL)
+                (void)mc_holdidx_overwrite(s->held, p->rep[i].offset, p->rep[i].len,
+                                           p->version);
             p->dst = span;
             p->nremote = p->nrep - 1;
             return 0;
@@ -404,6 +411,10 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
     p->key_len = (uint16_t)key_len;
     memcpy(p->key, key, key_len);
     p->size = size;
+    /* as stored: what a restore names (the others are the put's, not the object's) */
+    p->flags = s->put_flags & (MC_MASTER_PUT_PIN_SOFT | MC_MASTER_PUT_PIN_HARD |
+                               MC_MASTER_PUT_NO_CHECKSUM);
+    p->ttl_ms = s->ttl_ms;
     p->user_data = s->user_data;
     p->deadline_ms = deadline_ms;
     p->t0_ns = a->op_t0_ns;
@@ -414,6 +425,31 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
     client_get(c);
     ml_submit(a->ml, r);
     return 0;
+}
+
+/* The put is published: each replica's owner indexes it (holdidx.h), ours here, the
+ * others through the replica I/O (PUBLISH), so that a new master can learn it from them. */
+static void put_published(struct mc_agent *a, const struct put *p)
+{
+    uint32_t i;
+
+    for (i = 0; i < p->nrep; i++) {
+        struct mc_seg *s = agent_seg(a, p->rep[i].seg);
+        struct mc_rio_publish pub = {.r = &p->rep[i], .key = p->key, .key_len = p->key_len,
+                                     .version = p->version, .size = p->size,
+                                     .flags = p->flags, .ttl_ms = p->ttl_ms};
+
+        if (s != NULL && s->held != NULL) {
+            struct mc_holdidx_entry e = {
+                .key = p->key, .key_len = p->key_len, .offset = p->rep[i].offset,
+                .alloc_len = p->rep[i].len, .size = p->size, .version = p->version,
+                .flags = p->flags, .ttl_ms = p->ttl_ms};
+
+            (void)mc_holdidx_add(s->held, &e, mc_agent_now_ms());
+        } else if (s == NULL && a->rio.ops->publish != NULL) {
+            a->rio.ops->publish(a->rio.impl, &pub);
+        }
+    }
 }
 
 static void put_ended(void *ctx, struct ml_req *r)
@@ -429,8 +465,10 @@ static void put_ended(void *ctx, struct ml_req *r)
      * The caller did nothing wrong and may retry: not "not found", not "denied" */
     if (res == MC_ERR_NOT_FOUND || res == MC_ERR_DENIED)
         res = MC_ERR_UNAVAILABLE;
-    if (res == 0)
+    if (res == 0) {
         a->st.puts++;
+        put_published(a, p);
+    }
     put_forget(p, false);
     if (c->state == CL_ACTIVE)
         client_cqe_res(c, p->user_data, res);

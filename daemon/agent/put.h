@@ -63,6 +63,8 @@ struct put {
     uint32_t busy;       /* copies in progress into it */
     uint64_t version;
     uint64_t size;
+    uint32_t flags;      /* the pin and checksum bits as stored: what owners index */
+    uint64_t ttl_ms;
     uint64_t received;   /* bytes of distinct chunks copied */
     uint64_t t0_ns;      /* metrics: when its PUT or PUT_START was taken */
     uint8_t *dst;        /* the object's image: a replica in our segment, or `image` */

@@ -36,6 +36,16 @@ struct mc_rio_write {
     uint64_t deadline_ms;
 };
 
+/* A published object, told to the owner of replica r (its index of complete objects). */
+struct mc_rio_publish {
+    const struct mc_master_replica *r;
+    const char *key;
+    size_t key_len;
+    uint64_t version, size;
+    uint32_t flags;
+    uint64_t ttl_ms;
+};
+
 struct mc_rio_ops {
     int (*write)(void *impl, const struct mc_rio_write *w, mc_rio_write_fn done, void *ctx);
     /* the first replica of g not in skip (a bit per replica) and not ours that lands
@@ -45,6 +55,9 @@ struct mc_rio_ops {
                 mc_rio_wanted_fn wanted, void *ctx);
     /* how long a lease the master grants lasts, counted from when it was asked for */
     uint64_t (*lease_ttl_ms)(void *impl);
+    /* optional: tell the owner of a replica not ours that its object is published (sent
+     * and forgotten: an owner that misses it does not report that replica to a new master) */
+    void (*publish)(void *impl, const struct mc_rio_publish *p);
 };
 
 struct mc_rio {

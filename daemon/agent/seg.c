@@ -12,7 +12,9 @@
 
 #include <mc/mc_status.h>
 
+#include "daemon/agent/holdidx.h"
 #include "daemon/common/log.h"
+#include "daemon/common/tenant_key.h"
 #include "daemon/master/master.h"
 #include "shm/memfd.h"
 
@@ -41,8 +43,53 @@ static int dram_read(struct mc_seg *s, uint64_t off, void *dst, uint64_t len)
     return 0;
 }
 
+static uint64_t seg_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+#define HOLDINGS_MAX 64
+
+/* A DRAM segment: the keys of the last page of holdings are copied here, so that they stay
+ * valid until the next call (seg.h) whatever the index does meanwhile (a DROP, a PUBLISH). */
+struct dram_seg {
+    struct mc_seg s;
+    char keys[HOLDINGS_MAX][MC_DIR_KEY_MAX];
+};
+
+/* The index's entries, in offset order (holdidx.h). */
+static int dram_holdings(struct mc_seg *s, uint64_t *cursor, struct mc_seg_holding *out, int max)
+{
+    struct dram_seg *d = (struct dram_seg *)s;
+    struct mc_holdidx_entry e[HOLDINGS_MAX];
+    int n, i;
+
+    if (max > HOLDINGS_MAX)
+        max = HOLDINGS_MAX;
+    n = mc_holdidx_walk(s->held, cursor, e, max, seg_now_ms());
+    for (i = 0; i < n; i++) {
+        memcpy(d->keys[i], e[i].key, e[i].key_len);
+        out[i] = (struct mc_seg_holding){
+            .key = d->keys[i], .key_len = e[i].key_len, .offset = e[i].offset,
+            .alloc_len = e[i].alloc_len, .size = e[i].size, .version = e[i].version,
+            .flags = e[i].flags, .ttl_ms = e[i].ttl_ms,
+        };
+    }
+    return n;
+}
+
+/* The master refused that report: the entry goes, not a newer one that took the offset. */
+static void dram_forget(struct mc_seg *s, uint64_t offset, uint64_t version)
+{
+    (void)mc_holdidx_drop(s->held, offset, version, seg_now_ms());
+}
+
 static void dram_destroy(struct mc_seg *s)
 {
+    mc_holdidx_destroy(s->held);
     if (s->base != NULL)
         munmap(s->base, s->size);
     if (s->ro_fd >= 0)
@@ -57,6 +104,8 @@ static const struct mc_seg_ops dram_ops = {
     .write = dram_write,
     .read = dram_read,
     .destroy = dram_destroy,
+    .holdings = dram_holdings,
+    .forget = dram_forget,
 };
 
 /* Fault the whole segment in now: a first write to a shmem page costs an allocation, a
@@ -81,16 +130,19 @@ static void prefault(uint8_t *base, uint64_t size)
 int mc_seg_dram_create(const char *name, uint64_t size, bool hugepages, bool want_prefault,
                        struct mc_seg **s_p)
 {
-    struct mc_seg *s = calloc(1, sizeof(*s));
+    struct dram_seg *d = calloc(1, sizeof(*d));
+    struct mc_seg *s = &d->s;
     int err;
 
-    if (s == NULL)
+    if (d == NULL)
         return MC_ERR_NOMEM;
     s->ops = &dram_ops;
     s->kind = MC_SEG_DRAM;
     s->size = size;
     s->fd = s->ro_fd = -1;
-    err = mc_shm_memfd_create(name, size, hugepages, &s->fd, &s->huge);
+    err = mc_holdidx_create(&s->held);
+    if (err == 0)
+        err = mc_shm_memfd_create(name, size, hugepages, &s->fd, &s->huge);
     if (err == 0)
         err = mc_shm_memfd_seal_size(s->fd);
     if (err == 0)

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 struct mc_seg;
+struct mc_holdidx;
 
 /* A complete object a segment holds, as the master is told of it again (report.h). */
 struct mc_seg_holding {
@@ -54,6 +55,9 @@ struct mc_seg {
     bool huge;      /* backed by huge pages */
     uint8_t *base;  /* addressable kinds: the agent's writable mapping */
     int fd;
+    /* DRAM: the complete objects it holds (holdidx.h), kept by the agent from what the
+     * writers publish and the master frees; NULL for kinds that keep their own */
+    struct mc_holdidx *held;
 };
 
 /*

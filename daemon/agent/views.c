@@ -5,12 +5,14 @@
  */
 #include "daemon/agent/views.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <mc/mc.h>
 
 #include "daemon/agent/client.h"
+#include "daemon/agent/cluster.h"
 #include "daemon/agent/cluster_int.h"
 #include "daemon/agent/info.h"
 
@@ -85,8 +87,18 @@ static void stats_done(void *ctx, int status, const struct mc_wire_hdr *hdr, con
     } else if (status != 0) {
         client_cqe_res(v->c, v->user_data, status);
     } else if (v->arg0 & MC_STATS_F_CLUSTER) {
-        agent_answer_json(v->c, v->user_data, v->data_off, v->data_len,
-                          agent_cluster_json(&rep.stats, segs, rep.nseg, nodes, rep.nnode));
+        char *s = agent_cluster_json(&rep.stats, segs, rep.nseg, nodes, rep.nnode);
+        json_t *o = s != NULL && v->a->cl != NULL && v->a->cl->leader != NULL
+                        ? json_loads(s, 0, NULL)
+                        : NULL;
+
+        if (o != NULL) { /* with --etcd: who leads, at which epoch */
+            cluster_leader_add(v->a, o);
+            free(s);
+            s = json_dumps(o, JSON_COMPACT);
+            json_decref(o);
+        }
+        agent_answer_json(v->c, v->user_data, v->data_off, v->data_len, s);
     } else {
         agent_answer_json(v->c, v->user_data, v->data_off, v->data_len,
                           agent_stats_json(v->a, &rep.stats));

@@ -20,6 +20,7 @@
 
 #include "daemon/agent/client.h"
 #include "daemon/common/log.h"
+#include "daemon/proto/hold_proto.h"
 #include "shm/checksum.h"
 #include "shm/ring.h"
 
@@ -750,10 +751,52 @@ static uint64_t ucx_lease_ttl_ms(void *impl)
     return cl->lease_ttl_ms;
 }
 
+static void publish_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                         size_t len)
+{
+    struct cluster *cl = ctx;
+    struct mc_proto_batch_rep rep;
+    int result = 0;
+
+    (void)hdr;
+    if (status == 0 && (mc_proto_results_rep_decode(pl, len, 1, &rep, &result) != 0 ||
+                        rep.status != 0 || rep.n != 1))
+        status = MC_ERR_PROTO;
+    if (status == 0)
+        status = result;
+    if (status == 0 || status == 1)
+        cl->st.published_out++;
+    else
+        mc_debug("PUBLISH to an owner: %s", mc_strerror(status));
+}
+
+/* The owner of replica p->r indexes the published object (PUBLISH, hold_proto.h). Sent
+ * after put_end was answered and not waited for: the put's caller does not pay for it. */
+static void ucx_publish(void *impl, const struct mc_rio_publish *p)
+{
+    struct cluster *cl = impl;
+    const struct segrec *sr = seg_find(cl, p->r->seg);
+    struct mc_proto_publish_item it = {
+        .seg = p->r->seg, .flags = p->flags, .offset = p->r->offset, .alloc_len = p->r->len,
+        .size = p->size, .version = p->version, .ttl_ms = p->ttl_ms,
+        .key = {(const uint8_t *)p->key, p->key_len}};
+    uint8_t buf[MC_PROTO_KEY_MAX + 96];
+    struct peer *peer;
+    size_t len;
+
+    if (sr == NULL || cl->destroying || (peer = peer_get(cl, sr)) == NULL ||
+        mc_proto_publish_req_encode(1, &it, buf, sizeof(buf), &len) != 0 ||
+        mc_ucx_rpc_call(peer->ep, MC_WIRE_PUBLISH, buf, len,
+                        mc_ucx_now_ms() + PUBLISH_TIMEOUT_MS, publish_done, cl, NULL) != 0)
+        mc_debug("PUBLISH of version %" PRIu64 " to segment %u not sent", p->version,
+                 p->r->seg);
+}
+
 const struct mc_rio_ops mc_rio_ucx_ops = {
     .write = ucx_write,
     .read = ucx_read,
     .lease_ttl_ms = ucx_lease_ttl_ms,
+    .publish = ucx_publish,
 };
 
 /* --- start-over and exit ------------------------------------------------------------------ */

@@ -1116,7 +1116,14 @@ void mc_master_destroy(struct mc_master *m)
         mc_alloc_destroy(m->segs[i].alloc);
     free(m->segs);
     free(m->nodes);
+    free(m->drops);
     free(m);
+}
+
+void mc_master_version_floor(struct mc_master *m, uint64_t floor)
+{
+    if (m->next_version < floor)
+        m->next_version = floor;
 }
 
 void mc_master_get_stats(const struct mc_master *m, struct mc_master_stats *st_p)

@@ -406,9 +406,29 @@ struct mc_master_fence {
 };
 size_t mc_master_fences_take(struct mc_master *m, struct mc_master_fence *out, size_t max);
 
+/* Blocks of published versions that were freed (removed, evicted, retired, TTL-expired,
+ * dropped by a drain): each owner's index of complete objects forgets them (docs/master.md,
+ * "What an owner holds"), so that a new master rebuilding from the owners never gets them
+ * back. Queued only once enabled (mc-master and the standalone agent do; nobody else takes
+ * them); the queue grows to MC_MASTER_DROP_QUEUE_MAX, beyond which drops are lost (their
+ * owners keep those objects: a new master may know them again). Off drops what is queued. */
+#define MC_MASTER_DROP_QUEUE_MAX (UINT64_C(1) << 22)
+struct mc_master_drop {
+    uint32_t seg;
+    uint64_t offset;
+    uint64_t version;
+};
+void mc_master_drops_enable(struct mc_master *m, bool on);
+size_t mc_master_drops_take(struct mc_master *m, struct mc_master_drop *out, size_t max);
+
 /* Timers: node liveness, lease and pin expiry, TTL reclaim, stale-put release, watermark
  * eviction. Bounded work per call; call it every cfg->tick_ms. */
 void mc_master_tick(struct mc_master *m);
+
+/* Versions handed out from now on are above `floor` (a master that starts after another
+ * must not hand out versions the agents already hold: mc-master passes the wall clock in
+ * ns). Never lowers the counter. */
+void mc_master_version_floor(struct mc_master *m, uint64_t floor);
 
 void mc_master_get_stats(const struct mc_master *m, struct mc_master_stats *st_p);
 const struct mc_master_config *mc_master_config(const struct mc_master *m);

@@ -141,6 +141,11 @@ struct mc_master {
      * it is full the release timeout frees the rest) */
     struct mc_master_fence fences[MC_MASTER_FENCE_QUEUE];
     uint32_t fence_head, fence_count;
+    /* published blocks freed, for their owners' indexes (mc_master_drops_take): a ring
+     * that grows to MC_MASTER_DROP_QUEUE_MAX; kept only while drops_on */
+    struct mc_master_drop *drops;
+    size_t drop_head, drop_count, drop_cap;
+    bool drops_on;
     struct mc_drain *drain; /* drain.c: copies in flight, its directory walk */
     struct tenant tenants[MC_MASTER_TENANTS_MAX];
     uint32_t ntenants;      /* >= 1: the default tenant is always there */

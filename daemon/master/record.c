@@ -27,16 +27,59 @@ void mc_master__ver_repoint(struct mc_master *m, struct ver *v)
     }
 }
 
-/* Return one replica's block to its segment (if the segment is still there). */
+static void drop_push(struct mc_master *m, uint32_t seg, uint64_t offset, uint64_t version)
+{
+    if (m->drop_count == m->drop_cap) {
+        size_t cap = m->drop_cap != 0 ? 2 * m->drop_cap : 1024, i;
+        struct mc_master_drop *d;
+
+        if (cap > MC_MASTER_DROP_QUEUE_MAX || (d = malloc(cap * sizeof(*d))) == NULL)
+            return; /* nobody takes them, or no memory: the owner keeps it (master.h) */
+        for (i = 0; i < m->drop_count; i++)
+            d[i] = m->drops[(m->drop_head + i) % m->drop_cap];
+        free(m->drops);
+        m->drops = d;
+        m->drop_cap = cap;
+        m->drop_head = 0;
+    }
+    m->drops[(m->drop_head + m->drop_count++) % m->drop_cap] =
+        (struct mc_master_drop){.seg = seg, .offset = offset, .version = version};
+}
+
+/* Return one replica's block to its segment (if the segment is still there). A block of a
+ * published version is told to its owner (drops), whose index forgets it. */
 void mc_master__rep_release(struct mc_master *m, const struct rep *r, bool hard)
 {
     struct seg *s = seg_of_rep(m, r);
+    const struct ver *v;
 
     if (s == NULL)
         return;
     if (hard)
         s->hard_pinned -= mc_alloc_len(s->alloc, r->alloc);
+    v = mc_alloc_owner(s->alloc, r->alloc);
+    if (m->drops_on && v != NULL && (v->state == VS_COMPLETE || v->state == VS_RETIRED))
+        drop_push(m, seg_id(m, s), mc_alloc_offset(s->alloc, r->alloc), v->id);
     mc_alloc_free(s->alloc, r->alloc);
+}
+
+void mc_master_drops_enable(struct mc_master *m, bool on)
+{
+    m->drops_on = on;
+    if (!on)
+        m->drop_count = 0;
+}
+
+size_t mc_master_drops_take(struct mc_master *m, struct mc_master_drop *out, size_t max)
+{
+    size_t n = 0;
+
+    while (n < max && m->drop_count > 0) {
+        out[n++] = m->drops[m->drop_head];
+        m->drop_head = (m->drop_head + 1) % m->drop_cap;
+        m->drop_count--;
+    }
+    return n;
 }
 
 /* Remove replica i from v (without freeing its block). */

@@ -33,6 +33,8 @@ static void usage(FILE *f)
             "                     (= --set listen=HOST:PORT)\n"
             "  --metrics-listen HOST:PORT  serve /metrics, /health, /ready over HTTP there\n"
             "                     (= --set metrics_listen=; port 0: any free port, logged)\n"
+            "  --etcd URL[,URL...] high availability: elect a leader in etcd there (= --set etcd=)\n"
+            "  --cluster-id ID    with --etcd: the cluster's name (= --set cluster_id=)\n"
             "  --ready-file F     write \"PID PORT\" to F (atomically) once peers can connect\n"
             "%s"
             "  --help             this text\n"
@@ -74,8 +76,8 @@ int main(int argc, char **argv)
 {
     struct mc_mcmaster_config cfg;
     const char *ready = NULL;
-    char **args, *listen_kv = NULL, *metrics_kv = NULL, err[512];
-    int i, n = 1, rc = 2;
+    char **args, *listen_kv = NULL, *metrics_kv = NULL, *kv[2] = {NULL, NULL}, err[512];
+    int i, n = 1, rc = 2, nkv = 0;
 
     /* --listen is a --set spelling: rewritten so the config engine sees one ordered list
      * of overrides (and --dump-config shows it) */
@@ -110,6 +112,18 @@ int main(int argc, char **argv)
             sprintf(metrics_kv, "metrics_listen=%s", argv[++i]);
             args[n++] = "--set";
             args[n++] = metrics_kv;
+        } else if ((strcmp(argv[i], "--etcd") == 0 || strcmp(argv[i], "--cluster-id") == 0) &&
+                   i + 1 < argc && nkv < 2) {
+            /* spellings of --set etcd= and --set cluster_id= */
+            const char *k = argv[i][2] == 'e' ? "etcd=" : "cluster_id=";
+
+            if ((kv[nkv] = malloc(strlen(k) + strlen(argv[i + 1]) + 1)) == NULL) {
+                rc = 1;
+                goto out_args;
+            }
+            sprintf(kv[nkv], "%s%s", k, argv[++i]);
+            args[n++] = "--set";
+            args[n++] = kv[nkv++];
         } else if (strcmp(argv[i], "--ready-file") == 0 && i + 1 < argc) {
             ready = argv[++i];
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -139,6 +153,8 @@ int main(int argc, char **argv)
 out_args:
     free(listen_kv);
     free(metrics_kv);
+    free(kv[0]);
+    free(kv[1]);
     free(args);
     return rc;
 }

@@ -61,6 +61,54 @@ const struct mc_config_entry mc_mcmaster_own_config_table[] = {
      .doc = "HOST:PORT of the HTTP listener serving GET /metrics (Prometheus text format), "
             "/health and /ready (docs/metrics.md); port 0: any free port, logged as "
             "\"metrics on HOST:PORT\". Unset, the default: no listener."},
+    {.name = "etcd",
+     .type = MC_CFG_STRING,
+     .def = NULL,
+     .offset = FIELD(etcd),
+     .doc = "etcd client URLs (http://HOST:PORT, comma-separated) for high availability: "
+            "masters of one cluster_id elect a leader there, the others stand by "
+            "(docs/master.md). Unset, the default: this master serves alone."},
+    {.name = "cluster_id",
+     .type = MC_CFG_STRING,
+     .def = NULL,
+     .offset = FIELD(cluster_id),
+     .doc = "With etcd: the cluster's name (1..63 of [A-Za-z0-9_.-]); the leader holds the "
+            "key /mcstore/<cluster_id>/leader."},
+    {.name = "advertise",
+     .type = MC_CFG_STRING,
+     .def = NULL,
+     .offset = FIELD(advertise),
+     .doc = "With etcd: the HOST:PORT agents fetch this master's address from, published "
+            "while it leads. Unset: the listen address (with the host name when it listens "
+            "on any address) and the port it got."},
+    {.name = "etcd_ttl_ms",
+     .type = MC_CFG_MS,
+     .def = "2000",
+     .min = 1000,
+     .max = 60000,
+     .offset = FIELD(etcd_ttl_ms),
+     .doc = "With etcd: the leader's lease (whole seconds at etcd, which may raise it to its "
+            "minimum). The leader renews it every fifth and stops answering a quarter of it "
+            "(at least 250 ms) before it could lapse, by its own clock."},
+    {.name = "etcd_poll_ms",
+     .type = MC_CFG_MS,
+     .def = "100",
+     .min = 10,
+     .max = 10000,
+     .offset = FIELD(etcd_poll_ms),
+     .doc = "With etcd: how often a standby looks at the leader key."},
+    {.name = "recovery_ms",
+     .type = MC_CFG_MS,
+     .def = "1000",
+     .min = 0,
+     .max = 600000,
+     .offset = FIELD(recovery_ms),
+     .doc = "With etcd: a new leader answers data operations MC_ERR_UNAVAILABLE this long "
+            "after it won, while the agents rejoin and report what they hold; membership, "
+            "restores and the ends of puts are served at once. Agents following etcd rejoin "
+            "within a poll (100 ms) of the new epoch; a read in the window of a key whose "
+            "owner has not reported yet would miss, a put in it wins over the older "
+            "reported version."},
     {.name = NULL},
 };
 
@@ -93,6 +141,20 @@ int mc_mcmaster_config_validate(const void *base, char *err, size_t errlen)
     if (has_token && strlen(cfg->cluster_token) > MC_PROTO_TOKEN_MAX) {
         snprintf(err, errlen, "cluster_token: longer than %u bytes", MC_PROTO_TOKEN_MAX);
         return MC_ERR_INVALID;
+    }
+    if ((cfg->etcd != NULL) != (cfg->cluster_id != NULL)) {
+        snprintf(err, errlen, "etcd and cluster_id: give both or neither");
+        return MC_ERR_INVALID;
+    }
+    if (cfg->cluster_id != NULL) {
+        size_t n = strlen(cfg->cluster_id);
+
+        if (n == 0 || n > 63 ||
+            strspn(cfg->cluster_id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                    "0123456789_.-") != n) {
+            snprintf(err, errlen, "cluster_id: 1..63 of [A-Za-z0-9_.-]");
+            return MC_ERR_INVALID;
+        }
     }
     return mc_master_config_validate(&cfg->master, err, errlen);
 }

@@ -22,6 +22,13 @@ struct mc_mcmaster_config {
     bool ucx_shm;          /* let UCX use shared memory between daemons of one host */
     uint64_t max_peers;    /* accepted endpoints at most */
     char *metrics_listen;  /* HOST:PORT of the metrics and health pages (NULL: none) */
+    /* high availability (docs/master.md): NULL etcd, a master alone as before */
+    char *etcd;            /* etcd client URLs, comma-separated */
+    char *cluster_id;      /* the leader key is /mcstore/<cluster_id>/leader */
+    char *advertise;       /* HOST:PORT agents bootstrap from (NULL: the listen address) */
+    uint64_t etcd_ttl_ms;  /* the leader's lease */
+    uint64_t etcd_poll_ms; /* a standby's look at the leader key */
+    uint64_t recovery_ms;  /* a new leader answers data ops UNAVAILABLE this long */
 };
 
 /* The whole key space of mc-master: daemon + own + master tables. */

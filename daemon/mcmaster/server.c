@@ -24,6 +24,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mc/mc_status.h>
@@ -34,7 +35,9 @@
 #include "daemon/common/notify.h"
 #include "daemon/master/exec.h"
 #include "daemon/master/master.h"
+#include "daemon/mcmaster/elect.h"
 #include "daemon/mcmaster/mcmaster_metrics.h"
+#include "daemon/proto/hold_proto.h"
 #include "daemon/proto/master_proto.h"
 #include "ucx_backend/ucx.h"
 
@@ -61,6 +64,13 @@ struct seg_blobs {
 
 struct mc_mcmaster_server {
     struct mc_master *m;
+    struct mc_master_config mcfg;   /* to start a new directory with each reign */
+    /* high availability (elect.h; NULL: no etcd, this master serves alone) */
+    struct mc_elect *elect;
+    uint64_t reign;                 /* the reign the directory belongs to (0: none yet) */
+    uint64_t epoch;                 /* its epoch (HELLO tells it) */
+    bool led;                       /* served as leader at the last tick */
+    uint64_t recovery_ms, recovery_until_ms;
     struct mc_ucx *u;
     int listen_fd, timer_fd, signal_fd;
     uint16_t port;
@@ -93,6 +103,8 @@ struct mc_mcmaster_server {
     struct mc_master_stat stats[MC_PROTO_BATCH_MAX];
     struct mc_proto_fence_item fences[MC_PROTO_BATCH_MAX];
     struct mc_master_restore_req restores[MC_PROTO_BATCH_MAX];
+    struct mc_master_drop drops[MC_PROTO_BATCH_MAX];            /* drops_send */
+    struct mc_proto_drop_item drop_items[MC_PROTO_BATCH_MAX];
     struct mc_proto_seg_entry seg_page[MC_PROTO_SEG_PAGE_MAX];
     struct mc_master_node_info node_info[MC_PROTO_NODE_PAGE_MAX];
     struct mc_proto_node_entry node_page[MC_PROTO_NODE_PAGE_MAX];
@@ -253,6 +265,7 @@ static int h_hello(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     rep.node = node;
     rep.node_ttl_ms = mcfg->node_ttl_ms;
     rep.lease_ttl_ms = mcfg->lease_ttl_ms;
+    rep.epoch = s->epoch; /* agents refuse a master of an older epoch than they follow */
     return mc_proto_hello_rep_encode(&rep, s->out, sizeof(s->out), out_len);
 }
 
@@ -743,6 +756,89 @@ static enum mc_mcmaster_metric rpc_metric(uint16_t type)
     }
 }
 
+/* --- high availability (elect.h) ------------------------------------------------------------ */
+
+/* Whether a request may be served now: nothing unless this master leads and its lease
+ * cannot have lapsed (by its own clock: a leader that was stopped or cut off answers nothing
+ * once it resumes); during the recovery window after a win, no data operation (the agents
+ * are still reporting what they hold), while membership, restores, the ends of puts, fences
+ * and the cluster view go on. 0, or the status to answer. */
+static int ha_gate(struct mc_mcmaster_server *s, uint16_t type)
+{
+    uint64_t now = mc_elect_now_ms();
+
+    if (!mc_elect_serving(s->elect, now) || s->reign == 0 || !s->led)
+        return MC_ERR_UNAVAILABLE;
+    if (now >= s->recovery_until_ms)
+        return 0;
+    switch (type) {
+    case MC_WIRE_PUT_START_BATCH:
+    case MC_WIRE_GET_BATCH:
+    case MC_WIRE_EXIST_BATCH:
+    case MC_WIRE_REMOVE_BATCH:
+    case MC_WIRE_LIST:
+    case MC_WIRE_DRAIN:
+        return MC_ERR_UNAVAILABLE;
+    default:
+        return 0;
+    }
+}
+
+/* Drop every peer and start an empty directory: a new reign learns everything again from
+ * the agents (they rejoin and report), and a master that stepped down keeps nobody. */
+static int ha_reset(struct mc_mcmaster_server *s)
+{
+    struct mc_master *m;
+    struct timespec ts;
+    int err;
+
+    while (s->peers != NULL)
+        peer_drop(s, s->peers, true);
+    for (size_t i = 0; i < s->nsegs; i++)
+        blobs_clear(&s->segs[i]);
+    s->nfence_retry = 0;
+    err = mc_master_create(&s->mcfg, NULL, NULL, &m);
+    if (err != 0)
+        return err;
+    mc_master_destroy(s->m);
+    s->m = m;
+    mc_master_drops_enable(s->m, true);
+    /* versions above any an earlier leader handed out (masters' clocks agree far better
+     * than a failover takes) */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    mc_master_version_floor(s->m, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+    return 0;
+}
+
+/* From the tick: follow what the election thread decided. */
+static void ha_tick(struct mc_mcmaster_server *s)
+{
+    struct mc_elect_view v;
+    bool serving = mc_elect_serving(s->elect, mc_elect_now_ms());
+
+    mc_elect_view(s->elect, &v);
+    if (serving && v.reign != s->reign) {
+        if (ha_reset(s) != 0) {
+            mc_error("a new directory for epoch %llu: out of memory",
+                     (unsigned long long)v.epoch);
+            return;
+        }
+        s->reign = v.reign;
+        s->epoch = v.epoch;
+        s->recovery_until_ms = mc_elect_now_ms() + s->recovery_ms;
+        mc_info("leading at epoch %llu: an empty directory, data operations after %llu ms "
+                "of recovery", (unsigned long long)v.epoch,
+                (unsigned long long)s->recovery_ms);
+    }
+    if (s->led && !serving) {
+        mc_warn("not leading any more (epoch %llu): every peer dropped",
+                (unsigned long long)v.epoch);
+        while (s->peers != NULL)
+            peer_drop(s, s->peers, true);
+    }
+    s->led = serving;
+}
+
 static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                        const void *pl)
 {
@@ -756,6 +852,11 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
     if (s->stopping) {
         s->mvals[MM_RPCS_FAILED]++;
         reply_status(ep, hdr, MC_ERR_UNAVAILABLE);
+        return;
+    }
+    if (s->elect != NULL && (rc = ha_gate(s, hdr->type)) != 0) {
+        s->mvals[MM_RPCS_FAILED]++;
+        reply_status(ep, hdr, rc);
         return;
     }
     p = peer_of(s, ep);
@@ -796,6 +897,29 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
 /* --- bootstrap listener ----------------------------------------------------------------- */
 
 /* --- life cycle ------------------------------------------------------------------------- */
+
+/* What the leader key says agents should bootstrap from: advertise, else the listen host
+ * (the host name when it listens on any address) with the port we got. */
+static int ha_advertise(const struct mc_mcmaster_config *cfg, uint16_t port, char *buf,
+                        size_t cap)
+{
+    char host[64];
+    const char *p;
+
+    if (cfg->advertise != NULL)
+        return (size_t)snprintf(buf, cap, "%s", cfg->advertise) < cap ? 0 : MC_ERR_INVALID;
+    if (mc_boot_split(cfg->listen, host, sizeof(host), &p) != 0)
+        return MC_ERR_INVALID;
+    if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0) {
+        if (gethostname(host, sizeof(host)) != 0)
+            return MC_ERR_INVALID;
+        host[sizeof(host) - 1] = '\0';
+    }
+    return (size_t)snprintf(buf, cap, strchr(host, ':') != NULL ? "[%s]:%u" : "%s:%u", host,
+                            (unsigned)port) < cap
+               ? 0
+               : MC_ERR_INVALID;
+}
 
 int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
                               struct mc_mcmaster_server **s_p)
@@ -860,7 +984,17 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
         err = MC_ERR_IO;
         goto err_destroy;
     }
+    s->mcfg = cfg->master;
     err = mc_master_create(&cfg->master, NULL, NULL, &s->m);
+    if (err == 0) {
+        struct timespec ts;
+
+        mc_master_drops_enable(s->m, true);
+        /* versions above any a master before us handed out: the agents may hold them */
+        clock_gettime(CLOCK_REALTIME, &ts);
+        mc_master_version_floor(s->m, (uint64_t)ts.tv_sec * 1000000000u +
+                                          (uint64_t)ts.tv_nsec);
+    }
     if (err != 0) {
         mc_error("master service: %s", mc_strerror(err));
         goto err_destroy;
@@ -888,6 +1022,23 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
         goto err_destroy;
     mc_info("listening on %s (port %u), worker address %zu bytes", cfg->listen,
             (unsigned)s->port, addr_len);
+    if (cfg->etcd != NULL) {
+        char adv[128];
+        struct mc_elect_config ec = {.endpoints = cfg->etcd, .cluster_id = cfg->cluster_id,
+                                     .advertise = adv, .ttl_ms = cfg->etcd_ttl_ms,
+                                     .poll_ms = cfg->etcd_poll_ms};
+
+        err = ha_advertise(cfg, s->port, adv, sizeof(adv));
+        if (err == 0)
+            err = mc_elect_start(&ec, &s->elect);
+        if (err != 0) {
+            mc_error("etcd election at %s: %s", cfg->etcd, mc_strerror(err));
+            goto err_destroy;
+        }
+        s->recovery_ms = cfg->recovery_ms;
+        mc_info("standing for leader of cluster %s in etcd at %s as %s", cfg->cluster_id,
+                cfg->etcd, adv);
+    }
     *s_p = s;
     return 0;
 
@@ -994,6 +1145,55 @@ static void fences_send(struct mc_mcmaster_server *s)
     /* blocks whose owner has no endpoint: it is gone, and its segment with them */
 }
 
+/* --- drops: the owners' indexes of complete objects forget what was freed ------------------- */
+
+#define DROP_BATCH 1024u
+
+static void drop_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
+                      size_t len)
+{
+    (void)ctx;
+    (void)hdr;
+    (void)pl;
+    (void)len;
+    if (status != 0)
+        mc_debug("DROP to an owner: %s", mc_strerror(status));
+}
+
+/* Tell each owner which blocks of published objects were freed in its segments
+ * (mc_master_drops_take): its index must not report them to a later master. */
+static void drops_send(struct mc_mcmaster_server *s)
+{
+    struct mc_master_drop *d = s->drops;
+    struct mc_proto_drop_item *items = s->drop_items;
+    struct peer *p;
+    size_t n, i;
+
+    while ((n = mc_master_drops_take(s->m, d, DROP_BATCH)) > 0) {
+        for (p = s->peers; p != NULL; p = p->next) {
+            uint32_t k = 0;
+            size_t len;
+
+            if (!p->authed || p->node == MC_MASTER_NODE_NONE)
+                continue;
+            for (i = 0; i < n; i++) {
+                struct mc_master_seg_info info;
+
+                if (seg_info(s, d[i].seg, &info) != 0 || info.node != p->node)
+                    continue;
+                items[k++] = (struct mc_proto_drop_item){
+                    .seg = d[i].seg, .offset = d[i].offset, .version = d[i].version};
+            }
+            if (k > 0 &&
+                (mc_proto_drop_req_encode(k, items, s->out, sizeof(s->out), &len) != 0 ||
+                 mc_ucx_rpc_call(p->ep, MC_WIRE_DROP, s->out, len,
+                                 mc_ucx_now_ms() + FENCE_TIMEOUT_MS, drop_done, s, NULL) != 0))
+                mc_warn("DROP of %u blocks to node %u not sent", k, p->node);
+        }
+        /* blocks whose owner has no endpoint: it is gone, and its segment with them */
+    }
+}
+
 /* --- copies of a drain: the source's owner writes the bytes to the target ------------------ */
 
 #define COPY_BATCH 16u
@@ -1077,6 +1277,8 @@ static void on_timer(struct mc_mcmaster_server *s)
      * have not looked at yet. Bounded: a flood of requests cannot hold the tick off. */
     for (int i = 0; i < 1024 && mc_ucx_progress(s->u); i++)
         ;
+    if (s->elect != NULL)
+        ha_tick(s);
     {
         struct mc_master_stats before, after;
 
@@ -1091,6 +1293,7 @@ static void on_timer(struct mc_mcmaster_server *s)
     }
     copies_send(s);
     fences_send(s);
+    drops_send(s);
     mc_ucx_expire(s->u, mc_ucx_now_ms());
 }
 
@@ -1198,6 +1401,7 @@ void mc_mcmaster_server_destroy(struct mc_mcmaster_server *s)
 
     if (s == NULL)
         return;
+    mc_elect_stop(s->elect); /* a leader hands over at once: it deletes its key */
     mc_metrics_destroy(s->metrics);
     while (s->peers != NULL)
         peer_drop(s, s->peers, true);

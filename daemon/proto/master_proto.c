@@ -156,6 +156,8 @@ int mc_proto_hello_rep_encode(const struct mc_proto_hello_rep *m, void *buf, siz
         mc_wire_put_u32(&w, m->node);
         mc_wire_put_u64(&w, m->node_ttl_ms);
         mc_wire_put_u64(&w, m->lease_ttl_ms);
+        if (m->epoch != 0)
+            mc_wire_put_u64(&w, m->epoch);
     }
     return encode_end(&w, buf, len_p);
 }
@@ -173,6 +175,11 @@ int mc_proto_hello_rep_decode(const void *buf, size_t len, struct mc_proto_hello
         m_p->lease_ttl_ms = mc_wire_get_u64(&r);
         if (m_p->node == MC_MASTER_NODE_NONE || m_p->node_ttl_ms == 0 || m_p->lease_ttl_ms == 0)
             fail(&r);
+        if (!r.bad && mc_wire_reader_left(&r) > 0) {
+            m_p->epoch = mc_wire_get_u64(&r);
+            if (m_p->epoch == 0)
+                fail(&r);
+        }
     }
     return decode_end(&r);
 }

@@ -45,7 +45,8 @@
     X(HELLO, hello, 1, MC_RPC_TO_MASTER | MC_RPC_PEER | MC_RPC_NO_SESSION, 0,                      \
       "blob token (0..256 bytes), blob name (1..63 graphic ASCII), blob domain (0..63), "          \
       "u64 incarnation (left out when 0)",                                                         \
-      "i32 status [u32 node, u64 node_ttl_ms, u64 lease_ttl_ms]")                                  \
+      "i32 status [u32 node, u64 node_ttl_ms, u64 lease_ttl_ms, "                                 \
+      "u64 epoch (the leader's, --etcd; left out when 0)]")                                  \
     X(MOUNT, mount, 3, MC_RPC_TO_MASTER, 0,                                                        \
       "u32 node, u32 kind, u64 base, u64 size (> 0), blob worker_addr (1..4096), "                 \
       "blob rkey (0..4096), blob tenant (0..32 of [A-Za-z0-9_.-]; 0: the default), u64 quota, "   \
@@ -109,7 +110,20 @@
       "u64 xfer, u32 seg, u32 alloc, u64 version, u64 offset, u64 len",                            \
       "bulk READ_REPLY frame (id xfer, len bytes), then i32 status")
 
-#define MC_PROTO_RPCS(X) MC_PROTO_MASTER_RPCS(X) MC_PROTO_OWNER_RPCS(X) MC_PROTO_PEER_RPCS(X)
+/* What keeps an owner's index of complete objects exact (hold_proto.h, docs/master.md "What
+ * an owner holds"): the writer tells the owners of its replicas that a put was published,
+ * the master tells an owner that a block it held was freed. */
+#define MC_PROTO_HOLD_RPCS(X)                                                                      \
+    X(PUBLISH, publish, 37, MC_RPC_PEER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                        \
+      "u32 n (1..1024), n * {u32 seg, u32 flags, u64 offset, u64 alloc_len, u64 size, "            \
+      "u64 version, u64 ttl_ms, blob key}",                                                        \
+      "i32 status [u32 n, n * i32 status]")                                                        \
+    X(DROP, drop, 39, MC_RPC_TO_OWNER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                          \
+      "u32 n (1..1024), n * {u32 seg, u64 offset, u64 version (> 0)}",                             \
+      "i32 status [u32 n, n * i32 status]")
+
+#define MC_PROTO_RPCS(X)                                                                           \
+    MC_PROTO_MASTER_RPCS(X) MC_PROTO_OWNER_RPCS(X) MC_PROTO_PEER_RPCS(X) MC_PROTO_HOLD_RPCS(X)
 
 /* The composite items of the layouts: X(name, "layout"). */
 #define MC_PROTO_ITEMS(X)                                                                          \
@@ -130,7 +144,7 @@
     MC_WIRE_##NAME = (type), MC_WIRE_##NAME##_REPLY = (type) + 1,
 enum mc_wire_type {
     MC_PROTO_RPCS(MC_PROTO_RPC_ENUM)
-    MC_WIRE__COUNT = 37, /* valid types are 1 .. MC_WIRE__COUNT - 1 */
+    MC_WIRE__COUNT = 41, /* valid types are 1 .. MC_WIRE__COUNT - 1 */
 };
 #undef MC_PROTO_RPC_ENUM
 

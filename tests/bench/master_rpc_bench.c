@@ -19,7 +19,9 @@
  *
  * usage: master-rpc-bench [--master-bin PATH] [--clients N] [--batch B] [--depth D]
  *                         [--seconds S] [--seg-size BYTES] [--obj-size BYTES]
- *                         [--key-bytes K] [--max-keys N]
+ *                         [--key-bytes K] [--max-keys N] [--etcd URLS]
+ * --etcd: mc-master runs with --etcd URLS (an etcd the caller runs): the same bench with
+ * the leader's lease renewals and the per-request lease check (docs/master.md, HA).
  * The last line is one JSON object.
  */
 #include <arpa/inet.h>
@@ -597,6 +599,9 @@ fail:
 static pid_t master_pid = -1;
 static char master_dir[64];
 
+/* --etcd URLS: mc-master stands for leader there (HA's steady-state cost) */
+static const char *rb_etcd;
+
 static int master_start(const char *bin, uint8_t *addr, size_t *alen_p)
 {
     char ready[128];
@@ -621,8 +626,12 @@ static int master_start(const char *bin, uint8_t *addr, size_t *alen_p)
     if (master_pid < 0)
         return -1;
     if (master_pid == 0) {
-        const char *argv[] = {bin, "--listen", "127.0.0.1:0", "--ready-file", ready, NULL};
+        const char *argv[] = {bin, "--listen", "127.0.0.1:0", "--ready-file", ready,
+                              "--etcd", rb_etcd, "--cluster-id", "rpcbench", "--set",
+                              "recovery_ms=0", NULL};
 
+        if (rb_etcd == NULL)
+            argv[5] = NULL;
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         setenv("MC_CLUSTER_TOKEN", RB_TOKEN, 1);
         execv(bin, (char *const *)argv);
@@ -647,6 +656,8 @@ static int master_start(const char *bin, uint8_t *addr, size_t *alen_p)
         return -1;
     }
     fclose(f);
+    if (rb_etcd != NULL)
+        poll(NULL, 0, 1000); /* the election: a lone candidate wins in a few ms */
 
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -853,6 +864,7 @@ int main(int argc, char **argv)
         {"seg-size", required_argument, NULL, 'g'},
         {"obj-size", required_argument, NULL, 'o'},
         {"key-bytes", required_argument, NULL, 'k'},
+        {"etcd", required_argument, NULL, 'e'},
         {"max-keys", required_argument, NULL, 'x'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -880,6 +892,9 @@ int main(int argc, char **argv)
         switch (c) {
         case 'm':
             o.master_bin = optarg;
+            break;
+        case 'e':
+            rb_etcd = optarg;
             break;
         case 'c':
             if (parse_u64(optarg, 1, RB_CLIENTS, &v) != 0)

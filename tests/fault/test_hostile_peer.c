@@ -46,6 +46,7 @@
 #include <mc/mc_status.h>
 
 #include "daemon/common/bootstrap.h"
+#include "daemon/proto/hold_proto.h"
 #include "daemon/proto/master_proto.h"
 #include "daemon/proto/peer_proto.h"
 #include "ucx_backend/ucx.h"
@@ -350,6 +351,21 @@ static size_t t_hp_payload(const struct t_hp_ctx *x, uint16_t type, uint8_t *buf
         rc = mc_proto_copy_req_encode(&m, buf, cap, &len);
         break;
     }
+    case MC_WIRE_PUBLISH: { /* a forged publication: the owner would report it */
+        struct mc_proto_publish_item it = {.seg = x->a1_seg, .alloc_len = 4096, .size = 1,
+                                           .version = 1,
+                                           .key = {(const uint8_t *)x->victim,
+                                                   strlen(x->victim)}};
+
+        rc = mc_proto_publish_req_encode(1, &it, buf, cap, &len);
+        break;
+    }
+    case MC_WIRE_DROP: { /* a forged drop: never from the master's endpoint */
+        struct mc_proto_drop_item it = {x->a1_seg, 0, 1};
+
+        rc = mc_proto_drop_req_encode(1, &it, buf, cap, &len);
+        break;
+    }
     default:
         break;
     }
@@ -468,6 +484,7 @@ static const uint16_t t_hp_types[] = {
     MC_WIRE_WRITE,         MC_WIRE_READ,
     MC_WIRE_LIST,          MC_WIRE_DRAIN,
     MC_WIRE_COPY,          MC_WIRE_RESTORE_BATCH,
+    MC_WIRE_PUBLISH,       MC_WIRE_DROP,
 };
 #define T_HP_NTYPES (sizeof(t_hp_types) / sizeof(t_hp_types[0]))
 static_assert(T_HP_NTYPES == (MC_WIRE__COUNT - 1) / 2, "a request type is missing here");

@@ -1,0 +1,151 @@
+/*
+ * Following the leader through etcd (leader.h).
+ */
+#include "daemon/agent/leader.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <mc/mc_status.h>
+
+#include "daemon/common/etcd.h"
+#include "daemon/common/log.h"
+
+struct agent_leader {
+    struct mc_etcd *etcd;
+    char key[128];
+    uint64_t poll_ms;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    /* under mu */
+    bool found, etcd_ok;
+    uint64_t epoch;
+    char addr[128];
+};
+
+static bool nap(struct agent_leader *l, uint64_t ms)
+{
+    struct timespec ts;
+    bool stop;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop && pthread_cond_timedwait(&l->cv, &l->mu, &ts) != ETIMEDOUT)
+        ;
+    stop = l->stop;
+    pthread_mutex_unlock(&l->mu);
+    return stop;
+}
+
+static void *leader_main(void *arg)
+{
+    struct agent_leader *l = arg;
+    struct mc_etcd_kv *kv = malloc(sizeof(*kv));
+
+    do {
+        int err = kv != NULL ? mc_etcd_get(l->etcd, l->key, kv) : MC_ERR_NOMEM;
+
+        pthread_mutex_lock(&l->mu);
+        l->etcd_ok = err == 0;
+        /* a leader's value is its HOST:PORT; a lower epoch than one seen is stale */
+        if (err == 0 && kv->found && kv->value_len > 0 && kv->value_len < sizeof(l->addr) &&
+            strchr(kv->value, ':') != NULL && (uint64_t)kv->create_rev > l->epoch) {
+            if (l->found)
+                mc_info("the leader is %s at epoch %lld now (was epoch %llu)", kv->value,
+                        (long long)kv->create_rev, (unsigned long long)l->epoch);
+            l->found = true;
+            l->epoch = (uint64_t)kv->create_rev;
+            memcpy(l->addr, kv->value, kv->value_len + 1);
+        }
+        pthread_mutex_unlock(&l->mu);
+    } while (!nap(l, l->poll_ms));
+    free(kv);
+    return NULL;
+}
+
+int leader_start(const char *endpoints, const char *cluster_id, uint64_t poll_ms,
+                 struct agent_leader **l_p)
+{
+    struct agent_leader *l;
+    size_t n = cluster_id != NULL ? strlen(cluster_id) : 0;
+    pthread_condattr_t ca;
+    int err;
+
+    if (n == 0 || n > 63 || poll_ms == 0 ||
+        strspn(cluster_id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+            n)
+        return MC_ERR_INVALID;
+    l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return MC_ERR_NOMEM;
+    snprintf(l->key, sizeof(l->key), "/mcstore/%s/leader", cluster_id);
+    l->poll_ms = poll_ms;
+    err = mc_etcd_create(endpoints, poll_ms * 5 < 500 ? 500 : poll_ms * 5, &l->etcd);
+    if (err != 0) {
+        free(l);
+        return err;
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&l->thread, NULL, leader_main, l) != 0) {
+        mc_etcd_destroy(l->etcd);
+        free(l);
+        return MC_ERR_IO;
+    }
+    *l_p = l;
+    return 0;
+}
+
+void leader_stop(struct agent_leader *l)
+{
+    if (l == NULL)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    mc_etcd_destroy(l->etcd);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l);
+}
+
+bool leader_get(struct agent_leader *l, char *addr, size_t cap, uint64_t *epoch_p)
+{
+    bool found;
+
+    pthread_mutex_lock(&l->mu);
+    found = l->found;
+    if (found) {
+        snprintf(addr, cap, "%s", l->addr);
+        *epoch_p = l->epoch;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return found;
+}
+
+bool leader_etcd_ok(struct agent_leader *l)
+{
+    bool ok;
+
+    pthread_mutex_lock(&l->mu);
+    ok = l->etcd_ok;
+    pthread_mutex_unlock(&l->mu);
+    return ok;
+}

@@ -1,0 +1,27 @@
+/*
+ * Following the leader master through etcd (docs/master.md, "High availability"): a thread
+ * that reads /mcstore/<cluster-id>/leader every poll_ms and keeps the newest leader it has
+ * seen: its bootstrap HOST:PORT and its epoch (the revision that created the key). The
+ * agent's loop only reads it (cluster.c rejoins when the epoch grows); a lower epoch than
+ * one already seen is never taken (a stale read, a leader that lost its lease).
+ */
+#ifndef MC_AGENT_LEADER_H
+#define MC_AGENT_LEADER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct agent_leader;
+
+/* Errors: MC_ERR_INVALID (endpoints, cluster id), MC_ERR_NOMEM, MC_ERR_IO (thread). */
+int leader_start(const char *endpoints, const char *cluster_id, uint64_t poll_ms,
+                 struct agent_leader **l_p);
+/* Accepts NULL. */
+void leader_stop(struct agent_leader *l);
+/* The newest leader seen: true with its address and epoch, false when none yet. */
+bool leader_get(struct agent_leader *l, char *addr, size_t cap, uint64_t *epoch_p);
+/* Whether etcd answered the last read (for the health page). */
+bool leader_etcd_ok(struct agent_leader *l);
+
+#endif /* MC_AGENT_LEADER_H */

@@ -1,0 +1,316 @@
+/*
+ * Leader election on etcd (elect.h): the campaign thread.
+ */
+#include "daemon/mcmaster/elect.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <mc/mc_status.h>
+
+#include "daemon/common/etcd.h"
+#include "daemon/common/log.h"
+
+struct mc_elect {
+    struct mc_elect_config cfg;
+    char *endpoints, *advertise;
+    char key[128];
+    struct mc_etcd *etcd;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    struct mc_elect_view v;      /* under mu */
+    _Atomic uint64_t serve_until; /* a copy of v.serve_until_ms for the loop's every request */
+    int64_t lease;
+    uint64_t ttl_ms;             /* the lease's TTL as etcd granted it */
+    uint32_t rounds;             /* renewals of this reign: the key is read back every 4th */
+    bool renew_failed;           /* the last renewal failed: try again soon */
+};
+
+uint64_t mc_elect_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int mc_elect_key(const char *cluster_id, char *buf, size_t cap)
+{
+    size_t n = cluster_id != NULL ? strlen(cluster_id) : 0;
+
+    if (n == 0 || n > 63)
+        return MC_ERR_INVALID;
+    for (size_t i = 0; i < n; i++) {
+        char c = cluster_id[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-'))
+            return MC_ERR_INVALID;
+    }
+    if ((size_t)snprintf(buf, cap, "/mcstore/%s/leader", cluster_id) >= cap)
+        return MC_ERR_INVALID;
+    return 0;
+}
+
+/* The margin kept below the lease's TTL: renewals are counted from before they were sent,
+ * and this covers the rate difference of two clocks and a late wake-up. */
+static uint64_t margin_ms(uint64_t ttl_ms)
+{
+    uint64_t m = ttl_ms / 4;
+
+    return m < 250 ? 250 : m;
+}
+
+static void set_view(struct mc_elect *e, bool leading, uint64_t epoch, uint64_t until,
+                     const char *leader, bool etcd_ok)
+{
+    pthread_mutex_lock(&e->mu);
+    if (leading && !e->v.leading)
+        e->v.reign++;
+    e->v.leading = leading;
+    e->v.epoch = epoch;
+    e->v.serve_until_ms = leading ? until : 0;
+    e->v.etcd_ok = etcd_ok;
+    if (leader != NULL)
+        snprintf(e->v.leader, sizeof(e->v.leader), "%s", leader);
+    atomic_store(&e->serve_until, leading ? until : 0);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Sleep ms unless stopped; returns whether to stop. */
+static bool nap(struct mc_elect *e, uint64_t ms)
+{
+    struct timespec ts;
+    bool stop;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&e->mu);
+    while (!e->stop && pthread_cond_timedwait(&e->cv, &e->mu, &ts) != ETIMEDOUT)
+        ;
+    stop = e->stop;
+    pthread_mutex_unlock(&e->mu);
+    return stop;
+}
+
+/* One standby round: look at the key; campaign when nobody holds it. */
+static void campaign(struct mc_elect *e)
+{
+    struct mc_etcd_kv *kv = malloc(sizeof(*kv));
+    uint64_t t0;
+    bool created = false;
+    int err;
+
+    if (kv == NULL)
+        return;
+    err = mc_etcd_get(e->etcd, e->key, kv);
+    if (err == 0 && kv->found) {
+        set_view(e, false, (uint64_t)kv->create_rev, 0, kv->value, true);
+        goto out;
+    }
+    if (err != 0) {
+        set_view(e, false, 0, 0, NULL, false);
+        goto out;
+    }
+    /* nobody leads: a fresh lease, counted from before we asked for it */
+    t0 = mc_elect_now_ms();
+    err = mc_etcd_lease_grant(e->etcd, (e->cfg.ttl_ms + 999) / 1000, &e->lease);
+    if (err == 0) {
+        int64_t ttl_s = 0;
+
+        /* the TTL etcd granted (it may raise a short one to its minimum) */
+        err = mc_etcd_lease_keepalive(e->etcd, e->lease, &ttl_s);
+        e->ttl_ms = (uint64_t)ttl_s * 1000u;
+    }
+    if (err == 0)
+        err = mc_etcd_create_if_absent(e->etcd, e->key, e->advertise, e->lease, &created, kv);
+    if (err != 0) {
+        mc_debug("campaign: %s", mc_strerror(err));
+        set_view(e, false, 0, 0, NULL, false);
+        goto out;
+    }
+    if (!created) {
+        (void)mc_etcd_lease_revoke(e->etcd, e->lease);
+        e->lease = 0;
+        set_view(e, false, (uint64_t)kv->create_rev, 0, kv->value, true);
+        goto out;
+    }
+    e->rounds = 0;
+    e->renew_failed = false;
+    mc_info("leading cluster %s at epoch %" PRId64 " (lease %" PRIx64 ", TTL %" PRIu64 " ms)",
+            e->cfg.cluster_id, kv->create_rev, (uint64_t)e->lease, e->ttl_ms);
+    set_view(e, true, (uint64_t)kv->create_rev, t0 + e->ttl_ms - margin_ms(e->ttl_ms),
+             e->advertise, true);
+out:
+    free(kv);
+}
+
+static void step_down(struct mc_elect *e, const char *why)
+{
+    struct mc_elect_view v;
+
+    mc_elect_view(e, &v);
+    mc_warn("stepping down as leader of epoch %" PRIu64 ": %s", v.epoch, why);
+    e->lease = 0;
+    set_view(e, false, v.epoch, 0, "", false);
+}
+
+/* One leader round: renew the lease and check that the key is still ours. */
+static void renew(struct mc_elect *e)
+{
+    struct mc_etcd_kv *kv = malloc(sizeof(*kv));
+    struct mc_elect_view v;
+    uint64_t t0 = mc_elect_now_ms();
+    int64_t ttl_s = 0;
+    int err;
+
+    mc_elect_view(e, &v);
+    err = mc_etcd_lease_keepalive(e->etcd, e->lease, &ttl_s);
+    if (err == MC_ERR_NOT_FOUND) {
+        step_down(e, "the lease lapsed at etcd");
+        goto out;
+    }
+    if (err == 0) {
+        /* renewed: counted from before the call went out */
+        e->ttl_ms = (uint64_t)ttl_s * 1000u;
+        set_view(e, true, v.epoch, t0 + e->ttl_ms - margin_ms(e->ttl_ms), NULL, true);
+        mc_elect_view(e, &v);
+    }
+    /* the key goes with the lease; read it back now and then all the same (an operator
+     * may have deleted it) */
+    if (err == 0 && kv != NULL && e->rounds++ % 4 == 0) {
+        err = mc_etcd_get(e->etcd, e->key, kv);
+        if (err == 0 && (!kv->found || (uint64_t)kv->create_rev != v.epoch)) {
+            step_down(e, "the leader key is not ours any more");
+            goto out;
+        }
+    }
+    e->renew_failed = err != 0;
+    if (err == 0) {
+        /* done above */
+    } else if (mc_elect_now_ms() >= v.serve_until_ms) {
+        step_down(e, "etcd did not renew the lease in time");
+    } else {
+        mc_warn("renewing the leader lease: %s", mc_strerror(err));
+        set_view(e, true, v.epoch, v.serve_until_ms, NULL, false);
+    }
+out:
+    free(kv);
+}
+
+static void *elect_main(void *arg)
+{
+    struct mc_elect *e = arg;
+
+    for (;;) {
+        struct mc_elect_view v;
+        uint64_t wait;
+
+        mc_elect_view(e, &v);
+        if (!v.leading) {
+            campaign(e);
+            mc_elect_view(e, &v);
+            wait = v.leading ? e->ttl_ms / 5 : e->cfg.poll_ms;
+        } else {
+            renew(e);
+            mc_elect_view(e, &v);
+            /* a failed renewal is tried again at once (the deadline keeps running) */
+            wait = !v.leading ? 0 : e->renew_failed ? 50 : e->ttl_ms / 5;
+        }
+        if (nap(e, wait))
+            break;
+    }
+    return NULL;
+}
+
+int mc_elect_start(const struct mc_elect_config *cfg, struct mc_elect **e_p)
+{
+    struct mc_elect *e;
+    int err;
+
+    if (cfg->ttl_ms < 1000 || cfg->poll_ms == 0 || cfg->advertise == NULL ||
+        strlen(cfg->advertise) >= sizeof(e->v.leader))
+        return MC_ERR_INVALID;
+    e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return MC_ERR_NOMEM;
+    e->cfg = *cfg;
+    e->ttl_ms = cfg->ttl_ms;
+    if ((err = mc_elect_key(cfg->cluster_id, e->key, sizeof(e->key))) != 0 ||
+        (err = mc_etcd_create(cfg->endpoints, cfg->ttl_ms / 4, &e->etcd)) != 0) {
+        mc_etcd_destroy(e->etcd);
+        free(e);
+        return err;
+    }
+    e->advertise = strdup(cfg->advertise);
+    e->cfg.advertise = e->advertise;
+    pthread_mutex_init(&e->mu, NULL);
+    {
+        pthread_condattr_t ca;
+
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&e->cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    if (e->advertise == NULL || pthread_create(&e->thread, NULL, elect_main, e) != 0) {
+        mc_etcd_destroy(e->etcd);
+        free(e->advertise);
+        free(e);
+        return MC_ERR_IO;
+    }
+    *e_p = e;
+    return 0;
+}
+
+void mc_elect_stop(struct mc_elect *e)
+{
+    struct mc_elect_view v;
+
+    if (e == NULL)
+        return;
+    pthread_mutex_lock(&e->mu);
+    e->stop = true;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->thread, NULL);
+    mc_elect_view(e, &v);
+    if (v.leading) {
+        bool deleted = false;
+
+        atomic_store(&e->serve_until, 0);
+        (void)mc_etcd_delete_if(e->etcd, e->key, (int64_t)v.epoch, &deleted);
+        (void)mc_etcd_lease_revoke(e->etcd, e->lease);
+        mc_info("left the lead of epoch %" PRIu64, v.epoch);
+    }
+    mc_etcd_destroy(e->etcd);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e->advertise);
+    free(e);
+}
+
+void mc_elect_view(struct mc_elect *e, struct mc_elect_view *v)
+{
+    pthread_mutex_lock(&e->mu);
+    *v = e->v;
+    pthread_mutex_unlock(&e->mu);
+}
+
+bool mc_elect_serving(struct mc_elect *e, uint64_t now_ms)
+{
+    return now_ms < atomic_load(&e->serve_until);
+}

@@ -1,0 +1,47 @@
+/*
+ * The codecs of what keeps an owner's index exact (daemon/agent/holdidx.h,
+ * docs/master.md "What an owner holds"):
+ *
+ *   PUBLISH  writer agent -> each owner of a replica, once its put_end was answered 0: the
+ *            object at [offset, offset + alloc_len) of segment seg is complete (key,
+ *            version, size, flags, TTL left)
+ *   DROP     mc-master -> the owner of a segment: the block at offset that held version
+ *            is freed (removed, evicted, retired, TTL)
+ *
+ * Both are batches with one status per item. Every field is checked here as far as the
+ * codec can (lengths, ranges, flags); which segment is ours is the agent's check.
+ */
+#ifndef MC_PROTO_HOLD_PROTO_H
+#define MC_PROTO_HOLD_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/proto/proto_base.h"
+
+struct mc_proto_publish_item {
+    uint32_t seg;
+    uint32_t flags;     /* MC_MASTER_PUT_FLAGS_ALL bits */
+    uint64_t offset, alloc_len, size, version;
+    uint64_t ttl_ms;    /* left when sent; 0 none; <= MC_MASTER_TTL_MAX_MS */
+    struct mc_proto_bytes key;
+};
+
+struct mc_proto_drop_item {
+    uint32_t seg;
+    uint64_t offset;
+    uint64_t version;
+};
+
+/* n items (1..MC_PROTO_BATCH_MAX). Errors: MC_ERR_INVALID, MC_ERR_TOO_LARGE (buf). */
+int mc_proto_publish_req_encode(uint32_t n, const struct mc_proto_publish_item *items,
+                                void *buf, size_t cap, size_t *len_p);
+/* Up to cap items; keys point into buf. Errors: MC_ERR_PROTO. */
+int mc_proto_publish_req_decode(const void *buf, size_t len, size_t cap, uint32_t *n_p,
+                                struct mc_proto_publish_item *items);
+int mc_proto_drop_req_encode(uint32_t n, const struct mc_proto_drop_item *items, void *buf,
+                             size_t cap, size_t *len_p);
+int mc_proto_drop_req_decode(const void *buf, size_t len, size_t cap, uint32_t *n_p,
+                             struct mc_proto_drop_item *items);
+
+#endif /* MC_PROTO_HOLD_PROTO_H */

@@ -1,0 +1,659 @@
+/*
+ * Master high availability (docs/master.md, "High availability"; docs/failure-contract.md,
+ * "master restarts"): the directory comes back from what the agents hold. Real mc-master
+ * and cluster-mode mc-agents on loopback (tests/lib/t_fcluster.h).
+ *
+ *   test_ha_directory_rebuilt_from_agents  kill -9 the master, start a new one on its
+ *                                          address: every complete object is back, with
+ *                                          its bytes; nothing removed, replaced or
+ *                                          expired comes back; later puts win.
+ *   test_ha_etcd_client                    the etcd v3 client against a real etcd.
+ *   test_ha_leader_killed_under_load       3 masters on etcd, clients putting and
+ *                                          getting; kill -9 the leader: a standby leads
+ *                                          and serves within 5 s, nothing complete is lost.
+ *   test_ha_leader_sigstop                 a stopped leader loses the lead; resumed, it
+ *                                          serves nobody.
+ *   test_ha_etcd_member_lost               3 etcd members: one lost changes nothing;
+ *                                          quorum lost: data ops fail fast, then return.
+ *
+ * The tests that need etcd exit 77 (SKIP) when its binary is missing (MC_ETCD_BIN, else
+ * /usr/bin/etcd). T_HA_KILLS=N makes test_ha_leader_killed_under_load kill N leaders in a
+ * row and print the failover times (docs/performance.md).
+ *
+ * test_ha [TEST] runs one test. After a failed test, main() prints the tail of its
+ * daemons' logs and keeps its directory.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <mc/mc.h>
+
+#include "tests/ha/t_ha.h"
+
+#define T_HA_TTL_MS 2000u /* node TTL of the masters */
+#define T_HA_REBUILD_MS 15000u
+
+struct t_ha_obj {
+    char key[48];
+    size_t len;
+    uint8_t *data;
+};
+
+static void t_ha_obj_make(struct t_ha_obj *o, const char *key, size_t len, uint64_t seed)
+{
+    if (key != o->key)
+        snprintf(o->key, sizeof(o->key), "%s", key);
+    o->len = len;
+    free(o->data);
+    o->data = malloc(len);
+    ck_assert_ptr_nonnull(o->data);
+    t_fill(o->data, len, seed);
+}
+
+static void t_ha_put(mc_client_t *c, const struct t_ha_obj *o, uint32_t replicas,
+                     uint32_t flags, uint64_t ttl_ms)
+{
+    mc_put_opts_t opts = MC_PUT_OPTS_INIT;
+    int err;
+
+    opts.replicas = replicas;
+    opts.flags = flags;
+    opts.ttl_ms = ttl_ms;
+    err = mc_put(c, o->key, o->data, o->len, &opts);
+    ck_assert_msg(err == 0, "put %s: %s", o->key, mc_strerror(err));
+}
+
+/* mc_get of o through c: 0 with exactly o's bytes, else the status (MC_ERR_CORRUPT for
+ * other bytes). */
+static int t_ha_get(mc_client_t *c, const struct t_ha_obj *o)
+{
+    size_t cap = o->len + 64, got = 0;
+    uint8_t *buf = malloc(cap);
+    int err;
+
+    ck_assert_ptr_nonnull(buf);
+    err = mc_get(c, o->key, buf, cap, &got);
+    if (err == 0 && (got != o->len || memcmp(buf, o->data, o->len) != 0))
+        err = MC_ERR_CORRUPT;
+    free(buf);
+    return err;
+}
+
+/* The master's object count through agent sock, -1 when it does not answer. */
+static json_int_t t_ha_objects(const char *sock)
+{
+    char *out = NULL;
+    json_t *j;
+    json_int_t n = -1;
+
+    if (t_mcctl(sock, &out, "cluster", NULL) == 0 && out != NULL) {
+        j = json_loads(out, 0, NULL);
+        if (j != NULL && json_integer_value(json_object_get(j, "objects")) >= 0 &&
+            json_object_get(j, "objects") != NULL)
+            n = json_integer_value(json_object_get(j, "objects"));
+        json_decref(j);
+    }
+    free(out);
+    return n;
+}
+
+/* --- the directory rebuilt from the agents ----------------------------------------------- */
+
+#define T1_N 120     /* objects kept */
+#define T1_REMOVED 20
+#define T1_UPSERTED 20
+#define T1_TTL 10
+#define T1_OBJ_TTL_MS 1500u
+
+/*
+ * Objects put through three agents (one or two replicas, some soft-pinned), some of them
+ * removed, some replaced by an upsert, some with a short TTL. The master is killed (-9) and
+ * a new one started on its address: as the agents rejoin and report what their segments
+ * hold, it knows every complete object again (count and bytes, through every node); the
+ * removed ones, the replaced versions and the expired ones stay gone; an upsert after the
+ * rebuild wins over the restored version (the version counter moved past it), and a plain
+ * put of a restored key is refused as for any complete object.
+ */
+START_TEST(test_ha_directory_rebuilt_from_agents)
+{
+    struct t_proc a = {0}, b = {0}, c = {0};
+    struct t_proc *nodes[3] = {&a, &b, &c};
+    const char *const names[3] = {"A", "B", "C"};
+    static struct t_ha_obj objs[T1_N + T1_REMOVED + T1_TTL];
+    mc_client_t *cl[3];
+    uint64_t salt = t_fc_salt(), t_kill, t_start, t_back = 0;
+    char key[48], listen[64];
+    struct t_fc fm;
+    json_int_t n;
+    int i, k, err;
+
+    t_fc_init(&fm, __func__, T_HA_TTL_MS);
+    t_fc_master_start(&fm, NULL, "127.0.0.1:0", "master");
+    for (i = 0; i < 3; i++)
+        t_fc_agent_spawn(&fm, nodes[i], NULL, "127.0.0.1", names[i], NULL, "64M", NULL);
+    for (i = 0; i < 3; i++)
+        t_fc_agent_wait(nodes[i]);
+    for (i = 0; i < 3; i++)
+        cl[i] = t_fc_conn(nodes[i]);
+    for (i = 0; i < T1_N + T1_REMOVED + T1_TTL; i++) {
+        snprintf(key, sizeof(key), "ha/%d", i);
+        t_ha_obj_make(&objs[i], key, 3000 + (size_t)i * 1013, salt + (uint64_t)i);
+        t_ha_put(cl[i % 3], &objs[i], 1 + (uint32_t)(i % 2),
+                 i % 7 == 0 ? MC_PUT_PIN_SOFT : 0, i >= T1_N + T1_REMOVED ? T1_OBJ_TTL_MS : 0);
+    }
+    /* removed: must not come back */
+    for (i = T1_N; i < T1_N + T1_REMOVED; i++)
+        ck_assert_int_eq(mc_remove(cl[(i + 1) % 3], objs[i].key), 0);
+    /* replaced by an upsert through another node: the new bytes must win */
+    for (i = 0; i < T1_UPSERTED; i++) {
+        t_ha_obj_make(&objs[i], objs[i].key, 5000 + (size_t)i * 77, salt + 10000 + (uint64_t)i);
+        t_ha_put(cl[(i + 2) % 3], &objs[i], 1 + (uint32_t)((i + 1) % 2), MC_PUT_UPSERT, 0);
+    }
+    n = t_ha_objects(a.sock);
+    ck_assert_int_eq(n, T1_N + T1_TTL);
+    /* the owners hear of publications and frees right after the answers: let them land */
+    t_fc_sleep_ms(300);
+
+    t_kill = t_now_ms();
+    ck_assert_int_eq(kill(fm.master.pid, SIGKILL), 0);
+    ck_assert(t_proc_reap(&fm.master, t_now_ms() + 5000));
+    fm.master.pid = 0;
+    /* past the short TTLs before the new master starts */
+    while (t_now_ms() - t_kill < T1_OBJ_TTL_MS + 200)
+        t_poll_pause();
+    snprintf(listen, sizeof(listen), "127.0.0.1:%u", fm.master.port);
+    t_fc_master_start(&fm, NULL, listen, "master2");
+    t_start = t_now_ms();
+    /* the agents rejoin (their backoff) and report: every kept object is known again */
+    for (;;) {
+        n = t_ha_objects(a.sock);
+        if (n == T1_N) {
+            t_back = t_now_ms();
+            break;
+        }
+        ck_assert_msg(n < T1_N, "the new master knows %lld objects, only %d were kept",
+                      (long long)n, T1_N);
+        if (t_now_ms() - t_start >= T_HA_REBUILD_MS)
+            for (i = 0; i < T1_N; i++)
+                if (mc_exist(cl[0], objs[i].key) != 1)
+                    fprintf(stderr, "missing: %s\n", objs[i].key);
+        ck_assert_msg(t_now_ms() - t_start < T_HA_REBUILD_MS,
+                      "%lld of %d objects known %u ms after the new master started",
+                      (long long)n, T1_N, T_HA_REBUILD_MS);
+        t_fc_sleep_ms(50);
+    }
+    fprintf(stderr, "ha_rebuilt: %d objects back %llu ms after the new master was ready\n",
+            T1_N, (unsigned long long)(t_back - t_start));
+    /* every kept object reads back exactly through every node (its newest bytes) */
+    for (i = 0; i < T1_N; i++) {
+        for (k = 0; k < 3; k++) {
+            uint64_t t0 = t_now_ms();
+
+            while ((err = t_ha_get(cl[k], &objs[i])) == MC_ERR_UNAVAILABLE &&
+                   t_now_ms() - t0 < T_HA_REBUILD_MS)
+                t_fc_sleep_ms(50);
+            ck_assert_msg(err == 0, "get %s through %s after the rebuild: %s", objs[i].key,
+                          names[k], mc_strerror(err));
+        }
+    }
+    /* nothing removed or expired came back */
+    for (i = T1_N; i < T1_N + T1_REMOVED + T1_TTL; i++)
+        ck_assert_msg(mc_exist(cl[i % 3], objs[i].key) == 0, "%s came back (%s)", objs[i].key,
+                      i < T1_N + T1_REMOVED ? "removed" : "expired");
+    ck_assert_int_eq(t_ha_objects(b.sock), T1_N);
+    /* puts after the rebuild: a plain one on a restored key is refused, an upsert wins */
+    {
+        mc_put_opts_t plain = MC_PUT_OPTS_INIT;
+
+        ck_assert_int_eq(mc_put(cl[0], objs[50].key, objs[50].data, objs[50].len, &plain),
+                         MC_ERR_EXISTS);
+    }
+    for (i = 40; i < 60; i++) {
+        t_ha_obj_make(&objs[i], objs[i].key, 1234 + (size_t)i, salt + 20000 + (uint64_t)i);
+        t_ha_put(cl[i % 3], &objs[i], 2, MC_PUT_UPSERT, 0);
+        for (k = 0; k < 3; k++)
+            ck_assert_int_eq(t_ha_get(cl[k], &objs[i]), 0);
+    }
+    snprintf(key, sizeof(key), "ha/after");
+    t_ha_obj_make(&objs[T1_N], key, 4096, salt + 30000);
+    t_ha_put(cl[1], &objs[T1_N], 1, 0, 0);
+    ck_assert_int_eq(t_ha_get(cl[2], &objs[T1_N]), 0);
+
+    for (i = 0; i < 3; i++)
+        mc_close(cl[i]);
+    for (i = 0; i < T1_N + T1_REMOVED + T1_TTL; i++) {
+        free(objs[i].data);
+        objs[i].data = NULL;
+    }
+    t_fc_finish(&fm);
+}
+END_TEST
+
+/* --- the etcd client --------------------------------------------------------------------- */
+
+START_TEST(test_ha_etcd_client)
+{
+    struct t_ha_etcd e;
+    struct mc_etcd *c;
+    struct mc_etcd_kv *kv = malloc(sizeof(*kv));
+    char dir[256], b64[16], raw[8];
+    int64_t lease = 0, lease2 = 0, ttl = 0;
+    bool created = false, deleted = false;
+    int64_t rev;
+
+    ck_assert_ptr_nonnull(kv);
+    /* base64 as etcd speaks it */
+    mc_etcd_b64_encode("ab", 2, b64);
+    ck_assert_str_eq(b64, "YWI=");
+    ck_assert_int_eq(mc_etcd_b64_decode("YWJj", raw, sizeof(raw)), 3);
+    ck_assert_int_eq(mc_etcd_b64_decode("YWI", raw, sizeof(raw)), -1);
+    ck_assert_int_eq(mc_etcd_b64_decode("Y=JI", raw, sizeof(raw)), -1);
+    ck_assert_int_eq(mc_etcd_create("ftp://x", 100, &c), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_etcd_create("", 100, &c), MC_ERR_INVALID);
+
+    t_mkdtemp(dir, sizeof(dir));
+    t_ha_etcd_start(&e, dir, 1);
+    /* the first endpoint is dead: the second answers */
+    {
+        char urls[300];
+
+        snprintf(urls, sizeof(urls), "http://127.0.0.1:%u,%s", t_ha_free_port(), e.urls);
+        ck_assert_int_eq(mc_etcd_create(urls, 1000, &c), 0);
+    }
+    ck_assert_int_eq(mc_etcd_get(c, "/t/k", kv), 0);
+    ck_assert(!kv->found);
+    ck_assert_int_eq(mc_etcd_lease_grant(c, 2, &lease), 0);
+    ck_assert_int_ne(lease, 0);
+    ck_assert_int_eq(mc_etcd_lease_keepalive(c, lease, &ttl), 0);
+    ck_assert_int_ge(ttl, 1);
+    ck_assert_int_eq(mc_etcd_create_if_absent(c, "/t/k", "127.0.0.1:1", lease, &created, kv), 0);
+    ck_assert(created);
+    rev = kv->create_rev;
+    ck_assert_int_gt(rev, 0);
+    /* a second candidate finds it taken and learns who holds it */
+    ck_assert_int_eq(mc_etcd_lease_grant(c, 2, &lease2), 0);
+    ck_assert_int_eq(mc_etcd_create_if_absent(c, "/t/k", "127.0.0.1:2", lease2, &created, kv), 0);
+    ck_assert(!created);
+    ck_assert_int_eq(kv->create_rev, rev);
+    ck_assert_str_eq(kv->value, "127.0.0.1:1");
+    ck_assert_int_eq(kv->lease, lease);
+    ck_assert_int_eq(mc_etcd_get(c, "/t/k", kv), 0);
+    ck_assert(kv->found);
+    ck_assert_str_eq(kv->value, "127.0.0.1:1");
+    /* a guarded delete of another incarnation does nothing */
+    ck_assert_int_eq(mc_etcd_delete_if(c, "/t/k", rev + 100, &deleted), 0);
+    ck_assert(!deleted);
+    /* the lease revoked: the key goes with it, keep-alives say so */
+    ck_assert_int_eq(mc_etcd_lease_revoke(c, lease), 0);
+    ck_assert_int_eq(mc_etcd_lease_keepalive(c, lease, &ttl), MC_ERR_NOT_FOUND);
+    ck_assert_int_eq(mc_etcd_get(c, "/t/k", kv), 0);
+    ck_assert(!kv->found);
+    ck_assert_int_eq(mc_etcd_create_if_absent(c, "/t/k", "127.0.0.1:2", lease2, &created, kv), 0);
+    ck_assert(created);
+    ck_assert_int_gt(kv->create_rev, rev); /* epochs grow */
+    ck_assert_int_eq(mc_etcd_delete_if(c, "/t/k", kv->create_rev, &deleted), 0);
+    ck_assert(deleted);
+    /* an expired lease (not kept alive) */
+    ck_assert_int_eq(mc_etcd_lease_grant(c, 1, &lease), 0);
+    t_fc_sleep_ms(3500);
+    ck_assert_int_eq(mc_etcd_lease_keepalive(c, lease, &ttl), MC_ERR_NOT_FOUND);
+    /* etcd gone: unavailable, within the timeout */
+    t_ha_etcd_stop(&e);
+    {
+        uint64_t t0 = t_now_ms();
+        int err = mc_etcd_get(c, "/t/k", kv);
+
+        ck_assert_msg(err == MC_ERR_UNAVAILABLE || err == MC_ERR_TIMEOUT, "%s",
+                      mc_strerror(err));
+        ck_assert_uint_lt(t_now_ms() - t0, 3000);
+    }
+    mc_etcd_destroy(c);
+    free(kv);
+    t_rmdir(dir);
+}
+END_TEST
+
+/* --- failover -------------------------------------------------------------------------------- */
+
+#define T_HA_AGENTS 3
+
+struct t_ha_cl {
+    struct t_fc fm;
+    struct t_ha_etcd etcd;
+    struct t_ha_masters ms;
+    struct t_proc agents[T_HA_AGENTS];
+    mc_client_t *cl[T_HA_AGENTS];
+};
+
+static const char *const t_ha_names[T_HA_AGENTS] = {"A", "B", "C"};
+
+/* etcd (members), three masters, three agents that follow the leader, a client on each. */
+static void t_ha_cluster_start(struct t_ha_cl *h, const char *test, int members)
+{
+    const char *extra[8];
+
+    t_fc_init(&h->fm, test, T_HA_TTL_MS);
+    t_ha_etcd_start(&h->etcd, h->fm.dir, members);
+    t_ha_masters_start(&h->fm, &h->ms, 3, h->etcd.urls);
+    ck_assert_msg(t_ha_wait_leader(&h->ms, -1, 10000) >= 0, "no master leads");
+    extra[0] = "--etcd";
+    extra[1] = h->etcd.urls;
+    extra[2] = "--cluster-id";
+    extra[3] = h->ms.cluster;
+    extra[4] = "--set";
+    extra[5] = "connect_timeout_ms=20000";
+    extra[6] = NULL;
+    for (int i = 0; i < T_HA_AGENTS; i++)
+        t_fc_agent_spawn(&h->fm, &h->agents[i], NULL, "127.0.0.1", t_ha_names[i], NULL, "64M",
+                         extra);
+    for (int i = 0; i < T_HA_AGENTS; i++)
+        t_fc_agent_wait(&h->agents[i]);
+    for (int i = 0; i < T_HA_AGENTS; i++)
+        h->cl[i] = t_fc_conn(&h->agents[i]);
+}
+
+static void t_ha_cluster_finish(struct t_ha_cl *h)
+{
+    for (int i = 0; i < T_HA_AGENTS; i++)
+        mc_close(h->cl[i]);
+    h->fm.master.pid = 0; /* the masters are ours */
+    t_ha_masters_stop(&h->ms);
+    t_fc_finish(&h->fm);
+    t_ha_etcd_stop(&h->etcd);
+}
+
+/* Put o through c until it succeeds (UNAVAILABLE while no master serves); the ms it took,
+ * every attempt within the op deadline. Fails the test past limit_ms. */
+static uint64_t t_ha_put_until(mc_client_t *c, const struct t_ha_obj *o, uint32_t flags,
+                               uint64_t limit_ms)
+{
+    mc_put_opts_t opts = MC_PUT_OPTS_INIT;
+    uint64_t t0 = t_now_ms();
+    int err;
+
+    opts.flags = flags;
+    for (;;) {
+        uint64_t a0 = t_now_ms();
+
+        err = mc_put(c, o->key, o->data, o->len, &opts);
+        ck_assert_msg(t_now_ms() - a0 <= MC_OP_TIMEOUT_MS_DEFAULT + 500,
+                      "a put took %llu ms", (unsigned long long)(t_now_ms() - a0));
+        if (err == 0)
+            return t_now_ms() - t0;
+        ck_assert_msg(err == MC_ERR_UNAVAILABLE || err == MC_ERR_TIMEOUT ||
+                          err == MC_ERR_BUSY || err == MC_ERR_CANCELED,
+                      "put %s: %s", o->key, mc_strerror(err));
+        ck_assert_msg(t_now_ms() - t0 < limit_ms, "put %s still failing after %llu ms: %s",
+                      o->key, (unsigned long long)(t_now_ms() - t0), mc_strerror(err));
+        t_fc_sleep_ms(10);
+    }
+}
+
+static int t_ha_get_until(mc_client_t *c, const struct t_ha_obj *o, uint64_t limit_ms)
+{
+    uint64_t t0 = t_now_ms();
+    int err;
+
+    while ((err = t_ha_get(c, o)) == MC_ERR_UNAVAILABLE && t_now_ms() - t0 < limit_ms)
+        t_fc_sleep_ms(20);
+    return err;
+}
+
+#define T2_N 60
+
+static int t_ha_u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * Three masters on etcd, three agents following the leader, objects put through every
+ * agent; kill -9 the leader: a standby leads, the first put through another master succeeds
+ * within 5 s of the kill (no op waits past its deadline meanwhile), and every object put
+ * before the kill reads back with its bytes through every node. T_HA_KILLS=N repeats the
+ * kill N times (a killed master is started again as a standby) and prints the median and
+ * the worst failover.
+ */
+START_TEST(test_ha_leader_killed_under_load)
+{
+    static struct t_ha_cl h;
+    static struct t_ha_obj objs[T2_N + 64];
+    const char *kills_env = getenv("T_HA_KILLS");
+    int kills = kills_env != NULL && atoi(kills_env) > 0 ? atoi(kills_env) : 1;
+    uint64_t salt = t_fc_salt(), took[64];
+    int n = 0, leader, k, i;
+    char key[48];
+
+    if (t_ha_etcd_bin() == NULL)
+        return;
+    if (kills > 64)
+        kills = 64;
+    t_ha_cluster_start(&h, __func__, 1);
+    for (i = 0; i < T2_N; i++) {
+        snprintf(key, sizeof(key), "load/%d", i);
+        t_ha_obj_make(&objs[i], key, 2048 + (size_t)i * 331, salt + (uint64_t)i);
+        (void)t_ha_put_until(h.cl[i % 3], &objs[i], 0, 10000);
+        n++;
+    }
+    for (k = 0; k < kills; k++) {
+        uint64_t t_kill;
+
+        leader = t_ha_leader(&h.ms, NULL);
+        ck_assert_int_ge(leader, 0);
+        /* puts and gets going on up to the kill */
+        for (i = 0; i < 10; i++)
+            ck_assert_int_eq(t_ha_get(h.cl[i % 3], &objs[(k * 7 + i) % n]), 0);
+        t_kill = t_now_ms();
+        ck_assert_int_eq(kill(h.ms.p[leader].pid, SIGKILL), 0);
+        snprintf(key, sizeof(key), "load/after/%d", k);
+        t_ha_obj_make(&objs[T2_N + k], key, 4096, salt + 1000 + (uint64_t)k);
+        (void)t_ha_put_until(h.cl[k % 3], &objs[T2_N + k], 0, 5000);
+        took[k] = t_now_ms() - t_kill;
+        ck_assert_msg(took[k] < 5000, "failover %d took %llu ms", k,
+                      (unsigned long long)took[k]);
+        {
+            /* mcctl cluster through an agent shows the new leader and its epoch */
+            uint64_t epoch = 0;
+            int now = t_ha_leader(&h.ms, &epoch);
+            char addr[64];
+            json_t *j;
+
+            ck_assert_int_ne(now, leader);
+            ck_assert_int_ge(now, 0);
+            snprintf(addr, sizeof(addr), "127.0.0.1:%u", h.ms.p[now].port);
+            j = t_fc_cluster(h.agents[k % 3].sock);
+            ck_assert_str_eq(t_json_str(j, "leader"), addr);
+            ck_assert_int_eq(t_json_int(j, "epoch"), (json_int_t)epoch);
+            json_decref(j);
+        }
+        (void)t_proc_reap(&h.ms.p[leader], t_now_ms() + 5000);
+        /* every object put before (and since) reads back through every node */
+        for (i = 0; i < n; i++)
+            ck_assert_msg(t_ha_get_until(h.cl[(i + k) % 3], &objs[i], 5000) == 0,
+                          "%s after kill %d: lost", objs[i].key, k);
+        ck_assert_int_eq(t_ha_get_until(h.cl[(k + 1) % 3], &objs[T2_N + k], 5000), 0);
+        /* the killed master comes back as a standby */
+        if (k + 1 < kills)
+            t_ha_master_spawn(&h.fm, &h.ms, leader);
+    }
+    qsort(took, (size_t)kills, sizeof(took[0]), t_ha_u64_cmp);
+    fprintf(stderr, "ha_failover: %d kills, median %llu ms, max %llu ms\n", kills,
+            (unsigned long long)took[kills / 2], (unsigned long long)took[kills - 1]);
+    for (i = 0; i < T2_N + kills; i++) {
+        free(objs[i].data);
+        objs[i].data = NULL;
+    }
+    t_ha_cluster_finish(&h);
+}
+END_TEST
+
+/*
+ * SIGSTOP the leader past its lease: a standby takes over and serves. SIGCONT the old one:
+ * it has stepped down by its own clock and answers nobody as leader: an agent told to join
+ * it directly (no etcd) is refused.
+ */
+START_TEST(test_ha_leader_sigstop)
+{
+    static struct t_ha_cl h;
+    struct t_ha_obj o = {0}, o2 = {0};
+    struct t_proc direct = {0};
+    const char *extra[] = {"--set", "connect_timeout_ms=3000", NULL};
+    uint64_t salt = t_fc_salt(), t_stop;
+    int old, now_leader;
+    char st[48];
+
+    if (t_ha_etcd_bin() == NULL)
+        return;
+    t_ha_cluster_start(&h, __func__, 1);
+    t_ha_obj_make(&o, "stop/before", 10000, salt);
+    (void)t_ha_put_until(h.cl[0], &o, 0, 10000);
+    old = t_ha_leader(&h.ms, NULL);
+    ck_assert_int_ge(old, 0);
+    t_stop = t_now_ms();
+    ck_assert_int_eq(kill(h.ms.p[old].pid, SIGSTOP), 0);
+    now_leader = t_ha_wait_leader(&h.ms, old, 10000);
+    ck_assert_msg(now_leader >= 0, "no standby took over");
+    t_ha_obj_make(&o2, "stop/during", 5000, salt + 1);
+    (void)t_ha_put_until(h.cl[1], &o2, 0, 5000);
+    ck_assert_int_eq(t_ha_get_until(h.cl[2], &o, 5000), 0);
+    fprintf(stderr, "ha_sigstop: a standby served %llu ms after the stop\n",
+            (unsigned long long)(t_now_ms() - t_stop));
+    ck_assert_int_eq(kill(h.ms.p[old].pid, SIGCONT), 0);
+    t_fc_sleep_ms(200);
+    /* the old leader, asked directly, is no leader: a plain agent cannot join it */
+    h.fm.master.port = h.ms.p[old].port;
+    t_fc_agent_spawn(&h.fm, &direct, NULL, "127.0.0.1", "D", NULL, "16M", extra);
+    ck_assert_msg(t_proc_wait_ready(&direct, 8000) == 1,
+                  "an agent joined the stepped-down leader directly");
+    ck_assert_msg(WIFEXITED(direct.status) && WEXITSTATUS(direct.status) != 0, "agent D: %s",
+                  t_status_str(direct.status, st, sizeof(st)));
+    /* and the cluster serves on through the new leader */
+    ck_assert_int_eq(t_ha_leader(&h.ms, NULL), now_leader);
+    ck_assert_int_eq(t_ha_get_until(h.cl[0], &o2, 5000), 0);
+    free(o.data);
+    free(o2.data);
+    t_ha_cluster_finish(&h);
+}
+END_TEST
+
+/*
+ * A 3-member etcd cluster. One member lost: puts and gets go on as before. Quorum lost: the
+ * leader steps down within its lease, data ops fail fast with MC_ERR_UNAVAILABLE; the
+ * members back: service returns and nothing complete was lost.
+ */
+START_TEST(test_ha_etcd_member_lost)
+{
+    static struct t_ha_cl h;
+    static struct t_ha_obj objs[40];
+    uint64_t salt = t_fc_salt(), t0;
+    int i, err, fast = 0;
+    char key[48];
+
+    if (t_ha_etcd_bin() == NULL)
+        return;
+    t_ha_cluster_start(&h, __func__, 3);
+    for (i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "member/%d", i);
+        t_ha_obj_make(&objs[i], key, 3000 + (size_t)i, salt + (uint64_t)i);
+        (void)t_ha_put_until(h.cl[i % 3], &objs[i], 0, 10000);
+    }
+    /* one member lost: nothing changes (every op succeeds at once) */
+    t_proc_kill(&h.etcd.p[2]);
+    t0 = t_now_ms();
+    for (i = 20; t_now_ms() - t0 < 3 * T_HA_TTL_MS; i = i < 39 ? i + 1 : 20) {
+        snprintf(key, sizeof(key), "member/%d", i);
+        t_ha_obj_make(&objs[i], key, 2000 + (size_t)i, salt + 100 + (uint64_t)i);
+        err = mc_put(h.cl[i % 3], objs[i].key, objs[i].data, objs[i].len,
+                     &(mc_put_opts_t){.flags = MC_PUT_UPSERT});
+        ck_assert_msg(err == 0, "put with one etcd member lost: %s", mc_strerror(err));
+        ck_assert_int_eq(t_ha_get(h.cl[(i + 1) % 3], &objs[i % 20]), 0);
+    }
+    /* quorum lost: within the lease the leader stops; data ops fail fast */
+    t_proc_kill(&h.etcd.p[1]);
+    t_fc_sleep_ms(T_HA_TTL_MS + 500);
+    t0 = t_now_ms();
+    while (t_now_ms() - t0 < 2000) {
+        uint64_t a0 = t_now_ms();
+
+        err = mc_put(h.cl[0], "member/noquorum", objs[0].data, 100, NULL);
+        ck_assert_msg(err == MC_ERR_UNAVAILABLE, "put without etcd quorum: %s",
+                      mc_strerror(err));
+        ck_assert_msg(t_now_ms() - a0 < 1500, "a put without quorum took %llu ms",
+                      (unsigned long long)(t_now_ms() - a0));
+        fast++;
+        t_fc_sleep_ms(50);
+    }
+    /* quorum back: service returns, nothing complete was lost */
+    t_ha_etcd_member_start(&h.etcd, 1);
+    t_ha_etcd_member_start(&h.etcd, 2);
+    ck_assert(t_ha_etcd_serving(h.etcd.urls, 20000));
+    t_ha_obj_make(&objs[39], "member/back", 7000, salt + 999);
+    t0 = t_now_ms();
+    (void)t_ha_put_until(h.cl[1], &objs[39], MC_PUT_UPSERT, 20000);
+    fprintf(stderr, "ha_member_lost: %d fast refusals without quorum; served again %llu ms "
+                    "after quorum returned\n", fast, (unsigned long long)(t_now_ms() - t0));
+    for (i = 0; i < 39; i++)
+        ck_assert_msg(t_ha_get_until(h.cl[i % 3], &objs[i], 10000) == 0, "%s lost",
+                      objs[i].key);
+    for (i = 0; i < 40; i++) {
+        free(objs[i].data);
+        objs[i].data = NULL;
+    }
+    t_ha_cluster_finish(&h);
+}
+END_TEST
+
+/* --- main -------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    const TTest *const tests[] = {
+        test_ha_directory_rebuilt_from_agents,
+        test_ha_etcd_client,
+        test_ha_leader_killed_under_load,
+        test_ha_leader_sigstop,
+        test_ha_etcd_member_lost,
+    };
+    const char *only = argc > 1 ? argv[1] : NULL;
+    bool etcd_only = only != NULL && strcmp(only, "etcd") == 0;
+    bool need_etcd = false;
+    SRunner *sr;
+    Suite *s;
+    TCase *tc;
+    int failed;
+
+    s = suite_create("ha");
+    tc = tcase_create("ha");
+    tcase_set_timeout(tc, 300);
+    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+        bool etcd = tests[i] != test_ha_directory_rebuilt_from_agents;
+
+        if (only == NULL || (etcd_only && etcd) || strcmp(only, tests[i]->name) == 0) {
+            tcase_add_test(tc, tests[i]);
+            need_etcd |= etcd;
+        }
+    }
+    if (need_etcd && t_ha_etcd_bin() == NULL) {
+        fprintf(stderr, "test_ha: no etcd binary (MC_ETCD_BIN, /usr/bin/etcd): skipping\n");
+        return 77;
+    }
+    suite_add_tcase(s, tc);
+    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (t_fc_records == MAP_FAILED)
+        t_fc_records = NULL; /* the tests still run; a failure shows no logs */
+    sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    t_fc_dump_failed();
+    return failed == 0 ? 0 : 1;
+}
