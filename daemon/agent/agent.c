@@ -376,13 +376,16 @@ static int standalone_create(struct mc_agent *a)
         return err;
     a->put_size_max = 0;
     for (t = 0; t < a->ntenants && err == 0; t++) {
-        const struct mc_seg *s = a->ten[t].seg;
+        struct mc_seg *s = a->ten[t].seg;
 
         if (s == NULL)
             continue;
         d = (struct mc_master_seg_desc){.node = a->node, .kind = s->kind,
                                         .base = (uint64_t)(uintptr_t)s->base, .size = s->size,
-                                        .quota = a->tcfg[t].quota};
+                                        .quota = a->tcfg[t].quota,
+                                        .flags = mc_seg_holds_any(s)
+                                                     ? MC_MASTER_SEG_F_RESTORING
+                                                     : 0};
         snprintf(d.tenant, sizeof(d.tenant), "%s", a->tcfg[t].name);
         err = mc_master_segment_mount(a->master, &d, &a->ten[t].seg_id);
         if (s->size > a->put_size_max)

@@ -509,10 +509,13 @@ unsigned cluster_listen_port(const struct mc_agent *a)
 static int mount_encode(struct cluster *cl, uint32_t t, uint8_t **buf_p, size_t *len_p)
 {
     struct mc_agent *a = cl->a;
-    const struct mc_seg *s = a->ten[t].seg;
+    struct mc_seg *s = a->ten[t].seg;
     struct mc_proto_mount_req req = {
         .seg = {.node = cl->node, .kind = s->kind, .base = (uint64_t)(uintptr_t)s->base,
-                .size = s->size, .quota = a->tcfg[t].quota},
+                .size = s->size, .quota = a->tcfg[t].quota,
+                /* we report what it holds after the MOUNT (report.h): until we say we are
+                 * done, the master places nothing in it */
+                .flags = mc_seg_holds_any(s) ? MC_MASTER_SEG_F_RESTORING : 0},
     };
     const void *waddr;
     size_t wlen;

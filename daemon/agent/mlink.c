@@ -57,6 +57,7 @@ struct mlink {
         struct mc_master_ref refs[ML_BATCH_MAX];
         struct mc_proto_key keys[ML_BATCH_MAX];
         struct mc_master_restore_req restores[ML_BATCH_MAX];
+        uint32_t segs[ML_BATCH_MAX];
     } u;
 };
 
@@ -143,6 +144,7 @@ static const enum mc_master_op local_op[ML__COUNT] = {
     [ML_STAT] = MC_MASTER_OP_STAT, [ML_REMOVE] = MC_MASTER_OP_REMOVE,
     [ML_REMOVE_PREFIX] = MC_MASTER_OP_REMOVE_PREFIX, [ML_PIN] = MC_MASTER_OP_GET,
     [ML_TOUCH] = MC_MASTER_OP_EXIST,        [ML_RESTORE] = MC_MASTER_OP_RESTORE,
+    [ML_RESTORE_DONE] = MC_MASTER_OP_RESTORE_DONE,
 };
 
 static void run_local(struct mlink *ml, struct ml_req *r)
@@ -178,6 +180,9 @@ static void run_local(struct mlink *ml, struct ml_req *r)
         r->in.restore.key = r->key;
         r->in.restore.key_len = r->key_len;
         req.in.restore = &r->in.restore;
+        break;
+    case ML_RESTORE_DONE:
+        req.in.seg = &r->in.seg;
         break;
     case ML_GET:
         req.out.get = &r->out.get;
@@ -288,6 +293,7 @@ static int decode_reply(struct mlink *ml, struct batch *b, const void *pl, size_
     case ML_PUT_END:
     case ML_PUT_REVOKE:
     case ML_RESTORE:
+    case ML_RESTORE_DONE:
         rc = mc_proto_results_rep_decode(pl, len, b->n, &rep, ml->results);
         break;
     case ML_GET:
@@ -432,6 +438,7 @@ static uint16_t wire_type(enum ml_kind k)
         [ML_STAT] = MC_WIRE_EXIST_BATCH, [ML_REMOVE] = MC_WIRE_REMOVE_BATCH,
         [ML_REMOVE_PREFIX] = MC_WIRE_REMOVE_BATCH, [ML_PIN] = MC_WIRE_GET_BATCH,
         [ML_TOUCH] = MC_WIRE_EXIST_BATCH, [ML_RESTORE] = MC_WIRE_RESTORE_BATCH,
+        [ML_RESTORE_DONE] = MC_WIRE_RESTORE_DONE,
     };
 
     return t[k];
@@ -467,6 +474,9 @@ static int encode(struct mlink *ml, struct batch *b, size_t *len_p)
             ml->u.restores[i].key = r->key;
             ml->u.restores[i].key_len = r->key_len;
             break;
+        case ML_RESTORE_DONE:
+            ml->u.segs[i] = r->in.seg;
+            break;
         default:
             ml->u.keys[i].key = r->key;
             ml->u.keys[i].key_len = r->key_len;
@@ -482,6 +492,9 @@ static int encode(struct mlink *ml, struct batch *b, size_t *len_p)
         return mc_proto_put_revoke_req_encode(&rr, ml->u.refs, ml->frame, ML_FRAME_CAP, len_p);
     case ML_RESTORE:
         return mc_proto_restore_req_encode(&rr, ml->u.restores, ml->frame, ML_FRAME_CAP, len_p);
+    case ML_RESTORE_DONE:
+        return mc_proto_restore_done_req_encode(&rr, ml->u.segs, ml->frame, ML_FRAME_CAP,
+                                                len_p);
     case ML_LEASE_RELEASE:
         return mc_proto_lease_release_req_encode(&rr, ml->u.refs, ml->frame, ML_FRAME_CAP,
                                                  len_p);

@@ -44,6 +44,7 @@ enum ml_kind {
     ML_PIN,           /* a GET whose lease is a client's pin: out.get (lease) */
     ML_TOUCH,         /* out.count: 1 or 0 (present keys are marked recently used) */
     ML_RESTORE,       /* in.restore (key fields set by the link): a replica we hold */
+    ML_RESTORE_DONE,  /* in.seg (no key): that segment's report is complete */
     ML__COUNT,
 };
 
@@ -63,6 +64,7 @@ struct ml_req {
         struct mc_master_put_req put; /* PUT_START: key fields are set by the link */
         struct mc_master_ref ref;     /* PUT_END/REVOKE, LEASE_RELEASE: version, epoch */
         struct mc_master_restore_req restore; /* RESTORE */
+        uint32_t seg;                          /* RESTORE_DONE */
     } in;
     union {
         struct mc_master_put_grant grant;

@@ -27,6 +27,7 @@ struct walk {
     uint64_t cursor;
     uint32_t inflight;
     bool done;     /* no more holdings, or the link was lost */
+    bool lost;     /* ... the link was lost: the master is not told the walk ended */
     bool filling;  /* inside fill(): answers only count */
     struct mc_seg_holding buf[REPORT_CHUNK];
     int nbuf, ibuf;
@@ -48,6 +49,15 @@ static bool holding_ok(const struct mc_seg_holding *h)
 static void finish_if_done(struct walk *w)
 {
     if (w->done && w->inflight == 0 && !w->filling) {
+        struct ml_req *r = w->lost ? NULL : ml_req_new(w->ml, ML_RESTORE_DONE, NULL, 0, NULL,
+                                                       NULL);
+
+        /* every holding answered: the master may place data in the segment again (a
+         * segment it mounted RESTORING waits for this, or for restore_window_ms) */
+        if (r != NULL) {
+            r->in.seg = w->seg_id;
+            ml_submit(w->ml, r);
+        }
         mc_debug("segment %u reported: %llu restored, %llu forgotten so far", w->seg_id,
                  (unsigned long long)w->st->restored, (unsigned long long)w->st->forgotten);
         free(w);
@@ -72,6 +82,7 @@ static void answered(void *ctx, struct ml_req *r)
     } else {
         w->st->failed++;
         w->done = true; /* the master went away: the next MOUNT walks again */
+        w->lost = true;
     }
     if (!w->filling)
         fill(w);
@@ -105,6 +116,7 @@ static void fill(struct walk *w)
         if (r == NULL) {
             w->st->failed++;
             w->done = true;
+            w->lost = true; /* the window ends it at the master */
             break;
         }
         r->in.restore = (struct mc_master_restore_req){

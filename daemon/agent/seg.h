@@ -70,6 +70,15 @@ int mc_seg_dram_create(const char *name, uint64_t size, bool hugepages, bool pre
 /* Accepts NULL. */
 void mc_seg_destroy(struct mc_seg *s);
 
+/* Whether s has anything to report (holdings): a segment that does is mounted RESTORING. */
+static inline bool mc_seg_holds_any(struct mc_seg *s)
+{
+    struct mc_seg_holding h;
+    uint64_t cursor = 0;
+
+    return s != NULL && s->ops->holdings != NULL && s->ops->holdings(s, &cursor, &h, 1) > 0;
+}
+
 static inline uint8_t *mc_seg_span(struct mc_seg *s, uint64_t off, uint64_t len)
 {
     return s != NULL ? s->ops->span(s, off, len) : NULL;

@@ -157,14 +157,19 @@ static int x_restore(struct mc_master *m, struct mc_master_req *r)
 
 static int x_restore_done(struct mc_master *m, struct mc_master_req *r)
 {
-    struct mc_master_seg_info info;
-    int res = mc_master_segment_info(m, r->u.seg, &info);
+    uint32_t i;
 
-    if (res != 0)
-        return res;
-    if (r->node != MC_MASTER_NODE_NONE && info.node != r->node)
-        return MC_ERR_DENIED; /* only its owner says what a segment holds */
-    return mc_master_restore_done(m, r->u.seg);
+    for (i = 0; i < r->n; i++) {
+        struct mc_master_seg_info info;
+        int res = mc_master_segment_info(m, r->in.seg[i], &info);
+
+        if (res == 0 && r->node != MC_MASTER_NODE_NONE && info.node != r->node)
+            res = MC_ERR_DENIED; /* only its owner says what a segment holds */
+        if (res == 0)
+            res = mc_master_restore_done(m, r->in.seg[i]);
+        r->results[i] = res;
+    }
+    return 0;
 }
 
 static int x_node_register(struct mc_master *m, struct mc_master_req *r)
@@ -259,7 +264,7 @@ static const struct exec_kind {
     [MC_MASTER_OP_DRAIN] = {"DRAIN", false, x_drain},
     [MC_MASTER_OP_COPY_DONE] = {"COPY_DONE", false, x_copy_done},
     [MC_MASTER_OP_RESTORE] = {"RESTORE", true, x_restore},
-    [MC_MASTER_OP_RESTORE_DONE] = {"RESTORE_DONE", false, x_restore_done},
+    [MC_MASTER_OP_RESTORE_DONE] = {"RESTORE_DONE", true, x_restore_done},
 };
 
 int mc_master_exec(struct mc_master *m, struct mc_master_req *req)

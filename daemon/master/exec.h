@@ -48,7 +48,7 @@ enum mc_master_op {
     MC_MASTER_OP_DRAIN,          /* u.drain */
     MC_MASTER_OP_COPY_DONE,      /* u.copy_done */
     MC_MASTER_OP_RESTORE,        /* batch: restore[], each into a segment of `node` */
-    MC_MASTER_OP_RESTORE_DONE,   /* u.seg, a segment of `node`: its report is complete */
+    MC_MASTER_OP_RESTORE_DONE,   /* batch: seg[], segments of `node` whose reports are complete */
     MC_MASTER_OP__COUNT,
 };
 
@@ -71,6 +71,7 @@ struct mc_master_req {
         const struct mc_master_key *key;
         const struct mc_master_fence *fence;
         const struct mc_master_restore_req *restore;
+        const uint32_t *seg;
     } in;
     union {
         struct mc_master_put_grant *grant;
@@ -91,7 +92,7 @@ struct mc_master_req {
             const struct mc_master_seg_desc *desc;
             uint32_t seg; /* out */
         } mount;
-        uint32_t seg; /* UNMOUNT, RESTORE_DONE */
+        uint32_t seg; /* UNMOUNT */
         struct {
             uint32_t seg;
             struct mc_master_seg_info info; /* out */

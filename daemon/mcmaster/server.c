@@ -103,6 +103,7 @@ struct mc_mcmaster_server {
     struct mc_master_stat stats[MC_PROTO_BATCH_MAX];
     struct mc_proto_fence_item fences[MC_PROTO_BATCH_MAX];
     struct mc_master_restore_req restores[MC_PROTO_BATCH_MAX];
+    uint32_t seg_ids[MC_PROTO_BATCH_MAX];
     struct mc_master_drop drops[MC_PROTO_BATCH_MAX];            /* drops_send */
     struct mc_proto_drop_item drop_items[MC_PROTO_BATCH_MAX];
     struct mc_proto_seg_entry seg_page[MC_PROTO_SEG_PAGE_MAX];
@@ -563,6 +564,25 @@ static int h_restore(struct mc_mcmaster_server *s, struct peer *p, const void *p
     for (uint32_t i = 0; i < req.n; i++)
         ok += s->results[i] == 0;
     mc_debug("node %u: %u of %u replicas restored", p->node, ok, req.n);
+    rep.n = req.n;
+    return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
+}
+
+/* RESTORE_DONE: the node's walk of those segments ended; placement may use them. */
+static int h_restore_done(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
+                          size_t len, size_t *out_len)
+{
+    struct mc_proto_ref_req req;
+    struct mc_proto_batch_rep rep = {0};
+    struct mc_master_req x;
+
+    if (mc_proto_restore_done_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->seg_ids) != 0)
+        return MC_ERR_PROTO;
+    if (req.node != p->node)
+        return MC_ERR_DENIED;
+    x = (struct mc_master_req){.op = MC_MASTER_OP_RESTORE_DONE, .node = p->node, .n = req.n,
+                               .results = s->results, .in.seg = s->seg_ids};
+    (void)mc_master_exec(s->m, &x);
     rep.n = req.n;
     return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
 }

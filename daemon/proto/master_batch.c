@@ -658,3 +658,35 @@ int mc_proto_restore_req_decode(const void *buf, size_t len, size_t cap,
     }
     return decode_end(&r);
 }
+
+/* --- RESTORE_DONE ------------------------------------------------------------------------------ */
+
+int mc_proto_restore_done_req_encode(const struct mc_proto_ref_req *m, const uint32_t *segs,
+                                     void *buf, size_t cap, size_t *len_p)
+{
+    struct mc_wire_writer w;
+
+    if (m->node == MC_MASTER_NODE_NONE || m->n > MC_PROTO_BATCH_MAX)
+        return MC_ERR_INVALID;
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, m->node);
+    mc_wire_put_u32(&w, m->n);
+    for (uint32_t i = 0; i < m->n; i++)
+        mc_wire_put_u32(&w, segs[i]);
+    return encode_end(&w, buf, len_p);
+}
+
+int mc_proto_restore_done_req_decode(const void *buf, size_t len, size_t cap,
+                                     struct mc_proto_ref_req *m_p, uint32_t *segs)
+{
+    struct mc_wire_reader r;
+
+    mc_wire_reader_init(&r, buf, len);
+    m_p->node = mc_wire_get_u32(&r);
+    if (m_p->node == MC_MASTER_NODE_NONE)
+        fail(&r);
+    m_p->n = get_count(&r, cap);
+    for (uint32_t i = 0; i < m_p->n && !r.bad; i++)
+        segs[i] = mc_wire_get_u32(&r);
+    return decode_end(&r);
+}

@@ -330,6 +330,13 @@ int mc_proto_restore_req_decode(const void *buf, size_t len, size_t cap,
                                 struct mc_proto_ref_req *m_p,
                                 struct mc_master_restore_req *items);
 
+/* RESTORE_DONE: segments (of the batch's node) whose reports are complete; the reply is
+ * mc_proto_results_rep. */
+int mc_proto_restore_done_req_encode(const struct mc_proto_ref_req *m, const uint32_t *segs,
+                                     void *buf, size_t cap, size_t *len_p);
+int mc_proto_restore_done_req_decode(const void *buf, size_t len, size_t cap,
+                                     struct mc_proto_ref_req *m_p, uint32_t *segs);
+
 /* A reply of one status per item, 0 or a known MC_ERR_*: the reply of PUT_END_BATCH,
  * PUT_REVOKE_BATCH, RESTORE_BATCH and FENCE (m->flags is not sent; decoding sets it to 0). */
 int mc_proto_results_rep_encode(const struct mc_proto_batch_rep *m, const int *results,

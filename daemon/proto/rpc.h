@@ -92,6 +92,9 @@
     X(RESTORE_BATCH, restore, 35, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,             \
       "u32 node, u32 n, n * {blob key, u32 seg, u64 offset, u64 alloc_len, u64 size, "             \
       "u64 version, u32 flags, u64 ttl_ms}",                                                       \
+      "i32 status [u32 n, n * i32 status]")                                                        \
+    X(RESTORE_DONE, restore_done, 41, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,         \
+      "u32 node, u32 n, n * u32 seg (mounted restoring: its report is complete)",                 \
       "i32 status [u32 n, n * i32 status]")
 
 /* Sent by mc-master to the agent that owns a segment. */
@@ -144,7 +147,7 @@
     MC_WIRE_##NAME = (type), MC_WIRE_##NAME##_REPLY = (type) + 1,
 enum mc_wire_type {
     MC_PROTO_RPCS(MC_PROTO_RPC_ENUM)
-    MC_WIRE__COUNT = 41, /* valid types are 1 .. MC_WIRE__COUNT - 1 */
+    MC_WIRE__COUNT = 43, /* valid types are 1 .. MC_WIRE__COUNT - 1 */
 };
 #undef MC_PROTO_RPC_ENUM
 

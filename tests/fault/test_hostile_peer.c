@@ -344,6 +344,12 @@ static size_t t_hp_payload(const struct t_hp_ctx *x, uint16_t type, uint8_t *buf
         rc = mc_proto_restore_req_encode(&m, &it, buf, cap, &len);
         break;
     }
+    case MC_WIRE_RESTORE_DONE: { /* ending a1's restore for it */
+        struct mc_proto_ref_req m = {x->a1_node, 1};
+
+        rc = mc_proto_restore_done_req_encode(&m, &x->a1_seg, buf, cap, &len);
+        break;
+    }
     case MC_WIRE_COPY: { /* a forged copy: never from the master's endpoint */
         struct mc_proto_copy_req m = {.id = 1, .version = 1, .len = 4096, .dst_node = 1,
                                       .key = {(const uint8_t *)x->victim, strlen(x->victim)}};
@@ -485,6 +491,7 @@ static const uint16_t t_hp_types[] = {
     MC_WIRE_LIST,          MC_WIRE_DRAIN,
     MC_WIRE_COPY,          MC_WIRE_RESTORE_BATCH,
     MC_WIRE_PUBLISH,       MC_WIRE_DROP,
+    MC_WIRE_RESTORE_DONE,
 };
 #define T_HP_NTYPES (sizeof(t_hp_types) / sizeof(t_hp_types[0]))
 static_assert(T_HP_NTYPES == (MC_WIRE__COUNT - 1) / 2, "a request type is missing here");

@@ -219,7 +219,9 @@ START_TEST(test_restoring_segment_takes_no_new_data)
     struct mc_master_seg_info info;
     struct mc_master_put_grant g;
     uint32_t s1, s2;
-    struct mc_master_req x = {.op = MC_MASTER_OP_RESTORE_DONE, .node = n2};
+    int res;
+    struct mc_master_req x = {.op = MC_MASTER_OP_RESTORE_DONE, .node = n2, .n = 1,
+                              .results = &res, .in.seg = &s1};
 
     ck_assert_int_eq(mc_master_segment_mount(m, &d, &s1), 0);
     ck_assert_int_eq(mc_master_segment_info(m, s1, &info), 0);
@@ -234,10 +236,13 @@ START_TEST(test_restoring_segment_takes_no_new_data)
         ck_assert_uint_eq(g.rep[0].seg, s2);
     }
     /* only the owner ends its restore */
-    x.u.seg = s1;
-    ck_assert_int_eq(mc_master_exec(m, &x), MC_ERR_DENIED);
+    ck_assert_int_eq(mc_master_exec(m, &x), 0);
+    ck_assert_int_eq(res, MC_ERR_DENIED);
+    ck_assert_int_eq(mc_master_segment_info(m, s1, &info), 0);
+    ck_assert(info.restoring);
     x.node = n1;
     ck_assert_int_eq(mc_master_exec(m, &x), 0);
+    ck_assert_int_eq(res, 0);
     ck_assert_int_eq(mc_master_segment_info(m, s1, &info), 0);
     ck_assert(!info.restoring);
     mc_master_destroy(m);

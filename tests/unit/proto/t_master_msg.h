@@ -60,6 +60,7 @@ struct t_msg {
     struct mc_proto_key keys[MC_PROTO_BATCH_MAX];
     struct mc_proto_fence_item fences[MC_PROTO_BATCH_MAX];
     struct mc_master_restore_req restores[MC_PROTO_BATCH_MAX];
+    uint32_t segs_done[MC_PROTO_BATCH_MAX];
     int results[MC_PROTO_BATCH_MAX];
     struct mc_master_put_grant grants[MC_PROTO_BATCH_MAX];
     struct mc_master_get_result gets[MC_PROTO_BATCH_MAX];
@@ -98,9 +99,12 @@ static inline int t_encode(unsigned int type, const struct t_msg *m, void *buf, 
         return mc_proto_put_revoke_req_encode(&m->ref_req, m->refs, buf, cap, len_p);
     case MC_WIRE_RESTORE_BATCH:
         return mc_proto_restore_req_encode(&m->ref_req, m->restores, buf, cap, len_p);
+    case MC_WIRE_RESTORE_DONE:
+        return mc_proto_restore_done_req_encode(&m->ref_req, m->segs_done, buf, cap, len_p);
     case MC_WIRE_PUT_END_BATCH_REPLY:
     case MC_WIRE_PUT_REVOKE_BATCH_REPLY:
     case MC_WIRE_RESTORE_BATCH_REPLY:
+    case MC_WIRE_RESTORE_DONE_REPLY:
     case MC_WIRE_FENCE_REPLY:
         return mc_proto_results_rep_encode(&m->batch_rep, m->results, buf, cap, len_p);
     case MC_WIRE_GET_BATCH:
@@ -173,9 +177,12 @@ static inline int t_decode(unsigned int type, const void *buf, size_t len, size_
         return mc_proto_put_revoke_req_decode(buf, len, cap, &m->ref_req, m->refs);
     case MC_WIRE_RESTORE_BATCH:
         return mc_proto_restore_req_decode(buf, len, cap, &m->ref_req, m->restores);
+    case MC_WIRE_RESTORE_DONE:
+        return mc_proto_restore_done_req_decode(buf, len, cap, &m->ref_req, m->segs_done);
     case MC_WIRE_PUT_END_BATCH_REPLY:
     case MC_WIRE_PUT_REVOKE_BATCH_REPLY:
     case MC_WIRE_RESTORE_BATCH_REPLY:
+    case MC_WIRE_RESTORE_DONE_REPLY:
     case MC_WIRE_FENCE_REPLY:
         return mc_proto_results_rep_decode(buf, len, cap, &m->batch_rep, m->results);
     case MC_WIRE_GET_BATCH:
@@ -405,6 +412,11 @@ static inline void t_random(unsigned int type, uint64_t *s, size_t nmax, struct 
             m->refs[i].epoch = type == MC_WIRE_LEASE_RELEASE_BATCH ? t_u32(s) : 0;
         }
         break;
+    case MC_WIRE_RESTORE_DONE:
+        m->ref_req = (struct mc_proto_ref_req){t_node(s), n};
+        for (uint32_t i = 0; i < n; i++)
+            m->segs_done[i] = t_u32(s);
+        break;
     case MC_WIRE_RESTORE_BATCH:
         m->ref_req = (struct mc_proto_ref_req){t_node(s), n};
         for (uint32_t i = 0; i < n; i++) {
@@ -424,6 +436,7 @@ static inline void t_random(unsigned int type, uint64_t *s, size_t nmax, struct 
     case MC_WIRE_PUT_END_BATCH_REPLY:
     case MC_WIRE_PUT_REVOKE_BATCH_REPLY:
     case MC_WIRE_RESTORE_BATCH_REPLY:
+    case MC_WIRE_RESTORE_DONE_REPLY:
     case MC_WIRE_FENCE_REPLY:
         for (uint32_t i = 0; i < n; i++)
             m->results[i] = t_status(s, 700);
