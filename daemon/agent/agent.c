@@ -28,6 +28,7 @@
 #include <mc/mc_status.h>
 
 #include "daemon/agent/cluster.h"
+#include "daemon/agent/gpu.h"
 #include "daemon/agent/info.h"
 #include "daemon/agent/lease.h"
 #include "daemon/agent/ops.h"
@@ -364,6 +365,8 @@ static int standalone_create(struct mc_agent *a)
             a->put_size_max = s->size; /* one node: every replica is here */
     }
     if (err == 0)
+        err = agent_gpus_mount_local(a, a->master);
+    if (err == 0)
         err = ml_create_local(a->master, &a->ml);
     a->rio = (struct mc_rio){.ops = &mc_rio_local_ops, .impl = a};
     a->mode = &standalone_mode;
@@ -458,6 +461,9 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     }
 
     err = tenants_create(a);
+    if (err == 0)
+        err = agent_gpus_create(a, cfg->gpu);
+    a->cfg.gpu = NULL; /* read in this call only */
     if (err != 0)
         goto err_destroy;
     err = cfg->master_addr != NULL ? cluster_mode_create(a) : standalone_create(a);
@@ -542,6 +548,7 @@ void mc_agent_destroy(struct mc_agent *a)
         close(a->signal_fd);
     mc_master_destroy(a->master);
     put_images_release(a);
+    agent_gpus_destroy(a);
     for (uint32_t t = 0; t < a->ntenants; t++) {
         mc_alloc_destroy(a->ten[t].land);
         mc_seg_destroy(a->ten[t].land_seg);

@@ -20,6 +20,7 @@
 #include "daemon/agent/mlink.h"
 #include "daemon/agent/rio.h"
 #include "daemon/agent/seg.h"
+#include "daemon/agent/seg_gpu.h"
 #include "daemon/agent/spin.h"
 #include "daemon/master/alloc.h"
 #include "daemon/master/master.h"
@@ -42,6 +43,13 @@ struct agent_tenant {
     uint32_t land_idx;        /* the landing segment's index for its clients */
 };
 
+/* A GPU segment of this agent (--gpu), the default tenant's (gpu.c). */
+struct agent_gpu {
+    struct mc_dev *dev;
+    struct mc_seg *seg;
+    uint32_t seg_id;          /* at the master (UINT32_MAX: not mounted) */
+};
+
 struct mc_agent {
     struct mc_agent_config cfg;
     char *socket_path;
@@ -53,6 +61,8 @@ struct mc_agent {
     struct tenant_cfg *tcfg;      /* ntenants: the tenants as configured, the default first */
     struct agent_tenant *ten;     /* ntenants: their segments here */
     uint32_t ntenants;
+    struct agent_gpu gpu[MC_AGENT_GPU_MAX]; /* ngpu: its GPU segments */
+    uint32_t ngpu;
     uint32_t node;
     uint64_t put_size_max;        /* the largest alloc_len a put may have */
     uint64_t open_put_limit;      /* open_put_bytes_per_client, its default resolved */
@@ -114,6 +124,10 @@ static inline struct mc_seg *agent_seg(const struct mc_agent *a, uint32_t seg_id
         if (a->ten[i].seg != NULL && a->ten[i].seg_id == seg_id)
             return a->ten[i].seg;
     }
+    for (uint32_t i = 0; i < a->ngpu; i++) {
+        if (a->gpu[i].seg_id == seg_id)
+            return a->gpu[i].seg;
+    }
     return NULL;
 }
 
@@ -123,6 +137,15 @@ static inline uint64_t agent_dram_bytes(const struct mc_agent *a)
 
     for (uint32_t i = 0; i < a->ntenants; i++)
         n += a->ten[i].seg != NULL ? a->ten[i].seg->size : 0;
+    return n;
+}
+
+static inline uint64_t agent_gpu_bytes(const struct mc_agent *a)
+{
+    uint64_t n = 0;
+
+    for (uint32_t i = 0; i < a->ngpu; i++)
+        n += a->gpu[i].seg->size;
     return n;
 }
 

@@ -104,6 +104,7 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
     json_object_set_new(o, "wait_probes", json_integer((json_int_t)a->spin.probes));
     json_object_set_new(o, "wait_switches", json_integer((json_int_t)a->spin.switches));
     json_object_set_new(o, "dram_bytes", json_integer((json_int_t)agent_dram_bytes(a)));
+    json_object_set_new(o, "gpu_bytes", json_integer((json_int_t)agent_gpu_bytes(a)));
     if (a->ten[0].land != NULL) {
         json_object_set_new(o, "landing_bytes", json_integer((json_int_t)landing_bytes(a, false)));
         json_object_set_new(o, "landing_used_bytes",
