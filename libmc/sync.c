@@ -155,7 +155,8 @@ MC_EXPORT int mc_stat(mc_client_t *c, const char *key, mc_obj_info_t *info)
     info->size = cqe.size;
     info->replicas = cqe.replicas;
     /* the header promises only these bits */
-    info->flags = cqe.obj_flags & (MC_PUT_PIN_SOFT | MC_PUT_PIN_HARD | MC_PUT_NO_CHECKSUM);
+    info->flags = cqe.obj_flags & (MC_PUT_PIN_SOFT | MC_PUT_PIN_HARD | MC_PUT_NO_CHECKSUM |
+                                   MC_PUT_TIER_GPU);
     info->version = cqe.version;
     info->ttl_remaining_ms = cqe.deadline_ms;
     return 0;

@@ -8,7 +8,7 @@
 #include "mc/mc_status.h"
 #include "shm/sqe_check.h"
 
-static_assert(MC_PUT_FLAGS_ALL == 0x1Fu, "put_flags in the SQE are the five MC_PUT_* bits");
+static_assert(MC_PUT_FLAGS_ALL == 0x5Fu, "put_flags in the SQE are the six MC_PUT_* bits");
 
 enum {
     USES_KEY = 1 << 0,     /* key_len 1 .. MC_SHM_KEY_SLOT (else 0) */

@@ -467,6 +467,8 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     if (err != 0)
         goto err_destroy;
     err = cfg->master_addr != NULL ? cluster_mode_create(a) : standalone_create(a);
+    if (err == 0)
+        err = agent_gpus_rio_wrap(a);
     if (err != 0)
         goto err_destroy;
     /* what each tenant's clients map, in the order of the segment index */

@@ -152,8 +152,9 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
             "MC_CLUSTER_TOKEN or the config file to the command line."},
     {.name = "landing", .type = MC_CFG_SIZE, .def = "256M", .min = 16 << 20, .max = 1ull << 40,
      .offset = FIELD(landing),
-     .doc = "Cluster mode: bytes of the landing segment, where reads from peers land before "
-            "local clients copy them out (clients map it read-only)."},
+     .doc = "Cluster mode, or any agent with GPU segments: bytes of the landing segment, where "
+            "reads from peers and from GPU segments land before local clients copy them out "
+            "(clients map it read-only)."},
     {.name = "heartbeat_ms", .type = MC_CFG_MS, .def = "1000", .min = 10, .max = 600000,
      .offset = FIELD(heartbeat_ms),
      .doc = "Cluster mode: heartbeat period to the master (well within its node_ttl_ms)."},

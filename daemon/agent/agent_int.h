@@ -56,6 +56,7 @@ struct mc_agent {
     struct mc_master *master;     /* standalone: in-process; cluster: NULL */
     struct mlink *ml;             /* the way to the master, either kind */
     struct mc_rio rio;            /* replicas elsewhere: none (standalone) or the peers */
+    struct mc_rio rio_below;      /* with GPU segments: what rio wraps (gpu.c) */
     struct cluster *cl;           /* cluster mode: UCX, peers, the owner's side */
     const struct agent_mode *mode; /* standalone or cluster: what the loop does (agent.c) */
     struct tenant_cfg *tcfg;      /* ntenants: the tenants as configured, the default first */

@@ -260,7 +260,7 @@ char *agent_local_cluster_json(struct mc_agent *a)
 {
     struct mc_master_node_info ni[16];
     struct mc_proto_node_entry ne[16];
-    struct mc_proto_seg_entry se[MC_AGENT_TENANTS_MAX + 1];
+    struct mc_proto_seg_entry se[MC_AGENT_TENANTS_MAX + MC_AGENT_GPU_MAX + 1];
     struct mc_master_stats ms;
     uint32_t cursor = 0, t, nse = 0;
     size_t n, i;
@@ -272,6 +272,11 @@ char *agent_local_cluster_json(struct mc_agent *a)
             continue;
         se[nse].seg = a->ten[t].seg_id;
         mc_master_segment_info(a->master, a->ten[t].seg_id, &se[nse].info);
+        nse++;
+    }
+    for (t = 0; t < a->ngpu; t++) {
+        se[nse].seg = a->gpu[t].seg_id;
+        mc_master_segment_info(a->master, a->gpu[t].seg_id, &se[nse].info);
         nse++;
     }
     n = mc_master_node_list(a->master, &cursor, ni, 16);

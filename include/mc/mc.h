@@ -153,7 +153,8 @@ typedef struct mc_obj_info {
     uint32_t replicas;         /* complete replicas on live nodes (>= 1) */
     uint32_t flags;            /* MC_PUT_* state of this version now: MC_PUT_PIN_SOFT (until
                                   the soft pin lapses), MC_PUT_PIN_HARD,
-                                  MC_PUT_NO_CHECKSUM; other bits are 0 */
+                                  MC_PUT_NO_CHECKSUM, MC_PUT_TIER_GPU (its replicas are in
+                                  GPU memory); other bits are 0 */
     uint64_t version;          /* the version number: unique in the store, larger for each newer
                                   version of a key (not consecutive, not from 1) */
     uint64_t ttl_remaining_ms; /* ms until the object expires, rounded up; 0 = no TTL */
