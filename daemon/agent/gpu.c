@@ -120,6 +120,7 @@ static int tier_read(void *impl, const struct mc_master_get_result *g, uint32_t 
     bool csum = (g->flags & MC_MASTER_PUT_NO_CHECKSUM) == 0;
     uint64_t len = mc_shm_alloc_len(g->size, csum);
     uint32_t j, land_id;
+    bool failed = false;
     int err;
 
     for (j = 0; j < g->nrep; j++) {
@@ -140,9 +141,12 @@ static int tier_read(void *impl, const struct mc_master_get_result *g, uint32_t 
         mc_alloc_free(t->land, land_id);
         mc_warn("GPU segment: reading %" PRIu64 " bytes: %s", len, mc_strerror(err));
         skip |= 1u << j; /* another replica, maybe */
+        failed = true;
     }
-    return a->rio_below.ops->read(a->rio_below.impl, g, skip, tenant, deadline_ms, done,
-                                  wanted, ctx);
+    err = a->rio_below.ops->read(a->rio_below.impl, g, skip, tenant, deadline_ms, done, wanted,
+                                 ctx);
+    /* no other replica: the reader hears that the copy failed, not that nothing is there */
+    return err == MC_ERR_NOT_FOUND && failed ? MC_ERR_IO : err;
 }
 
 static uint64_t tier_lease_ttl_ms(void *impl)
