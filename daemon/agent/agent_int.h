@@ -89,6 +89,7 @@ struct mc_agent {
         uint64_t puts_refused, puts_idle_revoked;
         uint64_t delayed_answers;
         uint64_t corrupt_reads, checksum_retries;
+        uint64_t dev_copies, dev_copy_errors; /* slices copied from clients' device buffers */
     } st;
     /* metrics (NULL: metrics_listen unset, and nothing is timed) */
     struct mc_metrics *metrics;
