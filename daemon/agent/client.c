@@ -314,7 +314,7 @@ static void client_free(struct client *c)
         }
         free(c->arenas);
     }
-    devbuf_tab_destroy(c->devbufs); /* after its copies (put_client_closing synced them) */
+    devbuf_tab_destroy(&cs->devs, c->devbufs); /* after its copies (put_client_closing synced them) */
     cs->hooks.detach(cs->hooks.ctx, c);
     mc_shm_region_destroy(c->r);
     free(c->times);

@@ -106,6 +106,7 @@ int devbuf_add(struct devbuf_devs *ds, struct devbuf_tab **tab_p,
     b->stream = ds->d[di].stream;
     b->size = m->size;
     ds->imports++;
+    ds->open++;
     return 0;
 
 refuse:
@@ -133,7 +134,7 @@ int devbuf_span(struct devbuf_tab *tab, uint32_t id, uint64_t off, uint64_t len,
     return 0;
 }
 
-void devbuf_tab_destroy(struct devbuf_tab *tab)
+void devbuf_tab_destroy(struct devbuf_devs *ds, struct devbuf_tab *tab)
 {
     if (tab == NULL)
         return;
@@ -149,6 +150,7 @@ void devbuf_tab_destroy(struct devbuf_tab *tab)
             continue;
         mc_dev_event_destroy(b->ev);
         mc_dev_unimport(b->dev, b->base, b->size);
+        ds->open--;
     }
     free(tab);
 }

@@ -28,7 +28,8 @@ struct devbuf_devs {
         struct mc_dev_stream *stream;
     } d[DEVBUF_DEVS_MAX];
     uint32_t n;
-    uint64_t imports, refused;
+    uint64_t imports, refused; /* registrations taken and refused, ever */
+    uint64_t open;             /* imports not closed yet */
 };
 
 struct devbuf {
@@ -62,6 +63,6 @@ int devbuf_span(struct devbuf_tab *tab, uint32_t id, uint64_t off, uint64_t len,
                 struct devbuf **b_p, uint64_t *dptr_p);
 
 /* A client goes: wait for what its buffers' streams hold, then close its imports. */
-void devbuf_tab_destroy(struct devbuf_tab *tab);
+void devbuf_tab_destroy(struct devbuf_devs *ds, struct devbuf_tab *tab);
 
 #endif /* MC_AGENT_DEVBUF_H */

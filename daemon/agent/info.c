@@ -105,6 +105,11 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
     json_object_set_new(o, "wait_switches", json_integer((json_int_t)a->spin.switches));
     json_object_set_new(o, "dram_bytes", json_integer((json_int_t)agent_dram_bytes(a)));
     json_object_set_new(o, "gpu_bytes", json_integer((json_int_t)agent_gpu_bytes(a)));
+    json_object_set_new(o, "dev_buffers_open", json_integer((json_int_t)a->cs.devs.open));
+    json_object_set_new(o, "dev_buffers_imported", json_integer((json_int_t)a->cs.devs.imports));
+    json_object_set_new(o, "dev_buffers_refused", json_integer((json_int_t)a->cs.devs.refused));
+    json_object_set_new(o, "dev_copies", json_integer((json_int_t)a->st.dev_copies));
+    json_object_set_new(o, "dev_copy_errors", json_integer((json_int_t)a->st.dev_copy_errors));
     if (a->ten[0].land != NULL) {
         json_object_set_new(o, "landing_bytes", json_integer((json_int_t)landing_bytes(a, false)));
         json_object_set_new(o, "landing_used_bytes",
