@@ -245,7 +245,7 @@ int mc_agent_run(struct mc_agent *a)
         if (work)
             a->last_active_ns = t;
         /* a busy host: sleep at once, our polling only delays who we wait for */
-        if (work ||
+        if (work || a->dev_polling ||
             (t - a->last_active_ns < a->cfg.agent_spin_us * 1000u && !agent_spin_busy(&a->spin)) ||
             !clients_arm_doorbells(&a->cs, client_busy) || !a->mode->arm(a)) {
             mc_loop_submit(&a->loop); /* spinning: no waiting */

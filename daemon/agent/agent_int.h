@@ -75,6 +75,7 @@ struct mc_agent {
     bool draining;            /* SIGTERM: no new clients, finish what is under way */
     uint64_t drain_deadline_ms;
     bool stopping;
+    bool dev_polling;         /* a put waits on a device copy: poll, do not sleep (put.c) */
     int exit_status;          /* what mc_agent_run returns: 0, or why it had to stop */
     uint64_t last_active_ns;
     struct mc_clients cs;

@@ -660,6 +660,11 @@ int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int sta
         mc_error("UCX: %s", mc_strerror(err));
         return err;
     }
+    if (a->ngpu > 0)
+        mc_info("GPU segments: peers' reads and writes are staged through host memory (%s)",
+                mc_ucx_has_cuda(cl->u) ? "this UCX moves CUDA memory, but direct registration "
+                                         "of GPU segments is not implemented yet"
+                                       : "this UCX has no CUDA transport");
     cl_owner_register(cl);
     mc_ucx_address(cl->u, &addr, &alen);
     err = mc_boot_msg(addr, alen, &cl->boot, &cl->boot_len);

@@ -628,21 +628,20 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
 
     if (cp->dev_inflight) {
         /* a device copy runs: the destination is the device's until it completed, deadline
-         * or not (then it goes on below like a memcpy that just returned) */
+         * or not */
         int st = mc_dev_event_query(cp->dev->ev);
 
-        if (st == MC_ERR_BUSY)
+        if (st == MC_ERR_BUSY) {
+            a->dev_polling = true;
             return 0;
+        }
         cp->dev_inflight = false;
         if (st != 0) {
             a->st.dev_copy_errors++;
             copy_done(a, c, MC_ERR_IO); /* never stored: the put is revoked */
             return 0;
         }
-        pos = cp->obj_off + cp->done;
-        n = cp->dev_n;
-        chunk_end = (pos / MC_SHM_CHUNK + 1) * MC_SHM_CHUNK;
-        goto copied;
+        cp->dev_avail = cp->dev_n; /* in place: summed below, a budget at a time */
     }
     if (now > cp->deadline_ms) {
         copy_done(a, c, MC_ERR_TIMEOUT); /* nothing is in flight */
@@ -656,9 +655,11 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
     chunk_end = (pos / MC_SHM_CHUNK + 1) * MC_SHM_CHUNK;
     if (pos + n > chunk_end)
         n = chunk_end - pos;
-    if (cp->dev != NULL) {
-        /* straight from the engine's device buffer, asynchronously: polled next turns */
-        int err = mc_dev_copy_dtoh(cp->dev->stream, p->dst + pos, cp->uaddr + cp->done, n);
+    if (cp->dev != NULL && cp->dev_avail == 0) {
+        /* straight from the engine's device buffer: all that is left in one copy (the
+         * device works, not this thread), polled the next turns */
+        uint64_t left = cp->len - cp->done;
+        int err = mc_dev_copy_dtoh(cp->dev->stream, p->dst + pos, cp->uaddr + cp->done, left);
 
         if (err == 0)
             err = mc_dev_event_record(cp->dev->ev, cp->dev->stream);
@@ -670,11 +671,16 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
             return 0;
         }
         cp->dev_inflight = true;
-        cp->dev_n = n;
+        cp->dev_n = left;
         a->st.dev_copies++;
+        a->dev_polling = true;
         return 0;
     }
-    if (cp->src != NULL) {
+    if (cp->dev != NULL) {
+        if (n > cp->dev_avail)
+            n = cp->dev_avail;
+        cp->dev_avail -= n; /* already in place: only summed and counted */
+    } else if (cp->src != NULL) {
         memcpy(p->dst + pos, cp->src + cp->done, n);
     } else {
         /* the client's own memory (it allowed us with PR_SET_PTRACER) */
@@ -691,7 +697,6 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
         }
         n = (uint64_t)got; /* a short read: the rest comes next turn */
     }
-copied:
     if (p->csum)
         XXH3_64bits_update(cp->xs, p->dst + pos, n);
     cp->done += n;
@@ -726,11 +731,17 @@ bool put_copy_round(struct mc_agent *a, uint64_t budget, uint64_t now)
 
     /* one round over the clients per turn, budget bytes in all, so timers, sockets and
      * the other rings get their turn between slices */
+    a->dev_polling = false;
     for (c = a->cs.list; c != NULL && budget > 0; c = c->next) {
+        bool polled;
+
         if (c->state != CL_ACTIVE || c->copy_count == 0)
             continue;
+        polled = c->copies[c->copy_head].dev_inflight;
         budget -= copy_step(a, c, budget, now);
-        work = true;
+        /* only waiting on a device copy is not work: the loop polls, yielding the CPU */
+        if (!(polled && c->copy_count > 0 && c->copies[c->copy_head].dev_inflight))
+            work = true;
     }
     return work;
 }

@@ -98,6 +98,7 @@ struct copy {
     struct devbuf *dev;   /* MC_SQE_F_DEV: the import copied from (devbuf.h) */
     bool dev_inflight;    /* a device copy of dev_n bytes runs: wait for dev->ev */
     uint64_t dev_n;
+    uint64_t dev_avail;   /* bytes from done on that a device copy put in place */
     uint64_t obj_off;
     uint64_t len;
     uint64_t done;
