@@ -106,6 +106,13 @@ int mc_dev_alloc(struct mc_dev *d, uint64_t size, uint64_t *ptr_p)
     return d->ops->alloc(d, size, ptr_p);
 }
 
+int mc_dev_alloc_vmm(struct mc_dev *d, uint64_t size, uint64_t *ptr_p)
+{
+    if (size == 0 || ptr_p == NULL)
+        return MC_ERR_INVALID;
+    return d->ops->alloc_vmm(d, size, ptr_p);
+}
+
 void mc_dev_free(struct mc_dev *d, uint64_t ptr)
 {
     if (ptr != 0)

@@ -105,6 +105,13 @@ int mc_dev_kind_parse(const char *name);
  * MC_ERR_NOMEM (out of device memory), MC_ERR_IO.
  */
 int mc_dev_alloc(struct mc_dev *d, uint64_t size, uint64_t *ptr_p);
+/*
+ * Device memory that legacy IPC cannot export, as PyTorch's expandable segments make it
+ * (CUDA: cuMemCreate + cuMemAddressReserve + cuMemMap; the test device marks its memfd so):
+ * mc_dev_ptr_query says exportable = false, mc_dev_export MC_ERR_DENIED. For tests and
+ * scripts/gpu-check.sh. Freed with mc_dev_free. Errors as mc_dev_alloc.
+ */
+int mc_dev_alloc_vmm(struct mc_dev *d, uint64_t size, uint64_t *ptr_p);
 void mc_dev_free(struct mc_dev *d, uint64_t ptr);
 
 /*

@@ -82,19 +82,70 @@ enum {
     X("cuIpcCloseMemHandle", IpcCloseMemHandle, (CUdeviceptr p))                            \
     X("cuPointerGetAttribute", PointerGetAttribute, (void *data, int attr, CUdeviceptr p))
 
+/* The virtual memory management API (CUDA 10.2+), for mc_dev_alloc_vmm only: optional. */
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct {
+    int type;
+    int id;
+} CUmemLocation;
+typedef struct {
+    int type;                 /* CU_MEM_ALLOCATION_TYPE_PINNED */
+    int requestedHandleTypes; /* CU_MEM_HANDLE_TYPE_NONE */
+    CUmemLocation location;   /* CU_MEM_LOCATION_TYPE_DEVICE, ordinal */
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType;
+        unsigned char gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+typedef struct {
+    CUmemLocation location;
+    int flags; /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE */
+} CUmemAccessDesc;
+_Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp is cuda.h's");
+
+#define CUDA_VMM_FNS(X)                                                                      \
+    X("cuMemGetAllocationGranularity", MemGetAllocationGranularity,                         \
+      (size_t * g, const CUmemAllocationProp *prop, int option))                             \
+    X("cuMemCreate", MemCreate,                                                             \
+      (CUmemGenericAllocationHandle * h, size_t size, const CUmemAllocationProp *prop,       \
+       unsigned long long flags))                                                            \
+    X("cuMemRelease", MemRelease, (CUmemGenericAllocationHandle h))                         \
+    X("cuMemAddressReserve", MemAddressReserve,                                             \
+      (CUdeviceptr * p, size_t size, size_t align, CUdeviceptr addr, unsigned long long f))  \
+    X("cuMemAddressFree", MemAddressFree, (CUdeviceptr p, size_t size))                     \
+    X("cuMemMap", MemMap,                                                                   \
+      (CUdeviceptr p, size_t size, size_t off, CUmemGenericAllocationHandle h,               \
+       unsigned long long flags))                                                            \
+    X("cuMemUnmap", MemUnmap, (CUdeviceptr p, size_t size))                                 \
+    X("cuMemSetAccess", MemSetAccess,                                                       \
+      (CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count))
+
 #define CUDA_FIELD(sym, name, args) CUresult (*name) args;
 static struct {
     void *lib;
     int load_err;     /* 0, or why the driver is unusable */
     char why[MC_DEV_WHY_LEN];
+    bool vmm;         /* the VMM entry points are there */
     CUDA_FNS(CUDA_FIELD)
+    CUDA_VMM_FNS(CUDA_FIELD)
 } cu;
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+
+struct cvmm {
+    struct cvmm *next;
+    CUdeviceptr p;
+    size_t size;
+    CUmemGenericAllocationHandle h;
+};
 
 struct cdev {
     struct mc_dev pub;
     CUdevice dev;
     CUcontext ctx;
+    struct cvmm *vmms; /* mc_dev_alloc_vmm's: freed their own way */
 };
 
 struct cstream {
@@ -131,6 +182,12 @@ static void cu_load(void)
     }
     CUDA_FNS(CUDA_LOAD)
 #undef CUDA_LOAD
+    cu.vmm = true;
+#define CUDA_LOAD_OPT(sym, name, args)                                                       \
+    *(void **)&cu.name = dlsym(cu.lib, sym);                                                 \
+    cu.vmm = cu.vmm && cu.name != NULL;
+    CUDA_VMM_FNS(CUDA_LOAD_OPT)
+#undef CUDA_LOAD_OPT
     r = cu.Init(0);
     if (r == CUDA_SUCCESS)
         r = cu.DeviceGetCount(&count);
@@ -166,6 +223,15 @@ static int cu_err(CUresult r)
     default:
         return MC_ERR_IO;
     }
+}
+
+/* Unmap and release a VMM allocation, its context current. */
+static void cvmm_release(struct cvmm *v)
+{
+    cu.MemUnmap(v->p, v->size);
+    cu.MemAddressFree(v->p, v->size);
+    cu.MemRelease(v->h);
+    free(v);
 }
 
 static int cu_current(struct mc_dev *d)
@@ -217,6 +283,14 @@ static void cdev_close(struct mc_dev *d)
 {
     struct cdev *c = (struct cdev *)d;
 
+    if (c->vmms != NULL && cu_current(d) == 0) {
+        while (c->vmms != NULL) {
+            struct cvmm *v = c->vmms;
+
+            c->vmms = v->next;
+            cvmm_release(v);
+        }
+    }
     cu.PrimaryCtxRelease(c->dev);
     free(c);
 }
@@ -234,10 +308,70 @@ static int cdev_alloc(struct mc_dev *d, uint64_t size, uint64_t *ptr_p)
     return 0;
 }
 
+static int cdev_alloc_vmm(struct mc_dev *d, uint64_t size, uint64_t *ptr_p)
+{
+    struct cdev *c = (struct cdev *)d;
+    CUmemAllocationProp prop = {.type = 1 /* PINNED */, .requestedHandleTypes = 0,
+                                .location = {.type = 1 /* DEVICE */, .id = d->ordinal}};
+    CUmemAccessDesc acc = {.location = prop.location, .flags = 3 /* PROT_READWRITE */};
+    struct cvmm *v;
+    size_t g = 0;
+    int err;
+
+    if (!cu.vmm)
+        return MC_ERR_UNAVAILABLE;
+    err = cu_current(d);
+    if (err == 0)
+        err = cu_err(cu.MemGetAllocationGranularity(&g, &prop, 0 /* MINIMUM */));
+    if (err != 0 || g == 0)
+        return MC_ERR_IO;
+    v = calloc(1, sizeof(*v));
+    if (v == NULL)
+        return MC_ERR_NOMEM;
+    v->size = (size + g - 1) / g * g;
+    err = cu_err(cu.MemCreate(&v->h, v->size, &prop, 0));
+    if (err != 0)
+        goto err_free;
+    err = cu_err(cu.MemAddressReserve(&v->p, v->size, 0, 0, 0));
+    if (err != 0)
+        goto err_release;
+    err = cu_err(cu.MemMap(v->p, v->size, 0, v->h, 0));
+    if (err != 0)
+        goto err_address;
+    err = cu_err(cu.MemSetAccess(v->p, v->size, &acc, 1));
+    if (err != 0)
+        goto err_unmap;
+    v->next = c->vmms;
+    c->vmms = v;
+    *ptr_p = v->p;
+    return 0;
+
+err_unmap:
+    cu.MemUnmap(v->p, v->size);
+err_address:
+    cu.MemAddressFree(v->p, v->size);
+err_release:
+    cu.MemRelease(v->h);
+err_free:
+    free(v);
+    return err == MC_ERR_NOMEM ? err : MC_ERR_IO;
+}
+
 static void cdev_free(struct mc_dev *d, uint64_t ptr)
 {
-    if (cu_current(d) == 0)
-        cu.MemFree(ptr);
+    struct cdev *c = (struct cdev *)d;
+    struct cvmm **pp, *v;
+
+    if (cu_current(d) != 0)
+        return;
+    for (pp = &c->vmms; (v = *pp) != NULL; pp = &v->next) {
+        if (v->p == ptr) {
+            *pp = v->next;
+            cvmm_release(v);
+            return;
+        }
+    }
+    cu.MemFree(ptr);
 }
 
 static int cstream_create(struct mc_dev *d, struct mc_dev_stream **s_p)
@@ -444,6 +578,7 @@ const struct mc_dev_ops mc_dev_cuda_ops = {
     .open = cdev_open,
     .close = cdev_close,
     .alloc = cdev_alloc,
+    .alloc_vmm = cdev_alloc_vmm,
     .free = cdev_free,
     .stream_create = cstream_create,
     .stream_destroy = cstream_destroy,

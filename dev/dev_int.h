@@ -13,6 +13,7 @@ struct mc_dev_ops {
                 char *why, size_t why_len);
     void (*close)(struct mc_dev *d);
     int (*alloc)(struct mc_dev *d, uint64_t size, uint64_t *ptr_p);
+    int (*alloc_vmm)(struct mc_dev *d, uint64_t size, uint64_t *ptr_p);
     void (*free)(struct mc_dev *d, uint64_t ptr);
     int (*stream_create)(struct mc_dev *d, struct mc_dev_stream **s_p);
     void (*stream_destroy)(struct mc_dev_stream *s);

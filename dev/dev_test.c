@@ -30,6 +30,7 @@
 #include "common/err.h"
 
 #define TESTDEV_PREFIX "/memfd:mc-testdev:"
+#define TESTDEV_VMM_PREFIX "/memfd:mc-testdev-vmm:" /* not exportable (mc_dev_alloc_vmm) */
 
 struct tdev_alloc {
     struct tdev_alloc *next;
@@ -116,7 +117,7 @@ static void tdev_close(struct mc_dev *d)
     free(t);
 }
 
-static int tdev_alloc(struct mc_dev *d, uint64_t size, uint64_t *ptr_p)
+static int tdev_alloc_named(struct mc_dev *d, uint64_t size, bool vmm, uint64_t *ptr_p)
 {
     struct tdev *t = (struct tdev *)d;
     struct tdev_alloc *a;
@@ -138,7 +139,7 @@ static int tdev_alloc(struct mc_dev *d, uint64_t size, uint64_t *ptr_p)
         err = mc_err_from_errno(errno);
         goto err_free;
     }
-    snprintf(name, sizeof(name), "mc-testdev:%d:%d", d->ordinal, fd);
+    snprintf(name, sizeof(name), "mc-testdev%s:%d:%d", vmm ? "-vmm" : "", d->ordinal, fd);
     {
         int real = memfd_create(name, MFD_CLOEXEC);
 
@@ -172,6 +173,16 @@ err_close:
 err_free:
     free(a);
     return err == MC_ERR_IO || err == MC_ERR_INVALID ? MC_ERR_NOMEM : err;
+}
+
+static int tdev_alloc(struct mc_dev *d, uint64_t size, uint64_t *ptr_p)
+{
+    return tdev_alloc_named(d, size, false, ptr_p);
+}
+
+static int tdev_alloc_vmm(struct mc_dev *d, uint64_t size, uint64_t *ptr_p)
+{
+    return tdev_alloc_named(d, size, true, ptr_p);
 }
 
 static void tdev_free(struct mc_dev *d, uint64_t ptr)
@@ -407,13 +418,17 @@ static int tdev_lookup(uint64_t ptr, struct mc_dev_ptr_info *info, int *fd_p)
             continue;
         if (ptr < start || ptr >= end)
             continue;
-        if (strncmp(path, TESTDEV_PREFIX, strlen(TESTDEV_PREFIX)) != 0 ||
-            sscanf(path + strlen(TESTDEV_PREFIX), "%u:%d", &ordinal, &fd) != 2)
+        bool vmm = strncmp(path, TESTDEV_VMM_PREFIX, strlen(TESTDEV_VMM_PREFIX)) == 0;
+        const char *rest = vmm ? path + strlen(TESTDEV_VMM_PREFIX)
+                               : path + strlen(TESTDEV_PREFIX);
+
+        if ((!vmm && strncmp(path, TESTDEV_PREFIX, strlen(TESTDEV_PREFIX)) != 0) ||
+            sscanf(rest, "%u:%d", &ordinal, &fd) != 2)
             break;
         if (fstat(fd, &st) != 0 || (unsigned long long)st.st_ino != ino)
             break; /* an import of another process's buffer, or a stale name */
         info->is_device = true;
-        info->exportable = true;
+        info->exportable = !vmm;
         info->kind = MC_DEV_TEST;
         info->ordinal = ordinal;
         info->base = start;
@@ -443,6 +458,8 @@ static int tdev_export(uint64_t ptr, struct mc_dev_export *x, int *fd_p)
         return err;
     if (!info.is_device)
         return MC_ERR_INVALID;
+    if (!info.exportable)
+        return MC_ERR_DENIED;
     dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (dup_fd < 0)
         return mc_err_from_errno(errno);
@@ -499,6 +516,7 @@ const struct mc_dev_ops mc_dev_test_ops = {
     .open = tdev_open,
     .close = tdev_close,
     .alloc = tdev_alloc,
+    .alloc_vmm = tdev_alloc_vmm,
     .free = tdev_free,
     .stream_create = tstream_create,
     .stream_destroy = tstream_destroy,

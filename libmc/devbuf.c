@@ -94,10 +94,6 @@ int mc_devbuf_ref(struct mc_devbufs *d, int sock, const void *p, size_t len, uin
             goto out;
         }
         err = mc_dev_export((enum mc_dev_kind)d->kind, a, &x, &fd);
-        if (err == MC_ERR_DENIED) {
-            atomic_fetch_add(&d->unexportable, 1);
-            err = MC_ERR_INVALID;
-        }
         if (err != 0)
             goto out;
         err = devbuf_register(d, sock, i, &x, fd);
@@ -116,15 +112,15 @@ out:
     return err;
 }
 
-int mc_devbuf_copy_in(struct mc_devbufs *d, void *dst, const void *src, size_t len)
+/* The stream of libmc's own copies, opened on first use on the device of ptr; mu held. */
+static int stream_locked(struct mc_devbufs *d, const void *ptr)
 {
     int err = 0;
 
-    pthread_mutex_lock(&d->mu);
     if (d->stream == NULL) {
         struct mc_dev_ptr_info info;
 
-        err = mc_dev_ptr_query((enum mc_dev_kind)d->kind, (uint64_t)(uintptr_t)dst, &info);
+        err = mc_dev_ptr_query((enum mc_dev_kind)d->kind, (uint64_t)(uintptr_t)ptr, &info);
         if (err == 0 && !info.is_device)
             err = MC_ERR_INVALID;
         if (err == 0)
@@ -133,6 +129,38 @@ int mc_devbuf_copy_in(struct mc_devbufs *d, void *dst, const void *src, size_t l
         if (err == 0)
             err = mc_dev_stream_create(d->dev, &d->stream);
     }
+    return err;
+}
+
+int mc_devbuf_stage_out(struct mc_devbufs *d, const void *p, size_t len, uint8_t **copy_p)
+{
+    uint8_t *copy = malloc(len);
+    int err;
+
+    if (copy == NULL)
+        return MC_ERR_NOMEM;
+    pthread_mutex_lock(&d->mu);
+    err = stream_locked(d, p);
+    if (err == 0)
+        err = mc_dev_copy_dtoh(d->stream, copy, (uint64_t)(uintptr_t)p, len);
+    if (err == 0)
+        err = mc_dev_stream_sync(d->stream);
+    pthread_mutex_unlock(&d->mu);
+    if (err != 0) {
+        free(copy);
+        return MC_ERR_IO;
+    }
+    atomic_fetch_add(&d->staged, 1);
+    *copy_p = copy;
+    return 0;
+}
+
+int mc_devbuf_copy_in(struct mc_devbufs *d, void *dst, const void *src, size_t len)
+{
+    int err;
+
+    pthread_mutex_lock(&d->mu);
+    err = stream_locked(d, dst);
     if (err == 0)
         err = mc_dev_copy_htod(d->stream, (uint64_t)(uintptr_t)dst, src, len);
     if (err == 0)

@@ -9,8 +9,9 @@
  * sub-allocate) and registered with the agent on the socket (MC_SHM_DEVBUF_ADD); the agent
  * copies straight from it into the segment. Gets: the bytes the agent located are checked
  * against their checksums in place, then copied host to device by libmc itself, before the
- * op is final. Memory that cannot be exported (CUDA VMM, expandable segments) is refused
- * with MC_ERR_INVALID and counted, never silently slow.
+ * op is final. A put from memory that cannot be exported (CUDA VMM, expandable segments)
+ * is staged: libmc copies it device to host first and puts the host copy; each is counted
+ * (mc_stats "dev_staged_puts" of the client), never silently slow.
  *
  * Locking: mu guards the cache and the stream; taken after the engine's mu, nothing under it.
  */
@@ -38,7 +39,7 @@ struct mc_devbufs {
     struct mc_devbuf_ent ent[MC_SHM_MAX_DEVBUFS];
     struct mc_dev *dev;           /* for gets: opened on first use */
     struct mc_dev_stream *stream;
-    _Atomic uint64_t unexportable; /* buffers refused: not exportable (VMM) */
+    _Atomic uint64_t staged;      /* puts staged through host memory: not exportable (VMM) */
 };
 
 int mc_devbuf_init(struct mc_devbufs *d);
@@ -50,10 +51,15 @@ bool mc_devbuf_is_device(struct mc_devbufs *d, const void *p, size_t len);
 /*
  * The MC_SQE_F_DEV reference of device buffer p (devbuf id << MC_SHM_ARENA_SHIFT |
  * offset), registering its allocation with the agent over sock first if it is new.
- * Returns 0, MC_ERR_INVALID (not one allocation, or not exportable), MC_ERR_NOMEM (no id
- * left on this connection), MC_ERR_UNAVAILABLE (the socket), MC_ERR_IO.
+ * Returns 0, MC_ERR_DENIED (not exportable: stage it, mc_devbuf_stage_out), MC_ERR_INVALID
+ * (not within one allocation), MC_ERR_NOMEM (no id left on this connection),
+ * MC_ERR_UNAVAILABLE (the socket), MC_ERR_IO.
  */
 int mc_devbuf_ref(struct mc_devbufs *d, int sock, const void *p, size_t len, uint64_t *ref_p);
+
+/* A host copy of device buffer p (malloc'd, the caller frees it), waited for; counted.
+ * Returns 0, MC_ERR_NOMEM, MC_ERR_IO. */
+int mc_devbuf_stage_out(struct mc_devbufs *d, const void *p, size_t len, uint8_t **copy_p);
 
 /* Copy len host bytes at src into device buffer dst, waited for. 0 or MC_ERR_IO. */
 int mc_devbuf_copy_in(struct mc_devbufs *d, void *dst, const void *src, size_t len);

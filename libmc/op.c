@@ -291,6 +291,8 @@ static void finish_locked(struct mc_client *c, struct mc_op *op, int status)
         op->status = MC_PRESENT; /* the caller asked: already there counts as stored */
     if (!op->internal)
         c->async_live--;
+    free(op->bounce); /* final: nothing reads it any more */
+    op->bounce = NULL;
     if (op->batch_left != NULL)
         (*op->batch_left)--;
     pthread_cond_broadcast(&c->e.cv);
@@ -915,9 +917,19 @@ static void put_init(struct mc_client *c, struct mc_op *op, const void *buf, siz
         /* the agent copies from it: exported and registered once per allocation */
         int err = mc_devbuf_ref(&c->d, c->e.sock, buf, len, &op->arena_ref);
 
-        op->src = SRC_DEV;
+        if (err == MC_ERR_DENIED) {
+            /* not exportable (VMM): a host copy of it goes the host way, counted */
+            err = mc_devbuf_stage_out(&c->d, buf, len, &op->bounce);
+            if (err == 0)
+                buf = op->src_buf = op->bounce;
+        } else {
+            op->src = SRC_DEV;
+        }
         if (err != 0 && op->init_err == 0)
             op->init_err = err;
+    }
+    if (op->src == SRC_DEV || op->init_err != 0) {
+        /* set */
     } else if (mc_arena_find(&c->a, buf, len, &id, &off)) {
         op->src = SRC_ARENA;
         op->arena_ref = ((uint64_t)id << MC_SHM_ARENA_SHIFT) | off;
@@ -1072,6 +1084,7 @@ int mc_op_submit(struct mc_client *c, struct mc_op *op)
     if (err != 0) {
         pthread_mutex_unlock(&c->e.mu);
         mc_arena_unuse(&c->a, &op->use);
+        free(op->bounce);
         free(op);
         return err;
     }

@@ -94,6 +94,8 @@ struct mc_op {
     uint32_t put_flags, replicas;
     uint64_t ttl_ms;
     uint64_t arena_ref; /* arena id << MC_SHM_ARENA_SHIFT | offset of src_buf */
+    uint8_t *bounce;    /* a put from device memory that cannot be exported: the host copy
+                           src_buf points to, freed when the op is final (devbuf.h) */
     bool started;
     uint32_t handle;
     size_t sent; /* bytes submitted as pieces */

@@ -211,6 +211,76 @@ START_TEST(test_devbuf_cancel_get_no_late_write)
 }
 END_TEST
 
+/* device memory legacy IPC cannot export (CUDA VMM, PyTorch's expandable segments): puts
+ * are staged by libmc through a host copy and each is counted in the client's stats
+ * (dev_staged_puts), never silently slow; nothing is exported; gets into it work as ever */
+START_TEST(test_devbuf_vmm_staged)
+{
+    static const size_t sizes[] = {1, 4000, MIB + 1, 5 * MIB + 17};
+    static const mc_put_opts_t tiers[2] = {{.flags = 0}, {.flags = MC_PUT_TIER_GPU}};
+    const char *keys[3] = {"vb/0", "vb/1", "vb/2"};
+    const void *bufs[3];
+    size_t lens[3], len;
+    json_int_t staged = 0;
+    uint8_t *vmm, *host;
+    uint64_t v;
+    int res[3];
+    mc_op_t *op;
+
+    start(plain);
+    ck_assert_int_eq(t_stat(g_c, "dev_staged_puts"), 0);
+    ck_assert_int_eq(mc_dev_alloc_vmm(g_dev, 16 * MIB, &v), 0);
+    vmm = (uint8_t *)(uintptr_t)v;
+    host = malloc(8 * MIB);
+    for (int t = 0; t < 2; t++) {
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+            uint8_t *src = vmm + 4096 * i + 11; /* sub-allocated */
+            uint8_t *dst = g_pool + 24 * MIB + 3;
+            char key[32];
+
+            t_fill(src, sizes[i], 900 + i + 10 * (size_t)t);
+            snprintf(key, sizeof(key), "v/%d/%zu", t, i);
+            ck_assert_int_eq(mc_put(g_c, key, src, sizes[i], &tiers[t]), 0);
+            ck_assert_int_eq(t_stat(g_c, "dev_staged_puts"), ++staged);
+            memset(dst, 0xee, sizes[i]);
+            ck_assert_int_eq(mc_get(g_c, key, dst, sizes[i], &len), 0);
+            ck_assert_uint_eq(len, sizes[i]);
+            ck_assert(memcmp(src, dst, sizes[i]) == 0);
+            /* and into the VMM memory itself */
+            ck_assert_int_eq(mc_get(g_c, key, vmm + 8 * MIB + 5, sizes[i], &len), 0);
+            ck_assert(memcmp(src, vmm + 8 * MIB + 5, sizes[i]) == 0);
+            ck_assert_int_eq(mc_get(g_c, key, host, sizes[i], &len), 0);
+            ck_assert(memcmp(src, host, sizes[i]) == 0);
+        }
+    }
+    /* batch and async forms */
+    for (int i = 0; i < 3; i++) {
+        lens[i] = (size_t)(i + 1) * 300007;
+        bufs[i] = vmm + (size_t)i * 2 * MIB;
+        t_fill((uint8_t *)bufs[i], lens[i], 70 + (uint64_t)i);
+    }
+    ck_assert_int_eq(mc_batch_put(g_c, 3, keys, bufs, lens, NULL, res), 3);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(res[i], 0);
+        ck_assert_int_eq(mc_get(g_c, keys[i], host, lens[i], &len), 0);
+        ck_assert(memcmp(bufs[i], host, lens[i]) == 0);
+    }
+    staged += 3;
+    ck_assert_int_eq(mc_put_async(g_c, "va/0", bufs[2], lens[2], NULL, &op), 0);
+    ck_assert_int_eq(mc_wait(op, -1, &len), 0);
+    mc_op_free(op);
+    ck_assert_int_eq(mc_get(g_c, "va/0", host, lens[2], &len), 0);
+    ck_assert(memcmp(bufs[2], host, lens[2]) == 0);
+    ck_assert_int_eq(t_stat(g_c, "dev_staged_puts"), staged + 1);
+    /* none of it went to the agent as a device buffer */
+    ck_assert_int_eq(t_stat(g_c, "dev_buffers_imported"), 0);
+    ck_assert_int_eq(t_stat(g_c, "dev_buffers_refused"), 0);
+    free(host);
+    mc_dev_free(g_dev, v);
+    stop();
+}
+END_TEST
+
 /* a client killed while the agent copies from its device buffer: the agent waits the copy
  * out, closes the import, revokes the put and gives the space back */
 START_TEST(test_devbuf_client_killed_mid_copy)
@@ -268,6 +338,7 @@ int main(void)
     tcase_add_test(tc, test_devbuf_cancel_put_in_flight);
     tcase_add_test(tc, test_devbuf_cancel_get_no_late_write);
     tcase_add_test(tc, test_devbuf_client_killed_mid_copy);
+    tcase_add_test(tc, test_devbuf_vmm_staged);
     suite_add_tcase(su, tc);
     sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);

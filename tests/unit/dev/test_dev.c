@@ -305,6 +305,49 @@ START_TEST(test_dev_test_export_host_refused)
 }
 END_TEST
 
+/* memory legacy IPC cannot export (mc_dev_alloc_vmm, as PyTorch's expandable segments):
+ * a device pointer all the same, copies work, but it says so and export is refused */
+START_TEST(test_dev_test_vmm_not_exportable)
+{
+    struct mc_dev *d = t_open(0, 0);
+    struct mc_dev_ptr_info info;
+    struct mc_dev_stream *s;
+    struct mc_dev_export x;
+    uint8_t in[512], out[512] = {0};
+    uint64_t v, a;
+    int fd = 7;
+
+    ck_assert_int_eq(mc_dev_alloc_vmm(d, 0, &v), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_dev_alloc_vmm(d, 1 << 16, NULL), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_dev_alloc_vmm(d, 1 << 16, &v), 0);
+    ck_assert_int_eq(mc_dev_alloc(d, 1 << 16, &a), 0);
+    ck_assert_int_eq(mc_dev_ptr_query(MC_DEV_TEST, v + 100, &info), 0);
+    ck_assert(info.is_device);
+    ck_assert(!info.exportable);
+    ck_assert_uint_eq(info.base, v);
+    ck_assert_int_eq(mc_dev_export(MC_DEV_TEST, v + 100, &x, &fd), MC_ERR_DENIED);
+    ck_assert_int_eq(fd, -1);
+    /* the ordinary allocation next to it still exports */
+    ck_assert_int_eq(mc_dev_ptr_query(MC_DEV_TEST, a, &info), 0);
+    ck_assert(info.exportable);
+    ck_assert_int_eq(mc_dev_export(MC_DEV_TEST, a, &x, &fd), 0);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    memset(in, 0x5a, sizeof(in));
+    ck_assert_int_eq(mc_dev_stream_create(d, &s), 0);
+    ck_assert_int_eq(mc_dev_copy_htod(s, v + 100, in, sizeof(in)), 0);
+    ck_assert_int_eq(mc_dev_copy_dtoh(s, out, v + 100, sizeof(out)), 0);
+    ck_assert_int_eq(mc_dev_stream_sync(s), 0);
+    ck_assert_mem_eq(in, out, sizeof(in));
+    mc_dev_stream_destroy(s);
+    mc_dev_free(d, v);
+    ck_assert_int_eq(mc_dev_ptr_query(MC_DEV_TEST, v + 100, &info), 0);
+    ck_assert(!info.is_device);
+    mc_dev_free(d, a);
+    mc_dev_close(d);
+}
+END_TEST
+
 /* no libcuda (or no GPU): every entry that needs the driver answers "no device" */
 START_TEST(test_dev_cuda_no_device)
 {
@@ -369,6 +412,24 @@ START_TEST(test_dev_cuda_probe_real)
         ck_assert_int_eq(mc_dev_event_record(e, s), 0);
         ck_assert_int_eq(t_wait(e), 0);
         ck_assert_mem_eq(in, out, sizeof(in));
+        /* a VMM allocation: a device pointer legacy IPC cannot export */
+        {
+            struct mc_dev_export x;
+            uint64_t v;
+            int fd;
+
+            ck_assert_int_eq(mc_dev_alloc_vmm(d, 1 << 20, &v), 0);
+            ck_assert_int_eq(mc_dev_ptr_query(MC_DEV_CUDA, v + 4096, &info), 0);
+            ck_assert(info.is_device);
+            ck_assert(!info.exportable);
+            ck_assert_int_eq(mc_dev_export(MC_DEV_CUDA, v + 4096, &x, &fd), MC_ERR_DENIED);
+            ck_assert_int_eq(mc_dev_copy_htod(s, v + 4096, in, sizeof(in)), 0);
+            memset(out, 0, sizeof(out));
+            ck_assert_int_eq(mc_dev_copy_dtoh(s, out, v + 4096, sizeof(out)), 0);
+            ck_assert_int_eq(mc_dev_stream_sync(s), 0);
+            ck_assert_mem_eq(in, out, sizeof(in));
+            mc_dev_free(d, v);
+        }
         mc_dev_event_destroy(e);
         mc_dev_stream_destroy(s);
         mc_dev_free(d, a);
@@ -393,6 +454,7 @@ int main(void)
     tcase_add_test(tc, test_dev_test_ptr_query);
     tcase_add_test(tc, test_dev_test_export_import_across_processes);
     tcase_add_test(tc, test_dev_test_export_host_refused);
+    tcase_add_test(tc, test_dev_test_vmm_not_exportable);
     tcase_add_test(tc, test_dev_cuda_no_device);
     tcase_add_test(tc, test_dev_cuda_probe_real);
     suite_add_tcase(su, tc);
