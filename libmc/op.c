@@ -260,6 +260,7 @@ static void op_destroy_locked(struct mc_client *c, struct mc_op *op)
 {
     mc_arena_unuse(&c->a, &op->use);
     all_unlink_locked(c, op);
+    free(op->bounce); /* NULL once final; an op destroyed otherwise may still hold it */
     free(op);
 }
 
