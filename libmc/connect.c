@@ -364,12 +364,17 @@ MC_EXPORT int mc_connect(const char *socket_path, mc_client_t **out)
     err = mc_arena_init(&c->a);
     if (err != 0)
         goto err_unmap;
-    err = mc_engine_init(&c->e, &mc_op_hooks);
+    err = mc_devbuf_init(&c->d);
     if (err != 0)
         goto err_arenas;
+    err = mc_engine_init(&c->e, &mc_op_hooks);
+    if (err != 0)
+        goto err_devbufs;
     *out = c;
     return 0;
 
+err_devbufs:
+    mc_devbuf_cleanup(&c->d);
 err_arenas:
     mc_arena_cleanup(&c->a);
 err_unmap:
@@ -420,6 +425,7 @@ MC_EXPORT void mc_close(mc_client_t *c)
     close(c->e.sock);
     unmap_segments(c);
     mc_arena_cleanup(&c->a);
+    mc_devbuf_cleanup(&c->d);
     mc_engine_cleanup(&c->e);
     mc_shm_region_destroy(c->e.region);
     close(c->e.efd);

@@ -42,6 +42,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: mcctl [--socket PATH] COMMAND ARGS\n"
                "  put KEY [FILE|-] [--replicas N] [--upsert] [--pin soft|hard] [--ttl MS]\n"
+               "                     [--tier dram|gpu]\n"
                "  get KEY [FILE|-]\n"
                "  exist KEY          exit 0 if present, 1 if absent\n"
                "  rm KEY | rm --prefix P   (prints the number removed)\n"
@@ -174,6 +175,12 @@ static int parse_cmd_args(int argc, char **argv, bool put, bool lsrm, bool ls,
             else
                 return usage_error("--pin needs soft or hard%s", "");
             i++;
+        } else if (put && strcmp(s, "--tier") == 0) {
+            if (i + 1 < argc && strcmp(argv[i + 1], "gpu") == 0)
+                a->opts.flags |= MC_PUT_TIER_GPU;
+            else if (!(i + 1 < argc && strcmp(argv[i + 1], "dram") == 0))
+                return usage_error("--tier needs dram or gpu%s", "");
+            i++;
         } else if (put && strcmp(s, "--ttl") == 0) {
             if (i + 1 >= argc || !parse_u64(argv[i + 1], MC_TTL_MAX_MS, &v))
                 return usage_error("--ttl needs milliseconds, at most MC_TTL_MAX_MS%s", "");
@@ -278,8 +285,9 @@ static int cmd_stat(mc_client_t *c, const char *key)
     if (err != 0)
         return fail("stat", key, err);
     printf("{\"size\": %" PRIu64 ", \"replicas\": %" PRIu32 ", \"version\": %" PRIu64
-           ", \"flags\": %" PRIu32 ", \"ttl_remaining_ms\": %" PRIu64 "}\n",
-           info.size, info.replicas, info.version, info.flags, info.ttl_remaining_ms);
+           ", \"flags\": %" PRIu32 ", \"ttl_remaining_ms\": %" PRIu64 ", \"tier\": \"%s\"}\n",
+           info.size, info.replicas, info.version, info.flags, info.ttl_remaining_ms,
+           (info.flags & MC_PUT_TIER_GPU) ? "gpu" : "dram");
     return fflush(stdout) == 0 ? 0 : EXIT_ERROR;
 }
 

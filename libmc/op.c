@@ -155,7 +155,30 @@ static const uint8_t *get_location(struct mc_client *c, const struct mc_cqe *cqe
     return c->e.seg[cqe->loc_seg] + cqe->loc_off;
 }
 
-enum op_src { SRC_STAGING, SRC_ARENA, SRC_USER };
+/*
+ * Copy an object from its segment into a device buffer: the stored checksums are verified
+ * over the segment's bytes first (device memory is not for the host to hash), then one
+ * host-to-device copy, waited for, so the op is final only once no copy touches buf.
+ */
+static int copy_to_device(struct mc_client *c, uint8_t *buf, const uint8_t *obj,
+                          uint64_t size, bool checksum)
+{
+    if (checksum) {
+        const uint8_t *trailer = obj + mc_shm_trailer_off(size);
+        uint64_t nchunks = mc_shm_nchunks(size), off = 0;
+
+        for (uint64_t i = 0; i < nchunks; i++) {
+            uint64_t n = size - off < MC_SHM_CHUNK ? size - off : MC_SHM_CHUNK;
+
+            if (XXH3_64bits(obj + off, (size_t)n) != load_u64(trailer + 8 * i))
+                return MC_ERR_CORRUPT;
+            off += n;
+        }
+    }
+    return mc_devbuf_copy_in(&c->d, buf, obj, (size_t)size);
+}
+
+enum op_src { SRC_STAGING, SRC_ARENA, SRC_USER, SRC_DEV };
 enum op_step {
     STEP_NONE = 0,
     STEP_PUT,   /* the whole object in one PUT */
@@ -237,6 +260,7 @@ static void op_destroy_locked(struct mc_client *c, struct mc_op *op)
 {
     mc_arena_unuse(&c->a, &op->use);
     all_unlink_locked(c, op);
+    free(op->bounce); /* NULL once final; an op destroyed otherwise may still hold it */
     free(op);
 }
 
@@ -268,6 +292,8 @@ static void finish_locked(struct mc_client *c, struct mc_op *op, int status)
         op->status = MC_PRESENT; /* the caller asked: already there counts as stored */
     if (!op->internal)
         c->async_live--;
+    free(op->bounce); /* final: nothing reads it any more */
+    op->bounce = NULL;
     if (op->batch_left != NULL)
         (*op->batch_left)--;
     pthread_cond_broadcast(&c->e.cv);
@@ -343,6 +369,10 @@ static bool put_source_locked(struct mc_client *c, struct mc_op *op, struct mc_s
     case SRC_USER:
         sqe->flags = MC_SQE_F_USER;
         sqe->data_off = (uint64_t)(uintptr_t)(op->src_buf + off);
+        return true;
+    case SRC_DEV:
+        sqe->flags = MC_SQE_F_DEV;
+        sqe->data_off = op->arena_ref + off; /* a device buffer id in place of an arena's */
         return true;
     default:
         if (!mc_engine_staging_try_get_locked(&c->e, &slot))
@@ -698,9 +728,17 @@ static void run_copies_locked(struct mc_client *c)
         pthread_mutex_unlock(&c->e.mu);
         /* an expired lease is not released: the agent ended it, its id may be reused */
         expired = mc_engine_now_ms() > cqe.deadline_ms;
-        err = expired ? MC_ERR_LEASE_EXPIRED : copy_verified(op->dst, obj, cqe.size, checksum);
+        if (expired)
+            err = MC_ERR_LEASE_EXPIRED;
+        else if (op->dst_dev)
+            err = copy_to_device(c, op->dst, obj, cqe.size, checksum);
+        else
+            err = copy_verified(op->dst, obj, cqe.size, checksum);
         if (!expired && err == 0 && mc_engine_now_ms() > cqe.deadline_ms) {
-            memset(op->dst, 0, (size_t)cqe.size); /* the space may have been reused */
+            /* the space may have been reused: host bytes are zeroed, device bytes are
+             * unspecified (as after a cancel) */
+            if (!op->dst_dev)
+                memset(op->dst, 0, (size_t)cqe.size);
             expired = true;
             err = MC_ERR_LEASE_EXPIRED;
         }
@@ -876,7 +914,24 @@ static void put_init(struct mc_client *c, struct mc_op *op, const void *buf, siz
         if (o->replicas > MC_SHM_MAX_REPLICAS)
             op->init_err = MC_ERR_NO_SPACE; /* as mc_put: cannot be placed */
     }
-    if (mc_arena_find(&c->a, buf, len, &id, &off)) {
+    if (mc_devbuf_is_device(&c->d, buf, len)) {
+        /* the agent copies from it: exported and registered once per allocation */
+        int err = mc_devbuf_ref(&c->d, c->e.sock, buf, len, &op->arena_ref);
+
+        if (err == MC_ERR_DENIED) {
+            /* not exportable (VMM): a host copy of it goes the host way, counted */
+            err = mc_devbuf_stage_out(&c->d, buf, len, &op->bounce);
+            if (err == 0)
+                buf = op->src_buf = op->bounce;
+        } else {
+            op->src = SRC_DEV;
+        }
+        if (err != 0 && op->init_err == 0)
+            op->init_err = err;
+    }
+    if (op->src == SRC_DEV || op->init_err != 0) {
+        /* set */
+    } else if (mc_arena_find(&c->a, buf, len, &id, &off)) {
         op->src = SRC_ARENA;
         op->arena_ref = ((uint64_t)id << MC_SHM_ARENA_SHIFT) | off;
     } else if (len > c->e.slot_size && atomic_load(&c->user_ok)) {
@@ -941,6 +996,7 @@ void mc_op_init_get(struct mc_client *c, struct mc_op *op, const char *key, size
     op_init(c, op, MC_OP_KIND_GET, key, key_len, deadline_ns);
     op->dst = buf;
     op->cap = cap;
+    op->dst_dev = cap > 0 && mc_devbuf_is_device(&c->d, buf, cap);
     op->next_step = STEP_GET;
     if (cap > 0)
         mc_arena_use(&c->a, &op->use, buf, cap);
@@ -1029,6 +1085,7 @@ int mc_op_submit(struct mc_client *c, struct mc_op *op)
     if (err != 0) {
         pthread_mutex_unlock(&c->e.mu);
         mc_arena_unuse(&c->a, &op->use);
+        free(op->bounce);
         free(op);
         return err;
     }

@@ -24,6 +24,7 @@
 #include <mc/mc.h>
 
 #include "libmc/arena.h"
+#include "libmc/devbuf.h"
 #include "libmc/engine.h"
 
 /* The most PUT_DATA pieces one put keeps in flight (each holds a staging slot). */
@@ -50,6 +51,7 @@
 struct mc_client {
     struct mc_engine e; /* first: the engine's hooks find the client from it */
     struct mc_arenas a;
+    struct mc_devbufs d;  /* engines' device buffers (devbuf.h) */
     _Atomic bool user_ok; /* MC_SQE_F_USER allowed: not disabled, not DENIED */
 
     /* ops, all under e.mu */
@@ -92,12 +94,15 @@ struct mc_op {
     uint32_t put_flags, replicas;
     uint64_t ttl_ms;
     uint64_t arena_ref; /* arena id << MC_SHM_ARENA_SHIFT | offset of src_buf */
+    uint8_t *bounce;    /* a put from device memory that cannot be exported: the host copy
+                           src_buf points to, freed when the op is final (devbuf.h) */
     bool started;
     uint32_t handle;
     size_t sent; /* bytes submitted as pieces */
     /* get */
     uint8_t *dst;
     size_t cap;
+    bool dst_dev;  /* dst is device memory: copied in by mc_devbuf_copy_in */
     uint64_t skip; /* replicas whose bytes failed our checksum: the next GET skips them */
     struct mc_cqe gcqe;
     struct mc_arena_use use;

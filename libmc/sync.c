@@ -7,6 +7,8 @@
  * the rest are one SQE and one CQE through the engine (engine.c). Not the ring mechanics,
  * not the handshake.
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,7 +157,8 @@ MC_EXPORT int mc_stat(mc_client_t *c, const char *key, mc_obj_info_t *info)
     info->size = cqe.size;
     info->replicas = cqe.replicas;
     /* the header promises only these bits */
-    info->flags = cqe.obj_flags & (MC_PUT_PIN_SOFT | MC_PUT_PIN_HARD | MC_PUT_NO_CHECKSUM);
+    info->flags = cqe.obj_flags & (MC_PUT_PIN_SOFT | MC_PUT_PIN_HARD | MC_PUT_NO_CHECKSUM |
+                                   MC_PUT_TIER_GPU);
     info->version = cqe.version;
     info->ttl_remaining_ms = cqe.deadline_ms;
     return 0;
@@ -221,15 +224,32 @@ static int stats_json(mc_client_t *c, uint64_t flags, char **json_p, size_t *len
         err = MC_ERR_PROTO;
         goto out_put;
     }
-    json = malloc((size_t)cqe.res + 1);
-    if (json == NULL) {
-        err = MC_ERR_NOMEM;
-        goto out_put;
+    {
+        /* this client's own counts lead the agent's object: {"dev_staged_puts": N, ...} */
+        const char *src = (const char *)mc_engine_staging_ptr(&c->e, slot);
+        size_t n = (size_t)cqe.res, pre = 0;
+        char own[64];
+
+        if (flags == 0 && n >= 2 && src[0] == '{')
+            pre = (size_t)snprintf(own, sizeof(own), "{\"dev_staged_puts\": %" PRIu64 "%s",
+                                   (uint64_t)atomic_load(&c->d.staged),
+                                   src[1] == '}' ? "" : ", ");
+        json = malloc(pre + n + 1);
+        if (json == NULL) {
+            err = MC_ERR_NOMEM;
+            goto out_put;
+        }
+        if (pre > 0) {
+            memcpy(json, own, pre);
+            memcpy(json + pre, src + 1, n - 1);
+            n = pre + n - 1;
+        } else {
+            memcpy(json, src, n);
+        }
+        json[n] = '\0';
+        *json_p = json;
+        *len_p = n;
     }
-    memcpy(json, mc_engine_staging_ptr(&c->e, slot), (size_t)cqe.res);
-    json[cqe.res] = '\0';
-    *json_p = json;
-    *len_p = (size_t)cqe.res;
     err = 0;
 out_put:
     mc_engine_staging_put(&c->e, slot);

@@ -65,6 +65,31 @@ struct mc_shm_arena_msg {
 
 static_assert(sizeof(struct mc_shm_arena_msg) == 32, "arena message ABI");
 
+/* A device buffer registration (docs/gpu.md), on the socket like an arena's: the client
+ * exported the allocation that holds an engine's device buffer (dev/dev.h); the agent
+ * imports it once and copies straight between it and its segments for ops that name it
+ * (MC_SQE_F_DEV). For the test device the allocation's memfd rides along (SCM_RIGHTS);
+ * CUDA's IPC handle is in the message. Ids are the client's, below MC_SHM_MAX_DEVBUFS, never
+ * reused on a connection; the agent closes every import when the client goes. Not
+ * answered: a registration the agent could not import makes the ops naming it fail. */
+#define MC_SHM_DEVBUF_ADD 2u
+#define MC_SHM_MAX_DEVBUFS 256u
+
+struct mc_shm_devbuf_msg {
+    uint64_t magic;       /* MC_SHM_MAGIC */
+    uint32_t type;        /* MC_SHM_DEVBUF_ADD */
+    uint32_t devbuf_id;   /* < MC_SHM_MAX_DEVBUFS */
+    uint32_t dev_kind;    /* enum mc_dev_kind (dev/dev.h): 1 test, 2 CUDA */
+    uint32_t export_kind; /* enum mc_dev_export_kind: 1 fd attached, 2 CUDA IPC handle */
+    uint32_t ordinal;
+    uint32_t reserved;    /* 0 */
+    uint64_t size;        /* of the allocation */
+    uint64_t buffer_id;
+    uint8_t handle[64];
+};
+
+static_assert(sizeof(struct mc_shm_devbuf_msg) == 112, "device buffer message ABI");
+
 #define MC_SHM_MAX_SEGS 16
 
 struct mc_shm_welcome { /* agent -> client; fds: [region, seg 0, seg 1, ...] on success */
@@ -173,6 +198,8 @@ enum mc_shm_op {
 #define MC_SQE_F_ARENA 0x2u /* an arena: data_off = arena id << MC_SHM_ARENA_SHIFT | offset */
 #define MC_SQE_F_USER 0x4u  /* the client's own memory at address data_off, read by the agent
                                with process_vm_readv (the client allows it: PR_SET_PTRACER) */
+#define MC_SQE_F_DEV 0x8u   /* a registered device buffer: data_off = devbuf id <<
+                               MC_SHM_ARENA_SHIFT | offset (PUT, PUT_DATA) */
 #define MC_SHM_ARENA_SHIFT 48
 #define MC_SHM_MAX_ARENAS 256u
 

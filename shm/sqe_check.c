@@ -8,7 +8,7 @@
 #include "mc/mc_status.h"
 #include "shm/sqe_check.h"
 
-static_assert(MC_PUT_FLAGS_ALL == 0x1Fu, "put_flags in the SQE are the five MC_PUT_* bits");
+static_assert(MC_PUT_FLAGS_ALL == 0x5Fu, "put_flags in the SQE are the six MC_PUT_* bits");
 
 enum {
     USES_KEY = 1 << 0,     /* key_len 1 .. MC_SHM_KEY_SLOT (else 0) */
@@ -53,8 +53,14 @@ int mc_shm_sqe_check(const struct mc_shm_layout *l, const struct mc_sqe *sqe)
         return MC_ERR_INVALID;
     uses = op_uses[sqe->opcode];
 
-    if ((sqe->flags & ~(MC_SQE_F_NO_CQE | MC_SQE_F_ARENA | MC_SQE_F_USER)) != 0)
+    if ((sqe->flags & ~(MC_SQE_F_NO_CQE | MC_SQE_F_ARENA | MC_SQE_F_USER | MC_SQE_F_DEV)) != 0)
         return MC_ERR_INVALID;
+    if (sqe->flags & MC_SQE_F_DEV) {
+        /* the only source of its op; the offset is checked by the agent against the import */
+        if (sqe->flags != MC_SQE_F_DEV || !(uses & USES_SOURCE) || sqe->data_len == 0 ||
+            (sqe->data_off >> MC_SHM_ARENA_SHIFT) >= MC_SHM_MAX_DEVBUFS)
+            return MC_ERR_INVALID;
+    }
     if ((sqe->flags & MC_SQE_F_NO_CQE) != 0 && sqe->opcode != MC_OP_RELEASE)
         return MC_ERR_INVALID;
     if ((sqe->flags & (MC_SQE_F_ARENA | MC_SQE_F_USER)) != 0 &&
@@ -80,6 +86,8 @@ int mc_shm_sqe_check(const struct mc_shm_layout *l, const struct mc_sqe *sqe)
         /* an address in the client: process_vm_readv checks it against the client's map */
         if (sqe->data_len == 0 || sqe->data_off > UINT64_MAX - sqe->data_len)
             return MC_ERR_INVALID;
+    } else if (sqe->flags & MC_SQE_F_DEV) {
+        /* checked above */
     } else if (uses & USES_STAGING) {
         if (!staging_range_ok(l, sqe->data_off, sqe->data_len))
             return MC_ERR_INVALID;

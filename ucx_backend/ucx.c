@@ -1026,6 +1026,15 @@ static bool run_done(struct mc_ucx *u)
     return any;
 }
 
+bool mc_ucx_has_cuda(const struct mc_ucx *u)
+{
+    ucp_context_attr_t attr = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
+
+    if (ucp_context_query(u->ctx, &attr) != UCS_OK)
+        return false;
+    return (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+}
+
 bool mc_ucx_progress(struct mc_ucx *u)
 {
     bool any = false;

@@ -85,6 +85,13 @@ void mc_ucx_destroy(struct mc_ucx *u);
 int mc_ucx_efd(struct mc_ucx *u);
 
 /*
+ * Whether this UCX moves CUDA device memory itself (ucp_context_query: memory types include
+ * UCS_MEMORY_TYPE_CUDA). Debian's UCX 1.13 has no CUDA transport: false there, and bytes of
+ * GPU segments travel staged through host memory by their owner (docs/gpu.md).
+ */
+bool mc_ucx_has_cuda(const struct mc_ucx *u);
+
+/*
  * Progresses the worker until it is idle, runs the callbacks that became due and expires
  * calls whose deadline passed (CLOCK_MONOTONIC). Returns whether anything happened. Never
  * blocks and never logs.

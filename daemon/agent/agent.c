@@ -28,6 +28,7 @@
 #include <mc/mc_status.h>
 
 #include "daemon/agent/cluster.h"
+#include "daemon/agent/gpu.h"
 #include "daemon/agent/holdidx.h"
 #include "daemon/agent/info.h"
 #include "daemon/agent/lease.h"
@@ -268,7 +269,7 @@ int mc_agent_run(struct mc_agent *a)
         if (work)
             a->last_active_ns = t;
         /* a busy host: sleep at once, our polling only delays who we wait for */
-        if (work ||
+        if (work || a->dev_polling ||
             (t - a->last_active_ns < a->cfg.agent_spin_us * 1000u && !agent_spin_busy(&a->spin)) ||
             !clients_arm_doorbells(&a->cs, client_busy) || !a->mode->arm(a)) {
             mc_loop_submit(&a->loop); /* spinning: no waiting */
@@ -392,6 +393,8 @@ static int standalone_create(struct mc_agent *a)
             a->put_size_max = s->size; /* one node: every replica is here */
     }
     if (err == 0)
+        err = agent_gpus_mount_local(a, a->master);
+    if (err == 0)
         err = ml_create_local(a->master, &a->ml);
     if (err == 0)
         report_held(a);
@@ -490,9 +493,14 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     }
 
     err = tenants_create(a);
+    if (err == 0)
+        err = agent_gpus_create(a, cfg->gpu);
+    a->cfg.gpu = NULL; /* read in this call only */
     if (err != 0)
         goto err_destroy;
     err = cfg->master_addr != NULL ? cluster_mode_create(a) : standalone_create(a);
+    if (err == 0)
+        err = agent_gpus_rio_wrap(a);
     if (err != 0)
         goto err_destroy;
     /* what each tenant's clients map, in the order of the segment index */
@@ -574,6 +582,7 @@ void mc_agent_destroy(struct mc_agent *a)
         close(a->signal_fd);
     mc_master_destroy(a->master);
     put_images_release(a);
+    agent_gpus_destroy(a);
     for (uint32_t t = 0; t < a->ntenants; t++) {
         mc_alloc_destroy(a->ten[t].land);
         mc_seg_destroy(a->ten[t].land_seg);

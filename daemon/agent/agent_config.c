@@ -8,6 +8,7 @@
 
 #include <mc/mc_status.h>
 
+#include "daemon/agent/gpu_cfg.h"
 #include "daemon/agent/tenant_cfg.h"
 #include "shm/ring.h"
 
@@ -32,6 +33,19 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
     {.name = "prefault", .type = MC_CFG_BOOL, .def = "true", .offset = FIELD(prefault),
      .doc = "Allocate and map every page of the DRAM segment at start-up, so no put pays "
             "for page faults (start-up takes about 0.2 s per GiB)."},
+    {.name = "gpu", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(gpu),
+     .doc = "GPU segments: comma-separated DEV:SIZE, DEV cuda (device 0), cudaN or test (the "
+            "test device, host memory behaving like a GPU: for tests only); what --gpu adds "
+            "to. Unset: none. docs/gpu.md."},
+    {.name = "gpu_test_delay_us", .type = MC_CFG_U64, .def = "0", .min = 0, .max = 10000000,
+     .offset = FIELD(gpu_test_delay_us),
+     .doc = "Tests only: every copy of the test device waits this long before it runs."},
+    {.name = "gpu_test_fail_nth", .type = MC_CFG_U64, .def = "0", .min = 0,
+     .max = 4294967295.0, .offset = FIELD(gpu_test_fail_nth),
+     .doc = "Tests only: the nth copy of the test device fails (0: none)."},
+    {.name = "gpu_test_fail_every", .type = MC_CFG_U64, .def = "0", .min = 0,
+     .max = 4294967295.0, .offset = FIELD(gpu_test_fail_every),
+     .doc = "Tests only: every copy whose number is a multiple of this fails (0: none)."},
     {.name = "op_timeout_ms", .type = MC_CFG_MS, .def = "5000", .min = 1, .max = 3600000,
      .offset = FIELD(op_timeout_ms),
      .doc = "Deadline of an operation whose client named none: it then ends with "
@@ -145,8 +159,9 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
             "MC_CLUSTER_TOKEN or the config file to the command line."},
     {.name = "landing", .type = MC_CFG_SIZE, .def = "256M", .min = 16 << 20, .max = 1ull << 40,
      .offset = FIELD(landing),
-     .doc = "Cluster mode: bytes of the landing segment, where reads from peers land before "
-            "local clients copy them out (clients map it read-only)."},
+     .doc = "Cluster mode, or any agent with GPU segments: bytes of the landing segment, where "
+            "reads from peers and from GPU segments land before local clients copy them out "
+            "(clients map it read-only)."},
     {.name = "heartbeat_ms", .type = MC_CFG_MS, .def = "1000", .min = 10, .max = 600000,
      .offset = FIELD(heartbeat_ms),
      .doc = "Cluster mode: heartbeat period to the master (well within its node_ttl_ms)."},
@@ -220,6 +235,14 @@ int mc_agent_config_validate(const void *base, char *err, size_t errlen)
     if (cfg->dram != 0 && cfg->dram < (1u << 20)) {
         snprintf(err, errlen, "dram: at least 1 MiB, or 0 for a client node");
         return MC_ERR_INVALID;
+    }
+    if (cfg->gpu != NULL) {
+        struct mc_gpu_spec specs[MC_AGENT_GPU_MAX];
+        size_t n;
+        int rc = mc_gpu_spec_parse(cfg->gpu, specs, &n, err, errlen);
+
+        if (rc != 0)
+            return rc;
     }
     if (cfg->tenants != NULL) {
         struct tenant_cfg *t;

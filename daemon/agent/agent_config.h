@@ -19,6 +19,10 @@ struct mc_agent_config {
     uint64_t dram;             /* DRAM segment bytes */
     bool hugepages;            /* back the segment with huge pages when available */
     bool prefault;             /* allocate and map every segment page at start-up */
+    char *gpu;                 /* GPU segments: "DEV:SIZE[,DEV:SIZE]..." (seg_gpu.h) */
+    uint64_t gpu_test_delay_us; /* the test device: each copy waits this long */
+    uint64_t gpu_test_fail_nth; /* the test device: the nth copy fails (0: none) */
+    uint64_t gpu_test_fail_every; /* the test device: every nth copy fails (0: none) */
     uint64_t op_timeout_ms;    /* deadline of an op that names none */
     uint64_t agent_spin_us;    /* poll SQs in memory this long after the last activity */
     bool adaptive_wait;        /* poll only while the host is quiet (spin.h) */

@@ -21,6 +21,7 @@
 #include "daemon/agent/report.h"
 #include "daemon/agent/rio.h"
 #include "daemon/agent/seg.h"
+#include "daemon/agent/seg_gpu.h"
 #include "daemon/agent/spin.h"
 #include "daemon/master/alloc.h"
 #include "daemon/master/master.h"
@@ -43,17 +44,27 @@ struct agent_tenant {
     uint32_t land_idx;        /* the landing segment's index for its clients */
 };
 
+/* A GPU segment of this agent (--gpu), the default tenant's (gpu.c). */
+struct agent_gpu {
+    struct mc_dev *dev;
+    struct mc_seg *seg;
+    uint32_t seg_id;          /* at the master (UINT32_MAX: not mounted) */
+};
+
 struct mc_agent {
     struct mc_agent_config cfg;
     char *socket_path;
     struct mc_master *master;     /* standalone: in-process; cluster: NULL */
     struct mlink *ml;             /* the way to the master, either kind */
     struct mc_rio rio;            /* replicas elsewhere: none (standalone) or the peers */
+    struct mc_rio rio_below;      /* with GPU segments: what rio wraps (gpu.c) */
     struct cluster *cl;           /* cluster mode: UCX, peers, the owner's side */
     const struct agent_mode *mode; /* standalone or cluster: what the loop does (agent.c) */
     struct tenant_cfg *tcfg;      /* ntenants: the tenants as configured, the default first */
     struct agent_tenant *ten;     /* ntenants: their segments here */
     uint32_t ntenants;
+    struct agent_gpu gpu[MC_AGENT_GPU_MAX]; /* ngpu: its GPU segments */
+    uint32_t ngpu;
     uint32_t node;
     uint64_t put_size_max;        /* the largest alloc_len a put may have */
     uint64_t open_put_limit;      /* open_put_bytes_per_client, its default resolved */
@@ -65,6 +76,7 @@ struct mc_agent {
     bool draining;            /* SIGTERM: no new clients, finish what is under way */
     uint64_t drain_deadline_ms;
     bool stopping;
+    bool dev_polling;         /* a put waits on a device copy: poll, do not sleep (put.c) */
     int exit_status;          /* what mc_agent_run returns: 0, or why it had to stop */
     uint64_t last_active_ns;
     struct mc_clients cs;
@@ -80,6 +92,7 @@ struct mc_agent {
         uint64_t puts_refused, puts_idle_revoked;
         uint64_t delayed_answers;
         uint64_t corrupt_reads, checksum_retries;
+        uint64_t dev_copies, dev_copy_errors; /* slices copied from clients' device buffers */
     } st;
     /* metrics (NULL: metrics_listen unset, and nothing is timed) */
     struct mc_metrics *metrics;
@@ -116,6 +129,10 @@ static inline struct mc_seg *agent_seg(const struct mc_agent *a, uint32_t seg_id
         if (a->ten[i].seg != NULL && a->ten[i].seg_id == seg_id)
             return a->ten[i].seg;
     }
+    for (uint32_t i = 0; i < a->ngpu; i++) {
+        if (a->gpu[i].seg_id == seg_id)
+            return a->gpu[i].seg;
+    }
     return NULL;
 }
 
@@ -125,6 +142,15 @@ static inline uint64_t agent_dram_bytes(const struct mc_agent *a)
 
     for (uint32_t i = 0; i < a->ntenants; i++)
         n += a->ten[i].seg != NULL ? a->ten[i].seg->size : 0;
+    return n;
+}
+
+static inline uint64_t agent_gpu_bytes(const struct mc_agent *a)
+{
+    uint64_t n = 0;
+
+    for (uint32_t i = 0; i < a->ngpu; i++)
+        n += a->gpu[i].seg->size;
     return n;
 }
 

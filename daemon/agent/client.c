@@ -314,6 +314,7 @@ static void client_free(struct client *c)
         }
         free(c->arenas);
     }
+    devbuf_tab_destroy(&cs->devs, c->devbufs); /* after its copies (put_client_closing synced them) */
     cs->hooks.detach(cs->hooks.ctx, c);
     mc_shm_region_destroy(c->r);
     free(c->times);
@@ -668,11 +669,14 @@ static int arena_add(struct client *c, const struct mc_shm_arena_msg *m, int fd)
     return 0;
 }
 
-/* After the handshake the socket carries arena registrations only; anything else, or a
- * closed socket, ends the client. */
+/* After the handshake the socket carries arena and device buffer registrations only;
+ * anything else, or a closed socket, ends the client. */
 static void client_read_socket(struct client *c)
 {
-    struct mc_shm_arena_msg m;
+    union {
+        struct mc_shm_arena_msg a;
+        struct mc_shm_devbuf_msg d;
+    } m;
 
     while (c->state == CL_ACTIVE) {
         int fd = -1, nfds = 0, err;
@@ -687,8 +691,12 @@ static void client_read_socket(struct client *c)
             client_close(c, "socket closed");
             return;
         }
-        if (err == 0)
-            err = n == sizeof(m) && nfds == 1 ? arena_add(c, &m, fd) : MC_ERR_PROTO;
+        if (err == 0 && n == sizeof(m.d) && m.d.type == MC_SHM_DEVBUF_ADD) {
+            err = devbuf_add(&c->cs->devs, &c->devbufs, &m.d, nfds == 1 ? fd : -1); /* takes fd */
+            nfds = 0;
+        } else if (err == 0) {
+            err = n == sizeof(m.a) && nfds == 1 ? arena_add(c, &m.a, fd) : MC_ERR_PROTO;
+        }
         if (nfds == 1)
             close(fd); /* the mapping keeps the arena */
         if (err != 0) {
@@ -957,6 +965,9 @@ int clients_open(struct mc_clients *cs, const struct mc_agent_config *cfg, struc
     if (cs->max_per_uid == 0)
         cs->max_per_uid = cfg->max_clients - cfg->max_clients / 4; /* >= 1: max_clients >= 1 */
     cs->listen_fd = -1;
+    cs->devs.topts = (struct mc_dev_test_opts){.delay_us = (uint32_t)cfg->gpu_test_delay_us,
+                                               .fail_nth = (uint32_t)cfg->gpu_test_fail_nth,
+                                               .fail_every = (uint32_t)cfg->gpu_test_fail_every};
     return listen_on(path, &cs->listen_fd);
 }
 
@@ -990,6 +1001,7 @@ void clients_cleanup(struct mc_clients *cs, const char *path)
         c->refs = 1;
         client_put(c);
     }
+    devbuf_devs_cleanup(&cs->devs); /* no client is left to copy from */
     if (cs->listen_fd >= 0) {
         close(cs->listen_fd);
         unlink(path);

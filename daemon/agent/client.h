@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "daemon/agent/agent_config.h"
+#include "daemon/agent/devbuf.h"
 #include "daemon/agent/loop.h"
 #include "daemon/agent/tenant_cfg.h"
 #include "shm/region.h"
@@ -79,6 +80,7 @@ struct client {
     bool efd_busy;            /* a write to it is in the loop: at most one */
     uint64_t efd_one;         /* the 8 bytes that write reads */
     struct arena *arenas;     /* MC_SHM_MAX_ARENAS, registered over the socket */
+    struct devbuf_tab *devbufs; /* its device buffers (devbuf.h), NULL until the first */
     uint64_t arena_bytes;     /* mapped size of its arenas (arena_bytes_per_client) */
     /* ops being timed (metrics on): open addressing over a power of two above
      * 2 * max_inflight slots, so it never fills (an entry lives while its op is in flight) */
@@ -143,6 +145,7 @@ struct mc_clients {
     uint32_t n;
     uint32_t next_id;
     uint64_t arena_bytes;         /* mapped size of every client's arenas */
+    struct devbuf_devs devs;      /* the devices clients' device buffers are on */
     uint64_t max_per_uid;         /* max_clients_per_uid, its default resolved */
     /* refused connections not on the allow-list, logged at most once a second */
     uint64_t refused_log_ms;

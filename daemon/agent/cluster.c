@@ -176,6 +176,8 @@ static void rejoined(struct cluster *cl)
 }
 
 static int mount_encode(struct cluster *cl, uint32_t t, uint8_t **buf_p, size_t *len_p);
+static struct mc_seg *mount_seg(struct mc_agent *a, uint32_t i, uint32_t *tenant_p,
+                                uint32_t **id_p);
 static void rejoin_mounted(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
                            size_t len);
 
@@ -187,9 +189,9 @@ static void rejoin_mount_from(struct cluster *cl, uint32_t t)
     size_t blen;
     int status;
 
-    while (t < cl->a->ntenants && cl->a->ten[t].seg == NULL)
+    while (t < cl->a->ntenants + cl->a->ngpu && mount_seg(cl->a, t, NULL, NULL) == NULL)
         t++;
-    if (t == cl->a->ntenants) {
+    if (t == cl->a->ntenants + cl->a->ngpu) {
         rejoined(cl);
         return;
     }
@@ -210,7 +212,7 @@ static void rejoin_mounted(void *ctx, int status, const struct mc_wire_hdr *hdr,
 {
     struct cluster *cl = ctx;
     struct mc_proto_mount_rep rep;
-    struct agent_tenant *t;
+    uint32_t *seg_id;
 
     (void)hdr;
     if (cl->mstate != M_MOUNT)
@@ -221,11 +223,11 @@ static void rejoin_mounted(void *ctx, int status, const struct mc_wire_hdr *hdr,
         rejoin_failed(cl, "MOUNT", status);
         return;
     }
-    t = &cl->a->ten[cl->mount_next];
-    if (rep.seg != t->seg_id) {
+    mount_seg(cl->a, cl->mount_next, NULL, &seg_id);
+    if (rep.seg != *seg_id) {
         mc_info("our segment is %u now (was %u): the master forgot what it held", rep.seg,
-                t->seg_id);
-        t->seg_id = rep.seg;
+                *seg_id);
+        *seg_id = rep.seg;
     }
     rejoin_mount_from(cl, cl->mount_next + 1);
 }
@@ -505,11 +507,26 @@ unsigned cluster_listen_port(const struct mc_agent *a)
 
 /* --- start-up and exit ---------------------------------------------------------------------- */
 
-/* MOUNT of tenant t's DRAM segment with our worker address, in a malloc'd buffer. */
-static int mount_encode(struct cluster *cl, uint32_t t, uint8_t **buf_p, size_t *len_p)
+/* What we mount, in order: each tenant's DRAM segment (NULL: that tenant has none here),
+ * then the GPU segments (the default tenant's, gpu.h). tenant_p, id_p: may be NULL. */
+static struct mc_seg *mount_seg(struct mc_agent *a, uint32_t i, uint32_t *tenant_p,
+                                uint32_t **id_p)
+{
+    uint32_t t = i < a->ntenants ? i : 0;
+
+    if (tenant_p != NULL)
+        *tenant_p = t;
+    if (id_p != NULL)
+        *id_p = i < a->ntenants ? &a->ten[i].seg_id : &a->gpu[i - a->ntenants].seg_id;
+    return i < a->ntenants ? a->ten[i].seg : a->gpu[i - a->ntenants].seg;
+}
+
+/* MOUNT of segment i (mount_seg) with our worker address, in a malloc'd buffer. */
+static int mount_encode(struct cluster *cl, uint32_t i, uint8_t **buf_p, size_t *len_p)
 {
     struct mc_agent *a = cl->a;
-    struct mc_seg *s = a->ten[t].seg;
+    uint32_t t;
+    struct mc_seg *s = mount_seg(a, i, &t, NULL);
     struct mc_proto_mount_req req = {
         .seg = {.node = cl->node, .kind = s->kind, .base = (uint64_t)(uintptr_t)s->base,
                 .size = s->size, .quota = a->tcfg[t].quota,
@@ -614,13 +631,14 @@ static int join(struct cluster *cl, uint64_t deadline)
     cl->node_ttl_ms = hrep.node_ttl_ms;
     cl->lease_ttl_ms = hrep.lease_ttl_ms;
     a->node = hrep.node;
-    for (uint32_t t = 0; t < a->ntenants; t++) {
+    for (uint32_t i = 0; i < a->ntenants + a->ngpu; i++) {
         struct mc_proto_mount_rep mrep;
+        uint32_t t, *seg_id;
         uint8_t *mbuf;
 
-        if (a->ten[t].seg == NULL)
+        if (mount_seg(a, i, &t, &seg_id) == NULL)
             continue;
-        err = mount_encode(cl, t, &mbuf, &len);
+        err = mount_encode(cl, i, &mbuf, &len);
         if (err == 0) {
             err = sync_call(cl, cl->master, MC_WIRE_MOUNT, mbuf, len, deadline, &sc);
             free(mbuf);
@@ -631,11 +649,11 @@ static int join(struct cluster *cl, uint64_t deadline)
             free(sc.reply);
         }
         if (err != 0) {
-            mc_error("mounting the DRAM segment of tenant \"%s\" at the master: %s",
-                     a->tcfg[t].name, mc_strerror(err));
+            mc_error("mounting the %s segment of tenant \"%s\" at the master: %s",
+                     i < a->ntenants ? "DRAM" : "GPU", a->tcfg[t].name, mc_strerror(err));
             return err;
         }
-        a->ten[t].seg_id = mrep.seg;
+        *seg_id = mrep.seg;
     }
     mc_info("joined the master at %s as node %u (%s)%s", a->cfg.master_addr, cl->node,
             cl->name, agent_dram_bytes(a) != 0 ? ", DRAM segments mounted" : ", holding no data");
@@ -703,6 +721,11 @@ int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int sta
         mc_error("UCX: %s", mc_strerror(err));
         return err;
     }
+    if (a->ngpu > 0)
+        mc_info("GPU segments: peers' reads and writes are staged through host memory (%s)",
+                mc_ucx_has_cuda(cl->u) ? "this UCX moves CUDA memory, but direct registration "
+                                         "of GPU segments is not implemented yet"
+                                       : "this UCX has no CUDA transport");
     cl_owner_register(cl);
     mc_ucx_address(cl->u, &addr, &alen);
     err = mc_boot_msg(addr, alen, &cl->boot, &cl->boot_len);
@@ -811,6 +834,8 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "bytes_from_peers", json_integer((json_int_t)cl->st.read_bytes_in));
     json_object_set_new(o, "writes_served", json_integer((json_int_t)cl->st.writes_in));
     json_object_set_new(o, "reads_served", json_integer((json_int_t)cl->st.reads_in));
+    json_object_set_new(o, "gpu_staged_reads", json_integer((json_int_t)cl->st.staged_out));
+    json_object_set_new(o, "gpu_staged_writes", json_integer((json_int_t)cl->st.staged_in));
     json_object_set_new(o, "peer_refused", json_integer((json_int_t)cl->st.refused));
     json_object_set_new(o, "peer_errors", json_integer((json_int_t)cl->st.peer_errors));
     json_object_set_new(o, "read_failovers", json_integer((json_int_t)cl->st.failovers));

@@ -120,6 +120,8 @@ struct inwrite {
     uint64_t request_id;       /* the writer's call, answered when the bytes are in place */
     uint32_t seg, alloc;
     uint64_t version, offset, len;
+    uint8_t *staged;           /* into a segment with no window (GPU): the bytes land here
+                                  first and are copied in when they are complete */
 };
 
 /* An allocation a failed write touched: the master may reuse it once we say no write can
@@ -193,6 +195,7 @@ struct cluster {
         uint64_t writes_in, write_bytes_in, reads_in, refused, peer_errors, failovers;
         uint64_t hedged, copies_out;
         uint64_t published_out, published_in, drops_in; /* the owners' indexes (holdidx.h) */
+        uint64_t staged_out, staged_in; /* reads and writes of GPU segments, via host memory */
     } st;
 };
 

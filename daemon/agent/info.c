@@ -104,6 +104,12 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
     json_object_set_new(o, "wait_probes", json_integer((json_int_t)a->spin.probes));
     json_object_set_new(o, "wait_switches", json_integer((json_int_t)a->spin.switches));
     json_object_set_new(o, "dram_bytes", json_integer((json_int_t)agent_dram_bytes(a)));
+    json_object_set_new(o, "gpu_bytes", json_integer((json_int_t)agent_gpu_bytes(a)));
+    json_object_set_new(o, "dev_buffers_open", json_integer((json_int_t)a->cs.devs.open));
+    json_object_set_new(o, "dev_buffers_imported", json_integer((json_int_t)a->cs.devs.imports));
+    json_object_set_new(o, "dev_buffers_refused", json_integer((json_int_t)a->cs.devs.refused));
+    json_object_set_new(o, "dev_copies", json_integer((json_int_t)a->st.dev_copies));
+    json_object_set_new(o, "dev_copy_errors", json_integer((json_int_t)a->st.dev_copy_errors));
     if (a->ten[0].land != NULL) {
         json_object_set_new(o, "landing_bytes", json_integer((json_int_t)landing_bytes(a, false)));
         json_object_set_new(o, "landing_used_bytes",
@@ -259,7 +265,7 @@ char *agent_local_cluster_json(struct mc_agent *a)
 {
     struct mc_master_node_info ni[16];
     struct mc_proto_node_entry ne[16];
-    struct mc_proto_seg_entry se[MC_AGENT_TENANTS_MAX + 1];
+    struct mc_proto_seg_entry se[MC_AGENT_TENANTS_MAX + MC_AGENT_GPU_MAX + 1];
     struct mc_master_stats ms;
     uint32_t cursor = 0, t, nse = 0;
     size_t n, i;
@@ -271,6 +277,11 @@ char *agent_local_cluster_json(struct mc_agent *a)
             continue;
         se[nse].seg = a->ten[t].seg_id;
         mc_master_segment_info(a->master, a->ten[t].seg_id, &se[nse].info);
+        nse++;
+    }
+    for (t = 0; t < a->ngpu; t++) {
+        se[nse].seg = a->gpu[t].seg_id;
+        mc_master_segment_info(a->master, a->gpu[t].seg_id, &se[nse].info);
         nse++;
     }
     n = mc_master_node_list(a->master, &cursor, ni, 16);

@@ -50,6 +50,8 @@ static void usage(FILE *f)
             "  --socket PATH      unix socket for local clients (= --set socket=PATH)\n"
             "  --dram SIZE        DRAM contributed to the pool, e.g. 512M, 4G (= --set dram=SIZE);\n"
             "                     0 in cluster mode: a client node that holds no data\n"
+            "  --gpu DEV:SIZE     a GPU segment, repeatable: DEV cuda, cudaN, or test (the\n"
+            "                     test device, for tests), e.g. --gpu cuda0:8G (= --set gpu=)\n"
             "  --metrics-listen HOST:PORT  serve /metrics, /health, /ready over HTTP there\n"
             "                     (= --set metrics_listen=; port 0: any free port, logged)\n"
             "  --ready-file F     write our pid to F (atomically) once clients can connect\n"
@@ -141,7 +143,7 @@ int main(int argc, char **argv)
     struct mc_agent_config cfg;
     const char *ready = NULL;
     bool standalone = false;
-    char **args, **owned, **faults, err[512];
+    char **args, **owned, **faults, err[512], *gpus = NULL;
     int i, n = 1, nowned = 0, nfaults = 0, rc = 2;
 
     /* --socket/--dram are --set spellings: rewrite them so the config engine sees one
@@ -173,6 +175,22 @@ int main(int argc, char **argv)
             key = "domain";
         } else if (strcmp(argv[i], "--metrics-listen") == 0) {
             key = "metrics_listen";
+        } else if (strcmp(argv[i], "--gpu") == 0 && i + 1 < argc) {
+            /* repeatable: the values join into one gpu= setting, set after the others */
+            size_t have = gpus != NULL ? strlen(gpus) : 0;
+            char *g = realloc(gpus, have + strlen(argv[i + 1]) + 6);
+
+            if (g == NULL) {
+                rc = 1;
+                goto out_args;
+            }
+            if (have == 0)
+                strcpy(g, "gpu=");
+            else
+                strcat(g, ",");
+            strcat(g, argv[++i]);
+            gpus = g;
+            continue;
         } else if (strcmp(argv[i], "--standalone") == 0) {
             standalone = true;
             continue;
@@ -206,6 +224,11 @@ int main(int argc, char **argv)
         }
         args[n++] = argv[i];
     }
+    if (gpus != NULL) {
+        args[n] = "--set";
+        args[n + 1] = gpus;
+        n += 2;
+    }
     rc = mc_config_parse_args(mc_agent_config_table, &cfg, MC_CONFIG_ENV_PREFIX,
                               mc_agent_config_validate, &n, args, stdout, err, sizeof(err));
     if (rc == MC_CONFIG_EXIT) {
@@ -236,6 +259,7 @@ out_args:
     for (i = 0; i < nowned; i++)
         free(owned[i]);
     free(owned);
+    free(gpus);
     free(args);
     free(faults);
     return rc;

@@ -58,6 +58,45 @@ static void fence_add(struct cluster *cl, uint32_t seg, uint32_t alloc, uint64_t
     cl->fences = f;
 }
 
+/*
+ * Bytes of a segment with no window in place (a GPU segment), copied out into host memory
+ * for UCX to send: Debian's UCX moves host bytes only (mc_ucx_has_cuda). A malloc'd buffer
+ * whose header is the send's context; freed once UCX reads it no more.
+ */
+struct staged {
+    struct cluster *cl;
+    void *ctx;                          /* the unstaged send's */
+    void (*done)(void *ctx, int status);
+    uint8_t bytes[];
+};
+
+static struct staged *stage_out(struct cluster *cl, uint32_t seg, uint64_t off, uint64_t len)
+{
+    struct mc_seg *s = agent_seg(cl->a, seg);
+    struct staged *st;
+
+    if (s == NULL || len > s->size)
+        return NULL;
+    st = malloc(sizeof(*st) + len);
+    if (st == NULL)
+        return NULL;
+    if (s->ops->read(s, off, st->bytes, len) != 0) {
+        free(st);
+        return NULL;
+    }
+    st->cl = cl;
+    cl->st.staged_out++;
+    return st;
+}
+
+static void staged_sent(void *ctx, int status)
+{
+    struct staged *st = ctx;
+
+    st->done(st->ctx, status);
+    free(st);
+}
+
 static void read_served(void *ctx, int status)
 {
     struct cluster *cl = ctx;
@@ -81,7 +120,19 @@ static void h_read(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
         return;
     }
     if ((src = seg_span(a, req.seg, req.offset, req.len)) == NULL) {
-        reply_status(ep, hdr, MC_ERR_NOT_FOUND);
+        struct staged *st = stage_out(cl, req.seg, req.offset, req.len);
+
+        if (st == NULL) {
+            reply_status(ep, hdr, MC_ERR_NOT_FOUND);
+            return;
+        }
+        st->done = read_served;
+        st->ctx = cl;
+        err = mc_ucx_send_bulk(ep, MC_WIRE_READ_REPLY, req.xfer, NULL, 0, st->bytes, req.len,
+                               staged_sent, st);
+        if (err != 0)
+            free(st);
+        reply_status(ep, hdr, err);
         return;
     }
     /* straight from the segment: the reader's lease keeps the allocation ours to send */
@@ -138,7 +189,12 @@ static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
         reply_status(ep, hdr, MC_ERR_PROTO);
         return;
     }
-    if ((src = seg_span(a, req.src_seg, req.src_offset, req.len)) == NULL) {
+    if ((src = seg_span(a, req.src_seg, req.src_offset, req.len)) == NULL &&
+        agent_seg(a, req.src_seg) != NULL) {
+        reply_status(ep, hdr, MC_ERR_INVALID); /* a GPU segment is not drained (docs/gpu.md) */
+        return;
+    }
+    if (src == NULL) {
         reply_status(ep, hdr, MC_ERR_NOT_FOUND);
         return;
     }
@@ -416,22 +472,30 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         struct inwrite *w;
         uint8_t *dst;
 
+        struct mc_seg *s;
+        uint8_t *staged = NULL;
+
         if (mc_peer_write_hdr_decode(hpl, hdr->payload_len, &h) != 0 || h.len != len ||
-            (dst = seg_span(a, h.seg, h.offset, h.len)) == NULL ||
-            is_fenced(cl, h.seg, h.alloc, h.version)) {
+            (s = agent_seg(a, h.seg)) == NULL || h.offset > s->size ||
+            h.len > s->size - h.offset || is_fenced(cl, h.seg, h.alloc, h.version)) {
             cl->st.refused++;
             return NULL;
         }
-        w = calloc(1, sizeof(*w));
-        if (w == NULL)
-            return NULL;
-        {
-            /* a block freed and handed out again: what the index had there is gone */
-            struct mc_seg *s = agent_seg(a, h.seg);
-
-            if (s->held != NULL)
-                (void)mc_holdidx_overwrite(s->held, h.offset, h.len, h.version);
+        if ((dst = seg_span(a, h.seg, h.offset, h.len)) == NULL) {
+            /* no window (GPU): land in host memory, copy in when complete (bulk_done) */
+            dst = staged = malloc(h.len != 0 ? h.len : 1);
+            if (staged == NULL)
+                return NULL;
         }
+        w = calloc(1, sizeof(*w));
+        if (w == NULL) {
+            free(staged);
+            return NULL;
+        }
+        w->staged = staged;
+        /* a block freed and handed out again: what the index had there is gone */
+        if (s->held != NULL)
+            (void)mc_holdidx_overwrite(s->held, h.offset, h.len, h.version);
         w->what = OP_INWRITE;
         w->cl = cl;
         w->ep = ep;
@@ -469,6 +533,16 @@ static void bulk_done(void *ctx, void *op, int status)
             cl->inwrites = w->next;
         if (w->next != NULL)
             w->next->prev = w->prev;
+        if (w->staged != NULL) {
+            struct mc_seg *s = agent_seg(cl->a, w->seg);
+
+            /* complete in host memory: now into the segment, before the writer hears */
+            if (status == 0 && (s == NULL || s->ops->write(s, w->offset, w->staged, w->len) != 0))
+                status = MC_ERR_IO;
+            if (status == 0)
+                cl->st.staged_in++;
+            free(w->staged);
+        }
         if (w->ep != NULL)
             reply_status(w->ep, &(struct mc_wire_hdr){.request_id = w->request_id,
                                                       .type = MC_WIRE_WRITE},

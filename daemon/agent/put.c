@@ -288,7 +288,7 @@ static int put_image(struct mc_agent *a, struct put *p)
 
 static int copy_queue(struct client *c, uint32_t h, uint8_t opcode, uint64_t user_data,
                       uint64_t obj_off, uint64_t len, const uint8_t *src, uint64_t uaddr,
-                      uint64_t deadline_ms)
+                      struct devbuf *dev, uint64_t deadline_ms)
 {
     struct copy *cp;
 
@@ -306,6 +306,7 @@ static int copy_queue(struct client *c, uint32_t h, uint8_t opcode, uint64_t use
     cp->opcode = opcode;
     cp->src = src;
     cp->uaddr = uaddr;
+    cp->dev = dev;
     cp->obj_off = obj_off;
     cp->len = len;
     c->puts[h].busy++;
@@ -334,7 +335,7 @@ static void put_granted(void *ctx, struct ml_req *r)
         err = c->state == CL_ACTIVE ? put_image(a, p) : MC_ERR_CANCELED;
         if (err == 0 && p->oneshot) {
             err = copy_queue(c, h, MC_OP_PUT, p->user_data, 0, p->size, p->src, p->uaddr,
-                             p->deadline_ms);
+                             p->dev, p->deadline_ms);
         }
         if (err != 0)
             put_revoke(a, p, false);
@@ -359,7 +360,7 @@ static void put_granted(void *ctx, struct ml_req *r)
 /* PUT and PUT_START: ask the master for the replicas; the op goes on in put_granted. */
 static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *s,
                      const char *key, size_t key_len, uint64_t size, const uint8_t *src,
-                     uint64_t deadline_ms)
+                     struct devbuf *dev, uint64_t dptr, uint64_t deadline_ms)
 {
     bool csum = (s->put_flags & MC_PUT_NO_CHECKSUM) == 0;
     struct ml_req *r;
@@ -419,7 +420,8 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
     p->deadline_ms = deadline_ms;
     p->t0_ns = a->op_t0_ns;
     p->src = src;
-    p->uaddr = s->data_off;
+    p->dev = dev;
+    p->uaddr = dev != NULL ? dptr : s->data_off;
     p->open_bytes = mc_shm_alloc_len(size, csum);
     c->open_put_bytes += p->open_bytes;
     client_get(c);
@@ -662,8 +664,25 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
     struct put *p = &c->puts[cp->put];
     uint64_t n, pos, chunk_end;
 
+    if (cp->dev_inflight) {
+        /* a device copy runs: the destination is the device's until it completed, deadline
+         * or not */
+        int st = mc_dev_event_query(cp->dev->ev);
+
+        if (st == MC_ERR_BUSY) {
+            a->dev_polling = true;
+            return 0;
+        }
+        cp->dev_inflight = false;
+        if (st != 0) {
+            a->st.dev_copy_errors++;
+            copy_done(a, c, MC_ERR_IO); /* never stored: the put is revoked */
+            return 0;
+        }
+        cp->dev_avail = cp->dev_n; /* in place: summed below, a budget at a time */
+    }
     if (now > cp->deadline_ms) {
-        copy_done(a, c, MC_ERR_TIMEOUT); /* nothing is in flight: memcpy is synchronous */
+        copy_done(a, c, MC_ERR_TIMEOUT); /* nothing is in flight */
         return 0;
     }
     pos = cp->obj_off + cp->done;
@@ -674,7 +693,32 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
     chunk_end = (pos / MC_SHM_CHUNK + 1) * MC_SHM_CHUNK;
     if (pos + n > chunk_end)
         n = chunk_end - pos;
-    if (cp->src != NULL) {
+    if (cp->dev != NULL && cp->dev_avail == 0) {
+        /* straight from the engine's device buffer: all that is left in one copy (the
+         * device works, not this thread), polled the next turns */
+        uint64_t left = cp->len - cp->done;
+        int err = mc_dev_copy_dtoh(cp->dev->stream, p->dst + pos, cp->uaddr + cp->done, left);
+
+        if (err == 0)
+            err = mc_dev_event_record(cp->dev->ev, cp->dev->stream);
+        if (err != 0) {
+            /* a copy queued before a failed record still runs: wait it out */
+            mc_dev_stream_sync(cp->dev->stream);
+            a->st.dev_copy_errors++;
+            copy_done(a, c, MC_ERR_IO);
+            return 0;
+        }
+        cp->dev_inflight = true;
+        cp->dev_n = left;
+        a->st.dev_copies++;
+        a->dev_polling = true;
+        return 0;
+    }
+    if (cp->dev != NULL) {
+        if (n > cp->dev_avail)
+            n = cp->dev_avail;
+        cp->dev_avail -= n; /* already in place: only summed and counted */
+    } else if (cp->src != NULL) {
         memcpy(p->dst + pos, cp->src + cp->done, n);
     } else {
         /* the client's own memory (it allowed us with PR_SET_PTRACER) */
@@ -725,11 +769,17 @@ bool put_copy_round(struct mc_agent *a, uint64_t budget, uint64_t now)
 
     /* one round over the clients per turn, budget bytes in all, so timers, sockets and
      * the other rings get their turn between slices */
+    a->dev_polling = false;
     for (c = a->cs.list; c != NULL && budget > 0; c = c->next) {
+        bool polled;
+
         if (c->state != CL_ACTIVE || c->copy_count == 0)
             continue;
+        polled = c->copies[c->copy_head].dev_inflight;
         budget -= copy_step(a, c, budget, now);
-        work = true;
+        /* only waiting on a device copy is not work: the loop polls, yielding the CPU */
+        if (!(polled && c->copy_count > 0 && c->copies[c->copy_head].dev_inflight))
+            work = true;
     }
     return work;
 }
@@ -737,9 +787,17 @@ bool put_copy_round(struct mc_agent *a, uint64_t budget, uint64_t now)
 /* --- ops, tick, close ------------------------------------------------------------------- */
 
 /* Where a PUT / PUT_DATA takes its bytes from: staging, an arena, or (NULL) the client's
- * own memory through process_vm_readv. */
-static int data_source(struct client *c, const struct mc_sqe *s, const uint8_t **src_p)
+ * own memory through process_vm_readv, or (NULL, *dev_p) a device buffer it registered. */
+static int data_source(struct client *c, const struct mc_sqe *s, const uint8_t **src_p,
+                       struct devbuf **dev_p, uint64_t *dptr_p)
 {
+    *dev_p = NULL;
+    if (s->flags & MC_SQE_F_DEV) {
+        *src_p = NULL;
+        return devbuf_span(c->devbufs, (uint32_t)(s->data_off >> MC_SHM_ARENA_SHIFT),
+                           s->data_off & ((UINT64_C(1) << MC_SHM_ARENA_SHIFT) - 1),
+                           s->data_len, dev_p, dptr_p);
+    }
     if (s->flags & MC_SQE_F_USER) {
         /* Reads of a client's memory carry the agent's rights, not the client's: a
          * privileged agent could be pointed at whatever later holds the client's pid, or
@@ -762,17 +820,19 @@ void put_op(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const 
             size_t key_len, uint64_t deadline)
 {
     const uint8_t *src = NULL;
+    struct devbuf *dev = NULL;
+    uint64_t dptr = 0;
     struct put *p;
     int err;
 
     switch (s->opcode) {
     case MC_OP_PUT:
-        err = data_source(c, s, &src);
-        if (err == 0)
-            err = put_begin(a, c, s, key, key_len, s->data_len, src, deadline); /* it answers */
+        err = data_source(c, s, &src, &dev, &dptr);
+        if (err == 0) /* it answers */
+            err = put_begin(a, c, s, key, key_len, s->data_len, src, dev, dptr, deadline);
         break;
     case MC_OP_PUT_START:
-        err = put_begin(a, c, s, key, key_len, s->arg0, NULL, deadline); /* it answers */
+        err = put_begin(a, c, s, key, key_len, s->arg0, NULL, NULL, 0, deadline); /* answers */
         break;
     case MC_OP_PUT_DATA:
         if (put_expired(c, s->arg0, false)) {
@@ -788,10 +848,10 @@ void put_op(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const 
             err = MC_ERR_INVALID;
             break;
         }
-        err = data_source(c, s, &src);
+        err = data_source(c, s, &src, &dev, &dptr);
         if (err == 0)
             err = copy_queue(c, (uint32_t)s->arg0, s->opcode, s->user_data, s->arg1,
-                             s->data_len, src, s->data_off, deadline);
+                             s->data_len, src, dev != NULL ? dptr : s->data_off, dev, deadline);
         break;
     case MC_OP_PUT_END:
     case MC_OP_PUT_ABORT:
@@ -859,7 +919,14 @@ void put_client_closing(struct mc_agent *a, struct client *c)
 {
     uint32_t i;
 
-    /* our copies are synchronous memcpy: none is in flight, so revoke at once */
+    /* only the head copy can be in flight, and only from a device buffer: wait for it (one
+     * slice) before its destination may be freed; the rest are synchronous memcpy */
+    if (c->copy_count > 0 && c->copies[c->copy_head].dev_inflight) {
+        struct copy *cp = &c->copies[c->copy_head];
+
+        mc_dev_stream_sync(cp->dev->stream);
+        cp->dev_inflight = false;
+    }
     while (c->copy_count > 0) {
         struct copy *cp = &c->copies[c->copy_head];
 

@@ -84,6 +84,7 @@ struct put {
     uint64_t deadline_ms;
     const uint8_t *src;  /* a one-shot PUT's source while its grant is awaited */
     uint64_t uaddr;
+    struct devbuf *dev;  /* ... or its device buffer (uaddr: the device address) */
     char key[MC_DIR_KEY_MAX];
 };
 
@@ -93,8 +94,13 @@ struct copy {
     uint64_t deadline_ms;
     uint32_t put;         /* handle */
     uint8_t opcode;       /* MC_OP_PUT (ends the put when done) or MC_OP_PUT_DATA */
-    const uint8_t *src;   /* staging or arena bytes; NULL: the client's memory at uaddr */
+    const uint8_t *src;   /* staging or arena bytes; NULL: the client's memory at uaddr, or
+                             its device buffer dev at device address uaddr */
     uint64_t uaddr;
+    struct devbuf *dev;   /* MC_SQE_F_DEV: the import copied from (devbuf.h) */
+    bool dev_inflight;    /* a device copy of dev_n bytes runs: wait for dev->ev */
+    uint64_t dev_n;
+    uint64_t dev_avail;   /* bytes from done on that a device copy put in place */
     uint64_t obj_off;
     uint64_t len;
     uint64_t done;

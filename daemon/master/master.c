@@ -66,6 +66,8 @@ static uint8_t put_flags_to_of(uint32_t flags)
         of |= OF_PIN_HARD;
     if (flags & MC_MASTER_PUT_NO_CHECKSUM)
         of |= OF_NO_CSUM;
+    if (flags & MC_MASTER_PUT_TIER_GPU)
+        of |= OF_TIER_GPU;
     return of;
 }
 
@@ -79,6 +81,8 @@ static uint32_t of_to_put_flags(uint8_t of)
         f |= MC_MASTER_PUT_PIN_HARD;
     if (of & OF_NO_CSUM)
         f |= MC_MASTER_PUT_NO_CHECKSUM;
+    if (of & OF_TIER_GPU)
+        f |= MC_MASTER_PUT_TIER_GPU;
     return f;
 }
 

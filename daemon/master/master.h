@@ -42,7 +42,8 @@ enum mc_seg_kind {
 #define MC_MASTER_PUT_PIN_HARD 0x4u
 #define MC_MASTER_PUT_NO_CHECKSUM 0x8u
 #define MC_MASTER_PUT_SAME_DOMAIN_OK 0x10u
-#define MC_MASTER_PUT_FLAGS_ALL 0x1Fu
+#define MC_MASTER_PUT_TIER_GPU 0x40u /* place in MC_SEG_GPU segments, not MC_SEG_DRAM */
+#define MC_MASTER_PUT_FLAGS_ALL 0x5Fu
 
 /* The longest TTL, ms: MC_TTL_MAX_MS of include/mc/mc.h (200 days). Longer is invalid. */
 #define MC_MASTER_TTL_MAX_MS (UINT64_C(200) * 24 * 3600 * 1000)

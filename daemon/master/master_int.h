@@ -41,6 +41,7 @@ enum ver_state {
 #define OF_PIN_HARD 0x04u
 #define OF_NO_CSUM 0x08u
 #define OF_TTL 0x10u
+#define OF_TIER_GPU 0x20u /* its replicas are in GPU segments */
 
 struct rep {
     uint16_t seg; /* segment slot */

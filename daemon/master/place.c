@@ -257,6 +257,7 @@ int mc_master__place(struct mc_master *m, const struct mc_master_put_req *req, u
     uint64_t need = req->alloc_len != 0 ? req->alloc_len : req->size;
     bool hard = (req->flags & MC_MASTER_PUT_PIN_HARD) != 0;
     bool same_ok = (req->flags & MC_MASTER_PUT_SAME_DOMAIN_OK) != 0;
+    uint32_t kind = (req->flags & MC_MASTER_PUT_TIER_GPU) ? MC_SEG_GPU : MC_SEG_DRAM;
     uint32_t pref = req->preferred != MC_MASTER_NODE_NONE ? req->preferred : req->writer;
     struct cand *cand;
     uint32_t ncand = 0, i, k, ndom = 0, got = 0;
@@ -278,7 +279,7 @@ int mc_master__place(struct mc_master *m, const struct mc_master_put_req *req, u
         struct seg *s = &m->segs[i];
         uint64_t cap;
 
-        if (s->state != SEG_MOUNTED || s->kind != MC_SEG_DRAM || s->tenant != tenant ||
+        if (s->state != SEG_MOUNTED || s->kind != kind || s->tenant != tenant ||
             seg_restoring(m, s))
             continue; /* a restoring segment's free space may hold what is not reported yet */
         if (node_get(m, s->node)->draining)

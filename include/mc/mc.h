@@ -153,7 +153,8 @@ typedef struct mc_obj_info {
     uint32_t replicas;         /* complete replicas on live nodes (>= 1) */
     uint32_t flags;            /* MC_PUT_* state of this version now: MC_PUT_PIN_SOFT (until
                                   the soft pin lapses), MC_PUT_PIN_HARD,
-                                  MC_PUT_NO_CHECKSUM; other bits are 0 */
+                                  MC_PUT_NO_CHECKSUM, MC_PUT_TIER_GPU (its replicas are in
+                                  GPU memory); other bits are 0 */
     uint64_t version;          /* the version number: unique in the store, larger for each newer
                                   version of a key (not consecutive, not from 1) */
     uint64_t ttl_remaining_ms; /* ms until the object expires, rounded up; 0 = no TTL */
@@ -208,7 +209,9 @@ void mc_close(mc_client_t *c);
  *
  * @param c    The client.
  * @param key  The object's key (see "Keys").
- * @param buf  The bytes to store, len of them. Read only during the call.
+ * @param buf  The bytes to store, len of them. Read only during the call. Host memory, or
+ *             GPU memory (any pointer inside an allocation; docs/gpu.md): the agent then
+ *             copies from it directly, and the async and batch forms accept it too.
  * @param len  The object's length in bytes; at least 1.
  * @param o    Options; NULL for the defaults.
  *
@@ -255,6 +258,7 @@ int mc_put(mc_client_t *c, const char *key, const void *buf, size_t len,
  * @param buf      Where to write the object; cap bytes. NULL only with cap == 0, which
  *                 asks for the size (the call then returns MC_ERR_TOO_LARGE with
  *                 *len_out set). Written only during the call, never after it returns.
+ *                 Host or GPU memory (docs/gpu.md), here and in the async and batch forms.
  * @param cap      The size of buf in bytes.
  * @param len_out  If not NULL, receives the object's size on success (the bytes written)
  *                 and on MC_ERR_TOO_LARGE (the size buf would need). Untouched otherwise.

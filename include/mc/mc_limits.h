@@ -40,10 +40,14 @@
 /* Allow replicas in one failure domain when there are fewer domains than replicas;
  * without it such a put fails with MC_ERR_NO_SPACE. */
 #define MC_PUT_SAME_DOMAIN_OK (1u << 4)
-/* Every flag a put carries to the agent (and stores with the object). */
+/* Place the replicas in GPU segments (agents started with --gpu, docs/gpu.md) instead of
+ * DRAM: MC_ERR_NO_SPACE when the tenant has no GPU segment. Readers on the owner's node get
+ * the bytes staged through host memory by the agent; so do readers elsewhere. */
+#define MC_PUT_TIER_GPU (1u << 6)
+/* Every flag a put carries to the agent. */
 #define MC_PUT_FLAGS_ALL                                                                       \
     (MC_PUT_UPSERT | MC_PUT_PIN_SOFT | MC_PUT_PIN_HARD | MC_PUT_NO_CHECKSUM |                  \
-     MC_PUT_SAME_DOMAIN_OK)
+     MC_PUT_SAME_DOMAIN_OK | MC_PUT_TIER_GPU)
 /* Write-once, and content-addressed keys make "already stored" a success: a plain put on a
  * key that has a readable version ends with MC_PRESENT (2) instead of MC_ERR_EXISTS, and a
  * batch counts it among the stored items while results[i] still tells it apart (0: stored

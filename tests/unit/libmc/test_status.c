@@ -195,7 +195,8 @@ END_TEST
 START_TEST(test_status_put_flags_distinct_bits)
 {
     static const unsigned flags[] = {MC_PUT_UPSERT, MC_PUT_PIN_SOFT, MC_PUT_PIN_HARD,
-                                     MC_PUT_NO_CHECKSUM, MC_PUT_SAME_DOMAIN_OK};
+                                     MC_PUT_NO_CHECKSUM, MC_PUT_SAME_DOMAIN_OK,
+                                     MC_PUT_TIER_GPU};
     unsigned all = 0;
 
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {

@@ -385,7 +385,8 @@ static inline void t_random(unsigned int type, uint64_t *s, size_t nmax, struct 
             q->size = 1 + t_below(s, UINT64_MAX);
             q->alloc_len = t_below(s, 2) ? 0 : q->size + t_below(s, UINT64_MAX - q->size + 1);
             q->replicas = (uint32_t)t_below(s, MC_MASTER_MAX_REPLICAS + 1);
-            q->flags = (uint32_t)t_below(s, MC_MASTER_PUT_FLAGS_ALL + 1);
+            q->flags = (uint32_t)t_below(s, MC_MASTER_PUT_FLAGS_ALL + 1) &
+                       MC_MASTER_PUT_FLAGS_ALL; /* the bits are not contiguous */
             q->ttl_ms = t_u64(s);
             q->writer = m->put_start_req.writer;
             q->preferred = t_u32(s);
@@ -462,7 +463,8 @@ static inline void t_random(unsigned int type, uint64_t *s, size_t nmax, struct 
                 continue;
             g->version = t_u64(s);
             g->size = t_u64(s);
-            g->flags = (uint32_t)t_below(s, MC_MASTER_PUT_FLAGS_ALL + 1);
+            g->flags = (uint32_t)t_below(s, MC_MASTER_PUT_FLAGS_ALL + 1) &
+                       MC_MASTER_PUT_FLAGS_ALL; /* the bits are not contiguous */
             t_replicas(s, &g->nrep, g->rep);
             g->lease.version = g->version;
             g->lease.epoch = t_u32(s);
@@ -486,7 +488,8 @@ static inline void t_random(unsigned int type, uint64_t *s, size_t nmax, struct 
             st->size = 1 + t_below(s, UINT64_MAX);
             st->version = t_u64(s);
             st->replicas = (uint32_t)t_below(s, MC_MASTER_MAX_REPLICAS + 1);
-            st->flags = (uint32_t)t_below(s, MC_MASTER_PUT_FLAGS_ALL + 1);
+            st->flags = (uint32_t)t_below(s, MC_MASTER_PUT_FLAGS_ALL + 1) &
+                       MC_MASTER_PUT_FLAGS_ALL; /* the bits are not contiguous */
             st->ttl_remaining_ms = t_u64(s);
         }
         break;

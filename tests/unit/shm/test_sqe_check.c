@@ -140,11 +140,17 @@ START_TEST(test_sqe_check_rejects_flags)
     for (op = 0; op < MC_OP__COUNT; op++) {
         struct mc_sqe s = t_sqe(op);
 
-        s.flags = 0x8;
+        s.flags = 0x10;
         ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took unknown flag", op);
         s.flags = MC_SQE_F_ARENA | MC_SQE_F_USER;
         ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took two data sources", op);
+        s.flags = MC_SQE_F_DEV | MC_SQE_F_ARENA;
+        ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took a device and an arena", op);
+        s.flags = MC_SQE_F_DEV | MC_SQE_F_USER;
+        ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took a device and user memory", op);
         if (op != MC_OP_PUT && op != MC_OP_PUT_DATA) {
+            s.flags = MC_SQE_F_DEV;
+            ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took a device buffer", op);
             s.flags = MC_SQE_F_ARENA;
             ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took an arena", op);
             s.flags = MC_SQE_F_USER;
@@ -165,6 +171,18 @@ END_TEST
 START_TEST(test_sqe_check_data_sources_and_prefixes)
 {
     struct mc_sqe s = t_sqe(MC_OP_PUT);
+
+    /* a device buffer: its id below MC_SHM_MAX_DEVBUFS, the offset checked by the agent */
+    s.flags = MC_SQE_F_DEV;
+    s.data_off = (UINT64_C(255) << MC_SHM_ARENA_SHIFT) | (UINT64_C(1) << 40);
+    s.data_len = UINT64_C(1) << 33;
+    ck_assert_int_eq(t_check(&s), 0);
+    s.data_off = (uint64_t)MC_SHM_MAX_DEVBUFS << MC_SHM_ARENA_SHIFT;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s.data_off = 0;
+    s.data_len = 0;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s = t_sqe(MC_OP_PUT);
 
     s.flags = MC_SQE_F_ARENA;
     s.data_off = (UINT64_C(3) << MC_SHM_ARENA_SHIFT) | (UINT64_C(1) << 40);
