@@ -28,6 +28,7 @@ struct mc_elect {
     bool stop;
     struct mc_elect_view v;      /* under mu */
     _Atomic uint64_t serve_until; /* a copy of v.serve_until_ms for the loop's every request */
+    _Atomic uint64_t reign;       /* a copy of v.reign, for the same */
     int64_t lease;
     uint64_t ttl_ms;             /* the lease's TTL as etcd granted it */
     uint32_t rounds;             /* renewals of this reign: the key is read back every 4th */
@@ -38,7 +39,9 @@ uint64_t mc_elect_now_ms(void)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    /* BOOTTIME: it also counts a suspend, which MONOTONIC leaves out -- a leader suspended
+     * past its lease must not wake up believing it still holds it */
+    clock_gettime(CLOCK_BOOTTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
@@ -81,6 +84,7 @@ static void set_view(struct mc_elect *e, bool leading, uint64_t epoch, uint64_t 
     e->v.etcd_ok = etcd_ok;
     if (leader != NULL)
         snprintf(e->v.leader, sizeof(e->v.leader), "%s", leader);
+    atomic_store(&e->reign, e->v.reign);
     atomic_store(&e->serve_until, leading ? until : 0);
     pthread_mutex_unlock(&e->mu);
 }
@@ -313,4 +317,9 @@ void mc_elect_view(struct mc_elect *e, struct mc_elect_view *v)
 bool mc_elect_serving(struct mc_elect *e, uint64_t now_ms)
 {
     return now_ms < atomic_load(&e->serve_until);
+}
+
+bool mc_elect_serving_reign(struct mc_elect *e, uint64_t now_ms, uint64_t reign)
+{
+    return now_ms < atomic_load(&e->serve_until) && atomic_load(&e->reign) == reign;
 }

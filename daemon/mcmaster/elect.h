@@ -33,7 +33,7 @@ struct mc_elect_config {
 struct mc_elect_view {
     bool leading;            /* this process leads (and may serve until serve_until_ms) */
     uint64_t epoch;          /* of the reign this process leads, else of the leader seen */
-    uint64_t serve_until_ms; /* CLOCK_MONOTONIC ms: lead no longer than this */
+    uint64_t serve_until_ms; /* mc_elect_now_ms (CLOCK_BOOTTIME): lead no longer than this */
     uint64_t reign;          /* counts this process's reigns: a new one, a new directory */
     bool etcd_ok;            /* the last call to etcd succeeded */
     char leader[128];        /* the leader's HOST:PORT ("" unknown) */
@@ -46,8 +46,11 @@ int mc_elect_start(const struct mc_elect_config *cfg, struct mc_elect **e_p);
 void mc_elect_stop(struct mc_elect *e);
 /* A consistent copy of what the thread knows now. */
 void mc_elect_view(struct mc_elect *e, struct mc_elect_view *v);
-/* Whether this process may answer as leader at monotonic time now_ms. */
+/* Whether this process may answer as leader at time now_ms (mc_elect_now_ms). */
 bool mc_elect_serving(struct mc_elect *e, uint64_t now_ms);
+/* The same, and still in reign `reign`: a process that stepped down and won again since
+ * must not serve from the directory of the reign before (its front end starts a new one). */
+bool mc_elect_serving_reign(struct mc_elect *e, uint64_t now_ms, uint64_t reign);
 
 /* The key of the leader of a cluster: "/mcstore/<id>/leader" into buf. MC_ERR_INVALID
  * when the id is not 1..63 of [A-Za-z0-9_.-]. */

@@ -787,7 +787,7 @@ static int ha_gate(struct mc_mcmaster_server *s, uint16_t type)
 {
     uint64_t now = mc_elect_now_ms();
 
-    if (!mc_elect_serving(s->elect, now) || s->reign == 0 || !s->led)
+    if (s->reign == 0 || !s->led || !mc_elect_serving_reign(s->elect, now, s->reign))
         return MC_ERR_UNAVAILABLE;
     if (now >= s->recovery_until_ms)
         return 0;
@@ -841,6 +841,7 @@ static void ha_tick(struct mc_mcmaster_server *s)
         if (ha_reset(s) != 0) {
             mc_error("a new directory for epoch %llu: out of memory",
                      (unsigned long long)v.epoch);
+            s->led = false; /* the old directory must not serve the new reign */
             return;
         }
         s->reign = v.reign;
