@@ -314,6 +314,8 @@ int mc_master_put_revoke(struct mc_master *m, const struct mc_master_ref *ref);
  * the segment and makes the replica known again: a new readable record, or one more replica
  * of the version it knows, or the new head when the reported version is newer than the
  * one it knows (the old one is retired). TTL and soft pin start again from now.
+ * Only a segment mounted MC_MASTER_SEG_F_RESTORING, within its window, takes replicas the
+ * master did not know; in any other segment only the replicas it knows answer 0.
  * 0: known (also when the master knew that very replica already: reporting is idempotent);
  * MC_ERR_CANCELED: the master knows a version of the key at least as new in another
  * state (removed since, being re-put, retired), or a newer one: the agent forgets its copy;

@@ -7,7 +7,9 @@
  *
  * What it must never do is bring back what the master has since let go of: a version it
  * knows in any other state (being re-put, retired, displaced), or any newer version, wins
- * over the report, which the agent then forgets.
+ * over the report, which the agent then forgets. And only a segment mounted RESTORING takes
+ * new replicas: in a segment the master has known all along (an agent rejoining the master
+ * that kept it), what the master does not know was freed, and the report of it is refused.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +176,12 @@ int mc_master_restore(struct mc_master *m, const struct mc_master_restore_req *r
             return 0; /* reported again (a rejoin to a master that kept it): nothing to do */
         if (err != 0)
             goto out;
+    }
+    if (!seg_restoring(m, s)) {
+        /* a segment this master has known all along (or whose report window is over): what
+         * it does not know there, it freed -- the report must not bring it back */
+        err = MC_ERR_CANCELED;
+        goto out;
     }
     if (o == NULL) {
         o = malloc(sizeof(*o) + req->key_len);

@@ -25,6 +25,17 @@ static struct mc_master_restore_req t_req(const char *key, uint32_t seg, uint64_
     return r;
 }
 
+/* A segment mounted RESTORING: the only kind that takes replicas the master did not know. */
+static uint32_t t_rseg(struct mc_master *m, uint32_t node, uint64_t size)
+{
+    struct mc_master_seg_desc d = {.node = node, .kind = MC_SEG_DRAM, .base = 0x10000000,
+                                   .size = size, .flags = MC_MASTER_SEG_F_RESTORING};
+    uint32_t seg;
+
+    ck_assert_int_eq(mc_master_segment_mount(m, &d, &seg), 0);
+    return seg;
+}
+
 static int t_restore(struct mc_master *m, const char *key, uint32_t seg, uint64_t off,
                      uint64_t len, uint64_t version)
 {
@@ -37,7 +48,7 @@ START_TEST(test_restore_makes_object_readable_at_its_extent)
 {
     struct mc_master *m = t_master();
     uint32_t n = t_node(m, "n1", "d1");
-    uint32_t seg = t_seg(m, n, 4 * MiB);
+    uint32_t seg = t_rseg(m, n, 4 * MiB);
     struct mc_master_get_result g;
     struct mc_master_put_grant grant;
 
@@ -52,7 +63,8 @@ START_TEST(test_restore_makes_object_readable_at_its_extent)
     ck_assert_uint_eq(g.rep[0].node, n);
     t_release(m, "a", &g);
     ck_assert_int_eq(t_exist(m, "b"), 1);
-    /* the next put gets a version above every restored one */
+    /* the report is over: the next put gets a version above every restored one */
+    ck_assert_int_eq(mc_master_restore_done(m, seg), 0);
     ck_assert_int_eq(t_start(m, "c", 4 * KiB, 0, n, &grant), 0);
     ck_assert_uint_gt(grant.version, 41);
     ck_assert_uint_eq(t_stats(m).restores, 2);
@@ -65,7 +77,7 @@ START_TEST(test_restore_refuses_overlap_and_bad_extents)
 {
     struct mc_master *m = t_master();
     uint32_t n = t_node(m, "n1", "d1");
-    uint32_t seg = t_seg(m, n, 4 * MiB);
+    uint32_t seg = t_rseg(m, n, 4 * MiB);
     struct mc_master_restore_req r;
 
     ck_assert_int_eq(t_restore(m, "a", seg, 0, 64 * KiB, 3), 0);
@@ -95,7 +107,7 @@ START_TEST(test_restore_second_replica_and_newer_version)
 {
     struct mc_master *m = t_master();
     uint32_t n1 = t_node(m, "n1", "d1"), n2 = t_node(m, "n2", "d2");
-    uint32_t s1 = t_seg(m, n1, 4 * MiB), s2 = t_seg(m, n2, 4 * MiB);
+    uint32_t s1 = t_rseg(m, n1, 4 * MiB), s2 = t_rseg(m, n2, 4 * MiB);
     struct mc_master_get_result g;
 
     ck_assert_int_eq(t_restore(m, "k", s1, 0, 64 * KiB, 10), 0);
@@ -159,7 +171,7 @@ START_TEST(test_restore_hard_pin_counts_and_ttl_restarts)
 {
     struct mc_master *m = t_master();
     uint32_t n = t_node(m, "n1", "d1");
-    uint32_t seg = t_seg(m, n, 4 * MiB);
+    uint32_t seg = t_rseg(m, n, 4 * MiB);
     struct mc_master_restore_req r = t_req("h", seg, 0, 64 * KiB, 5);
     struct mc_master_seg_info info;
 
@@ -187,14 +199,14 @@ START_TEST(test_exec_restore_only_into_own_segments)
 {
     struct mc_master *m = t_master();
     uint32_t n1 = t_node(m, "n1", "d1"), n2 = t_node(m, "n2", "d2");
-    uint32_t s1 = t_seg(m, n1, 4 * MiB);
+    uint32_t s1 = t_rseg(m, n1, 4 * MiB);
     struct mc_master_restore_req rq[2] = {t_req("a", s1, 0, 64 * KiB, 3),
                                           t_req("b", s1, 64 * KiB, 64 * KiB, 4)};
     int results[2];
     struct mc_master_req x = {.op = MC_MASTER_OP_RESTORE, .node = n2, .n = 2,
                               .results = results, .in.restore = rq};
 
-    (void)t_seg(m, n2, 4 * MiB);
+    (void)t_rseg(m, n2, 4 * MiB);
     ck_assert_int_eq(mc_master_exec(m, &x), 0);
     ck_assert_int_eq(results[0], MC_ERR_DENIED);
     ck_assert_int_eq(results[1], MC_ERR_DENIED);
@@ -279,12 +291,41 @@ START_TEST(test_restoring_window_ends_by_itself)
 }
 END_TEST
 
+/* A segment the master has known all along (an agent rejoining the master that kept it):
+ * its report brings back nothing the master freed meanwhile, and what it knows is 0. */
+START_TEST(test_restore_into_known_segment_brings_back_nothing)
+{
+    struct mc_master *m = t_master();
+    uint32_t n = t_node(m, "n1", "d1");
+    uint32_t seg = t_seg(m, n, 4 * MiB);
+    struct mc_master_put_grant g;
+    uint64_t va, vb;
+
+    ck_assert_int_eq(t_start(m, "a", 64 * KiB, 0, n, &g), 0);
+    va = g.version;
+    ck_assert_int_eq(t_end(m, "a", va, n), 0);
+    ck_assert_int_eq(t_start(m, "b", 64 * KiB, 0, n, &g), 0);
+    vb = g.version;
+    ck_assert_int_eq(t_end(m, "b", vb, n), 0);
+    ck_assert_int_eq(mc_master_remove(m, "b", 1), 0);
+    mc_master_tick(m);
+    /* "a" is known at its extent: 0; "b" was removed: refused, not brought back */
+    ck_assert_int_eq(t_restore(m, "a", seg, g.rep[0].offset - 64 * KiB, 64 * KiB, va), 0);
+    ck_assert_int_eq(t_restore(m, "b", seg, g.rep[0].offset, 64 * KiB, vb), MC_ERR_CANCELED);
+    ck_assert_int_eq(t_exist(m, "b"), 0);
+    /* nor a key it never had */
+    ck_assert_int_eq(t_restore(m, "z", seg, 2 * MiB, 64 * KiB, 99), MC_ERR_CANCELED);
+    ck_assert_int_eq(t_exist(m, "z"), 0);
+    mc_master_destroy(m);
+}
+END_TEST
+
 /* Many holdings in ascending order: the rebuild of a segment, claims O(1) each. */
 START_TEST(test_restore_many_in_order)
 {
     struct mc_master *m = t_master();
     uint32_t n = t_node(m, "n1", "d1");
-    uint32_t seg = t_seg(m, n, 256 * MiB);
+    uint32_t seg = t_rseg(m, n, 256 * MiB);
     char key[32];
     uint32_t i;
 
@@ -317,6 +358,7 @@ int main(void)
     tcase_add_test(tc, test_restore_many_in_order);
     tcase_add_test(tc, test_restoring_segment_takes_no_new_data);
     tcase_add_test(tc, test_restoring_window_ends_by_itself);
+    tcase_add_test(tc, test_restore_into_known_segment_brings_back_nothing);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
