@@ -60,7 +60,9 @@ exes=()
 for t in "${targets[@]}"; do
     exes+=("$(realpath --relative-to="$builddir" "${t%% *}")")
 done
-ninja -C "$builddir" "${exes[@]}" >/dev/null
+# quiet when it builds; the whole output when it does not (a link error must be seen)
+ninja -C "$builddir" "${exes[@]}" > "$builddir/fuzz-build.log" 2>&1 ||
+    { cat "$builddir/fuzz-build.log"; echo "fuzz-smoke: the targets did not build" >&2; exit 1; }
 meson test -C "$builddir" --suite fuzz --no-rebuild --print-errorlogs >/dev/null ||
     { meson test -C "$builddir" --suite fuzz --no-rebuild --print-errorlogs; exit 1; }
 echo "fuzz-smoke: corpus replay passed (${#targets[@]} targets)"

@@ -154,7 +154,13 @@ static void t_sqe_promises(const struct mc_shm_layout *l, const struct mc_sqe *s
 
     if (s->opcode >= MC_OP__COUNT)
         abort();
-    if ((s->flags & ~(MC_SQE_F_NO_CQE | MC_SQE_F_ARENA | MC_SQE_F_USER)) != 0 ||
+    if (s->flags & MC_SQE_F_DEV) {
+        /* a device buffer (its import checked by the agent): the op's only source flag, a
+         * put's, with bytes, in a device-buffer slot that exists */
+        if (s->flags != MC_SQE_F_DEV || !t_op_takes_source(s->opcode) || s->data_len == 0 ||
+            (s->data_off >> MC_SHM_ARENA_SHIFT) >= MC_SHM_MAX_DEVBUFS)
+            abort();
+    } else if ((s->flags & ~(MC_SQE_F_NO_CQE | MC_SQE_F_ARENA | MC_SQE_F_USER)) != 0 ||
         ((s->flags & MC_SQE_F_NO_CQE) && s->opcode != MC_OP_RELEASE) ||
         (src != 0 &&
          (!t_op_takes_source(s->opcode) || src == (MC_SQE_F_ARENA | MC_SQE_F_USER))))
@@ -174,7 +180,7 @@ static void t_sqe_promises(const struct mc_shm_layout *l, const struct mc_sqe *s
     } else if (src == MC_SQE_F_USER) {
         if (s->data_len == 0 || (t_u128)s->data_off + s->data_len > UINT64_MAX)
             abort();
-    } else if (t_op_uses_staging(s->opcode)) {
+    } else if (!(s->flags & MC_SQE_F_DEV) && t_op_uses_staging(s->opcode)) {
         /* inside staging, so inside the region: the agent writes and reads it there */
         if (s->data_len == 0 || (t_u128)s->data_off + s->data_len > l->staging_size ||
             (t_u128)l->staging_off + s->data_off + s->data_len > l->region_size)
