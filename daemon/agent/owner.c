@@ -296,9 +296,13 @@ static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
 
         /* a GPU segment: its bytes go from where UCX moves them (the write path sends
          * host memory), else copied out to host memory first */
-        if (s == NULL || s->kind != MC_SEG_GPU || req.src_offset > s->size ||
+        if (s == NULL) {
+            reply_status(ep, hdr, MC_ERR_NOT_FOUND); /* not ours */
+            return;
+        }
+        if (s->kind != MC_SEG_GPU || req.src_offset > s->size ||
             req.len > s->size - req.src_offset) {
-            reply_status(ep, hdr, MC_ERR_NOT_FOUND);
+            reply_status(ep, hdr, MC_ERR_INVALID);
             return;
         }
         src = gpu_direct_span(cl, req.src_seg, req.src_offset, req.len, &mt);
