@@ -122,6 +122,10 @@ struct mc_ucx {
     mc_ucx_bulk_dest_fn bulk_dest;
     mc_ucx_bulk_done_fn bulk_done;
     void *bulk_ctx;
+    /* during a bulk dest call only: the memory type of the buffer it returns
+     * (mc_ucx_bulk_dest_mem), and whether the bytes came eagerly */
+    enum mc_ucx_mem_type dest_mt;
+    bool dest_eager;
     struct req *reqs;               /* in flight inside UCX */
     struct req *done_q, **done_tail; /* completed, callbacks not run yet */
     struct mc_ucx_ep *work, **work_tail;
@@ -241,6 +245,11 @@ static void recv_cb(void *request, ucs_status_t st, size_t length, void *user_da
     ucp_request_free(request);
 }
 
+static ucs_memory_type_t ucs_mt(enum mc_ucx_mem_type mt)
+{
+    return mt == MC_UCX_MEM_CUDA ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
+}
+
 static void req_param(ucp_request_param_t *p, struct req *r, uint32_t flags)
 {
     memset(p, 0, sizeof(*p));
@@ -251,6 +260,13 @@ static void req_param(ucp_request_param_t *p, struct req *r, uint32_t flags)
         p->op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
         p->flags = flags;
     }
+}
+
+/* The buffer's memory type, told to UCX rather than detected per op. */
+static void req_param_mt(ucp_request_param_t *p, enum mc_ucx_mem_type mt)
+{
+    p->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    p->memory_type = ucs_mt(mt);
 }
 
 /*
@@ -704,10 +720,18 @@ static ucs_status_t bulk_am_cb(void *arg, const void *header, size_t header_leng
         ep_fail(ep, MC_ERR_PROTO);
         return refuse;
     }
+    u->dest_mt = MC_UCX_MEM_HOST;
+    u->dest_eager = !rndv;
     dst = u->bulk_dest == NULL ? NULL
                                : u->bulk_dest(u->bulk_ctx, ep, &h,
                                               (const uint8_t *)header + MC_WIRE_HDR_SIZE, length,
                                               &op);
+    if (dst != NULL && !rndv && u->dest_mt != MC_UCX_MEM_HOST) {
+        /* eager bytes are copied here by the CPU: a dest fn gives host memory for those
+         * (mc_ucx_bulk_eager); one that did not gets its done call with an error */
+        u->bulk_done(u->bulk_ctx, op, MC_ERR_INVALID);
+        dst = NULL;
+    }
     if (dst == NULL) {
         u->st.bulk_refused++;
         return refuse;
@@ -732,6 +756,7 @@ static ucs_status_t bulk_am_cb(void *arg, const void *header, size_t header_leng
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = recv_cb;
     p.user_data = r;
+    req_param_mt(&p, u->dest_mt);
     reqs_link(u, r);
     {
         ucs_status_ptr_t sp = ucp_am_recv_data_nbx(u->worker, data, dst, length, &p);
@@ -868,7 +893,8 @@ static int bulk_check(const struct mc_ucx_ep *ep, uint16_t type, const void *hdr
 /* Sends r (RK_BULK_SEND, done and ctx set) with its header frame built from the arguments;
  * on an error nothing was started and r is the caller's to free. */
 static int bulk_start(struct mc_ucx_ep *ep, struct req *r, uint16_t type, uint64_t request_id,
-                      const void *hdr, size_t hdr_len, const void *data, size_t len)
+                      const void *hdr, size_t hdr_len, const void *data, size_t len,
+                      enum mc_ucx_mem_type mt)
 {
     struct mc_wire_hdr h;
     ucp_request_param_t p;
@@ -883,6 +909,7 @@ static int bulk_start(struct mc_ucx_ep *ep, struct req *r, uint16_t type, uint64
     /* UCX 1.13 reads the AM header until the send completes (no COPY_HEADER flag yet), so
      * it lives in r, freed by the completion */
     req_param(&p, r, UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_RNDV);
+    req_param_mt(&p, mt);
     reqs_link(ep->u, r);
     return req_started(ep->u, r, ucp_am_send_nbx(ep->uep, AM_BULK, r->frame,
                                                  MC_WIRE_HDR_SIZE + hdr_len, data, len, &p));
@@ -891,6 +918,14 @@ static int bulk_start(struct mc_ucx_ep *ep, struct req *r, uint16_t type, uint64
 int mc_ucx_send_bulk(struct mc_ucx_ep *ep, uint16_t type, uint64_t request_id, const void *hdr,
                      size_t hdr_len, const void *data, size_t len, mc_ucx_done_fn done_cb,
                      void *ctx)
+{
+    return mc_ucx_send_bulk_mem(ep, type, request_id, hdr, hdr_len, data, len, MC_UCX_MEM_HOST,
+                                done_cb, ctx);
+}
+
+int mc_ucx_send_bulk_mem(struct mc_ucx_ep *ep, uint16_t type, uint64_t request_id,
+                         const void *hdr, size_t hdr_len, const void *data, size_t len,
+                         enum mc_ucx_mem_type mt, mc_ucx_done_fn done_cb, void *ctx)
 {
     struct req *r;
     int err = done_cb == NULL ? MC_ERR_INVALID : bulk_check(ep, type, hdr, hdr_len, data, len);
@@ -902,7 +937,7 @@ int mc_ucx_send_bulk(struct mc_ucx_ep *ep, uint16_t type, uint64_t request_id, c
         return MC_ERR_NOMEM;
     r->done = done_cb;
     r->ctx = ctx;
-    err = bulk_start(ep, r, type, request_id, hdr, hdr_len, data, len);
+    err = bulk_start(ep, r, type, request_id, hdr, hdr_len, data, len, mt);
     if (err != 0)
         free(r);
     return err;
@@ -940,7 +975,7 @@ int mc_ucx_send_bulk_call(struct mc_ucx_ep *ep, uint16_t type, const void *hdr, 
     r->done = data_cb;
     r->ctx = ctx;
     r->call = c;
-    err = bulk_start(ep, r, type, c->id, hdr, hdr_len, data, len);
+    err = bulk_start(ep, r, type, c->id, hdr, hdr_len, data, len, MC_UCX_MEM_HOST);
     if (err != 0) {
         free(r);
         free(c);
@@ -1026,13 +1061,28 @@ static bool run_done(struct mc_ucx *u)
     return any;
 }
 
-bool mc_ucx_has_cuda(const struct mc_ucx *u)
+bool mc_ucx_moves(const struct mc_ucx *u, enum mc_ucx_mem_type mt)
 {
     ucp_context_attr_t attr = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
 
     if (ucp_context_query(u->ctx, &attr) != UCS_OK)
         return false;
-    return (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    return (attr.memory_types & UCS_BIT(ucs_mt(mt))) != 0;
+}
+
+bool mc_ucx_has_cuda(const struct mc_ucx *u)
+{
+    return mc_ucx_moves(u, MC_UCX_MEM_CUDA);
+}
+
+void mc_ucx_bulk_dest_mem(struct mc_ucx *u, enum mc_ucx_mem_type mt)
+{
+    u->dest_mt = mt;
+}
+
+bool mc_ucx_bulk_eager(const struct mc_ucx *u)
+{
+    return u->dest_eager;
 }
 
 bool mc_ucx_progress(struct mc_ucx *u)
@@ -1243,6 +1293,12 @@ void mc_ucx_destroy(struct mc_ucx *u)
 
 int mc_ucx_mem_map(struct mc_ucx *u, void *ptr, size_t len, struct mc_ucx_mem **mem_p)
 {
+    return mc_ucx_mem_map_type(u, ptr, len, MC_UCX_MEM_HOST, mem_p);
+}
+
+int mc_ucx_mem_map_type(struct mc_ucx *u, void *ptr, size_t len, enum mc_ucx_mem_type mt,
+                        struct mc_ucx_mem **mem_p)
+{
     ucp_mem_map_params_t p;
     struct mc_ucx_mem *m;
     ucs_status_t st;
@@ -1253,9 +1309,11 @@ int mc_ucx_mem_map(struct mc_ucx *u, void *ptr, size_t len, struct mc_ucx_mem **
     if (m == NULL)
         return MC_ERR_NOMEM;
     memset(&p, 0, sizeof(p));
-    p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                   UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
     p.address = ptr;
     p.length = len;
+    p.memory_type = ucs_mt(mt);
     st = ucp_mem_map(u->ctx, &p, &m->memh);
     if (st != UCS_OK) {
         free(m);

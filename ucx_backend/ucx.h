@@ -85,9 +85,22 @@ void mc_ucx_destroy(struct mc_ucx *u);
 int mc_ucx_efd(struct mc_ucx *u);
 
 /*
- * Whether this UCX moves CUDA device memory itself (ucp_context_query: memory types include
- * UCS_MEMORY_TYPE_CUDA). Debian's UCX 1.13 has no CUDA transport: false there, and bytes of
- * GPU segments travel staged through host memory by their owner (docs/gpu.md).
+ * Memory types of the buffers bulk transfers and registrations take. A buffer's type is
+ * told to UCX (UCP_OP_ATTR_FIELD_MEMORY_TYPE, UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE), never
+ * detected per op.
+ */
+enum mc_ucx_mem_type {
+    MC_UCX_MEM_HOST = 0,
+    MC_UCX_MEM_CUDA = 1, /* CUDA device memory (a CUdeviceptr) */
+};
+
+/* Whether this UCX moves memory of type `mt` (ucp_context_query: UCP_ATTR_FIELD_MEMORY_TYPES). */
+bool mc_ucx_moves(const struct mc_ucx *u, enum mc_ucx_mem_type mt);
+
+/*
+ * Whether this UCX moves CUDA device memory itself (mc_ucx_moves MC_UCX_MEM_CUDA). Debian's
+ * UCX 1.13 has no CUDA transport: false there, and bytes of GPU segments travel staged
+ * through host memory by their owner (docs/gpu.md).
  */
 bool mc_ucx_has_cuda(const struct mc_ucx *u);
 
@@ -250,6 +263,12 @@ int mc_ucx_send_bulk(struct mc_ucx_ep *ep, uint16_t type, uint64_t request_id,
                      const void *hdr, size_t hdr_len, const void *data, size_t len,
                      mc_ucx_done_fn done_cb, void *ctx);
 
+/* mc_ucx_send_bulk of a buffer of memory type `mt` (device memory UCX moves itself:
+ * check mc_ucx_moves first). */
+int mc_ucx_send_bulk_mem(struct mc_ucx_ep *ep, uint16_t type, uint64_t request_id,
+                         const void *hdr, size_t hdr_len, const void *data, size_t len,
+                         enum mc_ucx_mem_type mt, mc_ucx_done_fn done_cb, void *ctx);
+
 /*
  * A bulk transfer that the receiver answers (a write whose sender must know that the bytes
  * are in place, not only that they left): sends `len` bytes at `data` like mc_ucx_send_bulk,
@@ -280,6 +299,16 @@ typedef void *(*mc_ucx_bulk_dest_fn)(void *ctx, struct mc_ucx_ep *ep,
  * (MC_ERR_UNAVAILABLE: the transfer failed; the buffer content is undefined). */
 typedef void (*mc_ucx_bulk_done_fn)(void *ctx, void *op, int status);
 
+/*
+ * For a bulk dest fn only, during its call: the buffer it is about to return has memory
+ * type `mt` (unset: MC_UCX_MEM_HOST), and UCX lands the bytes there itself. Bytes that came
+ * eagerly (mc_ucx_bulk_eager: true) are copied by the CPU, so for those the dest fn must
+ * return host memory: a non-host buffer for eager bytes is refused, its done call made with
+ * MC_ERR_INVALID.
+ */
+void mc_ucx_bulk_dest_mem(struct mc_ucx *u, enum mc_ucx_mem_type mt);
+bool mc_ucx_bulk_eager(const struct mc_ucx *u);
+
 /* Sets the receiver of bulk transfers (dest NULL: every transfer is refused and counted). */
 void mc_ucx_bulk_register(struct mc_ucx *u, mc_ucx_bulk_dest_fn dest,
                           mc_ucx_bulk_done_fn done, void *ctx);
@@ -292,6 +321,9 @@ void mc_ucx_bulk_register(struct mc_ucx *u, mc_ucx_bulk_dest_fn dest,
  * MC_ERR_INVALID, MC_ERR_NOMEM or MC_ERR_IO.
  */
 int mc_ucx_mem_map(struct mc_ucx *u, void *ptr, size_t len, struct mc_ucx_mem **mem_p);
+/* The same for memory of type `mt` (a GPU segment UCX moves directly). */
+int mc_ucx_mem_map_type(struct mc_ucx *u, void *ptr, size_t len, enum mc_ucx_mem_type mt,
+                        struct mc_ucx_mem **mem_p);
 void mc_ucx_mem_unmap(struct mc_ucx_mem *mem); /* accepts NULL */
 
 /*

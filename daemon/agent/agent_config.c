@@ -46,6 +46,11 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
     {.name = "gpu_test_fail_every", .type = MC_CFG_U64, .def = "0", .min = 0,
      .max = 4294967295.0, .offset = FIELD(gpu_test_fail_every),
      .doc = "Tests only: every copy whose number is a multiple of this fails (0: none)."},
+    {.name = "gpu_test_ucx_direct", .type = MC_CFG_BOOL, .def = "false",
+     .offset = FIELD(gpu_test_ucx_direct),
+     .doc = "Tests only: treat the test device's memory (host memory) as memory UCX moves "
+            "directly, so peers' reads and writes of its GPU segments skip the staging, as "
+            "they do with a UCX that moves CUDA memory."},
     {.name = "op_timeout_ms", .type = MC_CFG_MS, .def = "5000", .min = 1, .max = 3600000,
      .offset = FIELD(op_timeout_ms),
      .doc = "Deadline of an operation whose client named none: it then ends with "

@@ -23,6 +23,7 @@ struct mc_agent_config {
     uint64_t gpu_test_delay_us; /* the test device: each copy waits this long */
     uint64_t gpu_test_fail_nth; /* the test device: the nth copy fails (0: none) */
     uint64_t gpu_test_fail_every; /* the test device: every nth copy fails (0: none) */
+    bool gpu_test_ucx_direct;  /* the test device: UCX moves its memory directly (as host) */
     uint64_t op_timeout_ms;    /* deadline of an op that names none */
     uint64_t agent_spin_us;    /* poll SQs in memory this long after the last activity */
     bool adaptive_wait;        /* poll only while the host is quiet (spin.h) */

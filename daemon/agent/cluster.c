@@ -721,11 +721,7 @@ int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int sta
         mc_error("UCX: %s", mc_strerror(err));
         return err;
     }
-    if (a->ngpu > 0)
-        mc_info("GPU segments: peers' reads and writes are staged through host memory (%s)",
-                mc_ucx_has_cuda(cl->u) ? "this UCX moves CUDA memory, but direct registration "
-                                         "of GPU segments is not implemented yet"
-                                       : "this UCX has no CUDA transport");
+    cl_owner_gpu_setup(cl);
     cl_owner_register(cl);
     mc_ucx_address(cl->u, &addr, &alen);
     err = mc_boot_msg(addr, alen, &cl->boot, &cl->boot_len);
@@ -794,6 +790,7 @@ void cluster_destroy(struct mc_agent *a)
      * there); nothing new starts meanwhile */
     cl->destroying = true;
     leader_stop(cl->leader);
+    cl_owner_gpu_release(cl);
     mc_ucx_destroy(cl->u);
     cl->u = NULL;
     cl_xfer_destroy(cl);
@@ -836,6 +833,8 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "reads_served", json_integer((json_int_t)cl->st.reads_in));
     json_object_set_new(o, "gpu_staged_reads", json_integer((json_int_t)cl->st.staged_out));
     json_object_set_new(o, "gpu_staged_writes", json_integer((json_int_t)cl->st.staged_in));
+    json_object_set_new(o, "gpu_direct_reads", json_integer((json_int_t)cl->st.direct_out));
+    json_object_set_new(o, "gpu_direct_writes", json_integer((json_int_t)cl->st.direct_in));
     json_object_set_new(o, "peer_refused", json_integer((json_int_t)cl->st.refused));
     json_object_set_new(o, "peer_errors", json_integer((json_int_t)cl->st.peer_errors));
     json_object_set_new(o, "read_failovers", json_integer((json_int_t)cl->st.failovers));

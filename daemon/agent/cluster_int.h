@@ -122,6 +122,7 @@ struct inwrite {
     uint64_t version, offset, len;
     uint8_t *staged;           /* into a segment with no window (GPU): the bytes land here
                                   first and are copied in when they are complete */
+    bool direct;               /* into a GPU segment, landed there by UCX itself */
 };
 
 /* An allocation a failed write touched: the master may reuse it once we say no write can
@@ -196,7 +197,15 @@ struct cluster {
         uint64_t hedged, copies_out;
         uint64_t published_out, published_in, drops_in; /* the owners' indexes (holdidx.h) */
         uint64_t staged_out, staged_in; /* reads and writes of GPU segments, via host memory */
+        uint64_t direct_out, direct_in; /* the same, UCX moving the segment's memory itself */
     } st;
+    /* per a->gpu[i]: whether UCX moves that GPU segment's memory directly (cl_gpu_direct),
+     * its memory type, and its registration; not direct: staged through host memory */
+    struct {
+        bool direct;
+        enum mc_ucx_mem_type mt;
+        struct mc_ucx_mem *mem;
+    } gpu[MC_AGENT_GPU_MAX];
 };
 
 
@@ -245,6 +254,12 @@ void cl_xfer_destroy(struct cluster *cl);
 /* --- owner.c: what others ask of us ------------------------------------------------------ */
 
 void cl_owner_register(struct cluster *cl);
+/* Decides, per GPU segment, whether UCX moves its memory directly (a UCX that moves CUDA
+ * memory and a CUDA segment, or gpu_test_ucx_direct and the test device) and registers
+ * those with UCX; the others are staged. Logs what it chose. cl_owner_gpu_release undoes
+ * the registrations (before mc_ucx_destroy). */
+void cl_owner_gpu_setup(struct cluster *cl);
+void cl_owner_gpu_release(struct cluster *cl);
 void cl_owner_tick(struct cluster *cl, uint64_t now);
 void cl_fences_forget(struct cluster *cl);
 void cl_owner_destroy(struct cluster *cl);

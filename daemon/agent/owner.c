@@ -46,6 +46,82 @@ static uint8_t *seg_span(struct mc_agent *a, uint32_t seg, uint64_t off, uint64_
     return mc_seg_span(agent_seg(a, seg), off, len);
 }
 
+/*
+ * [off, off + len) of our GPU segment seg where UCX moves that segment's memory directly
+ * (cl_owner_gpu_setup), with its memory type; NULL when seg is not such a segment or the
+ * range is outside it (the caller stages, or refuses).
+ */
+static void *gpu_direct_span(struct cluster *cl, uint32_t seg, uint64_t off, uint64_t len,
+                             enum mc_ucx_mem_type *mt_p)
+{
+    struct mc_agent *a = cl->a;
+
+    for (uint32_t i = 0; i < a->ngpu; i++) {
+        uint64_t addr;
+
+        if (a->gpu[i].seg_id != seg || !cl->gpu[i].direct)
+            continue;
+        addr = mc_seg_gpu_addr(a->gpu[i].seg, off, len);
+        if (addr == 0)
+            return NULL;
+        *mt_p = cl->gpu[i].mt;
+        return (void *)(uintptr_t)addr;
+    }
+    return NULL;
+}
+
+void cl_owner_gpu_setup(struct cluster *cl)
+{
+    struct mc_agent *a = cl->a;
+    bool cuda = a->ngpu > 0 && mc_ucx_has_cuda(cl->u);
+
+    for (uint32_t i = 0; i < a->ngpu; i++) {
+        enum mc_dev_kind kind = mc_dev_kind_of(a->gpu[i].dev);
+        struct mc_seg *s = a->gpu[i].seg;
+        const char *why;
+        int err;
+
+        cl->gpu[i].direct = false;
+        if (kind == MC_DEV_CUDA && cuda) {
+            cl->gpu[i].mt = MC_UCX_MEM_CUDA;
+        } else if (kind == MC_DEV_TEST && a->cfg.gpu_test_ucx_direct) {
+            cl->gpu[i].mt = MC_UCX_MEM_HOST; /* the test device's memory is host memory */
+        } else {
+            why = kind == MC_DEV_TEST ? "the test device without gpu_test_ucx_direct"
+                                      : "this UCX has no CUDA transport";
+            mc_info("GPU segment %u: peers' reads and writes are staged through host memory "
+                    "(%s)", i, why);
+            continue;
+        }
+        if (!mc_ucx_moves(cl->u, cl->gpu[i].mt)) {
+            mc_info("GPU segment %u: staged (UCX does not move its memory type)", i);
+            continue;
+        }
+        err = mc_ucx_mem_map_type(cl->u, (void *)(uintptr_t)mc_seg_gpu_addr(s, 0, s->size),
+                                  s->size, cl->gpu[i].mt, &cl->gpu[i].mem);
+        if (err != 0) {
+            mc_warn("GPU segment %u: UCX could not register it (%s): staged through host "
+                    "memory", i, mc_strerror(err));
+            cl->gpu[i].mem = NULL;
+            continue;
+        }
+        cl->gpu[i].direct = true;
+        mc_info("GPU segment %u: registered with UCX, peers' reads and writes move directly "
+                "(%s)", i, kind == MC_DEV_TEST ? "gpu_test_ucx_direct: the test device as host "
+                                                 "memory"
+                                               : "this UCX moves CUDA memory");
+    }
+}
+
+void cl_owner_gpu_release(struct cluster *cl)
+{
+    for (uint32_t i = 0; i < MC_AGENT_GPU_MAX; i++) {
+        mc_ucx_mem_unmap(cl->gpu[i].mem);
+        cl->gpu[i].mem = NULL;
+        cl->gpu[i].direct = false;
+    }
+}
+
 static void fence_add(struct cluster *cl, uint32_t seg, uint32_t alloc, uint64_t version)
 {
     struct fence *f = malloc(sizeof(*f));
@@ -59,9 +135,10 @@ static void fence_add(struct cluster *cl, uint32_t seg, uint32_t alloc, uint64_t
 }
 
 /*
- * Bytes of a segment with no window in place (a GPU segment), copied out into host memory
- * for UCX to send: Debian's UCX moves host bytes only (mc_ucx_has_cuda). A malloc'd buffer
- * whose header is the send's context; freed once UCX reads it no more.
+ * Bytes of a segment with no window in place (a GPU segment UCX does not move directly),
+ * copied out into host memory for UCX to send: Debian's UCX moves host bytes only
+ * (mc_ucx_has_cuda). A malloc'd buffer whose header is the send's context; freed once UCX
+ * reads it no more.
  */
 struct staged {
     struct cluster *cl;
@@ -107,6 +184,15 @@ static void read_served(void *ctx, int status)
         cl->st.reads_in++;
 }
 
+static void read_served_direct(void *ctx, int status)
+{
+    struct cluster *cl = ctx;
+
+    if (status == 0)
+        cl->st.direct_out++;
+    read_served(cl, status);
+}
+
 static void h_read(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                    const void *pl)
 {
@@ -120,7 +206,18 @@ static void h_read(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
         return;
     }
     if ((src = seg_span(a, req.seg, req.offset, req.len)) == NULL) {
-        struct staged *st = stage_out(cl, req.seg, req.offset, req.len);
+        enum mc_ucx_mem_type mt;
+        const void *dsrc = gpu_direct_span(cl, req.seg, req.offset, req.len, &mt);
+        struct staged *st;
+
+        if (dsrc != NULL) {
+            /* straight from the GPU segment: UCX moves its memory (the lease holds it) */
+            err = mc_ucx_send_bulk_mem(ep, MC_WIRE_READ_REPLY, req.xfer, NULL, 0, dsrc, req.len,
+                                       mt, read_served_direct, cl);
+            reply_status(ep, hdr, err);
+            return;
+        }
+        st = stage_out(cl, req.seg, req.offset, req.len);
 
         if (st == NULL) {
             reply_status(ep, hdr, MC_ERR_NOT_FOUND);
@@ -151,6 +248,7 @@ struct copyjob {
     struct mc_ucx_ep *master; /* the endpoint it came on: answered only if still ours */
     uint64_t request_id;
     struct mc_master_replica dst;
+    uint8_t *staged;          /* a GPU segment's bytes copied out for the write, or NULL */
     size_t key_len;
     char key[MC_PROTO_KEY_MAX];
 };
@@ -170,6 +268,7 @@ static void copy_written(void *ctx, int status)
         reply_status(cj->master,
                      &(struct mc_wire_hdr){.request_id = cj->request_id, .type = MC_WIRE_COPY},
                      status);
+    free(cj->staged); /* the write is final: UCX reads it no more */
     free(cj);
 }
 
@@ -183,31 +282,62 @@ static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
     struct mc_rio_write w;
     struct copyjob *cj;
     const uint8_t *src;
+    uint8_t *staged = NULL;
     int err;
 
     if (mc_proto_copy_req_decode(pl, hdr->payload_len, &req) != 0) {
         reply_status(ep, hdr, MC_ERR_PROTO);
         return;
     }
-    if ((src = seg_span(a, req.src_seg, req.src_offset, req.len)) == NULL &&
-        agent_seg(a, req.src_seg) != NULL) {
-        reply_status(ep, hdr, MC_ERR_INVALID); /* a GPU segment is not drained (docs/gpu.md) */
-        return;
-    }
+    src = seg_span(a, req.src_seg, req.src_offset, req.len);
     if (src == NULL) {
-        reply_status(ep, hdr, MC_ERR_NOT_FOUND);
-        return;
+        struct mc_seg *s = agent_seg(a, req.src_seg);
+        enum mc_ucx_mem_type mt;
+
+        /* a GPU segment: its bytes go from where UCX moves them (the write path sends
+         * host memory), else copied out to host memory first */
+        if (s == NULL) {
+            reply_status(ep, hdr, MC_ERR_NOT_FOUND); /* not ours */
+            return;
+        }
+        if (s->kind != MC_SEG_GPU || req.src_offset > s->size ||
+            req.len > s->size - req.src_offset) {
+            reply_status(ep, hdr, MC_ERR_INVALID);
+            return;
+        }
+        src = gpu_direct_span(cl, req.src_seg, req.src_offset, req.len, &mt);
+        if (src != NULL && mt != MC_UCX_MEM_HOST)
+            src = NULL;
+        if (src == NULL) {
+            staged = malloc(req.len != 0 ? req.len : 1);
+            if (staged == NULL) {
+                reply_status(ep, hdr, MC_ERR_NOMEM);
+                return;
+            }
+            if (s->ops->read(s, req.src_offset, staged, req.len) != 0) {
+                free(staged);
+                reply_status(ep, hdr, MC_ERR_IO);
+                return;
+            }
+            src = staged;
+            cl->st.staged_out++;
+        } else {
+            cl->st.direct_out++;
+        }
     }
     if (agent_seg(a, req.dst_seg) != NULL || cl->destroying || cl->leaving) {
+        free(staged);
         reply_status(ep, hdr, MC_ERR_INVALID);
         return;
     }
     cj = malloc(sizeof(*cj));
     if (cj == NULL) {
+        free(staged);
         reply_status(ep, hdr, MC_ERR_NOMEM);
         return;
     }
     cj->cl = cl;
+    cj->staged = staged;
     cj->master = ep;
     cj->request_id = hdr->request_id;
     cj->key_len = req.key.len;
@@ -222,6 +352,7 @@ static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
                               .deadline_ms = mc_agent_now_ms() + a->cfg.op_timeout_ms};
     err = cl_write(cl, &w, copy_written, cj);
     if (err != 0) {
+        free(cj->staged);
         free(cj);
         reply_status(ep, hdr, err);
     }
@@ -482,10 +613,21 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
             return NULL;
         }
         if ((dst = seg_span(a, h.seg, h.offset, h.len)) == NULL) {
-            /* no window (GPU): land in host memory, copy in when complete (bulk_done) */
-            dst = staged = malloc(h.len != 0 ? h.len : 1);
-            if (staged == NULL)
-                return NULL;
+            enum mc_ucx_mem_type mt = MC_UCX_MEM_HOST;
+
+            /* a GPU segment UCX moves: straight into it, unless the bytes came eagerly
+             * (copied by the CPU: host memory only) */
+            dst = gpu_direct_span(cl, h.seg, h.offset, h.len, &mt);
+            if (dst != NULL && mt != MC_UCX_MEM_HOST && mc_ucx_bulk_eager(cl->u))
+                dst = NULL;
+            if (dst != NULL) {
+                mc_ucx_bulk_dest_mem(cl->u, mt);
+            } else {
+                /* no window (GPU): land in host memory, copy in when complete (bulk_done) */
+                dst = staged = malloc(h.len != 0 ? h.len : 1);
+                if (staged == NULL)
+                    return NULL;
+            }
         }
         w = calloc(1, sizeof(*w));
         if (w == NULL) {
@@ -493,6 +635,7 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
             return NULL;
         }
         w->staged = staged;
+        w->direct = staged == NULL && s->kind == MC_SEG_GPU;
         /* a block freed and handed out again: what the index had there is gone */
         if (s->held != NULL)
             (void)mc_holdidx_overwrite(s->held, h.offset, h.len, h.version);
@@ -542,6 +685,8 @@ static void bulk_done(void *ctx, void *op, int status)
             if (status == 0)
                 cl->st.staged_in++;
             free(w->staged);
+        } else if (w->direct && status == 0) {
+            cl->st.direct_in++;
         }
         if (w->ep != NULL)
             reply_status(w->ep, &(struct mc_wire_hdr){.request_id = w->request_id,

@@ -198,6 +198,8 @@ static void copy_start(struct mc_master *m, struct obj *o, struct ver *v, uint32
     req.alloc_len = mc_alloc_len(src_seg->alloc, src.alloc);
     req.replicas = 1;
     req.flags = hard ? MC_MASTER_PUT_PIN_HARD : 0;
+    if (ver_flags(v) & OF_TIER_GPU)
+        req.flags |= MC_MASTER_PUT_TIER_GPU; /* a GPU-tier object moves to GPU memory */
     req.writer = MC_MASTER_NODE_NONE;
     req.preferred = MC_MASTER_NODE_NONE;
     /* placement never evicts from draining segments (it skips them), so v keeps its source */

@@ -180,6 +180,55 @@ START_TEST(test_drain_copy_visible_only_when_completed)
 }
 END_TEST
 
+/* A GPU-tier object's copy is placed in another node's GPU segment, never in DRAM (which
+ * every node has, with more room); without a GPU segment elsewhere it is not copied. */
+START_TEST(test_drain_gpu_tier_copy_stays_in_gpu_tier)
+{
+    struct t_three t = t_three();
+    struct mc_master_seg_desc d = {.node = t.node[0], .kind = MC_SEG_GPU, .base = 0x20000000,
+                                   .size = 8 * MiB};
+    struct mc_master_put_grant g;
+    struct mc_master_get_result r;
+    struct mc_master_copy c[4];
+    uint32_t gseg0, gseg2;
+    uint64_t v;
+
+    ck_assert_int_eq(mc_master_segment_mount(t.m, &d, &gseg0), 0);
+    {
+        struct mc_master_put_req q = {.key = "g", .key_len = 1, .size = 100 * KiB,
+                                      .replicas = 1, .flags = MC_MASTER_PUT_TIER_GPU,
+                                      .writer = t.node[0], .preferred = t.node[0]};
+
+        ck_assert_int_eq(mc_master_put_start(t.m, &q, &g), 0);
+        ck_assert_int_eq(t_end(t.m, "g", g.version, t.node[0]), 0);
+        v = g.version;
+    }
+    ck_assert_uint_eq(g.rep[0].seg, gseg0);
+    ck_assert_int_eq(mc_master_node_drain(t.m, "n0", true), 0);
+    mc_master_tick(t.m);
+    ck_assert_uint_eq(mc_master_copies_take(t.m, c, 4), 0); /* no GPU room elsewhere */
+    ck_assert_uint_eq(t_node_info(t.m, "n0").drain, MC_MASTER_DRAIN_DRAINING);
+
+    d.node = t.node[2];
+    d.base = 0x30000000;
+    ck_assert_int_eq(mc_master_segment_mount(t.m, &d, &gseg2), 0);
+    mc_master_tick(t.m);
+    ck_assert_uint_eq(mc_master_copies_take(t.m, c, 4), 1);
+    ck_assert_uint_eq(c[0].version, v);
+    ck_assert_uint_eq(c[0].src.seg, gseg0);
+    ck_assert_uint_eq(c[0].dst.node, t.node[2]);
+    ck_assert_uint_eq(c[0].dst.seg, gseg2);
+    mc_master_copy_done(t.m, c[0].id, 0);
+    mc_master_tick(t.m);
+    ck_assert_int_eq(t_get(t.m, "g", &r), 0);
+    ck_assert_uint_eq(r.nrep, 1);
+    ck_assert_uint_eq(r.rep[0].seg, gseg2);
+    ck_assert_uint_eq(t_release(t.m, "g", &r), 1);
+    ck_assert_uint_eq(t_node_info(t.m, "n0").drain, MC_MASTER_DRAIN_DRAINED);
+    mc_master_destroy(t.m);
+}
+END_TEST
+
 START_TEST(test_drain_failed_copy_fenced_then_freed_and_retried)
 {
     struct t_three t = t_three();
@@ -364,6 +413,7 @@ static Suite *drain_suite(void)
 
     tcase_add_test(tc, test_drain_placement_skips_draining_node);
     tcase_add_test(tc, test_drain_copy_visible_only_when_completed);
+    tcase_add_test(tc, test_drain_gpu_tier_copy_stays_in_gpu_tier);
     tcase_add_test(tc, test_drain_failed_copy_fenced_then_freed_and_retried);
     tcase_add_test(tc, test_drain_copy_of_replaced_version_is_discarded);
     tcase_add_test(tc, test_drain_drops_replica_with_home_elsewhere_once_unleased);

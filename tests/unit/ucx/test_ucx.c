@@ -955,6 +955,68 @@ START_TEST(test_ucx_bulk_16mib_into_memfd)
 }
 END_TEST
 
+/* The typed forms (GPU segments UCX moves directly): a send that names its memory type,
+ * landed where the dest fn named the buffer's type. */
+static int t_peer_bulk_sender_mem(struct mc_ucx *u, const void *a, size_t n)
+{
+    static const char hdr[] = "alloc 42 v7";
+    struct mc_ucx_ep *ep = NULL;
+    struct t_sent s = {0};
+    uint8_t *data = malloc(T_BULK_LEN);
+
+    if (data == NULL || mc_ucx_ep_connect(u, a, n, &ep) != 0)
+        return 2;
+    for (size_t i = 0; i < T_BULK_LEN; i++)
+        data[i] = t_pattern(i);
+    if (mc_ucx_send_bulk_mem(ep, MC_WIRE_WRITE, 77, hdr, sizeof(hdr), data, T_BULK_LEN,
+                             MC_UCX_MEM_HOST, t_send_done, &s) != 0)
+        return 3;
+    if (!t_pump_until(u, &s.done, T_WAIT_MS))
+        return 4;
+    free(data);
+    if (s.status != 0)
+        return t_status_exit(10, s.status);
+    return t_serve(u);
+}
+
+static void *t_bulk_dest_typed(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *h,
+                               const void *hdr_payload, size_t len, void **op_p)
+{
+    void *dst = t_bulk_dest(ctx, ep, h, hdr_payload, len, op_p);
+
+    ck_assert(!mc_ucx_bulk_eager(t_u)); /* 16 MiB: rendezvous */
+    mc_ucx_bulk_dest_mem(t_u, MC_UCX_MEM_HOST);
+    return dst;
+}
+
+START_TEST(test_ucx_bulk_typed_memory)
+{
+    uint8_t addr[T_ADDR_MAX];
+    struct t_peer p;
+
+    t_rx = (struct t_bulk_rx){0};
+    t_rx.buf = malloc(T_BULK_LEN);
+    t_rx.cap = T_BULK_LEN;
+    ck_assert_ptr_nonnull(t_rx.buf);
+    p = t_peer_start(t_peer_bulk_sender_mem, NULL);
+    t_setup();
+    ck_assert(mc_ucx_moves(t_u, MC_UCX_MEM_HOST));
+    ck_assert(mc_ucx_has_cuda(t_u) == mc_ucx_moves(t_u, MC_UCX_MEM_CUDA));
+    mc_ucx_bulk_register(t_u, t_bulk_dest_typed, t_bulk_done, &t_rx);
+    (void)t_peer_hello(&p, addr);
+    ck_assert(t_pump_until(t_u, &t_rx.done, T_WAIT_MS));
+    ck_assert_int_eq(t_rx.status, 0);
+    ck_assert_uint_eq(t_rx.len, T_BULK_LEN);
+    for (size_t i = 0; i < T_BULK_LEN; i++) {
+        if (t_rx.buf[i] != t_pattern(i))
+            ck_abort_msg("byte %zu: %02x want %02x", i, t_rx.buf[i], t_pattern(i));
+    }
+    ck_assert_int_eq(t_peer_finish(&p, T_WAIT_MS), 0);
+    mc_ucx_destroy(t_u);
+    free(t_rx.buf);
+}
+END_TEST
+
 START_TEST(test_ucx_bulk_refused)
 {
     uint8_t addr[T_ADDR_MAX];
@@ -1260,6 +1322,7 @@ static Suite *ucx_suite(void)
     tcase_add_test(tc, test_ucx_bad_reply_fails_call_proto);
     tcase_add_test(tc, test_ucx_bulk_16mib_into_memfd);
     tcase_add_test(tc, test_ucx_bulk_refused);
+    tcase_add_test(tc, test_ucx_bulk_typed_memory);
     tcase_add_test(tc, test_ucx_bulk_call_answered_once_landed);
     tcase_add_test(tc, test_ucx_bulk_call_unanswered_times_out);
     tcase_add_test(tc, test_ucx_bulk_call_refused);
