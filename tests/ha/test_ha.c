@@ -236,6 +236,19 @@ END_TEST
 
 /* --- the etcd client --------------------------------------------------------------------- */
 
+/* test_ha_etcd_client's prefix walk: the values seen, in order (at most 4) */
+static void t_ha_seen_value(void *ctx, const struct mc_etcd_kv *kv)
+{
+    struct seen {
+        int n;
+        char v[4][32];
+    } *sn = ctx;
+
+    if (sn->n < 4)
+        snprintf(sn->v[sn->n], sizeof(sn->v[0]), "%.31s", kv->value);
+    sn->n++;
+}
+
 START_TEST(test_ha_etcd_client)
 {
     struct t_ha_etcd e;
@@ -298,6 +311,42 @@ START_TEST(test_ha_etcd_client)
     ck_assert_int_gt(kv->create_rev, rev); /* epochs grow */
     ck_assert_int_eq(mc_etcd_delete_if(c, "/t/k", kv->create_rev, &deleted), 0);
     ck_assert(deleted);
+    /* put, and a prefix read (the masters' member keys): every key under the prefix, in
+     * key order, none outside it, at most `limit` */
+    {
+        struct seen {
+            int n;
+            char v[4][32];
+        } sn = {0};
+        void (*fn)(void *, const struct mc_etcd_kv *) = t_ha_seen_value;
+
+        ck_assert_int_eq(mc_etcd_put(c, "/t/m/b", "127.0.0.1:2", 0), 0);
+        ck_assert_int_eq(mc_etcd_put(c, "/t/m/a", "127.0.0.1:1", 0), 0);
+        ck_assert_int_eq(mc_etcd_put(c, "/t/m/a", "127.0.0.1:3", 0), 0); /* replaced */
+        ck_assert_int_eq(mc_etcd_put(c, "/t/n", "outside", 0), 0);
+        ck_assert_int_eq(mc_etcd_put(c, "/t/m", "outside too", 0), 0);
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "/t/m/", 8, fn, &sn), 0);
+        ck_assert_int_eq(sn.n, 2);
+        ck_assert_str_eq(sn.v[0], "127.0.0.1:3");
+        ck_assert_str_eq(sn.v[1], "127.0.0.1:2");
+        sn.n = 0;
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "/t/m/", 1, fn, &sn), 0);
+        ck_assert_int_eq(sn.n, 1);
+        sn.n = 0;
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "/t/none/", 8, fn, &sn), 0);
+        ck_assert_int_eq(sn.n, 0);
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "", 8, fn, &sn), MC_ERR_INVALID);
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "/t/m/", 0, fn, &sn), MC_ERR_INVALID);
+        /* a key under a lease goes with it */
+        ck_assert_int_eq(mc_etcd_lease_grant(c, 2, &lease), 0);
+        ck_assert_int_eq(mc_etcd_put(c, "/t/m/c", "127.0.0.1:4", lease), 0);
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "/t/m/", 8, fn, &sn), 0);
+        ck_assert_int_eq(sn.n, 3);
+        ck_assert_int_eq(mc_etcd_lease_revoke(c, lease), 0);
+        sn.n = 0;
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "/t/m/", 8, fn, &sn), 0);
+        ck_assert_int_eq(sn.n, 2);
+    }
     /* an expired lease (not kept alive) */
     ck_assert_int_eq(mc_etcd_lease_grant(c, 1, &lease), 0);
     t_fc_sleep_ms(3500);
@@ -441,6 +490,27 @@ START_TEST(test_ha_leader_killed_under_load)
         t_ha_obj_make(&objs[i], key, 2048 + (size_t)i * 331, salt + (uint64_t)i);
         (void)t_ha_put_until(h.cl[i % 3], &objs[i], 0, 10000);
         n++;
+    }
+    {
+        /* mcctl cluster lists the two masters that do not lead as standbys (their member
+         * keys; the agent reads them every second) */
+        uint64_t t0 = t_now_ms();
+        bool ok = false;
+
+        while (!ok && t_now_ms() - t0 < 5000) {
+            json_t *j = t_fc_cluster(h.agents[0].sock), *sb = json_object_get(j, "standbys");
+            const char *lead = t_json_str(j, "leader");
+            size_t i2;
+
+            ok = json_is_array(sb) && json_array_size(sb) == 2;
+            for (i2 = 0; ok && i2 < 2; i2++)
+                ok = json_is_string(json_array_get(sb, i2)) &&
+                     strcmp(json_string_value(json_array_get(sb, i2)), lead) != 0;
+            json_decref(j);
+            if (!ok)
+                t_fc_sleep_ms(100);
+        }
+        ck_assert_msg(ok, "mcctl cluster: not two standbys within 5 s");
     }
     for (k = 0; k < kills; k++) {
         uint64_t t_kill;

@@ -49,6 +49,11 @@ is() { [ "$1" = "$2" ] || { echo "  got '$1', expected '$2'" >&2; return 1; }; }
 # field FILE EXPR: a jq-less read of the "ha" object's scalar fields
 ha_field() { grep -o "\"ha\":{[^}]*}" "$1" | grep -o "\"$2\":[^,}]*" | cut -d: -f2- | tr -d '"'; }
 standbys() { grep -o '"standbys":\[[^]]*\]' "$1" | grep -o '"master-[0-9]"' | tr -d '"' | sort | tr '\n' ' '; }
+# the standbys mcctl cluster lists through agent-1 of RUN
+cluster_standbys() {
+    "$mcctl" --socket "$1/agent-1.sock" cluster | grep -o '"standbys":\[[^]]*\]' |
+        grep -oE '"[0-9.]+:[0-9]+"' | wc -l
+}
 procs_in() {
     local p args
     for p in /proc/[0-9]*; do
@@ -78,6 +83,13 @@ exercise() {
     check "status: the leader is not a standby" test "${s/$lead/}" = "$s"
     check "status: the agent follows that epoch" \
         grep -qF "\"epoch\":$epoch" <(grep -o '"cluster":.*' "$run.status")
+    # mcctl cluster: the two masters that do not lead, as standbys (their member keys in
+    # etcd; the agent reads them every second)
+    t0=$SECONDS
+    while [ "$(cluster_standbys "$run")" -ne 2 ] && [ $((SECONDS - t0)) -lt 5 ]; do sleep 0.2; done
+    check "mcctl cluster lists two standbys" is "$(cluster_standbys "$run")" 2
+    check "... not the leader" test -z "$("$mcctl" --socket "$run/agent-1.sock" cluster |
+        grep -o '"standbys":\[[^]]*\]' | grep -F "\"$(cat "$run/$lead.addr")\"")"
 
     head -c 2000000 /dev/urandom >"$run.in"
     "$mcctl" --socket "$run/agent-1.sock" put lha-key "$run.in"
