@@ -3,14 +3,16 @@
 #   demo   set up, build, start a standalone agent (256 MiB of DRAM) on a private socket,
 #          run the demo workload (puts, gets, a hit/miss summary), print `mcctl stats`, stop
 #          the agent.
-#   start  --agents N [--dram SIZE] [--dir RUNDIR] [--netns | --hosts FILE] [--build-dir DIR]
-#          [--set KEY=VALUE]... [--master-set KEY=VALUE]... [--timeout SEC]
+#   start  --agents N [--masters M] [--dram SIZE] [--dir RUNDIR] [--netns | --hosts FILE]
+#          [--build-dir DIR] [--set KEY=VALUE]... [--master-set KEY=VALUE]... [--timeout SEC]
 #          start mc-master and N cluster-mode agents; returns once every daemon is ready,
-#          or stops what it started and exits 1.
+#          or stops what it started and exits 1. --masters M (2..9): a local etcd (its data
+#          under RUNDIR) and M masters that elect a leader in it; the agents follow etcd.
 #   stop   [--dir RUNDIR] [--grace S]
-#          SIGTERM the agents, then the master, SIGKILL what has not exited after S seconds
-#          (default 20); returns once every daemon has exited; remove what start made
-#   status [--dir RUNDIR]      one JSON object: the daemons, and `mcctl cluster` via an agent
+#          SIGTERM the agents, then the masters, then etcd, SIGKILL what has not exited after
+#          S seconds (default 20); returns once every daemon has exited; remove what start made
+#   status [--dir RUNDIR]      one JSON object: the daemons, who leads (with --masters), and
+#          `mcctl cluster` via an agent
 # docs/operations.md ("A cluster with launch.sh") describes the three placements (local,
 # --netns, --hosts), the files in RUNDIR and the exit statuses.
 set -euo pipefail
@@ -21,9 +23,9 @@ cmd=${1:-}
 usage() {
     cat >&2 <<'EOF'
 usage: scripts/launch.sh demo
-       scripts/launch.sh start --agents N [--dram SIZE] [--dir RUNDIR] [--netns | --hosts FILE]
-                               [--build-dir DIR] [--set KEY=VALUE]... [--master-set KEY=VALUE]...
-                               [--timeout SEC]
+       scripts/launch.sh start --agents N [--masters M] [--dram SIZE] [--dir RUNDIR]
+                               [--netns | --hosts FILE] [--build-dir DIR] [--set KEY=VALUE]...
+                               [--master-set KEY=VALUE]... [--timeout SEC]
        scripts/launch.sh stop [--dir RUNDIR] [--grace S]
        scripts/launch.sh status [--dir RUNDIR]
 EOF
@@ -57,24 +59,39 @@ json_str() {
 json_or_null() { if [ -n "$1" ]; then json_str "$1"; else printf 'null'; fi; }
 
 # The state of a cluster lives in RUNDIR:
-#   cluster     "mode M", "build DIR", "bridge BR" (netns)
-#   nodes       one line per daemon, master first: NAME NETNS DEST ADDR ("-" = none)
+#   cluster     "mode M", "build DIR", "bridge BR" (netns), "etcd URL" and "cluster_id ID"
+#               (--masters M > 1)
+#   nodes       one line per daemon, masters first: NAME NETNS DEST ADDR ("-" = none). One
+#               master is "master"; M > 1 are "master-1".."master-M", after "etcd" (etcd's
+#               config is etcd.json, its data etcd.data)
 #   token       the cluster token (0600); NAME.json, NAME.cmd, NAME.log, NAME.pid,
 #   NAME.ready  (written by the daemon), NAME.addr (ADDR:PORT once ready)
-mode='' build='' bridge=''
+mode='' build='' bridge='' etcd_url='' cluster_id=''
 names=()
 declare -A node_ns node_dest node_addr
+
+is_master() { [[ $1 == master || $1 == master-* ]]; }
+is_agent() { [[ $1 == agent-* ]]; }
+# the names of one kind: masters, agents
+names_of() {
+    local name
+    for name in "${names[@]}"; do
+        if "is_$1" "$name"; then echo "$name"; fi
+    done
+}
 
 load_state() {
     local k v name ns dest addr
     [ -f "$rundir/cluster" ] && [ -f "$rundir/nodes" ] || return 1
-    mode='' build='' bridge=''
+    mode='' build='' bridge='' etcd_url='' cluster_id=''
     names=()
     while read -r k v; do
         case $k in
         mode) mode=$v ;;
         build) build=$v ;;
         bridge) bridge=$v ;;
+        etcd) etcd_url=$v ;;
+        cluster_id) cluster_id=$v ;;
         esac
     done <"$rundir/cluster"
     while read -r name ns dest addr; do
@@ -130,7 +147,7 @@ node_alive() {
 
 # ---------------------------------------------------------------------------------------
 # stop: agents first (SIGTERM: they finish their ops and leave the cluster), then the
-# master; each waits up to the grace period (--grace, default 20 s), then SIGKILL, and
+# masters, then etcd; each waits up to the grace period (--grace, default 20 s), then SIGKILL, and
 # stop returns only once every daemon it signalled has exited. Each step is reported on
 # stderr. Then what start created: sockets and ready files left behind, network
 # namespaces, the bridge. Nothing running: exit 0.
@@ -234,19 +251,25 @@ stop_daemons() {
 }
 
 do_stop() {
-    local quiet=${1:-} name agent_names=() ns rc=0
+    local quiet=${1:-} name agent_names=() master_names=() ns rc=0
     stop_quiet=$quiet
     if ! load_state; then
         [ -n "$quiet" ] || say "nothing to stop in $rundir"
         return 0
     fi
-    for name in "${names[@]}"; do
-        [ "$name" = master ] || agent_names+=("$name")
-    done
+    mapfile -t agent_names < <(names_of agent)
+    mapfile -t master_names < <(names_of master)
     stop_daemons "${agent_names[@]+"${agent_names[@]}"}" || rc=1
-    stop_daemons master || rc=1
+    stop_daemons "${master_names[@]+"${master_names[@]}"}" || rc=1
+    if [ -n "$etcd_url" ]; then
+        if stop_daemons etcd; then
+            rm -rf "$rundir/etcd.data"
+        else
+            rc=1
+        fi
+    fi
     for name in "${names[@]}"; do
-        if [ "$name" != master ] &&
+        if is_agent "$name" &&
             on_node "$name" "test -S $(q "$rundir/$name.sock")" 2>/dev/null; then
             warn "$name left its socket behind (it did not stop cleanly; see $name.log): removing it"
         fi
@@ -301,6 +324,26 @@ node_health() {
         "$code" "$(json_str "$reason")"
 }
 
+# etcd_leader: sets lead (the master whose address the leader key holds, empty when none
+# or etcd cannot be asked in 2 s) and epoch (the key's create revision), through etcd's v3
+# JSON gateway
+etcd_leader() {
+    local key resp val
+    lead='' epoch=''
+    key=$(printf '/mcstore/%s/leader' "$cluster_id" | base64 -w0)
+    resp=$(curl -sf -m 2 -X POST "${etcd_url%%,*}/v3/kv/range" -d "{\"key\":\"$key\"}" \
+        2>/dev/null) || return 0
+    val=$(printf '%s' "$resp" | grep -o '"value":"[A-Za-z0-9+/=]*"' | head -1 | cut -d'"' -f4)
+    [ -n "$val" ] || return 0
+    val=$(printf '%s' "$val" | base64 -d 2>/dev/null) || return 0
+    epoch=$(printf '%s' "$resp" | grep -o '"create_revision":"[0-9]*"' | head -1 | cut -d'"' -f4)
+    for name in $(names_of master); do
+        if [ -f "$rundir/$name.addr" ] && [ "$(cat "$rundir/$name.addr")" = "$val" ]; then
+            lead=$name
+        fi
+    done
+}
+
 do_status() {
     local name pid alive addr k first=1 sock cluster='' out
     if ! load_state; then
@@ -322,12 +365,33 @@ do_status() {
             "$(json_or_null "$addr")" "$(json_or_null "$ns")" "$(json_or_null "$dest")"
         printf '"config":%s,"log":%s' "$(json_str "$rundir/$1.json")" "$(json_str "$rundir/$1.log")"
     }
-    out=$(printf '{"mode":%s,"dir":%s,"build":%s,"master":{' "$(json_str "$mode")" \
+    out=$(printf '{"mode":%s,"dir":%s,"build":%s,"master":' "$(json_str "$mode")" \
         "$(json_str "$rundir")" "$(json_str "$build")")
-    out+=$(node_json master)
-    out+='},"agents":['
-    for name in "${names[@]}"; do
-        [ "$name" != master ] || continue
+    if [ -z "$etcd_url" ]; then
+        out+="{$(node_json master)}"
+    else
+        # who leads per etcd; "master" is the leader's entry (null when none leads)
+        local lead epoch masters_json='' standbys='' etcd_alive=false leader_json=null
+        etcd_leader
+        for name in $(names_of master); do
+            [ -z "$masters_json" ] || masters_json+=','
+            masters_json+="{$(node_json "$name")}"
+            if [ "$name" = "$lead" ]; then
+                leader_json="{$(node_json "$name")}"
+            elif node_alive "$name"; then
+                standbys+="${standbys:+,}$(json_str "$name")"
+            fi
+        done
+        node_alive etcd && etcd_alive=true
+        out+="$leader_json,\"masters\":[$masters_json]"
+        out+=$(printf ',"ha":{"etcd":%s,"etcd_pid":%s,"etcd_alive":%s,"cluster_id":%s,' \
+            "$(json_str "$etcd_url")" "$(node_pid etcd | grep . || echo null)" "$etcd_alive" \
+            "$(json_str "$cluster_id")")
+        out+=$(printf '"leader":%s,"epoch":%s,"standbys":[%s]}' "$(json_or_null "$lead")" \
+            "${epoch:-null}" "$standbys")
+    fi
+    out+=',"agents":['
+    for name in $(names_of agent); do
         k=${name#agent-}
         sock=$rundir/$name.sock
         [ $first -eq 1 ] || out+=','
@@ -450,12 +514,22 @@ netns_ucx_tls=${MC_NETNS_UCX_TLS:-tcp}
 
 # veth_name I NAME: the bridge-side end of NAME's link (at most 15 characters)
 veth_name() {
-    if [ "$2" = master ]; then echo "mc${1}m"; else echo "mc${1}a${2#agent-}"; fi
+    case $2 in
+    master) echo "mc${1}m" ;;
+    master-*) echo "mc${1}m${2#master-}" ;;
+    *) echo "mc${1}a${2#agent-}" ;;
+    esac
+}
+
+# master_names: master, or master-1..master-M with --masters M > 1
+master_names() {
+    if [ "$masters" -eq 1 ]; then echo master; else seq -f 'master-%g' 1 "$masters"; fi
 }
 
 # netns_setup: a bridge mcbrI (10.77.I.1/24) in this namespace and one namespace per
-# daemon on it: mcstoreI-master at 10.77.I.2, mcstoreI-agent-K at 10.77.I.(10+K). I is
-# the first index whose bridge, namespaces and subnet are all free.
+# daemon on it: mcstoreI-master at 10.77.I.2 (mcstoreI-master-K at 10.77.I.(1+K)),
+# mcstoreI-agent-K at 10.77.I.(10+K). I is the first index whose bridge, namespaces and
+# subnet are all free. etcd (--masters) runs in this namespace on 10.77.I.1.
 netns_setup() {
     local i name ns addr k=0 host_side addrs nslist
     [ "$(id -u)" -eq 0 ] || fail "--netns needs root (network namespaces, veth, a bridge)"
@@ -476,11 +550,14 @@ netns_setup() {
     ip addr add "10.77.$i.1/24" dev "$bridge"
     ip link set "$bridge" up
     : >"$rundir/nodes"
-    for name in master $(seq -f 'agent-%g' 1 "$agents"); do
+    [ "$masters" -eq 1 ] || echo "etcd - - 10.77.$i.1" >>"$rundir/nodes"
+    for name in $(master_names) $(seq -f 'agent-%g' 1 "$agents"); do
         ns=mcstore$i-$name
         host_side=$(veth_name "$i" "$name")
         if [ "$name" = master ]; then
             addr=10.77.$i.2
+        elif [[ $name == master-* ]]; then
+            addr=10.77.$i.$((1 + ${name#master-}))
         else
             k=${name#agent-}
             addr=10.77.$i.$((10 + k))
@@ -518,9 +595,66 @@ hosts_setup() {
     done
 }
 
+# free_port ADDR: a TCP port nothing listens on at ADDR (for etcd, which takes no port 0)
+free_port() {
+    local p i
+    for i in $(seq 1 100); do
+        p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
+        if ! (exec 3<>"/dev/tcp/$1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
+    fail "no free port on $1 for etcd"
+}
+
+# etcd_start: one etcd member (MC_ETCD_BIN, default etcd) in this namespace, its config
+# in etcd.json (JSON is YAML: etcd's --config-file reads it), its data in etcd.data;
+# returns once it serves, with etcd_url set and recorded in RUNDIR/cluster
+etcd_start() {
+    local addr=${node_addr[etcd]} cport pport resp
+    cport=$(free_port "$addr")
+    pport=$(free_port "$addr")
+    [ "$cport" != "$pport" ] || pport=$(free_port "$addr")
+    etcd_url=http://$addr:$cport
+    write_json "$rundir/etcd.json" name etcd data-dir "$rundir/etcd.data" \
+        listen-client-urls "$etcd_url" advertise-client-urls "$etcd_url" \
+        listen-peer-urls "http://$addr:$pport" initial-advertise-peer-urls "http://$addr:$pport" \
+        initial-cluster "etcd=http://$addr:$pport" initial-cluster-state new \
+        logger zap log-level warn
+    # not a string: after write_json's last line (its JSON gateway, off by default in a
+    # config file, is what the daemons and status talk to)
+    sed -i '$d' "$rundir/etcd.json"
+    sed -i '$s/$/,/' "$rundir/etcd.json"
+    printf '  "enable-grpc-gateway": true\n}\n' >>"$rundir/etcd.json"
+    write_cmd etcd "${MC_ETCD_BIN:-etcd}" --config-file "$rundir/etcd.json"
+    echo "etcd $etcd_url" >>"$rundir/cluster"
+    spawn etcd "${MC_ETCD_BIN:-etcd}" --config-file "$rundir/etcd.json" >"$rundir/etcd.pid"
+    while :; do
+        resp=$(curl -sf -m 1 "$etcd_url/health" 2>/dev/null) || resp=
+        [[ $resp != *'"health":"true"'* ]] || break
+        node_alive etcd || fail "etcd exited before it served; the end of $rundir/etcd.log:" \
+            "$(tail -n 20 "$rundir/etcd.log" 2>/dev/null)"
+        [ $SECONDS -lt $start_deadline ] || fail "etcd does not serve after ${timeout}s (see $rundir/etcd.log)"
+        sleep 0.1
+    done
+}
+
 do_start() {
-    local name pid sock master_addr extra cfg mk new_build f
+    local name pid sock master_addr extra cfg mk new_build f master_list=() agent_list=()
     [ -n "$agents" ] || [ -n "$hosts_file" ] || { warn "start: --agents N is required"; usage; }
+    if ! [[ $masters =~ ^[1-9]$ ]]; then
+        warn "--masters: 1..9"
+        usage
+    fi
+    if [ "$masters" -gt 1 ] && [ -n "$hosts_file" ]; then
+        warn "--masters with --hosts: not supported (start etcd and the masters by hand, docs/operations.md)"
+        usage
+    fi
+    if [ "$masters" -gt 1 ] && ! command -v "${MC_ETCD_BIN:-etcd}" >/dev/null; then
+        warn "--masters $masters needs etcd (Debian etcd-server; MC_ETCD_BIN names another)"
+        exit 2
+    fi
     if [ -n "$agents" ] && { ! [[ $agents =~ ^[0-9]+$ ]] || [ "$agents" -lt 1 ]; }; then
         warn "--agents: a number >= 1"
         usage
@@ -565,6 +699,7 @@ do_start() {
         for name in "${names[@]}"; do
             rm -f "$rundir/$name".{json,cmd,log,pid,ready,addr,sock}
         done
+        rm -rf "$rundir/etcd.data"
         rm -f "$rundir/cluster" "$rundir/nodes" "$rundir/token"
     fi
 
@@ -584,35 +719,65 @@ do_start() {
     case $mode in
     local)
         : >"$rundir/nodes"
-        for name in master $(seq -f 'agent-%g' 1 "$agents"); do
+        for name in $([ "$masters" -eq 1 ] || echo etcd) $(master_names) \
+            $(seq -f 'agent-%g' 1 "$agents"); do
             echo "$name - - 127.0.0.1" >>"$rundir/nodes"
         done
         ;;
     netns) netns_setup ;;
     hosts) hosts_setup ;;
     esac
+    if [ "$masters" -gt 1 ]; then
+        cluster_id=launch
+        echo "cluster_id $cluster_id" >>"$rundir/cluster"
+    fi
     load_state
+    mapfile -t master_list < <(names_of master)
+    mapfile -t agent_list < <(names_of agent)
+    [ "$masters" -eq 1 ] || etcd_start
 
-    # the master
-    cfg=$rundir/master.json
-    write_json "$cfg" listen "${node_addr[master]}:0" metrics_listen "${node_addr[master]}:0"
-    push master "$rundir/token"
-    push master "$cfg"
-    mk=("$build/daemon/mcmaster/mc-master" --config "$cfg" --ready-file "$rundir/master.ready")
-    for extra in "${master_sets[@]+"${master_sets[@]}"}"; do mk+=(--set "$extra"); done
-    write_cmd master "${mk[@]}"
-    pid=$(spawn master "${mk[@]}")
-    echo "$pid" >"$rundir/master.pid"
-    wait_ready master
-    master_addr=$(cat "$rundir/master.addr")
+    # the masters
+    for name in "${master_list[@]}"; do
+        cfg=$rundir/$name.json
+        if [ -n "$etcd_url" ]; then
+            write_json "$cfg" listen "${node_addr[$name]}:0" \
+                metrics_listen "${node_addr[$name]}:0" etcd "$etcd_url" cluster_id "$cluster_id"
+        else
+            write_json "$cfg" listen "${node_addr[$name]}:0" metrics_listen "${node_addr[$name]}:0"
+        fi
+        push "$name" "$rundir/token"
+        push "$name" "$cfg"
+        mk=("$build/daemon/mcmaster/mc-master" --config "$cfg" --ready-file "$rundir/$name.ready")
+        for extra in "${master_sets[@]+"${master_sets[@]}"}"; do mk+=(--set "$extra"); done
+        write_cmd "$name" "${mk[@]}"
+        pid=$(spawn "$name" "${mk[@]}")
+        echo "$pid" >"$rundir/$name.pid"
+    done
+    wait_ready "${master_list[@]}"
+    if [ -n "$etcd_url" ]; then
+        # one of them leads before the agents start (they would wait for it anyway)
+        local lead epoch
+        while etcd_leader && [ -z "$lead" ]; do
+            [ $SECONDS -lt $start_deadline ] || fail "no master leads after ${timeout}s (logs in $rundir)"
+            sleep 0.1
+        done
+        master_addr="etcd $etcd_url, cluster $cluster_id"
+    else
+        master_addr=$(cat "$rundir/master.addr")
+    fi
 
     # the agents, all at once
-    for name in "${names[@]}"; do
-        [ "$name" != master ] || continue
+    for name in "${agent_list[@]}"; do
         cfg=$rundir/$name.json
         sock=$rundir/$name.sock
-        write_json "$cfg" master_addr "$master_addr" listen "${node_addr[$name]}:0" \
-            node_name "$name" socket "$sock" dram "$dram" metrics_listen "${node_addr[$name]}:0"
+        if [ -n "$etcd_url" ]; then
+            write_json "$cfg" etcd "$etcd_url" cluster_id "$cluster_id" \
+                listen "${node_addr[$name]}:0" node_name "$name" socket "$sock" dram "$dram" \
+                metrics_listen "${node_addr[$name]}:0"
+        else
+            write_json "$cfg" master_addr "$master_addr" listen "${node_addr[$name]}:0" \
+                node_name "$name" socket "$sock" dram "$dram" metrics_listen "${node_addr[$name]}:0"
+        fi
         push "$name" "$rundir/token"
         push "$name" "$cfg"
         mk=("$build/daemon/agent/mc-agent" --config "$cfg" --ready-file "$rundir/$name.ready")
@@ -621,12 +786,19 @@ do_start() {
         pid=$(spawn "$name" "${mk[@]}")
         echo "$pid" >"$rundir/$name.pid"
     done
-    wait_ready "${names[@]:1}"
+    wait_ready "${agent_list[@]}"
 
     start_ok=1
     trap - EXIT INT TERM
-    say "$mode cluster in $rundir: master pid $(node_pid master) at $master_addr"
-    for name in "${names[@]:1}"; do
+    if [ -n "$etcd_url" ]; then
+        say "$mode cluster in $rundir: etcd pid $(node_pid etcd) at $etcd_url, cluster $cluster_id"
+        for name in "${master_list[@]}"; do
+            say "  $name pid $(node_pid "$name") at $(cat "$rundir/$name.addr")$([ "$name" != "$lead" ] || echo " (leads, epoch $epoch)")"
+        done
+    else
+        say "$mode cluster in $rundir: master pid $(node_pid master) at $master_addr"
+    fi
+    for name in "${agent_list[@]}"; do
         say "  $name pid $(node_pid "$name") at $(cat "$rundir/$name.addr"), socket $rundir/$name.sock"
     done
 }
@@ -663,15 +835,16 @@ demo)
     ;;
 start | stop | status)
     shift
-    agents='' dram=256M rundir=${XDG_RUNTIME_DIR:-/tmp}/mcstore netns='' hosts_file='' build_dir=
+    agents='' masters=1 dram=256M rundir=${XDG_RUNTIME_DIR:-/tmp}/mcstore netns='' hosts_file='' build_dir=
     timeout=60 agent_sets=() master_sets=() grace=20
     while [ $# -gt 0 ]; do
         case $1 in
-        --agents | --dram | --dir | --hosts | --build-dir | --set | --master-set | --timeout | \
-            --grace)
+        --agents | --masters | --dram | --dir | --hosts | --build-dir | --set | --master-set | \
+            --timeout | --grace)
             [ $# -ge 2 ] || { warn "$1 needs a value"; usage; }
             case $1 in
             --agents) agents=$2 ;;
+            --masters) masters=$2 ;;
             --dram) dram=$2 ;;
             --dir) rundir=$2 ;;
             --hosts) hosts_file=$2 ;;

@@ -815,6 +815,22 @@ void cluster_leader_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "leader", json_string(a->cfg.master_addr));
     json_object_set_new(o, "epoch", json_integer((json_int_t)cl->epoch));
     json_object_set_new(o, "etcd", json_boolean(leader_etcd_ok(cl->leader)));
+    {
+        /* the masters standing by: the members etcd lists, but the one we follow */
+        char list[LEADER_MEMBERS_MAX * 128];
+        json_t *sb = json_array();
+        char *save = NULL, *tok;
+
+        if (sb != NULL && leader_members(cl->leader, list, sizeof(list))) {
+            for (tok = strtok_r(list, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save))
+                if (a->cfg.master_addr == NULL || strcmp(tok, a->cfg.master_addr) != 0)
+                    json_array_append_new(sb, json_string(tok));
+            json_object_set_new(o, "standbys", sb);
+        } else {
+            json_decref(sb);
+            json_object_set_new(o, "standbys", json_null());
+        }
+    }
 }
 
 void cluster_stats_add(const struct mc_agent *a, json_t *o)

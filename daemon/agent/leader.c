@@ -18,6 +18,7 @@
 struct agent_leader {
     struct mc_etcd *etcd;
     char key[128];
+    char members[128]; /* the prefix of the masters' member keys */
     uint64_t poll_ms;
     pthread_t thread;
     pthread_mutex_t mu;
@@ -27,7 +28,34 @@ struct agent_leader {
     bool found, etcd_ok;
     uint64_t epoch;
     char addr[128];
+    /* the masters' member keys as last read (every MEMBERS_EVERY polls): their HOST:PORT,
+     * comma-separated, at most LEADER_MEMBERS_MAX of them; members_ok says it was read */
+    bool members_ok;
+    char member_list[LEADER_MEMBERS_MAX * 128];
 };
+
+#define MEMBERS_EVERY 10u
+
+struct members_walk {
+    char list[LEADER_MEMBERS_MAX * 128];
+    size_t len;
+};
+
+/* one member key: its value is the master's HOST:PORT; anything else is left out */
+static void member_seen(void *ctx, const struct mc_etcd_kv *kv)
+{
+    struct members_walk *w = ctx;
+
+    if (kv->value_len == 0 || kv->value_len >= 128 || strchr(kv->value, ':') == NULL ||
+        strpbrk(kv->value, ", \"\\") != NULL || memchr(kv->value, '\0', kv->value_len) != NULL ||
+        w->len + kv->value_len + 2 > sizeof(w->list))
+        return;
+    if (w->len > 0)
+        w->list[w->len++] = ',';
+    memcpy(w->list + w->len, kv->value, kv->value_len);
+    w->len += kv->value_len;
+    w->list[w->len] = '\0';
+}
 
 static bool nap(struct agent_leader *l, uint64_t ms)
 {
@@ -53,8 +81,22 @@ static void *leader_main(void *arg)
 {
     struct agent_leader *l = arg;
     struct mc_etcd_kv *kv = malloc(sizeof(*kv));
+    struct members_walk *mw = malloc(sizeof(*mw));
+    unsigned polls = 0;
 
     do {
+        if (mw != NULL && polls++ % MEMBERS_EVERY == 0) {
+            int merr;
+
+            mw->len = 0;
+            mw->list[0] = '\0';
+            merr = mc_etcd_get_prefix(l->etcd, l->members, LEADER_MEMBERS_MAX, member_seen, mw);
+            pthread_mutex_lock(&l->mu);
+            l->members_ok = merr == 0;
+            if (merr == 0)
+                memcpy(l->member_list, mw->list, mw->len + 1);
+            pthread_mutex_unlock(&l->mu);
+        }
         int err = kv != NULL ? mc_etcd_get(l->etcd, l->key, kv) : MC_ERR_NOMEM;
 
         pthread_mutex_lock(&l->mu);
@@ -72,6 +114,7 @@ static void *leader_main(void *arg)
         pthread_mutex_unlock(&l->mu);
     } while (!nap(l, l->poll_ms));
     free(kv);
+    free(mw);
     return NULL;
 }
 
@@ -91,6 +134,7 @@ int leader_start(const char *endpoints, const char *cluster_id, uint64_t poll_ms
     if (l == NULL)
         return MC_ERR_NOMEM;
     snprintf(l->key, sizeof(l->key), "/mcstore/%s/leader", cluster_id);
+    snprintf(l->members, sizeof(l->members), "/mcstore/%s/members/", cluster_id);
     l->poll_ms = poll_ms;
     err = mc_etcd_create(endpoints, poll_ms * 5 < 500 ? 500 : poll_ms * 5, &l->etcd);
     if (err != 0) {
@@ -146,6 +190,17 @@ bool leader_etcd_ok(struct agent_leader *l)
 
     pthread_mutex_lock(&l->mu);
     ok = l->etcd_ok;
+    pthread_mutex_unlock(&l->mu);
+    return ok;
+}
+
+bool leader_members(struct agent_leader *l, char *list, size_t cap)
+{
+    bool ok;
+
+    pthread_mutex_lock(&l->mu);
+    ok = l->members_ok;
+    snprintf(list, cap, "%s", ok ? l->member_list : "");
     pthread_mutex_unlock(&l->mu);
     return ok;
 }

@@ -23,5 +23,11 @@ void leader_stop(struct agent_leader *l);
 bool leader_get(struct agent_leader *l, char *addr, size_t cap, uint64_t *epoch_p);
 /* Whether etcd answered the last read (for the health page). */
 bool leader_etcd_ok(struct agent_leader *l);
+/* The masters that stand for leader (each one's member key, /mcstore/<id>/members/), as
+ * last read (every 10 polls): their HOST:PORT comma-separated into list (cap >= 1; at most
+ * LEADER_MEMBERS_MAX, the leader among them). False (and list "") until read once, and
+ * while the last read failed. */
+#define LEADER_MEMBERS_MAX 16
+bool leader_members(struct agent_leader *l, char *list, size_t cap);
 
 #endif /* MC_AGENT_LEADER_H */

@@ -249,9 +249,39 @@ struct copyjob {
     uint64_t request_id;
     struct mc_master_replica dst;
     uint8_t *staged;          /* a GPU segment's bytes copied out for the write, or NULL */
+    uint32_t src_seg;
+    uint64_t src_offset, version;
     size_t key_len;
     char key[MC_PROTO_KEY_MAX];
 };
+
+/* The copy is written: its target owner indexes it as it indexes a put's replica (PUBLISH),
+ * with what our own index says of the object -- else a new master, rebuilding from the
+ * owners, would not learn the drained copy (review finding H4). Only an object our index
+ * holds at the source block, of the version the master copied, whose TTL has not passed. */
+static void copy_publish(struct cluster *cl, const struct copyjob *cj)
+{
+    struct mc_agent *a = cl->a;
+    struct mc_seg *s = agent_seg(a, cj->src_seg);
+    struct mc_holdidx_entry e;
+    uint64_t now = mc_agent_now_ms(), ttl = 0;
+
+    if (s == NULL || s->held == NULL || a->rio.ops->publish == NULL ||
+        !mc_holdidx_find(s->held, cj->src_offset, &e) || e.version != cj->version ||
+        e.key_len != cj->key_len || memcmp(e.key, cj->key, cj->key_len) != 0 ||
+        e.size > cj->dst.len)
+        return;
+    if (e.ttl_ms != 0) { /* find gives the absolute expiry */
+        if (e.ttl_ms <= now)
+            return;
+        ttl = e.ttl_ms - now;
+    }
+    a->rio.ops->publish(a->rio.impl,
+                        &(struct mc_rio_publish){.r = &cj->dst, .key = cj->key,
+                                                 .key_len = cj->key_len, .version = e.version,
+                                                 .size = e.size, .flags = e.flags,
+                                                 .ttl_ms = ttl});
+}
 
 static void copy_written(void *ctx, int status)
 {
@@ -261,8 +291,10 @@ static void copy_written(void *ctx, int status)
     if (status != 0)
         mc_debug("copy to node %u (segment %u): %s", cj->dst.node, cj->dst.seg,
                  mc_strerror(status));
-    else
+    else {
         cl->st.copies_out++;
+        copy_publish(cl, cj);
+    }
     /* the master that asked is still ours: tell it (a new one knows nothing of it) */
     if (!cl->destroying && cj->master == cl->master && cl->master != NULL)
         reply_status(cj->master,
@@ -340,6 +372,9 @@ static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
     cj->staged = staged;
     cj->master = ep;
     cj->request_id = hdr->request_id;
+    cj->src_seg = req.src_seg;
+    cj->src_offset = req.src_offset;
+    cj->version = req.version;
     cj->key_len = req.key.len;
     memcpy(cj->key, req.key.p, req.key.len);
     cj->dst = (struct mc_master_replica){.seg = req.dst_seg, .node = req.dst_node,

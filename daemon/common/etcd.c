@@ -375,6 +375,69 @@ int mc_etcd_get(struct mc_etcd *e, const char *key, struct mc_etcd_kv *kv)
     return err;
 }
 
+int mc_etcd_put(struct mc_etcd *e, const char *key, const char *value, int64_t lease)
+{
+    size_t vlen = strlen(value);
+    json_t *rep = NULL;
+    int err;
+
+    if (vlen > MC_ETCD_VALUE_MAX)
+        return MC_ERR_INVALID;
+    err = call(e, "/v3/kv/put",
+               json_pack("{s:o,s:o,s:o}", "key", b64_string(key, strlen(key)), "value",
+                         b64_string(value, vlen), "lease", i64_string(lease)),
+               &rep);
+    if (err == 0 && json_object_get(rep, "header") == NULL)
+        err = MC_ERR_PROTO;
+    json_decref(rep);
+    return err;
+}
+
+int mc_etcd_get_prefix(struct mc_etcd *e, const char *prefix, size_t limit,
+                       void (*fn)(void *ctx, const struct mc_etcd_kv *kv), void *ctx)
+{
+    size_t n = strlen(prefix);
+    char end[256];
+    json_t *rep = NULL, *kvs;
+    struct mc_etcd_kv *kv;
+    int err;
+
+    /* the range [prefix, prefix with its last byte + 1): every key that starts with it */
+    if (n == 0 || n >= sizeof(end) || (unsigned char)prefix[n - 1] == 0xff || limit == 0 ||
+        limit > INT32_MAX)
+        return MC_ERR_INVALID;
+    memcpy(end, prefix, n);
+    end[n - 1] = (char)((unsigned char)end[n - 1] + 1);
+    err = call(e, "/v3/kv/range",
+               json_pack("{s:o,s:o,s:I}", "key", b64_string(prefix, n), "range_end",
+                         b64_string(end, n), "limit", (json_int_t)limit),
+               &rep);
+    if (err != 0)
+        return err;
+    kvs = json_object_get(rep, "kvs");
+    if (kvs != NULL && !json_is_array(kvs)) {
+        json_decref(rep);
+        return MC_ERR_PROTO;
+    }
+    kv = malloc(sizeof(*kv));
+    if (kv == NULL) {
+        json_decref(rep);
+        return MC_ERR_NOMEM;
+    }
+    for (size_t i = 0; kvs != NULL && i < json_array_size(kvs) && i < limit && err == 0; i++) {
+        json_t *one = json_array();
+
+        if (one == NULL || json_array_append(one, json_array_get(kvs, i)) != 0)
+            err = MC_ERR_NOMEM;
+        else if ((err = kv_parse(one, kv)) == 0)
+            fn(ctx, kv);
+        json_decref(one);
+    }
+    free(kv);
+    json_decref(rep);
+    return err;
+}
+
 int mc_etcd_create_if_absent(struct mc_etcd *e, const char *key, const char *value,
                              int64_t lease, bool *created, struct mc_etcd_kv *kv)
 {

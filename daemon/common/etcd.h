@@ -53,6 +53,13 @@ int mc_etcd_create_if_absent(struct mc_etcd *e, const char *key, const char *val
                              int64_t lease, bool *created, struct mc_etcd_kv *kv);
 /* Read key: kv->found false when absent. */
 int mc_etcd_get(struct mc_etcd *e, const char *key, struct mc_etcd_kv *kv);
+/* Put key = value under `lease` (0: none), whatever was there. */
+int mc_etcd_put(struct mc_etcd *e, const char *key, const char *value, int64_t lease);
+/* The keys under `prefix` (at most `limit`, >= 1, in key order): fn once for each, with
+ * the key's value in kv (kv->found true). Returns 0 or the call's error; a malformed entry
+ * is MC_ERR_PROTO and stops the walk. */
+int mc_etcd_get_prefix(struct mc_etcd *e, const char *prefix, size_t limit,
+                       void (*fn)(void *ctx, const struct mc_etcd_kv *kv), void *ctx);
 /* Delete key only if it is still the one created at create_rev; *deleted says whether. */
 int mc_etcd_delete_if(struct mc_etcd *e, const char *key, int64_t create_rev, bool *deleted);
 

@@ -33,6 +33,11 @@ struct mc_elect {
     uint64_t ttl_ms;             /* the lease's TTL as etcd granted it */
     uint32_t rounds;             /* renewals of this reign: the key is read back every 4th */
     bool renew_failed;           /* the last renewal failed: try again soon */
+    /* the member key (mc_elect_members_prefix + advertise): its own thread, etcd handle and
+     * lease, so that it never delays the leader's renewals */
+    char member_key[320];
+    struct mc_etcd *member_etcd;
+    pthread_t member_thread;
 };
 
 uint64_t mc_elect_now_ms(void)
@@ -59,6 +64,18 @@ int mc_elect_key(const char *cluster_id, char *buf, size_t cap)
             return MC_ERR_INVALID;
     }
     if ((size_t)snprintf(buf, cap, "/mcstore/%s/leader", cluster_id) >= cap)
+        return MC_ERR_INVALID;
+    return 0;
+}
+
+int mc_elect_members_prefix(const char *cluster_id, char *buf, size_t cap)
+{
+    char k[128];
+    int err = mc_elect_key(cluster_id, k, sizeof(k)); /* checks cluster_id */
+
+    if (err != 0)
+        return err;
+    if ((size_t)snprintf(buf, cap, "/mcstore/%s/members/", cluster_id) >= cap)
         return MC_ERR_INVALID;
     return 0;
 }
@@ -215,6 +232,36 @@ out:
     free(kv);
 }
 
+/* The member thread: our member key, under a lease of our own, kept alive every quarter
+ * of the TTL; granted and put again when it lapsed (etcd lost for a while). Leader or
+ * standby alike: the agents show the members that do not lead as standbys. */
+static void *member_main(void *arg)
+{
+    struct mc_elect *e = arg;
+    int64_t lease = 0, ttl_s;
+    int err;
+
+    do {
+        if (lease != 0) {
+            err = mc_etcd_lease_keepalive(e->member_etcd, lease, &ttl_s);
+            if (err == MC_ERR_NOT_FOUND)
+                lease = 0;
+        }
+        if (lease == 0 &&
+            mc_etcd_lease_grant(e->member_etcd, (e->cfg.ttl_ms + 999) / 1000, &lease) == 0) {
+            err = mc_etcd_put(e->member_etcd, e->member_key, e->advertise, lease);
+            if (err != 0) {
+                mc_debug("member key %s: %s", e->member_key, mc_strerror(err));
+                (void)mc_etcd_lease_revoke(e->member_etcd, lease);
+                lease = 0;
+            }
+        }
+    } while (!nap(e, e->cfg.ttl_ms / 4));
+    if (lease != 0)
+        (void)mc_etcd_lease_revoke(e->member_etcd, lease); /* the key goes with it */
+    return NULL;
+}
+
 static void *elect_main(void *arg)
 {
     struct mc_elect *e = arg;
@@ -254,11 +301,16 @@ int mc_elect_start(const struct mc_elect_config *cfg, struct mc_elect **e_p)
     e->cfg = *cfg;
     e->ttl_ms = cfg->ttl_ms;
     if ((err = mc_elect_key(cfg->cluster_id, e->key, sizeof(e->key))) != 0 ||
-        (err = mc_etcd_create(cfg->endpoints, cfg->ttl_ms / 4, &e->etcd)) != 0) {
+        (err = mc_elect_members_prefix(cfg->cluster_id, e->member_key,
+                                       sizeof(e->member_key))) != 0 ||
+        strlen(e->member_key) + strlen(cfg->advertise) >= sizeof(e->member_key) ||
+        (err = mc_etcd_create(cfg->endpoints, cfg->ttl_ms / 4, &e->etcd)) != 0 ||
+        (err = mc_etcd_create(cfg->endpoints, cfg->ttl_ms / 4, &e->member_etcd)) != 0) {
         mc_etcd_destroy(e->etcd);
         free(e);
-        return err;
+        return err != 0 ? err : MC_ERR_INVALID;
     }
+    strcat(e->member_key, cfg->advertise);
     e->advertise = strdup(cfg->advertise);
     e->cfg.advertise = e->advertise;
     pthread_mutex_init(&e->mu, NULL);
@@ -272,6 +324,19 @@ int mc_elect_start(const struct mc_elect_config *cfg, struct mc_elect **e_p)
     }
     if (e->advertise == NULL || pthread_create(&e->thread, NULL, elect_main, e) != 0) {
         mc_etcd_destroy(e->etcd);
+        mc_etcd_destroy(e->member_etcd);
+        free(e->advertise);
+        free(e);
+        return MC_ERR_IO;
+    }
+    if (pthread_create(&e->member_thread, NULL, member_main, e) != 0) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = true;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+        mc_etcd_destroy(e->etcd);
+        mc_etcd_destroy(e->member_etcd);
         free(e->advertise);
         free(e);
         return MC_ERR_IO;
@@ -288,9 +353,10 @@ void mc_elect_stop(struct mc_elect *e)
         return;
     pthread_mutex_lock(&e->mu);
     e->stop = true;
-    pthread_cond_signal(&e->cv);
+    pthread_cond_broadcast(&e->cv); /* both threads nap on it */
     pthread_mutex_unlock(&e->mu);
     pthread_join(e->thread, NULL);
+    pthread_join(e->member_thread, NULL);
     mc_elect_view(e, &v);
     if (v.leading) {
         bool deleted = false;
@@ -301,6 +367,7 @@ void mc_elect_stop(struct mc_elect *e)
         mc_info("left the lead of epoch %" PRIu64, v.epoch);
     }
     mc_etcd_destroy(e->etcd);
+    mc_etcd_destroy(e->member_etcd);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e->advertise);

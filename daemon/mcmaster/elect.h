@@ -55,6 +55,10 @@ bool mc_elect_serving_reign(struct mc_elect *e, uint64_t now_ms, uint64_t reign)
 /* The key of the leader of a cluster: "/mcstore/<id>/leader" into buf. MC_ERR_INVALID
  * when the id is not 1..63 of [A-Za-z0-9_.-]. */
 int mc_elect_key(const char *cluster_id, char *buf, size_t cap);
+/* "/mcstore/<cluster_id>/members/" into buf: each candidate's key there is the prefix and
+ * its advertised HOST:PORT, the value that address, under a lease of its own (it goes
+ * when the process does). MC_ERR_INVALID as mc_elect_key. */
+int mc_elect_members_prefix(const char *cluster_id, char *buf, size_t cap);
 
 uint64_t mc_elect_now_ms(void);
 

@@ -4,7 +4,8 @@
  *
  *   PUBLISH  writer agent -> each owner of a replica, once its put_end was answered 0: the
  *            object at [offset, offset + alloc_len) of segment seg is complete (key,
- *            version, size, flags, TTL left)
+ *            version, size, flags, TTL left); also the source owner of a drain's copy ->
+ *            the copy's target owner, once the copy's write was answered
  *   DROP     mc-master -> the owner of a segment: the block at offset that held version
  *            is freed (removed, evicted, retired, TTL)
  *

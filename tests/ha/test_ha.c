@@ -234,7 +234,122 @@ START_TEST(test_ha_directory_rebuilt_from_agents)
 }
 END_TEST
 
+#define T3_N 60
+#define T3_DRAIN_MS 30000u
+
+/*
+ * A drain, then a new master (review finding H4): node C is drained (its objects copied to
+ * A and B); the master is killed (-9) and a new one started: C's objects, known to the new
+ * master only through the copies' owners' reports, all read back (C, drained, holds none
+ * of them). Objects put through every node, one replica, some soft-pinned, some with a TTL.
+ */
+START_TEST(test_ha_drained_then_rebuilt)
+{
+    struct t_proc a = {0}, b = {0}, c = {0};
+    struct t_proc *nodes[3] = {&a, &b, &c};
+    const char *const names[3] = {"A", "B", "C"};
+    static struct t_ha_obj objs[T3_N];
+    mc_client_t *cl[3];
+    uint64_t salt = t_fc_salt(), t0;
+    char key[48], listen[64];
+    struct t_fc fm;
+    json_int_t n, on_c;
+    json_t *j, *node;
+    int i, k, err;
+
+    t_fc_init(&fm, __func__, T_HA_TTL_MS);
+    t_fc_master_start(&fm, NULL, "127.0.0.1:0", "master");
+    for (i = 0; i < 3; i++)
+        t_fc_agent_spawn(&fm, nodes[i], NULL, "127.0.0.1", names[i], NULL, "64M", NULL);
+    for (i = 0; i < 3; i++)
+        t_fc_agent_wait(nodes[i]);
+    for (i = 0; i < 3; i++)
+        cl[i] = t_fc_conn(nodes[i]);
+    for (i = 0; i < T3_N; i++) {
+        snprintf(key, sizeof(key), "drained/%d", i);
+        t_ha_obj_make(&objs[i], key, 3000 + (size_t)i * 997, salt + (uint64_t)i);
+        t_ha_put(cl[i % 3], &objs[i], 1, i % 5 == 0 ? MC_PUT_PIN_SOFT : 0,
+                 i % 6 == 1 ? 600000u : 0);
+    }
+    j = t_fc_cluster(a.sock);
+    node = t_json_find_str(j, "nodes", "name", "C");
+    on_c = t_json_int(node, "used");
+    json_decref(j);
+    ck_assert_msg(on_c > 0, "nothing landed on C: the test would test nothing");
+
+    ck_assert_int_eq(t_mcctl(a.sock, NULL, "drain", "C", NULL), 0);
+    t0 = t_now_ms();
+    for (;;) {
+        const char *st;
+
+        j = t_fc_cluster(a.sock);
+        node = t_json_find_str(j, "nodes", "name", "C");
+        st = json_object_get(node, "drain") != NULL ? t_json_str(node, "drain") : "";
+        if (strcmp(st, "drained") == 0) {
+            ck_assert_int_eq(t_json_int(node, "used"), 0);
+            json_decref(j);
+            break;
+        }
+        json_decref(j);
+        ck_assert_msg(t_now_ms() - t0 < T3_DRAIN_MS, "C not drained in %u ms", T3_DRAIN_MS);
+        t_fc_sleep_ms(50);
+    }
+    /* the owners hear of the copies right after they are written: let them land */
+    t_fc_sleep_ms(300);
+
+    ck_assert_int_eq(kill(fm.master.pid, SIGKILL), 0);
+    ck_assert(t_proc_reap(&fm.master, t_now_ms() + 5000));
+    fm.master.pid = 0;
+    snprintf(listen, sizeof(listen), "127.0.0.1:%u", fm.master.port);
+    t_fc_master_start(&fm, NULL, listen, "master2");
+    t0 = t_now_ms();
+    while ((n = t_ha_objects(a.sock)) != T3_N) {
+        ck_assert_msg(n < T3_N, "the new master knows %lld objects of %d", (long long)n, T3_N);
+        if (t_now_ms() - t0 >= T_HA_REBUILD_MS)
+            for (i = 0; i < T3_N; i++)
+                if (mc_exist(cl[0], objs[i].key) != 1)
+                    fprintf(stderr, "missing: %s (put through %s)\n", objs[i].key,
+                            names[i % 3]);
+        ck_assert_msg(t_now_ms() - t0 < T_HA_REBUILD_MS,
+                      "%lld of %d objects known %u ms after the new master started (a drained "
+                      "copy not reported?)",
+                      (long long)n, T3_N, T_HA_REBUILD_MS);
+        t_fc_sleep_ms(50);
+    }
+    for (i = 0; i < T3_N; i++) {
+        for (k = 0; k < 3; k++) {
+            t0 = t_now_ms();
+            while ((err = t_ha_get(cl[k], &objs[i])) == MC_ERR_UNAVAILABLE &&
+                   t_now_ms() - t0 < T_HA_REBUILD_MS)
+                t_fc_sleep_ms(50);
+            ck_assert_msg(err == 0, "get %s through %s after drain and rebuild: %s",
+                          objs[i].key, names[k], mc_strerror(err));
+        }
+    }
+    for (i = 0; i < 3; i++)
+        mc_close(cl[i]);
+    for (i = 0; i < T3_N; i++) {
+        free(objs[i].data);
+        objs[i].data = NULL;
+    }
+    t_fc_finish(&fm);
+}
+END_TEST
+
 /* --- the etcd client --------------------------------------------------------------------- */
+
+/* test_ha_etcd_client's prefix walk: the values seen, in order (at most 4) */
+static void t_ha_seen_value(void *ctx, const struct mc_etcd_kv *kv)
+{
+    struct seen {
+        int n;
+        char v[4][32];
+    } *sn = ctx;
+
+    if (sn->n < 4)
+        snprintf(sn->v[sn->n], sizeof(sn->v[0]), "%.31s", kv->value);
+    sn->n++;
+}
 
 START_TEST(test_ha_etcd_client)
 {
@@ -298,6 +413,42 @@ START_TEST(test_ha_etcd_client)
     ck_assert_int_gt(kv->create_rev, rev); /* epochs grow */
     ck_assert_int_eq(mc_etcd_delete_if(c, "/t/k", kv->create_rev, &deleted), 0);
     ck_assert(deleted);
+    /* put, and a prefix read (the masters' member keys): every key under the prefix, in
+     * key order, none outside it, at most `limit` */
+    {
+        struct seen {
+            int n;
+            char v[4][32];
+        } sn = {0};
+        void (*fn)(void *, const struct mc_etcd_kv *) = t_ha_seen_value;
+
+        ck_assert_int_eq(mc_etcd_put(c, "/t/m/b", "127.0.0.1:2", 0), 0);
+        ck_assert_int_eq(mc_etcd_put(c, "/t/m/a", "127.0.0.1:1", 0), 0);
+        ck_assert_int_eq(mc_etcd_put(c, "/t/m/a", "127.0.0.1:3", 0), 0); /* replaced */
+        ck_assert_int_eq(mc_etcd_put(c, "/t/n", "outside", 0), 0);
+        ck_assert_int_eq(mc_etcd_put(c, "/t/m", "outside too", 0), 0);
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "/t/m/", 8, fn, &sn), 0);
+        ck_assert_int_eq(sn.n, 2);
+        ck_assert_str_eq(sn.v[0], "127.0.0.1:3");
+        ck_assert_str_eq(sn.v[1], "127.0.0.1:2");
+        sn.n = 0;
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "/t/m/", 1, fn, &sn), 0);
+        ck_assert_int_eq(sn.n, 1);
+        sn.n = 0;
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "/t/none/", 8, fn, &sn), 0);
+        ck_assert_int_eq(sn.n, 0);
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "", 8, fn, &sn), MC_ERR_INVALID);
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "/t/m/", 0, fn, &sn), MC_ERR_INVALID);
+        /* a key under a lease goes with it */
+        ck_assert_int_eq(mc_etcd_lease_grant(c, 2, &lease), 0);
+        ck_assert_int_eq(mc_etcd_put(c, "/t/m/c", "127.0.0.1:4", lease), 0);
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "/t/m/", 8, fn, &sn), 0);
+        ck_assert_int_eq(sn.n, 3);
+        ck_assert_int_eq(mc_etcd_lease_revoke(c, lease), 0);
+        sn.n = 0;
+        ck_assert_int_eq(mc_etcd_get_prefix(c, "/t/m/", 8, fn, &sn), 0);
+        ck_assert_int_eq(sn.n, 2);
+    }
     /* an expired lease (not kept alive) */
     ck_assert_int_eq(mc_etcd_lease_grant(c, 1, &lease), 0);
     t_fc_sleep_ms(3500);
@@ -441,6 +592,27 @@ START_TEST(test_ha_leader_killed_under_load)
         t_ha_obj_make(&objs[i], key, 2048 + (size_t)i * 331, salt + (uint64_t)i);
         (void)t_ha_put_until(h.cl[i % 3], &objs[i], 0, 10000);
         n++;
+    }
+    {
+        /* mcctl cluster lists the two masters that do not lead as standbys (their member
+         * keys; the agent reads them every second) */
+        uint64_t t0 = t_now_ms();
+        bool ok = false;
+
+        while (!ok && t_now_ms() - t0 < 5000) {
+            json_t *j = t_fc_cluster(h.agents[0].sock), *sb = json_object_get(j, "standbys");
+            const char *lead = t_json_str(j, "leader");
+            size_t i2;
+
+            ok = json_is_array(sb) && json_array_size(sb) == 2;
+            for (i2 = 0; ok && i2 < 2; i2++)
+                ok = json_is_string(json_array_get(sb, i2)) &&
+                     strcmp(json_string_value(json_array_get(sb, i2)), lead) != 0;
+            json_decref(j);
+            if (!ok)
+                t_fc_sleep_ms(100);
+        }
+        ck_assert_msg(ok, "mcctl cluster: not two standbys within 5 s");
     }
     for (k = 0; k < kills; k++) {
         uint64_t t_kill;
@@ -616,6 +788,7 @@ int main(int argc, char **argv)
 {
     const TTest *const tests[] = {
         test_ha_directory_rebuilt_from_agents,
+        test_ha_drained_then_rebuilt,
         test_ha_etcd_client,
         test_ha_leader_killed_under_load,
         test_ha_leader_sigstop,
@@ -633,7 +806,8 @@ int main(int argc, char **argv)
     tc = tcase_create("ha");
     tcase_set_timeout(tc, 300);
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        bool etcd = tests[i] != test_ha_directory_rebuilt_from_agents;
+        bool etcd = tests[i] != test_ha_directory_rebuilt_from_agents &&
+                    tests[i] != test_ha_drained_then_rebuilt;
 
         if (only == NULL || (etcd_only && etcd) || strcmp(only, tests[i]->name) == 0) {
             tcase_add_test(tc, tests[i]);
