@@ -14,6 +14,7 @@
 
 #include "daemon/common/etcd.h"
 #include "daemon/common/log.h"
+#include "daemon/common/nap.h"
 
 struct agent_leader {
     struct mc_etcd *etcd;
@@ -59,22 +60,7 @@ static void member_seen(void *ctx, const struct mc_etcd_kv *kv)
 
 static bool nap(struct agent_leader *l, uint64_t ms)
 {
-    struct timespec ts;
-    bool stop;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&l->mu);
-    while (!l->stop && pthread_cond_timedwait(&l->cv, &l->mu, &ts) != ETIMEDOUT)
-        ;
-    stop = l->stop;
-    pthread_mutex_unlock(&l->mu);
-    return stop;
+    return mc_nap(&l->mu, &l->cv, &l->stop, ms);
 }
 
 static void *leader_main(void *arg)

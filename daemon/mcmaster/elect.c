@@ -16,6 +16,7 @@
 
 #include "daemon/common/etcd.h"
 #include "daemon/common/log.h"
+#include "daemon/common/nap.h"
 
 struct mc_elect {
     struct mc_elect_config cfg;
@@ -109,22 +110,7 @@ static void set_view(struct mc_elect *e, bool leading, uint64_t epoch, uint64_t 
 /* Sleep ms unless stopped; returns whether to stop. */
 static bool nap(struct mc_elect *e, uint64_t ms)
 {
-    struct timespec ts;
-    bool stop;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&e->mu);
-    while (!e->stop && pthread_cond_timedwait(&e->cv, &e->mu, &ts) != ETIMEDOUT)
-        ;
-    stop = e->stop;
-    pthread_mutex_unlock(&e->mu);
-    return stop;
+    return mc_nap(&e->mu, &e->cv, &e->stop, ms);
 }
 
 /* One standby round: look at the key; campaign when nobody holds it. */
