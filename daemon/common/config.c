@@ -12,6 +12,7 @@
  * sees a plain list of (entry, field offset) pairs.
  */
 #include "daemon/common/config.h"
+#include "daemon/common/config_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -27,10 +28,6 @@
 #include "daemon/common/log.h"
 #include "mc/mc_status.h"
 
-#define CFG_NAME_MAX   64 /* longest key, so environment names fit a stack buffer */
-#define CFG_SHOW_MAX   80 /* longest value quoted back in a message */
-#define CFG_PREFIX_MAX 512
-
 const struct mc_config_entry mc_config_daemon_table[] = {
     {
         .name = "log_level",
@@ -44,20 +41,9 @@ const struct mc_config_entry mc_config_daemon_table[] = {
     {.name = NULL},
 };
 
-union cfg_val {
-    bool b;
-    uint64_t u;
-    double d;
-    const char *s; /* MC_CFG_STRING: borrowed until stored (copied then) */
-    int e;
-};
-
 /* ---- messages ------------------------------------------------------------------------ */
 
-static int cfg_err(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int cfg_err(char *err, size_t errlen, int code, const char *fmt, ...)
+int cfg_err(char *err, size_t errlen, int code, const char *fmt, ...)
 {
     va_list ap;
 
@@ -70,10 +56,7 @@ static int cfg_err(char *err, size_t errlen, int code, const char *fmt, ...)
 }
 
 /* Put a formatted prefix in front of the message already in `err` (cutting its end). */
-static void cfg_err_prefix(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void cfg_err_prefix(char *err, size_t errlen, const char *fmt, ...)
+void cfg_err_prefix(char *err, size_t errlen, const char *fmt, ...)
 {
     char pre[CFG_PREFIX_MAX];
     size_t plen, keep;
@@ -119,13 +102,7 @@ static const char *cfg_rc_text(int rc)
 
 /* ---- iteration over a table and the tables it includes ------------------------------ */
 
-struct cfg_iter {
-    int depth;
-    const struct mc_config_entry *pos[MC_CONFIG_MAX_DEPTH];
-    size_t base[MC_CONFIG_MAX_DEPTH];
-};
-
-static void cfg_iter_init(struct cfg_iter *it, const struct mc_config_entry *table)
+void cfg_iter_init(struct cfg_iter *it, const struct mc_config_entry *table)
 {
     it->depth = 0;
     it->pos[0] = table;
@@ -135,7 +112,7 @@ static void cfg_iter_init(struct cfg_iter *it, const struct mc_config_entry *tab
 /* The next key entry, its field's offset from the outermost struct in *off_p; NULL at
  * the end. Included tables too deep or without `sub` are skipped (table_check flags
  * them). */
-static const struct mc_config_entry *cfg_iter_next(struct cfg_iter *it, size_t *off_p)
+const struct mc_config_entry *cfg_iter_next(struct cfg_iter *it, size_t *off_p)
 {
     const struct mc_config_entry *e;
 
@@ -227,11 +204,6 @@ static int cfg_err_unknown(const struct mc_config_entry *table, const char *key,
 
 /* ---- text -> value ------------------------------------------------------------------- */
 
-struct cfg_unit {
-    const char *name;
-    uint64_t mult;
-};
-
 static const struct cfg_unit cfg_size_units[] = {
     {"", 1},           {"B", 1},
     {"K", 1ULL << 10}, {"KiB", 1ULL << 10},
@@ -268,7 +240,7 @@ static const char *cfg_expected(enum mc_config_type type)
     return "a value";
 }
 
-static const char *cfg_type_name(enum mc_config_type type)
+const char *cfg_type_name(enum mc_config_type type)
 {
     switch (type) {
     case MC_CFG_BOOL:
@@ -390,7 +362,7 @@ static int cfg_parse_double(const struct mc_config_entry *e, const char *text, u
 }
 
 /* "a, b, c" into buf (cut to fit). */
-static void cfg_choices_list(const struct mc_config_entry *e, char *buf, size_t len)
+void cfg_choices_list(const struct mc_config_entry *e, char *buf, size_t len)
 {
     size_t n = 0;
     int i, m;
@@ -404,8 +376,8 @@ static void cfg_choices_list(const struct mc_config_entry *e, char *buf, size_t 
     }
 }
 
-static int cfg_parse_text(const struct mc_config_entry *e, const char *text, union cfg_val *v,
-                          char *err, size_t errlen)
+int cfg_parse_text(const struct mc_config_entry *e, const char *text, union cfg_val *v,
+                   char *err, size_t errlen)
 {
     static const char *const yes[] = {"true", "yes", "on", "1", NULL};
     static const char *const no[] = {"false", "no", "off", "0", NULL};
@@ -453,13 +425,13 @@ static int cfg_parse_text(const struct mc_config_entry *e, const char *text, uni
 
 /* ---- bounds, formatting -------------------------------------------------------------- */
 
-static bool cfg_has_bounds(const struct mc_config_entry *e)
+bool cfg_has_bounds(const struct mc_config_entry *e)
 {
     return e->min < e->max;
 }
 
 /* The fewest significant digits (1..17) with which `d` reads back unchanged. */
-static int cfg_double_digits(double d)
+int cfg_double_digits(double d)
 {
     char buf[64];
     int p;
@@ -472,13 +444,13 @@ static int cfg_double_digits(double d)
     return 17;
 }
 
-static void cfg_fmt_double(char *buf, size_t len, double d)
+void cfg_fmt_double(char *buf, size_t len, double d)
 {
     snprintf(buf, len, "%.*g", cfg_double_digits(d), d);
 }
 
 /* A bound or value of an entry in its own unit: "4096", "0.95". */
-static void cfg_fmt_bound(const struct mc_config_entry *e, double b, char *buf, size_t len)
+void cfg_fmt_bound(const struct mc_config_entry *e, double b, char *buf, size_t len)
 {
     if (e->type == MC_CFG_DOUBLE)
         cfg_fmt_double(buf, len, b);
@@ -525,8 +497,8 @@ static int cfg_check_bounds(const struct mc_config_entry *e, const union cfg_val
                    val, lo, hi, cfg_unit_word(e));
 }
 
-static int cfg_parse_checked(const struct mc_config_entry *e, const char *text,
-                             union cfg_val *v, char *err, size_t errlen)
+int cfg_parse_checked(const struct mc_config_entry *e, const char *text, union cfg_val *v,
+                      char *err, size_t errlen)
 {
     int rc = cfg_parse_text(e, text, v, err, errlen);
 
@@ -803,7 +775,8 @@ static int cfg_json_apply(const struct mc_config_entry *table, void *base, json_
                 return rc;
             }
             dump = NULL;
-            if (e->type == MC_CFG_STRING && e->json && (json_is_object(val) || json_is_array(val))) {
+            if (e->type == MC_CFG_STRING && e->json &&
+                (json_is_object(val) || json_is_array(val))) {
                 dump = json_dumps(val, JSON_COMPACT | JSON_ENSURE_ASCII);
                 if (dump == NULL)
                     return cfg_err(err, errlen, MC_ERR_NOMEM, "%s: %s: out of memory", src,
@@ -884,7 +857,7 @@ int mc_config_load_json_string(const struct mc_config_entry *table, void *base,
 
 /* ---- environment --------------------------------------------------------------------- */
 
-static void cfg_env_name(const char *prefix, const char *key, char *buf, size_t len)
+void cfg_env_name(const char *prefix, const char *key, char *buf, size_t len)
 {
     size_t n;
 
@@ -967,320 +940,6 @@ int mc_config_load(const struct mc_config_entry *table, void *base, const char *
     if (rc != 0)
         return cfg_err(err, errlen, rc, "cannot apply the defaults (%s)", cfg_rc_text(rc));
     return cfg_load_sources(table, base, path, env_prefix, sets, nsets, err, errlen);
-}
-
-/* ---- dump ---------------------------------------------------------------------------- */
-
-static json_t *cfg_json_of(const struct mc_config_entry *e, const void *base, size_t off,
-                           int *digits_p)
-{
-    const char *field = (const char *)base + off;
-    char buf[32];
-    uint64_t u;
-    double d;
-    int i, k;
-
-    switch (e->type) {
-    case MC_CFG_BOOL:
-        return json_boolean(*(const bool *)field);
-    case MC_CFG_U64:
-    case MC_CFG_SIZE:
-    case MC_CFG_MS:
-        u = *(const uint64_t *)field;
-        if (u > (uint64_t)INT64_MAX) { /* json_int_t is signed: keep the exact digits */
-            snprintf(buf, sizeof(buf), "%" PRIu64, u);
-            return json_string(buf);
-        }
-        return json_integer((json_int_t)u);
-    case MC_CFG_DOUBLE:
-        d = *(const double *)field;
-        k = cfg_double_digits(d);
-        if (k > *digits_p)
-            *digits_p = k;
-        return json_real(d);
-    case MC_CFG_STRING:
-        if (*(char *const *)field == NULL)
-            return json_null();
-        if (e->secret)
-            return json_string("(set)"); /* a dump is for reading: never the secret */
-        return json_string(*(char *const *)field);
-    case MC_CFG_ENUM:
-        i = *(const int *)field;
-        for (k = 0; e->choices != NULL && e->choices[k] != NULL; k++) {
-            if (k == i)
-                return json_string(e->choices[k]);
-        }
-        return json_integer(i); /* not a choice: loading it back says so */
-    case MC_CFG_TABLE:
-        break;
-    }
-    return NULL;
-}
-
-int mc_config_dump_json(const struct mc_config_entry *table, const void *base, FILE *out)
-{
-    const struct mc_config_entry *e;
-    struct cfg_iter it;
-    json_t *root, *val;
-    int digits = 1, rc = 0;
-    size_t off;
-
-    root = json_object();
-    if (root == NULL)
-        return MC_ERR_NOMEM;
-    cfg_iter_init(&it, table);
-    while ((e = cfg_iter_next(&it, &off)) != NULL) {
-        val = cfg_json_of(e, base, off, &digits);
-        if (val == NULL || json_object_set_new(root, e->name, val) != 0) {
-            rc = MC_ERR_NOMEM; /* json_object_set_new released val */
-            goto err_decref;
-        }
-    }
-    /* One precision for every real in the dump: the largest any of them needs, so that
-     * each reads back exactly and 0.95 still prints as 0.95. */
-    if (json_dumpf(root, out,
-                   JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(digits)) != 0 ||
-        fputc('\n', out) == EOF || fflush(out) == EOF)
-        rc = MC_ERR_IO;
-err_decref:
-    json_decref(root);
-    return rc;
-}
-
-/* ---- markdown ------------------------------------------------------------------------ */
-
-/* "10s", "250ms", "4GiB": the largest unit that divides v exactly. */
-static void cfg_fmt_human(const struct mc_config_entry *e, uint64_t v, char *buf, size_t len)
-{
-    static const struct cfg_unit ms[] = {
-        {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1}, {NULL, 0}};
-    static const struct cfg_unit size[] = {{"TiB", 1ULL << 40},
-                                           {"GiB", 1ULL << 30},
-                                           {"MiB", 1ULL << 20},
-                                           {"KiB", 1ULL << 10},
-                                           {"B", 1},
-                                           {NULL, 0}};
-    const struct cfg_unit *u = e->type == MC_CFG_MS ? ms : size;
-
-    for (; u->name != NULL; u++) {
-        if (v != 0 && v % u->mult == 0)
-            break;
-    }
-    if (u->name == NULL)
-        u = e->type == MC_CFG_MS ? &ms[3] : &size[4];
-    snprintf(buf, len, "%" PRIu64 "%s", v / u->mult, u->name);
-}
-
-/* A number with its human form when that says more: "10000 (10s)", "64", "0.95". */
-static void cfg_fmt_doc_value(const struct mc_config_entry *e, double d, char *buf, size_t len)
-{
-    char num[48], human[32];
-
-    cfg_fmt_bound(e, d, num, sizeof(num));
-    if (e->type != MC_CFG_MS && e->type != MC_CFG_SIZE) {
-        snprintf(buf, len, "%s", num);
-        return;
-    }
-    cfg_fmt_human(e, (uint64_t)d, human, sizeof(human));
-    if ((uint64_t)d < (e->type == MC_CFG_SIZE ? 1024 : 1000)) /* "64 (64B)" says nothing */
-        snprintf(buf, len, "%s", num);
-    else
-        snprintf(buf, len, "%s (%s)", num, human);
-}
-
-/* Markdown table cell text: '|' escaped, newlines flattened. */
-static int cfg_put_cell(const char *s, FILE *out)
-{
-    for (; *s != '\0'; s++) {
-        if (*s == '|' && fputc('\\', out) == EOF)
-            return MC_ERR_IO;
-        if (fputc(*s == '\n' ? ' ' : *s, out) == EOF)
-            return MC_ERR_IO;
-    }
-    return 0;
-}
-
-static void cfg_doc_default(const struct mc_config_entry *e, char *buf, size_t len)
-{
-    union cfg_val v;
-
-    if (e->def == NULL) {
-        snprintf(buf, len, "(unset)");
-        return;
-    }
-    if (cfg_parse_text(e, e->def, &v, NULL, 0) != 0) {
-        snprintf(buf, len, "%s", e->def);
-        return;
-    }
-    switch (e->type) {
-    case MC_CFG_BOOL:
-        snprintf(buf, len, "%s", v.b ? "true" : "false");
-        break;
-    case MC_CFG_U64:
-    case MC_CFG_SIZE:
-    case MC_CFG_MS:
-        if (e->type == MC_CFG_U64 || v.u > (1ULL << 53))
-            snprintf(buf, len, "%" PRIu64, v.u);
-        else
-            cfg_fmt_doc_value(e, (double)v.u, buf, len);
-        break;
-    case MC_CFG_DOUBLE:
-        cfg_fmt_double(buf, len, v.d);
-        break;
-    case MC_CFG_STRING:
-        snprintf(buf, len, "\"%s\"", e->def);
-        break;
-    case MC_CFG_ENUM:
-    case MC_CFG_TABLE:
-        snprintf(buf, len, "%s", e->def);
-        break;
-    }
-}
-
-static void cfg_doc_bounds(const struct mc_config_entry *e, char *buf, size_t len)
-{
-    char lo[64], hi[64];
-
-    switch (e->type) {
-    case MC_CFG_BOOL:
-        snprintf(buf, len, "true, false");
-        return;
-    case MC_CFG_ENUM:
-        cfg_choices_list(e, buf, len);
-        return;
-    case MC_CFG_STRING:
-    case MC_CFG_TABLE:
-        snprintf(buf, len, "any");
-        return;
-    default:
-        break;
-    }
-    if (!cfg_has_bounds(e)) {
-        snprintf(buf, len, "any");
-        return;
-    }
-    cfg_fmt_doc_value(e, e->min, lo, sizeof(lo));
-    cfg_fmt_doc_value(e, e->max, hi, sizeof(hi));
-    snprintf(buf, len, "%s .. %s", lo, hi);
-}
-
-int mc_config_doc_markdown(const struct mc_config_entry *table, const char *title,
-                           const char *env_prefix, FILE *out)
-{
-    char def[128], bounds[256], env[CFG_PREFIX_MAX];
-    const struct mc_config_entry *e;
-    struct cfg_iter it;
-    size_t off;
-
-    if (title != NULL && fprintf(out, "%s\n\n", title) < 0)
-        return MC_ERR_IO;
-    if (fprintf(out, "| Key | Type | Default | Bounds | Environment | Description |\n"
-                     "|-----|------|---------|--------|-------------|-------------|\n") < 0)
-        return MC_ERR_IO;
-    cfg_iter_init(&it, table);
-    while ((e = cfg_iter_next(&it, &off)) != NULL) {
-        cfg_doc_default(e, def, sizeof(def));
-        cfg_doc_bounds(e, bounds, sizeof(bounds));
-        cfg_env_name(env_prefix, e->name, env, sizeof(env));
-        if (fprintf(out, "| `%s` | %s | ", e->name, cfg_type_name(e->type)) < 0 ||
-            cfg_put_cell(def, out) != 0 || fputs(" | ", out) == EOF ||
-            cfg_put_cell(bounds, out) != 0 || fprintf(out, " | `%s` | ", env) < 0 ||
-            cfg_put_cell(e->doc != NULL ? e->doc : "", out) != 0 || fputs(" |\n", out) == EOF)
-            return MC_ERR_IO;
-    }
-    if (fflush(out) == EOF)
-        return MC_ERR_IO;
-    return 0;
-}
-
-/* ---- table check --------------------------------------------------------------------- */
-
-static int cfg_check_structure(const struct mc_config_entry *table, int depth, char *err,
-                               size_t errlen)
-{
-    const struct mc_config_entry *e;
-    int rc;
-
-    if (depth >= MC_CONFIG_MAX_DEPTH)
-        return cfg_err(err, errlen, MC_ERR_INVALID,
-                       "included tables nest deeper than MC_CONFIG_MAX_DEPTH (%d)",
-                       MC_CONFIG_MAX_DEPTH);
-    for (e = table; e->name != NULL; e++) {
-        if (e->type == MC_CFG_TABLE) {
-            if (e->sub == NULL)
-                return cfg_err(err, errlen, MC_ERR_INVALID, "%s: included table is NULL",
-                               e->name);
-            rc = cfg_check_structure(e->sub, depth + 1, err, errlen);
-            if (rc != 0)
-                return rc;
-        }
-    }
-    return 0;
-}
-
-static int cfg_check_entry(const struct mc_config_entry *e, char *err, size_t errlen)
-{
-    union cfg_val v;
-    const char *p;
-    int rc;
-
-    if (e->name[0] == '\0' || strlen(e->name) > CFG_NAME_MAX ||
-        !islower((unsigned char)e->name[0]))
-        return cfg_err(err, errlen, MC_ERR_INVALID,
-                       "'%s': a key starts with a-z and has at "
-                       "most %d characters",
-                       e->name, CFG_NAME_MAX);
-    for (p = e->name; *p != '\0'; p++) {
-        if (!(islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '_'))
-            return cfg_err(err, errlen, MC_ERR_INVALID, "'%s': a key has only a-z, 0-9, _",
-                           e->name);
-    }
-    if (e->doc == NULL || e->doc[0] == '\0' || strchr(e->doc, '\n') != NULL)
-        return cfg_err(err, errlen, MC_ERR_INVALID, "%s: needs a one-line doc", e->name);
-    if (e->type == MC_CFG_ENUM && (e->choices == NULL || e->choices[0] == NULL))
-        return cfg_err(err, errlen, MC_ERR_INVALID, "%s: enum without choices", e->name);
-    if (e->min > e->max || (e->min == e->max && e->min != 0))
-        return cfg_err(err, errlen, MC_ERR_INVALID, "%s: bounds need min < max (or both 0)",
-                       e->name);
-    if (e->type != MC_CFG_DOUBLE && cfg_has_bounds(e) && e->min < 0)
-        return cfg_err(err, errlen, MC_ERR_INVALID, "%s: unsigned with a negative bound",
-                       e->name);
-    if (e->def == NULL) {
-        if (e->type == MC_CFG_STRING)
-            return 0;
-        return cfg_err(err, errlen, MC_ERR_INVALID, "%s: needs a default", e->name);
-    }
-    rc = cfg_parse_checked(e, e->def, &v, err, errlen);
-    if (rc != 0)
-        cfg_err_prefix(err, errlen, "default of ");
-    return rc;
-}
-
-int mc_config_table_check(const struct mc_config_entry *table, char *err, size_t errlen)
-{
-    const struct mc_config_entry *e, *f;
-    struct cfg_iter it, it2;
-    size_t off, off2;
-    int rc;
-
-    if (table == NULL)
-        return cfg_err(err, errlen, MC_ERR_INVALID, "no table");
-    rc = cfg_check_structure(table, 0, err, errlen);
-    if (rc != 0)
-        return rc;
-    cfg_iter_init(&it, table);
-    while ((e = cfg_iter_next(&it, &off)) != NULL) {
-        rc = cfg_check_entry(e, err, errlen);
-        if (rc != 0)
-            return rc;
-        /* quadratic, but tables are tens of keys and this runs in tests */
-        it2 = it;
-        while ((f = cfg_iter_next(&it2, &off2)) != NULL) {
-            if (strcmp(e->name, f->name) == 0)
-                return cfg_err(err, errlen, MC_ERR_INVALID, "%s: key defined twice", e->name);
-        }
-    }
-    return 0;
 }
 
 /* ---- command line -------------------------------------------------------------------- */
