@@ -24,15 +24,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "libmc/engine.h"
 #include "shm/doorbell.h"
 
 uint64_t mc_engine_now_ns(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return mc_clock_ns();
 }
 
 uint64_t mc_engine_now_ms(void)

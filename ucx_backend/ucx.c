@@ -33,6 +33,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "common/clock.h"
 #include "mc/mc_status.h"
 
 #define AM_RPC 17u  /* eager frames: header + payload in the AM's data */
@@ -138,10 +139,7 @@ struct mc_ucx {
 
 uint64_t mc_ucx_now_ms(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return mc_clock_ms();
 }
 
 /* UCX status -> MC_ERR_*. Anything that is not clearly local means the peer is out of

@@ -27,6 +27,7 @@
 #include <mc/mc.h>
 #include <mc/mc_status.h>
 
+#include "common/clock.h"
 #include "daemon/common/log.h"
 #include "daemon/common/metrics.h"
 #include "shm/doorbell.h"
@@ -35,10 +36,7 @@
 
 uint64_t mc_agent_now_ns(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return mc_clock_ns();
 }
 
 uint64_t mc_agent_now_ms(void)

@@ -9,20 +9,14 @@
 
 #include <mc/mc_status.h>
 
+#include "common/clock.h"
+
 struct mc_fault_item {
     struct mc_fault_item *next;
     uint64_t due_ms;
     mc_fault_fn run, drop;
     void *ctx;
 };
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 bool mc_fault_defer(struct mc_fault *f, enum mc_fault_kind kind, mc_fault_fn run,
                     mc_fault_fn drop, void *ctx)
@@ -31,7 +25,7 @@ bool mc_fault_defer(struct mc_fault *f, enum mc_fault_kind kind, mc_fault_fn run
 
     if (kind >= MC_FAULT__KINDS || f->delay_ms[kind] == 0 || (it = malloc(sizeof(*it))) == NULL)
         return false;
-    it->due_ms = now_ms() + f->delay_ms[kind];
+    it->due_ms = mc_clock_ms() + f->delay_ms[kind];
     it->run = run;
     it->drop = drop;
     it->ctx = ctx;

@@ -12,6 +12,7 @@
 
 #include <mc/mc_status.h>
 
+#include "common/clock.h"
 #include "daemon/agent/holdidx.h"
 #include "daemon/common/log.h"
 #include "daemon/common/tenant_key.h"
@@ -43,14 +44,6 @@ static int dram_read(struct mc_seg *s, uint64_t off, void *dst, uint64_t len)
     return 0;
 }
 
-static uint64_t seg_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 #define HOLDINGS_MAX 64
 
 /* A DRAM segment: the keys of the last page of holdings are copied here, so that they stay
@@ -69,7 +62,7 @@ static int dram_holdings(struct mc_seg *s, uint64_t *cursor, struct mc_seg_holdi
 
     if (max > HOLDINGS_MAX)
         max = HOLDINGS_MAX;
-    n = mc_holdidx_walk(s->held, cursor, e, max, seg_now_ms());
+    n = mc_holdidx_walk(s->held, cursor, e, max, mc_clock_ms());
     for (i = 0; i < n; i++) {
         memcpy(d->keys[i], e[i].key, e[i].key_len);
         out[i] = (struct mc_seg_holding){
@@ -84,7 +77,7 @@ static int dram_holdings(struct mc_seg *s, uint64_t *cursor, struct mc_seg_holdi
 /* The master refused that report: the entry goes, not a newer one that took the offset. */
 static void dram_forget(struct mc_seg *s, uint64_t offset, uint64_t version)
 {
-    (void)mc_holdidx_drop(s->held, offset, version, seg_now_ms());
+    (void)mc_holdidx_drop(s->held, offset, version, mc_clock_ms());
 }
 
 static void dram_destroy(struct mc_seg *s)

@@ -17,15 +17,8 @@
 
 #include <mc/mc_status.h>
 
+#include "common/clock.h"
 #include "daemon/common/log.h"
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 int mc_boot_split(const char *hostport, char *host, size_t cap, const char **port_p)
 {
@@ -226,13 +219,13 @@ int mc_boot_fetch_poll(struct mc_boot_fetch *f, void *addr, size_t cap, size_t *
 int mc_boot_fetch(const char *hostport, uint64_t timeout_ms, void *addr, size_t cap,
                   size_t *len_p)
 {
-    uint64_t deadline = mono_ms() + timeout_ms;
+    uint64_t deadline = mc_clock_ms() + timeout_ms;
     struct mc_boot_fetch f;
     int err = mc_boot_fetch_start(&f, hostport);
 
     while (err == 0) {
         struct pollfd p = {.fd = f.fd, .events = POLLIN};
-        uint64_t now = mono_ms();
+        uint64_t now = mc_clock_ms();
 
         err = mc_boot_fetch_poll(&f, addr, cap, len_p);
         if (err != MC_INPROGRESS)

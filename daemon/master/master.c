@@ -26,6 +26,7 @@
 
 #include <mc/mc_status.h>
 
+#include "common/clock.h"
 #include "daemon/master/alloc.h"
 #include "daemon/master/directory.h"
 #include "daemon/master/drain.h"
@@ -36,11 +37,8 @@
 
 static uint64_t clock_monotonic_ms(void *ctx)
 {
-    struct timespec ts;
-
     (void)ctx;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return mc_clock_ms();
 }
 
 /* ---------------------------------------------------------------------------------------- */
