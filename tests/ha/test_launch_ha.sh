@@ -10,6 +10,7 @@
 # etcd-server), it exits 77 (SKIP).
 # shellcheck disable=SC2317 # the helpers are called through check and the trap
 set -u
+. "$(dirname "$0")/../lib/t_sh.sh"
 
 if [ -z "${MC_BUILD_DIR:-}" ] || [ -z "${LAUNCH:-}" ]; then
     echo "MC_BUILD_DIR or LAUNCH not set: skipping" >&2
@@ -35,16 +36,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-check() {
-    local what=$1
-    shift
-    if "$@"; then
-        echo "ok: $what"
-    else
-        echo "FAIL: $what" >&2
-        failures=$((failures + 1))
-    fi
-}
 is() { [ "$1" = "$2" ] || { echo "  got '$1', expected '$2'" >&2; return 1; }; }
 # field FILE EXPR: a jq-less read of the "ha" object's scalar fields
 ha_field() { grep -o "\"ha\":{[^}]*}" "$1" | grep -o "\"$2\":[^,}]*" | cut -d: -f2- | tr -d '"'; }
@@ -53,19 +44,6 @@ standbys() { grep -o '"standbys":\[[^]]*\]' "$1" | grep -o '"master-[0-9]"' | tr
 cluster_standbys() {
     "$mcctl" --socket "$1/agent-1.sock" cluster | grep -o '"standbys":\[[^]]*\]' |
         grep -oE '"[0-9.]+:[0-9]+"' | wc -l
-}
-procs_in() {
-    local p args
-    for p in /proc/[0-9]*; do
-        mapfile -d '' args 2>/dev/null <"$p/cmdline" || continue
-        [[ "${args[*]}" == *"$1/"* ]] && echo "${p#/proc/}"
-    done
-    return 0
-}
-nothing_running_in() {
-    local left
-    left=$(procs_in "$1")
-    [ -z "$left" ] || { echo "  still running: $left" >&2; return 1; }
 }
 
 # exercise RUN: a started --masters 3 --agents 2 cluster

@@ -10,6 +10,7 @@
 # MC_SBINDIR, MC_LIBDIR, MC_INCLUDEDIR, MC_SYSCONFDIR, MC_UNITDIR (meson sets them all);
 # without them it exits 77 (SKIP). Runs as any user; leaves nothing behind.
 set -u
+. "$(dirname "$0")/../lib/t_sh.sh"
 
 for v in MC_BUILD_DIR MC_SOURCE_DIR MC_VERSION MC_PREFIX MC_BINDIR MC_SBINDIR MC_LIBDIR MC_INCLUDEDIR \
     MC_SYSCONFDIR MC_UNITDIR; do
@@ -43,16 +44,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-check() {
-    local what=$1
-    shift
-    if "$@"; then
-        echo "ok: $what"
-    else
-        echo "FAIL: $what" >&2
-        failures=$((failures + 1))
-    fi
-}
 
 # --- install
 meson install -C "$MC_BUILD_DIR" --destdir "$root" --no-rebuild >"$tmp/install.log" 2>&1

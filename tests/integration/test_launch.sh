@@ -13,6 +13,7 @@
 # run, and the test then exits 77 (SKIP) saying why, rather than passing.
 # shellcheck disable=SC2317 # the helpers are called through check
 set -u
+. "$(dirname "$0")/../lib/t_sh.sh"
 
 if [ -z "${MC_BUILD_DIR:-}" ] || [ -z "${LAUNCH:-}" ]; then
     echo "MC_BUILD_DIR or LAUNCH not set: skipping" >&2
@@ -37,16 +38,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-check() {
-    local what=$1
-    shift
-    if "$@"; then
-        echo "ok: $what"
-    else
-        echo "FAIL: $what" >&2
-        failures=$((failures + 1))
-    fi
-}
 
 # count PATTERN FILE: fixed-string occurrences
 count() { grep -oF -- "$1" "$2" | wc -l; }
@@ -54,19 +45,6 @@ is() { [ "$1" -eq "$2" ] || { echo "  got $1, expected $2" >&2; return 1; }; }
 valid_json() { ! command -v jq >/dev/null || jq -e . "$1" >/dev/null; }
 
 # pids of processes whose command line mentions DIR/
-procs_in() {
-    local p args
-    for p in /proc/[0-9]*; do
-        mapfile -d '' args 2>/dev/null <"$p/cmdline" || continue
-        [[ "${args[*]}" == *"$1/"* ]] && echo "${p#/proc/}"
-    done
-    return 0
-}
-nothing_running_in() {
-    local left
-    left=$(procs_in "$1")
-    [ -z "$left" ] || { echo "  still running: $left" >&2; return 1; }
-}
 no_sockets_in() { ! ls "$1"/*.sock >/dev/null 2>&1; }
 
 # is PID a live process (kill -0 also reaches a zombie: that one has exited)

@@ -1,9 +1,10 @@
-#!/bin/sh
+#!/bin/bash
 # mcctl against the real mc-agent: exit codes (0 ok, 1 not found, 2 usage, 3 other) and
 # round trips through files and pipes. Needs MC_AGENT_BIN and MCCTL (meson sets both);
 # without them it exits 77 (SKIP). Starts its own agent in a temporary directory and stops
 # it on every way out.
 set -u
+. "$(dirname "$0")/../lib/t_sh.sh"
 
 if [ -z "${MC_AGENT_BIN:-}" ] || [ -z "${MCCTL:-}" ]; then
     echo "MC_AGENT_BIN or MCCTL not set: skipping" >&2
@@ -15,18 +16,8 @@ agent_pid=
 failures=0
 
 cleanup() {
-    if [ -n "$agent_pid" ]; then
-        kill -TERM "$agent_pid" 2>/dev/null
-        # wait up to 5 s for a clean exit, then kill
-        i=0
-        while kill -0 "$agent_pid" 2>/dev/null && [ $i -lt 500 ]; do
-            sleep 0.01
-            i=$((i + 1))
-        done
-        kill -KILL "$agent_pid" 2>/dev/null
-        wait "$agent_pid" 2>/dev/null
-        agent_pid=
-    fi
+    stop_pid "$agent_pid"
+    agent_pid=
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -36,22 +27,7 @@ trap 'exit 1' INT TERM
     >"$dir/agent.log" 2>&1 &
 agent_pid=$!
 
-# the ready file, with a 10 s deadline (polled, not a fixed sleep)
-i=0
-while [ ! -e "$dir/ready" ]; do
-    if ! kill -0 "$agent_pid" 2>/dev/null; then
-        echo "mc-agent exited before it was ready:" >&2
-        cat "$dir/agent.log" >&2
-        exit 1
-    fi
-    if [ $i -ge 1000 ]; then
-        echo "mc-agent not ready after 10 s:" >&2
-        cat "$dir/agent.log" >&2
-        exit 1
-    fi
-    sleep 0.01
-    i=$((i + 1))
-done
+wait_ready "$dir/ready" "$agent_pid" "$dir/agent.log" || exit 1
 
 mc() {
     "$MCCTL" --socket "$dir/a.sock" "$@"
@@ -72,16 +48,6 @@ expect() {
     fi
 }
 
-check() {
-    what=$1
-    shift
-    if "$@"; then
-        echo "ok: $what"
-    else
-        echo "FAIL: $what" >&2
-        failures=$((failures + 1))
-    fi
-}
 
 # usage errors: 2
 expect 2 "no command" -- "$MCCTL"

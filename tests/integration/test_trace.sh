@@ -6,6 +6,7 @@
 # with their line numbers and skipped, bad usage is exit 2. Needs MC_AGENT_BIN, MC_BENCH and
 # GEN_TRACE (meson sets them); without them it exits 77 (SKIP).
 set -u
+. "$(dirname "$0")/../lib/t_sh.sh"
 
 if [ -z "${MC_AGENT_BIN:-}" ] || [ -z "${MC_BENCH:-}" ] || [ -z "${GEN_TRACE:-}" ]; then
     echo "MC_AGENT_BIN, MC_BENCH or GEN_TRACE not set: skipping" >&2
@@ -17,17 +18,8 @@ agent_pid=
 failures=0
 
 stop_agent() {
-    if [ -n "$agent_pid" ]; then
-        kill -TERM "$agent_pid" 2>/dev/null
-        i=0
-        while kill -0 "$agent_pid" 2>/dev/null && [ $i -lt 500 ]; do
-            sleep 0.01
-            i=$((i + 1))
-        done
-        kill -KILL "$agent_pid" 2>/dev/null
-        wait "$agent_pid" 2>/dev/null
-        agent_pid=
-    fi
+    stop_pid "$agent_pid"
+    agent_pid=
 }
 cleanup() {
     stop_agent
@@ -42,16 +34,7 @@ start_agent() {
     "$MC_AGENT_BIN" --standalone --socket "$dir/a.sock" --dram "$1" \
         --ready-file "$dir/ready" >"$dir/agent.log" 2>&1 &
     agent_pid=$!
-    i=0
-    while [ ! -e "$dir/ready" ]; do
-        if ! kill -0 "$agent_pid" 2>/dev/null || [ $i -ge 1000 ]; then
-            echo "mc-agent did not become ready:" >&2
-            cat "$dir/agent.log" >&2
-            exit 1
-        fi
-        sleep 0.01
-        i=$((i + 1))
-    done
+    wait_ready "$dir/ready" "$agent_pid" "$dir/agent.log" || exit 1
 }
 
 fail() {

@@ -1,10 +1,11 @@
-#!/bin/sh
+#!/bin/bash
 # The agent where io_uring is denied (mc-no-io-uring, the io_uring part of Docker's default
 # seccomp profile): it says so once in its log, runs its epoll loop ("loop":"epoll" in
 # mcctl stats), and serves a client that is denied io_uring too (mcctl under the same
 # filter). Also loop=epoll chosen by config where io_uring works. Needs MC_AGENT_BIN, MCCTL
 # and MC_NO_IO_URING (meson sets them); without them it exits 77 (SKIP).
 set -u
+. "$(dirname "$0")/../lib/t_sh.sh"
 
 if [ -z "${MC_AGENT_BIN:-}" ] || [ -z "${MCCTL:-}" ] || [ -z "${MC_NO_IO_URING:-}" ]; then
     echo "MC_AGENT_BIN, MCCTL or MC_NO_IO_URING not set: skipping" >&2
@@ -16,17 +17,8 @@ agent_pid=
 failures=0
 
 stop_agent() {
-    if [ -n "$agent_pid" ]; then
-        kill -TERM "$agent_pid" 2>/dev/null
-        i=0
-        while kill -0 "$agent_pid" 2>/dev/null && [ $i -lt 500 ]; do
-            sleep 0.01
-            i=$((i + 1))
-        done
-        kill -KILL "$agent_pid" 2>/dev/null
-        wait "$agent_pid" 2>/dev/null
-        agent_pid=
-    fi
+    stop_pid "$agent_pid"
+    agent_pid=
 }
 cleanup() {
     stop_agent
@@ -50,28 +42,9 @@ start_agent() {
     $wrap "$MC_AGENT_BIN" --standalone --socket "$dir/a.sock" --dram 64M \
         --ready-file "$dir/ready" "$@" >"$dir/$tag.log" 2>&1 &
     agent_pid=$!
-    i=0
-    while [ ! -e "$dir/ready" ]; do
-        if ! kill -0 "$agent_pid" 2>/dev/null || [ $i -ge 1000 ]; then
-            echo "mc-agent ($tag) did not come up:" >&2
-            cat "$dir/$tag.log" >&2
-            exit 1
-        fi
-        sleep 0.01
-        i=$((i + 1))
-    done
+    wait_ready "$dir/ready" "$agent_pid" "$dir/$tag.log" || exit 1
 }
 
-check() {
-    what=$1
-    shift
-    if "$@"; then
-        echo "ok: $what"
-    else
-        echo "FAIL: $what" >&2
-        failures=$((failures + 1))
-    fi
-}
 
 # a put and a get by a client under the filter, and the loop the agent reports
 round_trip() {
