@@ -47,7 +47,7 @@
  * (enum mc_wire_type, MC_WIRE_HELLO ...), which asserts that it fills exactly this range.
  * The frame check needs the bound only, to refuse a type no one would answer.
  */
-#define MC_WIRE_TYPE_END 43u
+#define MC_WIRE_TYPE_END 45u
 
 /* The decoded header, in host byte order. Not the wire layout: see the table above. */
 struct mc_wire_hdr {

@@ -458,9 +458,13 @@ void cluster_tick(struct mc_agent *a)
 bool cluster_turn(struct mc_agent *a)
 {
     struct cluster *cl = a->cl;
-    bool work = mc_ucx_progress(cl->u);
+    bool work = mc_ucx_progress(cl->u), sent;
 
-    if (ml_flush(a->ml)) {
+    /* the reads this turn made ready go out together, one request per owner */
+    sent = cl_reads_flush(cl);
+    if (ml_flush(a->ml))
+        sent = true;
+    if (sent) {
         mc_ucx_progress(cl->u);
         work = true;
     }
@@ -490,7 +494,7 @@ bool cluster_arm(struct mc_agent *a)
 {
     struct cluster *cl = a->cl;
 
-    if (!mc_ucx_arm(cl->u))
+    if (cl_reads_queued(cl) || !mc_ucx_arm(cl->u))
         return false;
     if (!cl->efd_polled && mc_loop_poll(&a->loop, mc_ucx_efd(cl->u), POLLIN, &cl->efd_ev) == 0)
         cl->efd_polled = true;
@@ -844,6 +848,8 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "writes_to_peers", json_integer((json_int_t)cl->st.writes_out));
     json_object_set_new(o, "bytes_to_peers", json_integer((json_int_t)cl->st.write_bytes_out));
     json_object_set_new(o, "reads_from_peers", json_integer((json_int_t)cl->st.reads_out));
+    json_object_set_new(o, "read_requests_to_peers",
+                        json_integer((json_int_t)cl->st.read_batches_out));
     json_object_set_new(o, "bytes_from_peers", json_integer((json_int_t)cl->st.read_bytes_in));
     json_object_set_new(o, "writes_served", json_integer((json_int_t)cl->st.writes_in));
     json_object_set_new(o, "reads_served", json_integer((json_int_t)cl->st.reads_in));

@@ -51,7 +51,12 @@ struct peer {
     struct mc_ucx_ep *ep;
     enum peer_state state;
     struct xfer *waitq, *waitq_tail; /* transfers waiting for HELLO's answer */
+    struct xfer *rq, *rq_tail; /* reads ready to go, sent as READ_BATCH at the turn's end */
+    struct peer *rq_next;      /* on cl->rq_peers while rq is not empty */
+    bool rq_listed;
 };
+
+struct rbatch;
 
 /* A segment of the cluster as CLUSTER_INFO showed it. */
 struct segrec {
@@ -104,6 +109,9 @@ struct xfer {
     uint64_t len;
     uint64_t deadline_ms;
     uint64_t attempt_ms;       /* X_READ: this replica's turn ends (the next one is tried) */
+    struct xfer *bnext;        /* X_READ: the peer's queue of reads not sent yet */
+    struct rbatch *rb;         /* X_READ: the READ_BATCH call that carries it, while pending */
+    uint32_t rbi;              /* its item in rb */
     bool hashed;               /* X_READ: findable by id */
     bool moving;               /* on the in-flight list: UCX has it */
     struct xfer *iprev, *inext;
@@ -174,6 +182,7 @@ struct cluster {
     struct xfer *info_wait, *info_wait_tail; /* transfers waiting for a segment's owner */
     struct peer *peers[PEER_HASH];
     struct xfer *reads[READ_HASH];
+    struct peer *rq_peers;        /* peers with reads queued for the next READ_BATCH */
     uint64_t next_id;
     struct inwrite *inwrites;
     struct xfer *moving;          /* transfers UCX holds, for the peer hard deadline */
@@ -193,6 +202,7 @@ struct cluster {
     bool destroying;              /* cluster_destroy runs: start no transfer, no endpoint */
     struct {
         uint64_t writes_out, write_bytes_out, reads_out, read_bytes_in;
+        uint64_t read_batches_out;  /* READ_BATCH requests: reads_out / this = reads per request */
         uint64_t writes_in, write_bytes_in, reads_in, refused, peer_errors, failovers;
         uint64_t hedged, copies_out;
         uint64_t published_out, published_in, drops_in; /* the owners' indexes (holdidx.h) */
@@ -244,6 +254,13 @@ int cl_write(struct cluster *cl, const struct mc_rio_write *w, mc_rio_write_fn d
 void *cl_read_landing(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id, size_t len,
                       void **op_p);
 void cl_read_landed(struct cluster *cl, void *op, int status);
+/* Sends the reads queued this turn: one READ_BATCH per owner (per MC_PROTO_READ_BATCH_MAX
+ * reads). Returns whether it sent any. cl_reads_queued: whether any wait for it. */
+bool cl_reads_flush(struct cluster *cl);
+static inline bool cl_reads_queued(const struct cluster *cl)
+{
+    return cl->rq_peers != NULL;
+}
 /* The tick: peers past the hard deadline, reads that never started or stalled. */
 void cl_xfer_tick(struct cluster *cl, uint64_t now);
 /* After a master restart the segment ids name other segments: learn them again. */

@@ -193,49 +193,78 @@ static void read_served_direct(void *ctx, int status)
     read_served(cl, status);
 }
 
+/* Starts sending one read's bytes to the reader as a bulk READ_REPLY with request id
+ * req->xfer: 0 once they are on their way (the send's end is read_served's), else why not. */
+static int read_serve(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_peer_read_req *req)
+{
+    struct mc_agent *a = cl->a;
+    const uint8_t *src;
+    int err;
+
+    if ((src = seg_span(a, req->seg, req->offset, req->len)) == NULL) {
+        enum mc_ucx_mem_type mt;
+        const void *dsrc = gpu_direct_span(cl, req->seg, req->offset, req->len, &mt);
+        struct staged *st;
+
+        if (dsrc != NULL) {
+            /* straight from the GPU segment: UCX moves its memory (the lease holds it) */
+            return mc_ucx_send_bulk_mem(ep, MC_WIRE_READ_REPLY, req->xfer, NULL, 0, dsrc,
+                                        req->len, mt, read_served_direct, cl);
+        }
+        st = stage_out(cl, req->seg, req->offset, req->len);
+        if (st == NULL)
+            return MC_ERR_NOT_FOUND;
+        st->done = read_served;
+        st->ctx = cl;
+        err = mc_ucx_send_bulk(ep, MC_WIRE_READ_REPLY, req->xfer, NULL, 0, st->bytes, req->len,
+                               staged_sent, st);
+        if (err != 0)
+            free(st);
+        return err;
+    }
+    /* straight from the segment: the reader's lease keeps the allocation ours to send */
+    return mc_ucx_send_bulk(ep, MC_WIRE_READ_REPLY, req->xfer, NULL, 0, src, req->len,
+                            read_served, cl);
+}
+
 static void h_read(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                    const void *pl)
 {
-    struct mc_agent *a = cl->a;
     struct mc_peer_read_req req;
-    const uint8_t *src;
-    int err;
 
     if (mc_peer_read_req_decode(pl, hdr->payload_len, &req) != 0) {
         reply_status(ep, hdr, MC_ERR_PROTO);
         return;
     }
-    if ((src = seg_span(a, req.seg, req.offset, req.len)) == NULL) {
-        enum mc_ucx_mem_type mt;
-        const void *dsrc = gpu_direct_span(cl, req.seg, req.offset, req.len, &mt);
-        struct staged *st;
+    reply_status(ep, hdr, read_serve(cl, ep, &req));
+}
 
-        if (dsrc != NULL) {
-            /* straight from the GPU segment: UCX moves its memory (the lease holds it) */
-            err = mc_ucx_send_bulk_mem(ep, MC_WIRE_READ_REPLY, req.xfer, NULL, 0, dsrc, req.len,
-                                       mt, read_served_direct, cl);
-            reply_status(ep, hdr, err);
-            return;
-        }
-        st = stage_out(cl, req.seg, req.offset, req.len);
+/* READ_BATCH: every item's bytes are started (UCX queues and pipelines the sends), then one
+ * answer carries a status per item. */
+static void h_read_batch(struct cluster *cl, struct mc_ucx_ep *ep,
+                         const struct mc_wire_hdr *hdr, const void *pl)
+{
+    struct mc_peer_read_req items[MC_PROTO_READ_BATCH_MAX];
+    int results[MC_PROTO_READ_BATCH_MAX];
+    uint8_t out[16 + 4 * MC_PROTO_READ_BATCH_MAX];
+    struct mc_proto_batch_rep rep = {0};
+    uint32_t n, i;
+    size_t len;
 
-        if (st == NULL) {
-            reply_status(ep, hdr, MC_ERR_NOT_FOUND);
-            return;
-        }
-        st->done = read_served;
-        st->ctx = cl;
-        err = mc_ucx_send_bulk(ep, MC_WIRE_READ_REPLY, req.xfer, NULL, 0, st->bytes, req.len,
-                               staged_sent, st);
-        if (err != 0)
-            free(st);
-        reply_status(ep, hdr, err);
+    if (mc_peer_read_batch_decode(pl, hdr->payload_len, MC_PROTO_READ_BATCH_MAX, items, &n) != 0) {
+        reply_status(ep, hdr, MC_ERR_PROTO);
         return;
     }
-    /* straight from the segment: the reader's lease keeps the allocation ours to send */
-    err = mc_ucx_send_bulk(ep, MC_WIRE_READ_REPLY, req.xfer, NULL, 0, src, req.len, read_served,
-                           cl);
-    reply_status(ep, hdr, err);
+    for (i = 0; i < n; i++) {
+        results[i] = read_serve(cl, ep, &items[i]);
+        if (!mc_proto_status_is_valid(results[i], false))
+            results[i] = MC_ERR_UNAVAILABLE; /* the wire carries the statuses it knows */
+    }
+    rep.n = n;
+    if (mc_proto_results_rep_encode(&rep, results, out, sizeof(out), &len) == 0)
+        mc_ucx_rpc_reply(ep, MC_WIRE_READ_BATCH_REPLY, hdr->request_id, out, len);
+    else
+        reply_status(ep, hdr, MC_ERR_INTERNAL);
 }
 
 static void h_fence(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
@@ -519,7 +548,9 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         mc_ucx_ep_close(ep, false); /* an accepted one: forgotten, nothing kept for it */
         return;
     }
-    if (hdr->type == MC_WIRE_READ)
+    if (hdr->type == MC_WIRE_READ_BATCH)
+        h_read_batch(cl, ep, hdr, pl);
+    else if (hdr->type == MC_WIRE_READ)
         h_read(cl, ep, hdr, pl);
     else if (hdr->type == MC_WIRE_FENCE && ep == cl->master)
         h_fence(cl, ep, hdr, pl);

@@ -26,6 +26,7 @@
 
 static void xfer_start(struct cluster *cl, struct xfer *x);
 static void xfer_end(struct cluster *cl, struct xfer *x, int status);
+static void read_call_over(struct cluster *cl, struct xfer *x, int status);
 static void info_refresh(struct cluster *cl);
 
 
@@ -197,6 +198,24 @@ void cl_peer_drop(struct cluster *cl, struct peer *p, int status)
     if (*pp == p)
         *pp = p->next;
     p->waitq = p->waitq_tail = NULL;
+    if (p->rq_listed) {
+        struct peer **lp = &cl->rq_peers;
+
+        while (*lp != p)
+            lp = &(*lp)->rq_next;
+        *lp = p->rq_next;
+        p->rq_listed = false;
+    }
+    /* reads queued for a READ_BATCH that will not go: never sent, they end now */
+    while (p->rq != NULL) {
+        struct xfer *r = p->rq;
+
+        p->rq = r->bnext;
+        r->bnext = NULL;
+        r->peer = NULL;
+        read_call_over(cl, r, status);
+    }
+    p->rq_tail = NULL;
     /* transfers UCX still holds on its endpoint end through their callbacks, which must
      * not find this peer any more */
     for (struct xfer *m = cl->moving; m != NULL; m = m->inext) {
@@ -417,27 +436,21 @@ static void read_check(struct cluster *cl, struct xfer *x)
     }
 }
 
+/* A read is ready to go to its owner: it gets its id (the owner's bulk will carry it) and
+ * waits in the peer's queue for the turn's end, where cl_reads_flush sends every read
+ * queued for that owner in one READ_BATCH. */
 static int read_send(struct cluster *cl, struct xfer *x)
 {
-    struct mc_peer_read_req req = {
-        .seg = x->r.seg, .alloc = x->r.alloc, .version = x->rg->g->lease.version,
-        .offset = x->r.offset,
-        .len = x->len,
-    };
-    uint8_t buf[64];
-    size_t len;
-    int err;
+    struct peer *p = x->peer;
 
     x->id = ++cl->next_id;
-    req.xfer = x->id;
-    err = mc_peer_read_req_encode(&req, buf, sizeof(buf), &len);
-    if (err != 0)
-        return err;
+    x->version = x->rg->g->lease.version; /* g may be gone by the flush (rg answered) */
     x->next = cl->reads[x->id % READ_HASH]; /* ids are new: push at the bucket's head */
     cl->reads[x->id % READ_HASH] = x;
     x->hashed = true;
     x->data_started = x->data_done = x->reply_done = false;
     x->status = 0;
+    x->rb = NULL;
     /* while other replicas are left, one that does not start its bytes within a share of the
      * time left (an unreachable, not yet dead, owner) gives its turn to the next */
     x->attempt_ms = x->deadline_ms;
@@ -448,15 +461,137 @@ static int read_send(struct cluster *cl, struct xfer *x)
         if (x->attempt_ms > x->deadline_ms)
             x->attempt_ms = x->deadline_ms;
     }
-    err = mc_ucx_rpc_call(x->peer->ep, MC_WIRE_READ, buf, len, x->attempt_ms, xfer_replied, x,
-                          NULL);
-    if (err != 0) {
-        read_unhash(cl, x);
-        return err;
+    x->bnext = NULL;
+    if (p->rq_tail != NULL)
+        p->rq_tail->bnext = x;
+    else
+        p->rq = x;
+    p->rq_tail = x;
+    if (!p->rq_listed) {
+        p->rq_listed = true;
+        p->rq_next = cl->rq_peers;
+        cl->rq_peers = p;
     }
-    cl->st.reads_out++;
-    moving_add(cl, x);
     return 0;
+}
+
+/* One READ_BATCH call in flight: its reads, by item (NULL: that read left it, its own turn
+ * having ended before the call did: cl_xfer_tick). */
+struct rbatch {
+    struct cluster *cl;
+    uint32_t n;
+    struct xfer *x[MC_PROTO_READ_BATCH_MAX];
+};
+
+/* A read's call is over (its batch was answered or failed, the read left the call at its
+ * own turn's end, or it was never sent). */
+static void read_call_over(struct cluster *cl, struct xfer *x, int status)
+{
+    x->rb = NULL;
+    x->reply_done = true;
+    if (status != 0 && x->status == 0)
+        x->status = status;
+    read_check(cl, x);
+}
+
+static void rbatch_replied(void *ctx, int status, const struct mc_wire_hdr *hdr,
+                           const void *pl, size_t len)
+{
+    struct rbatch *rb = ctx;
+    struct cluster *cl = rb->cl;
+    int results[MC_PROTO_READ_BATCH_MAX];
+    struct mc_proto_batch_rep rep;
+    uint32_t i;
+
+    (void)hdr;
+    if (status == 0) {
+        if (mc_proto_results_rep_decode(pl, len, rb->n, &rep, results) != 0)
+            status = MC_ERR_PROTO;
+        else if (rep.status != 0)
+            status = rep.status;
+        else if (rep.n != rb->n)
+            status = MC_ERR_PROTO;
+    }
+    /* each read's own outcome (a status per item: 0, its bytes are on their way) */
+    for (i = 0; i < rb->n; i++) {
+        if (rb->x[i] != NULL)
+            read_call_over(cl, rb->x[i], status != 0 ? status : results[i]);
+    }
+    free(rb);
+}
+
+/* Sends up to MC_PROTO_READ_BATCH_MAX of p's queued reads in one READ_BATCH. The call's
+ * deadline is the latest turn among them; a read whose own turn ends first leaves the
+ * call at the tick (cl_xfer_tick), as a READ of its own would have ended then. */
+static void rbatch_send(struct cluster *cl, struct peer *p)
+{
+    struct mc_peer_read_req items[MC_PROTO_READ_BATCH_MAX];
+    uint8_t buf[8 + MC_PROTO_READ_BATCH_MAX * 40];
+    struct rbatch *rb = malloc(sizeof(*rb));
+    uint64_t deadline = 0;
+    struct xfer *x;
+    uint32_t i;
+    size_t len;
+    int err;
+
+    if (rb == NULL) {
+        /* no memory for the call: these reads fail now (their readers try again) */
+        while ((x = p->rq) != NULL) {
+            p->rq = x->bnext;
+            x->bnext = NULL;
+            read_call_over(cl, x, MC_ERR_NOMEM);
+        }
+        p->rq_tail = NULL;
+        return;
+    }
+    rb->cl = cl;
+    rb->n = 0;
+    while (rb->n < MC_PROTO_READ_BATCH_MAX && (x = p->rq) != NULL) {
+        p->rq = x->bnext;
+        x->bnext = NULL;
+        items[rb->n] = (struct mc_peer_read_req){.xfer = x->id, .seg = x->r.seg,
+                                                 .alloc = x->r.alloc, .version = x->version,
+                                                 .offset = x->r.offset, .len = x->len};
+        if (x->attempt_ms > deadline)
+            deadline = x->attempt_ms;
+        x->rb = rb;
+        x->rbi = rb->n;
+        rb->x[rb->n++] = x;
+    }
+    if (p->rq == NULL)
+        p->rq_tail = NULL;
+    err = mc_peer_read_batch_encode(items, rb->n, buf, sizeof(buf), &len);
+    if (err == 0)
+        err = mc_ucx_rpc_call(p->ep, MC_WIRE_READ_BATCH, buf, len, deadline, rbatch_replied, rb,
+                              NULL);
+    if (err != 0) {
+        for (i = 0; i < rb->n; i++)
+            read_call_over(cl, rb->x[i], err);
+        free(rb);
+        return;
+    }
+    for (i = 0; i < rb->n; i++) {
+        cl->st.reads_out++;
+        moving_add(cl, rb->x[i]);
+    }
+    cl->st.read_batches_out++;
+}
+
+bool cl_reads_flush(struct cluster *cl)
+{
+    bool sent = false;
+    struct peer *p;
+
+    while ((p = cl->rq_peers) != NULL) {
+        cl->rq_peers = p->rq_next;
+        p->rq_next = NULL;
+        p->rq_listed = false;
+        while (p->rq != NULL) {
+            rbatch_send(cl, p);
+            sent = true;
+        }
+    }
+    return sent;
 }
 
 static void xfer_start(struct cluster *cl, struct xfer *x)
@@ -678,6 +813,11 @@ void cl_xfer_tick(struct cluster *cl, uint64_t now)
                 if (x->status == 0)
                     x->status = MC_ERR_TIMEOUT;
                 read_check(cl, x);
+            } else if (x->rb != NULL && !x->data_started && now > x->attempt_ms) {
+                /* its turn ended before its batch's call did (a batch-mate has a later
+                 * one): it leaves the call, as a call of its own would have timed out */
+                x->rb->x[x->rbi] = NULL;
+                read_call_over(cl, x, MC_ERR_TIMEOUT);
             } else if (x->data_started && !x->data_done && !x->hedged && now > x->attempt_ms &&
                        x->rg->done != NULL) {
                 read_hedge(cl, x);

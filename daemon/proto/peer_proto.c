@@ -90,3 +90,56 @@ int mc_peer_read_req_decode(const void *buf, size_t len, struct mc_peer_read_req
         r.bad = true;
     return end_read(&r);
 }
+
+int mc_peer_read_batch_encode(const struct mc_peer_read_req *items, uint32_t n, void *buf,
+                              size_t cap, size_t *len_p)
+{
+    struct mc_wire_writer w;
+    uint32_t i;
+
+    if (n == 0 || n > MC_PROTO_READ_BATCH_MAX)
+        return MC_ERR_INVALID;
+    for (i = 0; i < n; i++) {
+        if (!span_ok(items[i].offset, items[i].len))
+            return MC_ERR_INVALID;
+    }
+    mc_wire_writer_init(&w, buf, cap);
+    mc_wire_put_u32(&w, n);
+    for (i = 0; i < n; i++) {
+        mc_wire_put_u64(&w, items[i].xfer);
+        mc_wire_put_u32(&w, items[i].seg);
+        mc_wire_put_u32(&w, items[i].alloc);
+        mc_wire_put_u64(&w, items[i].version);
+        mc_wire_put_u64(&w, items[i].offset);
+        mc_wire_put_u64(&w, items[i].len);
+    }
+    return end_write(&w, buf, len_p);
+}
+
+int mc_peer_read_batch_decode(const void *buf, size_t len, uint32_t cap,
+                              struct mc_peer_read_req *items, uint32_t *n_p)
+{
+    struct mc_wire_reader r;
+    uint32_t n, i;
+
+    mc_wire_reader_init(&r, buf, len);
+    n = mc_wire_get_u32(&r);
+    if (r.bad || n == 0 || n > MC_PROTO_READ_BATCH_MAX || n > cap)
+        return MC_ERR_PROTO;
+    for (i = 0; i < n && !r.bad; i++) {
+        struct mc_peer_read_req *m = &items[i];
+
+        m->xfer = mc_wire_get_u64(&r);
+        m->seg = mc_wire_get_u32(&r);
+        m->alloc = mc_wire_get_u32(&r);
+        m->version = mc_wire_get_u64(&r);
+        m->offset = mc_wire_get_u64(&r);
+        m->len = mc_wire_get_u64(&r);
+        if (!span_ok(m->offset, m->len))
+            r.bad = true;
+    }
+    if (end_read(&r) != 0)
+        return MC_ERR_PROTO;
+    *n_p = n;
+    return 0;
+}

@@ -13,6 +13,11 @@
  *   READ         u64 xfer, u32 seg, u32 alloc, u64 version, u64 offset, u64 len: the owner
  *                sends the bytes as a bulk READ_REPLY frame (MC_WIRE_F_BULK|F_REPLY) with
  *                request id `xfer`, then answers the call with mc_proto_status_rep.
+ *   READ_BATCH   u32 n (1..MC_PROTO_READ_BATCH_MAX), n * the READ fields: every read of one
+ *                reader from one owner that is ready at once, in one request. The owner
+ *                starts each item's bulk READ_REPLY (request id its `xfer`) and answers the
+ *                call once with mc_proto_results_rep: one status per item, 0 for each item
+ *                whose bytes are on their way.
  *
  * Lengths are bounded by MC_PEER_XFER_MAX; keys by MC_PROTO_KEY_MAX. Decoders return
  * MC_ERR_PROTO on any malformed payload; pointers point into the buffer.
@@ -51,5 +56,11 @@ int mc_peer_write_hdr_decode(const void *buf, size_t len, struct mc_peer_write_h
 int mc_peer_read_req_encode(const struct mc_peer_read_req *m, void *buf, size_t cap,
                             size_t *len_p);
 int mc_peer_read_req_decode(const void *buf, size_t len, struct mc_peer_read_req *m_p);
+/* READ_BATCH: n items (1..MC_PROTO_READ_BATCH_MAX). Encode errors: MC_ERR_INVALID (n or an
+ * item's span), MC_ERR_TOO_LARGE (buf). Decode: at most `cap` items into `items`. */
+int mc_peer_read_batch_encode(const struct mc_peer_read_req *items, uint32_t n, void *buf,
+                              size_t cap, size_t *len_p);
+int mc_peer_read_batch_decode(const void *buf, size_t len, uint32_t cap,
+                              struct mc_peer_read_req *items, uint32_t *n_p);
 
 #endif /* MC_PROTO_PEER_PROTO_H */

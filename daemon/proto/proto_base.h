@@ -25,6 +25,7 @@
 #define MC_PROTO_SEG_PAGE_MAX  256u  /* segments in one CLUSTER_INFO reply */
 #define MC_PROTO_NODE_PAGE_MAX 256u  /* nodes in one CLUSTER_INFO reply */
 #define MC_PROTO_LIST_MAX      1024u /* keys in one LIST reply */
+#define MC_PROTO_READ_BATCH_MAX 256u /* items in one READ_BATCH (agent to agent) */
 #define MC_PROTO_PAYLOAD_MAX   MC_WIRE_PAYLOAD_MAX
 
 /* A byte string inside a decoded buffer (or the caller's, to encode). Not NUL-terminated. */

@@ -111,7 +111,11 @@
       "i32 status")                                                                                \
     X(READ, read, 27, MC_RPC_PEER, 0,                                                              \
       "u64 xfer, u32 seg, u32 alloc, u64 version, u64 offset, u64 len",                            \
-      "bulk READ_REPLY frame (id xfer, len bytes), then i32 status")
+      "bulk READ_REPLY frame (id xfer, len bytes), then i32 status")                            \
+    X(READ_BATCH, read_batch, 43, MC_RPC_PEER | MC_RPC_BATCH, MC_PROTO_READ_BATCH_MAX,             \
+      "u32 n (1..256), n * {u64 xfer, u32 seg, u32 alloc, u64 version, u64 offset, u64 len}",      \
+      "a bulk READ_REPLY frame (id xfer) per item whose status is 0, and i32 status "              \
+      "[u32 n, n * i32 status]")
 
 /* What keeps an owner's index of complete objects exact (hold_proto.h, docs/master.md "What
  * an owner holds"): the writer tells the owners of its replicas that a put was published,
@@ -147,7 +151,7 @@
     MC_WIRE_##NAME = (type), MC_WIRE_##NAME##_REPLY = (type) + 1,
 enum mc_wire_type {
     MC_PROTO_RPCS(MC_PROTO_RPC_ENUM)
-    MC_WIRE__COUNT = 43, /* valid types are 1 .. MC_WIRE__COUNT - 1 */
+    MC_WIRE__COUNT = 45, /* valid types are 1 .. MC_WIRE__COUNT - 1 */
 };
 #undef MC_PROTO_RPC_ENUM
 

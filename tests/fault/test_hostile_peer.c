@@ -322,6 +322,13 @@ static size_t t_hp_payload(const struct t_hp_ctx *x, uint16_t type, uint8_t *buf
         rc = mc_peer_read_req_encode(&m, buf, cap, &len);
         break;
     }
+    case MC_WIRE_READ_BATCH: { /* the start of a1's segment, twice */
+        struct mc_peer_read_req m[2] = {{78, x->a1_seg, 0, 1, 0, 1u << 20},
+                                        {79, x->a1_seg, 0, 1, 1u << 20, 4096}};
+
+        rc = mc_peer_read_batch_encode(m, 2, buf, cap, &len);
+        break;
+    }
     case MC_WIRE_LIST: {
         struct mc_proto_list_req m = {x->a1_node, MC_PROTO_LIST_MAX, 0, {NULL, 0}};
 
@@ -479,7 +486,8 @@ static void t_hp_bulk_refused(struct t_hp_target *t, uint16_t type, uint64_t id,
                   what, len);
 }
 
-/* every request type of wire.h: the master's, the agents' (WRITE as an RPC, READ) */
+/* every request type of wire.h: the master's, the agents' (WRITE as an RPC, READ,
+ * READ_BATCH) */
 static const uint16_t t_hp_types[] = {
     MC_WIRE_HELLO,         MC_WIRE_MOUNT,
     MC_WIRE_HEARTBEAT,     MC_WIRE_PUT_START_BATCH,
@@ -491,7 +499,7 @@ static const uint16_t t_hp_types[] = {
     MC_WIRE_LIST,          MC_WIRE_DRAIN,
     MC_WIRE_COPY,          MC_WIRE_RESTORE_BATCH,
     MC_WIRE_PUBLISH,       MC_WIRE_DROP,
-    MC_WIRE_RESTORE_DONE,
+    MC_WIRE_RESTORE_DONE,  MC_WIRE_READ_BATCH,
 };
 #define T_HP_NTYPES (sizeof(t_hp_types) / sizeof(t_hp_types[0]))
 static_assert(T_HP_NTYPES == (MC_WIRE__COUNT - 1) / 2, "a request type is missing here");
@@ -925,6 +933,33 @@ START_TEST(test_hostile_peer_malformed_messages)
             mc_wire_put_u64(&w, rr[i].len);
             t_hp_refused(&ta, MC_WIRE_READ, buf, (size_t)(w.p - buf), 0,
                          "READ outside the segment");
+        }
+        {
+            /* the same as one READ_BATCH: spans that do not wrap each get their own refusal
+             * in a well-formed answer; one item that wraps refuses the whole request */
+            struct mc_wire_writer w;
+            struct t_hp_call c;
+            size_t blen;
+
+            ck_assert_int_eq(mc_peer_read_batch_encode(rr, 3, buf, sizeof(buf), &blen), 0);
+            ck_assert_int_eq(t_hp_call(ta.ep, MC_WIRE_READ_BATCH, buf, blen, &c), 0);
+            ck_assert_uint_eq(c.len, 8 + 3 * 4);
+            ck_assert_int_eq(t_le32(c.reply), 0);
+            ck_assert_int_eq(t_le32(c.reply + 4), 3);
+            for (int i = 0; i < 3; i++)
+                ck_assert_int_eq(t_le32(c.reply + 8 + 4 * i), MC_ERR_NOT_FOUND);
+            mc_wire_writer_init(&w, buf, sizeof(buf));
+            mc_wire_put_u32(&w, sizeof(rr) / sizeof(rr[0]));
+            for (size_t i = 0; i < sizeof(rr) / sizeof(rr[0]); i++) {
+                mc_wire_put_u64(&w, rr[i].xfer);
+                mc_wire_put_u32(&w, rr[i].seg);
+                mc_wire_put_u32(&w, rr[i].alloc);
+                mc_wire_put_u64(&w, rr[i].version);
+                mc_wire_put_u64(&w, rr[i].offset);
+                mc_wire_put_u64(&w, rr[i].len);
+            }
+            t_hp_refused(&ta, MC_WIRE_READ_BATCH, buf, (size_t)(w.p - buf), MC_ERR_PROTO,
+                         "READ_BATCH with a wrapping span");
         }
         for (size_t i = 0; i < sizeof(wh) / sizeof(wh[0]); i++) {
             struct mc_wire_writer w;

@@ -1,5 +1,6 @@
 /* libFuzzer target: the agent-to-agent payload decoders (daemon/proto/peer_proto.h), which
- * an owner runs on what any authenticated peer sends. The first byte picks the decoder; a
+ * an owner runs on what any authenticated peer sends. The first byte picks the decoder (2:
+ * READ_BATCH, other even: READ, odd: WRITE); a
  * payload that decodes is re-encoded and must come out byte-identical, and its fields must
  * be within the documented bounds. */
 #include <stdint.h>
@@ -17,7 +18,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (size == 0)
         return 0;
-    if (data[0] & 1) {
+    if (data[0] == 2) {
+        static struct mc_peer_read_req items[MC_PROTO_READ_BATCH_MAX];
+        static uint8_t bout[8 + MC_PROTO_READ_BATCH_MAX * 40];
+        uint32_t n;
+
+        if (mc_peer_read_batch_decode(data + 1, size - 1, MC_PROTO_READ_BATCH_MAX, items, &n) != 0)
+            return 0;
+        if (n == 0 || n > MC_PROTO_READ_BATCH_MAX)
+            abort();
+        for (uint32_t i = 0; i < n; i++) {
+            if (items[i].len == 0 || items[i].len > MC_PEER_XFER_MAX ||
+                items[i].offset > UINT64_MAX - items[i].len)
+                abort();
+        }
+        if (mc_peer_read_batch_encode(items, n, bout, sizeof(bout), &len) != 0 ||
+            len != size - 1 || memcmp(bout, data + 1, len) != 0)
+            abort();
+    } else if (data[0] & 1) {
         if (mc_peer_write_hdr_decode(data + 1, size - 1, &w) != 0)
             return 0;
         if (w.len == 0 || w.len > MC_PEER_XFER_MAX || w.key.len == 0 ||

@@ -103,6 +103,64 @@ START_TEST(test_peer_read_req_round_trip_and_refusals)
 }
 END_TEST
 
+START_TEST(test_peer_read_batch_round_trip_and_refusals)
+{
+    static struct mc_peer_read_req in[MC_PROTO_READ_BATCH_MAX + 1], out[MC_PROTO_READ_BATCH_MAX];
+    static uint8_t buf[16 + (MC_PROTO_READ_BATCH_MAX + 1) * 40];
+    uint32_t i, n = 0;
+    size_t len;
+
+    for (i = 0; i <= MC_PROTO_READ_BATCH_MAX; i++)
+        in[i] = (struct mc_peer_read_req){.xfer = 100 + i, .seg = i % 3, .alloc = i, .version = 7,
+                                          .offset = (uint64_t)i << 16, .len = 65536};
+    /* one item, and the most a request carries: every field comes back */
+    ck_assert_int_eq(mc_peer_read_batch_encode(in, 1, buf, sizeof(buf), &len), 0);
+    ck_assert_uint_eq(len, 4 + 40);
+    ck_assert_int_eq(mc_peer_read_batch_decode(buf, len, MC_PROTO_READ_BATCH_MAX, out, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(memcmp(&out[0], &in[0], sizeof(in[0])), 0);
+    ck_assert_int_eq(mc_peer_read_batch_encode(in, MC_PROTO_READ_BATCH_MAX, buf, sizeof(buf), &len),
+                     0);
+    ck_assert_uint_le(len, MC_WIRE_PAYLOAD_MAX);
+    ck_assert_int_eq(mc_peer_read_batch_decode(buf, len, MC_PROTO_READ_BATCH_MAX, out, &n), 0);
+    ck_assert_uint_eq(n, MC_PROTO_READ_BATCH_MAX);
+    for (i = 0; i < n; i++) {
+        ck_assert_uint_eq(out[i].xfer, in[i].xfer);
+        ck_assert_uint_eq(out[i].seg, in[i].seg);
+        ck_assert_uint_eq(out[i].alloc, in[i].alloc);
+        ck_assert_uint_eq(out[i].version, in[i].version);
+        ck_assert_uint_eq(out[i].offset, in[i].offset);
+        ck_assert_uint_eq(out[i].len, in[i].len);
+    }
+    /* fewer slots than items, truncations, a byte too many: refused */
+    ck_assert_int_eq(mc_peer_read_batch_decode(buf, len, MC_PROTO_READ_BATCH_MAX - 1, out, &n),
+                     MC_ERR_PROTO);
+    for (size_t k = 0; k < len; k += 7)
+        ck_assert_int_eq(mc_peer_read_batch_decode(buf, k, MC_PROTO_READ_BATCH_MAX, out, &n),
+                         MC_ERR_PROTO);
+    ck_assert_int_eq(mc_peer_read_batch_decode(buf, len + 1, MC_PROTO_READ_BATCH_MAX, out, &n),
+                     MC_ERR_PROTO);
+    /* no items, too many, a span that wraps or is empty: refused both ways */
+    ck_assert_int_eq(mc_peer_read_batch_encode(in, 0, buf, sizeof(buf), &len), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_peer_read_batch_encode(in, MC_PROTO_READ_BATCH_MAX + 1, buf, sizeof(buf),
+                                               &len), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_peer_read_batch_encode(in, 2, buf, 10, &len), MC_ERR_TOO_LARGE);
+    ck_assert_int_eq(mc_peer_read_batch_encode(in, 2, buf, sizeof(buf), &len), 0);
+    buf[0] = 0; /* n = 0 */
+    ck_assert_int_eq(mc_peer_read_batch_decode(buf, len, MC_PROTO_READ_BATCH_MAX, out, &n),
+                     MC_ERR_PROTO);
+    buf[0] = 2;
+    buf[4 + 40 + 39] = 0xff; /* the second item's len, its top byte: past MC_PEER_XFER_MAX */
+    ck_assert_int_eq(mc_peer_read_batch_decode(buf, len, MC_PROTO_READ_BATCH_MAX, out, &n),
+                     MC_ERR_PROTO);
+    in[1].len = 0;
+    ck_assert_int_eq(mc_peer_read_batch_encode(in, 2, buf, sizeof(buf), &len), MC_ERR_INVALID);
+    in[1].len = 1;
+    in[1].offset = UINT64_MAX;
+    ck_assert_int_eq(mc_peer_read_batch_encode(in, 2, buf, sizeof(buf), &len), MC_ERR_INVALID);
+}
+END_TEST
+
 static int write_corpus(const char *dir)
 {
     uint8_t buf[1100];
@@ -127,6 +185,19 @@ static int write_corpus(const char *dir)
     snprintf(path, sizeof(path), "%s/read", dir);
     if ((f = fopen(path, "wb")) == NULL || fwrite(buf, 1, n + 1, f) != n + 1 || fclose(f) != 0)
         return 1;
+    {
+        struct mc_peer_read_req rb[2] = {r, r};
+
+        rb[1].xfer = 2;
+        rb[1].offset = 65536;
+        buf[0] = 2; /* READ_BATCH */
+        if (mc_peer_read_batch_encode(rb, 2, buf + 1, sizeof(buf) - 1, &n) != 0)
+            return 1;
+        snprintf(path, sizeof(path), "%s/read_batch", dir);
+        if ((f = fopen(path, "wb")) == NULL || fwrite(buf, 1, n + 1, f) != n + 1 ||
+            fclose(f) != 0)
+            return 1;
+    }
     return 0;
 }
 
@@ -143,6 +214,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_peer_write_hdr_truncated_and_trailing_refused);
     tcase_add_test(tc, test_peer_write_hdr_bounds);
     tcase_add_test(tc, test_peer_read_req_round_trip_and_refusals);
+    tcase_add_test(tc, test_peer_read_batch_round_trip_and_refusals);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
