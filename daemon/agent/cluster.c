@@ -680,6 +680,8 @@ int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int sta
     cl->listen_fd = -1;
     cl->efd_ev.fn = efd_ready;
     cl->listen_ev.fn = boot_ready;
+    mc_resend_init(&cl->pubq, PUBLISH_QUEUE_MAX, PUBLISH_BACKOFF_MIN_MS, PUBLISH_BACKOFF_MAX_MS,
+                   PUBLISH_GIVE_UP_MS);
     if (getrandom(&cl->incarnation, sizeof(cl->incarnation), 0) !=
         (ssize_t)sizeof(cl->incarnation)) {
         struct timespec ts;
@@ -856,6 +858,12 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "read_failovers", json_integer((json_int_t)cl->st.failovers));
     json_object_set_new(o, "reads_hedged", json_integer((json_int_t)cl->st.hedged));
     json_object_set_new(o, "drain_copies_out", json_integer((json_int_t)cl->st.copies_out));
+    json_object_set_new(o, "published_out", json_integer((json_int_t)cl->st.published_out));
+    json_object_set_new(o, "publish_retries", json_integer((json_int_t)cl->pubq.retried));
+    json_object_set_new(o, "publish_given_up", json_integer((json_int_t)cl->pubq.given_up));
+    json_object_set_new(o, "publish_queued", json_integer((json_int_t)cl->pubq.n));
+    json_object_set_new(o, "published_in", json_integer((json_int_t)cl->st.published_in));
+    json_object_set_new(o, "drops_in", json_integer((json_int_t)cl->st.drops_in));
 }
 
 const char *cluster_health(const struct mc_agent *a)

@@ -35,6 +35,7 @@
 #include "daemon/common/notify.h"
 #include "daemon/master/exec.h"
 #include "daemon/master/master.h"
+#include "daemon/mcmaster/dropq.h"
 #include "daemon/mcmaster/elect.h"
 #include "daemon/mcmaster/mcmaster_metrics.h"
 #include "daemon/proto/hold_proto.h"
@@ -104,6 +105,7 @@ struct mc_mcmaster_server {
     struct mc_proto_fence_item fences[MC_PROTO_BATCH_MAX];
     struct mc_master_restore_req restores[MC_PROTO_BATCH_MAX];
     uint32_t seg_ids[MC_PROTO_BATCH_MAX];
+    struct mc_dropq *dropq;                                     /* DROPs until answered */
     struct mc_master_drop drops[MC_PROTO_BATCH_MAX];            /* drops_send */
     struct mc_proto_drop_item drop_items[MC_PROTO_BATCH_MAX];
     struct mc_proto_seg_entry seg_page[MC_PROTO_SEG_PAGE_MAX];
@@ -183,6 +185,8 @@ static int seg_info(struct mc_mcmaster_server *s, uint32_t seg, struct mc_master
         *info_p = x.u.seg_info.info;
     return rc;
 }
+
+static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p);
 
 static void seg_unmount(struct mc_mcmaster_server *s, uint32_t seg)
 {
@@ -822,6 +826,7 @@ static int ha_reset(struct mc_mcmaster_server *s)
         return err;
     mc_master_destroy(s->m);
     s->m = m;
+    mc_dropq_reset(s->dropq); /* the old directory's segments */
     mc_master_drops_enable(s->m, true);
     /* versions above any an earlier leader handed out (masters' clocks agree far better
      * than a failover takes) */
@@ -1006,7 +1011,9 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
         goto err_destroy;
     }
     s->mcfg = cfg->master;
-    err = mc_master_create(&cfg->master, NULL, NULL, &s->m);
+    err = mc_dropq_create(drop_route, s, &s->dropq);
+    if (err == 0)
+        err = mc_master_create(&cfg->master, NULL, NULL, &s->m);
     if (err == 0) {
         struct timespec ts;
 
@@ -1170,49 +1177,40 @@ static void fences_send(struct mc_mcmaster_server *s)
 
 #define DROP_BATCH 1024u
 
-static void drop_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
-                      size_t len)
+/* dropq.h's route: the endpoint of the owner of seg now. */
+static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p)
 {
-    (void)ctx;
-    (void)hdr;
-    (void)pl;
-    (void)len;
-    if (status != 0)
-        mc_debug("DROP to an owner: %s", mc_strerror(status));
+    struct mc_mcmaster_server *s = ctx;
+    struct mc_master_seg_info info;
+
+    if (seg_info(s, seg, &info) != 0)
+        return -1; /* gone, and its owner's holdings with it */
+    for (struct peer *p = s->peers; p != NULL; p = p->next) {
+        if (p->authed && p->node == info.node) {
+            *ep_p = p->ep;
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* Tell each owner which blocks of published objects were freed in its segments
- * (mc_master_drops_take): its index must not report them to a later master. */
+ * (mc_master_drops_take): its index must not report them to a later master. Delivered
+ * until answered (dropq.h). */
 static void drops_send(struct mc_mcmaster_server *s)
 {
     struct mc_master_drop *d = s->drops;
     struct mc_proto_drop_item *items = s->drop_items;
-    struct peer *p;
+    uint64_t now = mc_ucx_now_ms();
     size_t n, i;
 
     while ((n = mc_master_drops_take(s->m, d, DROP_BATCH)) > 0) {
-        for (p = s->peers; p != NULL; p = p->next) {
-            uint32_t k = 0;
-            size_t len;
-
-            if (!p->authed || p->node == MC_MASTER_NODE_NONE)
-                continue;
-            for (i = 0; i < n; i++) {
-                struct mc_master_seg_info info;
-
-                if (seg_info(s, d[i].seg, &info) != 0 || info.node != p->node)
-                    continue;
-                items[k++] = (struct mc_proto_drop_item){
-                    .seg = d[i].seg, .offset = d[i].offset, .version = d[i].version};
-            }
-            if (k > 0 &&
-                (mc_proto_drop_req_encode(k, items, s->out, sizeof(s->out), &len) != 0 ||
-                 mc_ucx_rpc_call(p->ep, MC_WIRE_DROP, s->out, len,
-                                 mc_ucx_now_ms() + FENCE_TIMEOUT_MS, drop_done, s, NULL) != 0))
-                mc_warn("DROP of %u blocks to node %u not sent", k, p->node);
-        }
-        /* blocks whose owner has no endpoint: it is gone, and its segment with them */
+        for (i = 0; i < n; i++)
+            items[i] = (struct mc_proto_drop_item){
+                .seg = d[i].seg, .offset = d[i].offset, .version = d[i].version};
+        mc_dropq_send(s->dropq, items, n, now);
     }
+    mc_dropq_tick(s->dropq, now);
 }
 
 /* --- copies of a drain: the source's owner writes the bytes to the target ------------------ */
@@ -1424,9 +1422,12 @@ void mc_mcmaster_server_destroy(struct mc_mcmaster_server *s)
         return;
     mc_elect_stop(s->elect); /* a leader hands over at once: it deletes its key */
     mc_metrics_destroy(s->metrics);
+    if (s->dropq != NULL)
+        mc_dropq_closing(s->dropq);
     while (s->peers != NULL)
         peer_drop(s, s->peers, true);
     mc_ucx_destroy(s->u);
+    mc_dropq_destroy(s->dropq); /* every try has ended with the worker */
     mc_master_destroy(s->m);
     for (i = 0; i < s->nsegs; i++)
         blobs_clear(&s->segs[i]);
