@@ -793,6 +793,11 @@ static int ha_gate(struct mc_mcmaster_server *s, uint16_t type)
 
     if (s->reign == 0 || !s->led || !mc_elect_serving_reign(s->elect, now, s->reign))
         return MC_ERR_UNAVAILABLE;
+    /* no version at or past the end this reign stored in etcd (a batch takes up to
+     * MC_PROTO_BATCH_MAX): the election thread stores a further end long before */
+    if ((type == MC_WIRE_PUT_START_BATCH || type == MC_WIRE_DRAIN) &&
+        mc_master_version_last(s->m) + MC_PROTO_BATCH_MAX >= mc_elect_versions_end(s->elect))
+        return MC_ERR_UNAVAILABLE;
     if (now >= s->recovery_until_ms)
         return 0;
     switch (type) {
@@ -810,10 +815,9 @@ static int ha_gate(struct mc_mcmaster_server *s, uint16_t type)
 
 /* Drop every peer and start an empty directory: a new reign learns everything again from
  * the agents (they rejoin and report), and a master that stepped down keeps nobody. */
-static int ha_reset(struct mc_mcmaster_server *s)
+static int ha_reset(struct mc_mcmaster_server *s, const struct mc_elect_view *v)
 {
     struct mc_master *m;
-    struct timespec ts;
     int err;
 
     while (s->peers != NULL)
@@ -828,10 +832,9 @@ static int ha_reset(struct mc_mcmaster_server *s)
     s->m = m;
     mc_dropq_reset(s->dropq); /* the old directory's segments */
     mc_master_drops_enable(s->m, true);
-    /* versions above any an earlier leader handed out (masters' clocks agree far better
-     * than a failover takes) */
-    clock_gettime(CLOCK_REALTIME, &ts);
-    mc_master_version_floor(s->m, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+    /* versions above any an earlier leader handed out: the end they stored in etcd (not
+     * the clock alone: elect.h); every restore raises the counter further */
+    mc_master_version_floor(s->m, v->version_base);
     return 0;
 }
 
@@ -843,7 +846,7 @@ static void ha_tick(struct mc_mcmaster_server *s)
 
     mc_elect_view(s->elect, &v);
     if (serving && v.reign != s->reign) {
-        if (ha_reset(s) != 0) {
+        if (v.version_base == 0 || ha_reset(s, &v) != 0) {
             mc_error("a new directory for epoch %llu: out of memory",
                      (unsigned long long)v.epoch);
             s->led = false; /* the old directory must not serve the new reign */
@@ -856,6 +859,8 @@ static void ha_tick(struct mc_mcmaster_server *s)
                 "of recovery", (unsigned long long)v.epoch,
                 (unsigned long long)s->recovery_ms);
     }
+    if (serving && v.reign == s->reign)
+        mc_elect_versions_used(s->elect, mc_master_version_last(s->m));
     if (s->led && !serving) {
         mc_warn("not leading any more (epoch %llu): every peer dropped",
                 (unsigned long long)v.epoch);

@@ -529,6 +529,20 @@ START_TEST(test_ha_etcd_client)
     ck_assert_int_eq(mc_etcd_create_if_absent(c, "/t/k", "127.0.0.1:2", lease2, &created, kv), 0);
     ck_assert(created);
     ck_assert_int_gt(kv->create_rev, rev); /* epochs grow */
+    /* a put guarded by the leader key (the reign's version end): only in its reign */
+    {
+        bool done = false;
+
+        ck_assert_int_eq(mc_etcd_put_if(c, "/t/v", "123", "/t/k", kv->create_rev, &done), 0);
+        ck_assert(done);
+        ck_assert_int_eq(mc_etcd_put_if(c, "/t/v", "456", "/t/k", rev, &done), 0);
+        ck_assert(!done);
+        ck_assert_int_eq(mc_etcd_get(c, "/t/v", kv), 0);
+        ck_assert(kv->found);
+        ck_assert_str_eq(kv->value, "123");
+        ck_assert_int_eq(kv->lease, 0); /* outlives the lease */
+        ck_assert_int_eq(mc_etcd_get(c, "/t/k", kv), 0);
+    }
     ck_assert_int_eq(mc_etcd_delete_if(c, "/t/k", kv->create_rev, &deleted), 0);
     ck_assert(deleted);
     /* put, and a prefix read (the masters' member keys): every key under the prefix, in
