@@ -27,7 +27,9 @@
  * daemons' logs and keeps its directory.
  */
 #include <check.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -696,11 +698,125 @@ static int t_ha_u64_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* --- writers putting while the leader is killed ------------------------------------------- */
+
+#define T_HA_W 3          /* writers, one per agent */
+#define T_HA_W_OK 4096    /* puts answered OK kept per writer and kill */
+
+struct t_ha_writer {
+    pthread_t th;
+    mc_client_t *c;
+    int t, kill;
+    uint64_t salt;
+    _Atomic bool *stop;
+    _Atomic uint64_t *t_kill; /* 0 until the kill */
+    uint32_t ok[T_HA_W_OK];   /* sequence numbers of the puts answered 0 */
+    uint32_t nok, seq;
+    uint64_t worst_ms;        /* the longest put */
+    uint32_t across;          /* puts under way at the kill (begun before, ended after) */
+    uint32_t across_ok;       /* ... of them answered 0 */
+    int bad;                  /* a status no put may end with (0: none) */
+};
+
+static void t_ha_w_obj(const struct t_ha_writer *w, uint32_t seq, struct t_ha_obj *o)
+{
+    char key[48];
+
+    snprintf(key, sizeof(key), "w/%d/%d/%u", w->kill, w->t, seq);
+    t_ha_obj_make(o, key, 700 + (size_t)(seq % 13) * 97,
+                  w->salt ^ (uint64_t)w->kill << 40 ^ (uint64_t)w->t << 32 ^ seq);
+}
+
+/* Puts fresh keys back to back until told to stop; no ck_assert here (not the test's
+ * thread): what it saw is checked after the join. */
+static void *t_ha_writer_main(void *arg)
+{
+    struct t_ha_writer *w = arg;
+    struct t_ha_obj o = {0};
+
+    while (!atomic_load(w->stop) && w->nok < T_HA_W_OK) {
+        mc_put_opts_t opts = MC_PUT_OPTS_INIT;
+        uint64_t a0 = t_now_ms(), a1, tk;
+        int err;
+
+        t_ha_w_obj(w, w->seq, &o);
+        err = mc_put(w->c, o.key, o.data, o.len, &opts);
+        a1 = t_now_ms();
+        tk = atomic_load(w->t_kill);
+        if (a1 - a0 > w->worst_ms)
+            w->worst_ms = a1 - a0;
+        if (tk != 0 && a0 <= tk && a1 >= tk) {
+            w->across++;
+            w->across_ok += err == 0;
+        }
+        if (err == 0)
+            w->ok[w->nok++] = w->seq;
+        else if (err != MC_ERR_UNAVAILABLE && err != MC_ERR_TIMEOUT && err != MC_ERR_BUSY &&
+                 err != MC_ERR_CANCELED && w->bad == 0)
+            w->bad = err;
+        w->seq++;
+        if (err != 0)
+            t_fc_sleep_ms(5);
+    }
+    free(o.data);
+    return NULL;
+}
+
+static void t_ha_writers_start(struct t_ha_cl *h, struct t_ha_writer *w, int kill,
+                               uint64_t salt, _Atomic bool *stop, _Atomic uint64_t *t_kill)
+{
+    atomic_store(stop, false);
+    atomic_store(t_kill, 0);
+    for (int t = 0; t < T_HA_W; t++) {
+        w[t] = (struct t_ha_writer){.c = t_fc_conn(&h->agents[t]), .t = t, .kill = kill,
+                                    .salt = salt, .stop = stop, .t_kill = t_kill};
+        ck_assert_int_eq(pthread_create(&w[t].th, NULL, t_ha_writer_main, &w[t]), 0);
+    }
+}
+
+/* Stops and joins the writers; every put they saw answered 0 reads back with its bytes
+ * through another node, no put outlived its deadline, puts were under way at the kill.
+ * Their keys are removed after (the segments stay roomy over many kills). */
+static void t_ha_writers_check(struct t_ha_cl *h, struct t_ha_writer *w, _Atomic bool *stop)
+{
+    struct t_ha_obj o = {0};
+    uint32_t across = 0, across_ok = 0, oks = 0;
+
+    atomic_store(stop, true);
+    for (int t = 0; t < T_HA_W; t++)
+        ck_assert_int_eq(pthread_join(w[t].th, NULL), 0);
+    for (int t = 0; t < T_HA_W; t++) {
+        ck_assert_msg(w[t].bad == 0, "writer %d: a put ended %s", t, mc_strerror(w[t].bad));
+        ck_assert_msg(w[t].worst_ms <= MC_OP_TIMEOUT_MS_DEFAULT + 500,
+                      "writer %d: a put took %llu ms (deadline %d ms)", t,
+                      (unsigned long long)w[t].worst_ms, MC_OP_TIMEOUT_MS_DEFAULT);
+        across += w[t].across;
+        across_ok += w[t].across_ok;
+        oks += w[t].nok;
+        for (uint32_t i = 0; i < w[t].nok; i++) {
+            int err;
+
+            t_ha_w_obj(&w[t], w[t].ok[i], &o);
+            err = t_ha_get_until(h->cl[(t + 1) % T_HA_AGENTS], &o, 5000);
+            ck_assert_msg(err == 0, "%s: answered OK by a put, then %s", o.key,
+                          mc_strerror(err));
+            (void)mc_remove(h->cl[t], o.key);
+        }
+        mc_close(w[t].c);
+    }
+    ck_assert_msg(across > 0, "no put was under way at the kill: the test tested nothing");
+    fprintf(stderr, "ha_writers: kill %d: %u puts answered OK, %u under way at the kill "
+            "(%u of them OK), all read back\n", w[0].kill, oks, across, across_ok);
+    free(o.data);
+}
+
 /*
  * Three masters on etcd, three agents following the leader, objects put through every
- * agent; kill -9 the leader: a standby leads, the first put through another master succeeds
- * within 5 s of the kill (no op waits past its deadline meanwhile), and every object put
- * before the kill reads back with its bytes through every node. T_HA_KILLS=N repeats the
+ * agent; kill -9 the leader while a writer per agent puts fresh keys back to back: a
+ * standby leads, the first put through another master succeeds within 5 s of the kill (no
+ * op waits past its deadline meanwhile), every object put before the kill reads back with
+ * its bytes through every node, and so does every writer's put that was answered OK
+ * (puts under way at the kill among them; none outlived its deadline). T_HA_KILLS=N repeats the
  * kill N times (a killed master is started again as a standby) and prints the median and
  * the worst failover.
  */
@@ -747,14 +863,21 @@ START_TEST(test_ha_leader_killed_under_load)
         ck_assert_msg(ok, "mcctl cluster: not two standbys within 5 s");
     }
     for (k = 0; k < kills; k++) {
+        static struct t_ha_writer w[T_HA_W];
+        static _Atomic bool stop;
+        static _Atomic uint64_t t_kill_at;
         uint64_t t_kill;
 
         leader = t_ha_leader(&h.ms, NULL);
         ck_assert_int_ge(leader, 0);
+        /* writers putting through every agent, across the kill */
+        t_ha_writers_start(&h, w, k, salt, &stop, &t_kill_at);
         /* puts and gets going on up to the kill */
         for (i = 0; i < 10; i++)
             ck_assert_int_eq(t_ha_get(h.cl[i % 3], &objs[(k * 7 + i) % n]), 0);
+        t_fc_sleep_ms(200);
         t_kill = t_now_ms();
+        atomic_store(&t_kill_at, t_kill);
         ck_assert_int_eq(kill(h.ms.p[leader].pid, SIGKILL), 0);
         snprintf(key, sizeof(key), "load/after/%d", k);
         t_ha_obj_make(&objs[T2_N + k], key, 4096, salt + 1000 + (uint64_t)k);
@@ -762,6 +885,8 @@ START_TEST(test_ha_leader_killed_under_load)
         took[k] = t_now_ms() - t_kill;
         ck_assert_msg(took[k] < 5000, "failover %d took %llu ms", k,
                       (unsigned long long)took[k]);
+        t_fc_sleep_ms(300); /* the writers' puts through the new leader */
+        t_ha_writers_check(&h, w, &stop);
         {
             /* mcctl cluster through an agent shows the new leader and its epoch */
             uint64_t epoch = 0;
@@ -798,10 +923,28 @@ START_TEST(test_ha_leader_killed_under_load)
 }
 END_TEST
 
+/* Whether the file at path has a line containing needle. */
+static bool t_ha_log_has(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    bool hit = false;
+
+    if (f == NULL)
+        return false;
+    while (!hit && fgets(line, sizeof(line), f) != NULL)
+        hit = strstr(line, needle) != NULL;
+    fclose(f);
+    return hit;
+}
+
 /*
- * SIGSTOP the leader past its lease: a standby takes over and serves. SIGCONT the old one:
- * it has stepped down by its own clock and answers nobody as leader: an agent told to join
- * it directly (no etcd) is refused.
+ * SIGSTOP the leader past its lease: a standby takes over and serves. Then etcd itself is
+ * stopped (SIGSTOP) before the old leader resumes (SIGCONT): nothing can tell the old
+ * leader that it lost, so it refuses by its own clock alone -- an agent that asks it
+ * directly cannot join it (HELLO refused), and its log says it stopped leading (its loop's
+ * lease deadline passed), never that etcd said the lease or the key was gone.
+ * Once etcd runs again, some master leads and the objects read back.
  */
 START_TEST(test_ha_leader_sigstop)
 {
@@ -829,8 +972,9 @@ START_TEST(test_ha_leader_sigstop)
     ck_assert_int_eq(t_ha_get_until(h.cl[2], &o, 5000), 0);
     fprintf(stderr, "ha_sigstop: a standby served %llu ms after the stop\n",
             (unsigned long long)(t_now_ms() - t_stop));
+    /* etcd goes silent first: whatever the old leader does now, it hears nothing */
+    ck_assert_int_eq(kill(h.etcd.p[0].pid, SIGSTOP), 0);
     ck_assert_int_eq(kill(h.ms.p[old].pid, SIGCONT), 0);
-    t_fc_sleep_ms(200);
     /* the old leader, asked directly, is no leader: a plain agent cannot join it */
     h.fm.master.port = h.ms.p[old].port;
     t_fc_agent_spawn(&h.fm, &direct, NULL, "127.0.0.1", "D", NULL, "16M", extra);
@@ -838,9 +982,20 @@ START_TEST(test_ha_leader_sigstop)
                   "an agent joined the stepped-down leader directly");
     ck_assert_msg(WIFEXITED(direct.status) && WEXITSTATUS(direct.status) != 0, "agent D: %s",
                   t_status_str(direct.status, st, sizeof(st)));
-    /* and the cluster serves on through the new leader */
-    ck_assert_int_eq(t_ha_leader(&h.ms, NULL), now_leader);
-    ck_assert_int_eq(t_ha_get_until(h.cl[0], &o2, 5000), 0);
+    /* by its own clock: etcd never answered it since it resumed (the loop's gate, which
+     * reads only the lease deadline, dropped every peer) */
+    ck_assert_msg(t_ha_log_has(h.ms.p[old].log, "not leading any more"),
+                  "the old leader did not step down by its own clock (log %s)",
+                  h.ms.p[old].log);
+    ck_assert_msg(!t_ha_log_has(h.ms.p[old].log, "the lease lapsed at etcd") &&
+                      !t_ha_log_has(h.ms.p[old].log, "the leader key is not ours"),
+                  "the old leader heard from etcd while etcd was stopped?");
+    ck_assert_int_eq(kill(h.etcd.p[0].pid, SIGCONT), 0);
+    /* the cluster serves on once etcd does (a new reign, rebuilt from the agents, if the
+     * new leader's lease lapsed meanwhile) */
+    ck_assert_msg(t_ha_wait_leader(&h.ms, -1, 15000) >= 0, "no leader after etcd returned");
+    ck_assert_int_eq(t_ha_get_until(h.cl[0], &o2, 15000), 0);
+    ck_assert_int_eq(t_ha_get_until(h.cl[1], &o, 15000), 0);
     free(o.data);
     free(o2.data);
     t_ha_cluster_finish(&h);
