@@ -176,6 +176,12 @@ struct cluster {
     size_t boot_len;
     bool efd_polled, listen_polled;
     struct mc_loop_ev efd_ev, listen_ev; /* the worker's event fd, the bootstrap listener */
+    /* --etcd: the leader thread's eventfd, and the bootstrap fetch of a rejoin, polled by
+     * the loop so that a new leader is followed and joined at once, not tick by tick */
+    struct mc_loop_ev leader_ev, fetch_ev;
+    bool leader_polled, fetch_polled, fetch_cancelling;
+    int fetch_armed_fd;
+    uint64_t leader_buf;
     int accepted_marker;          /* the user pointer of authenticated accepted endpoints */
     struct segrec *segs;
     uint32_t nsegtab;

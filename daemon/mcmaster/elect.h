@@ -55,6 +55,10 @@ int mc_elect_start(const struct mc_elect_config *cfg, struct mc_elect **e_p);
 /* Stops the thread; a leader deletes its key and revokes its lease first, so a standby
  * takes over at once. Accepts NULL. */
 void mc_elect_stop(struct mc_elect *e);
+/* An eventfd (nonblocking) that becomes readable when this process starts or stops
+ * leading: the server's loop polls it to start a reign at once, not at its next tick. Read
+ * it (8 bytes) to clear it. */
+int mc_elect_fd(const struct mc_elect *e);
 /* A consistent copy of what the thread knows now. */
 void mc_elect_view(struct mc_elect *e, struct mc_elect_view *v);
 /* Whether this process may answer as leader at time now_ms (mc_elect_now_ms). */
@@ -72,6 +76,23 @@ int mc_elect_key(const char *cluster_id, char *buf, size_t cap);
 int mc_elect_members_prefix(const char *cluster_id, char *buf, size_t cap);
 
 uint64_t mc_elect_now_ms(void);
+
+/* The agents registered (/mcstore/<cluster-id>/agents/<name>, value "NSEGS NAME": how
+ * many segments it mounts, and its node name; daemon/agent/leader.h) when this process
+ * last won: whose reports a new reign waits for. */
+#define MC_ELECT_AGENTS_MAX 1024
+struct mc_elect_agent {
+    char name[64];
+    uint32_t nsegs;
+};
+/* Copies them into out (cap >= MC_ELECT_AGENTS_MAX) for reign `reign`; the count, or -1
+ * when not known (another reign, the read failed, or more than MC_ELECT_AGENTS_MAX). */
+int mc_elect_agents(struct mc_elect *e, uint64_t reign, struct mc_elect_agent *out);
+/* "/mcstore/<cluster_id>/agents/" into buf. MC_ERR_INVALID as mc_elect_key. */
+int mc_elect_agents_prefix(const char *cluster_id, char *buf, size_t cap);
+/* One agent key's value: "NSEGS NAME", NSEGS at most 1024, NAME 1..63 bytes, no space.
+ * MC_ERR_PROTO otherwise (etcd is another process). */
+int mc_elect_agent_parse(const char *value, struct mc_elect_agent *out);
 
 /* What one store of /mcstore/<id>/versions reserves: 2^40 versions (18 minutes at 10^9
  * puts/s); a further end is stored once less than half of it is left. */

@@ -38,6 +38,7 @@
 #include "daemon/mcmaster/dropq.h"
 #include "daemon/mcmaster/elect.h"
 #include "daemon/mcmaster/mcmaster_metrics.h"
+#include "daemon/mcmaster/recovery.h"
 #include "daemon/proto/hold_proto.h"
 #include "daemon/proto/master_proto.h"
 #include "ucx_backend/ucx.h"
@@ -72,6 +73,9 @@ struct mc_mcmaster_server {
     uint64_t epoch;                 /* its epoch (HELLO tells it) */
     bool led;                       /* served as leader at the last tick */
     uint64_t recovery_ms, recovery_until_ms;
+    uint64_t reign_ms;              /* when this reign's directory began */
+    struct mc_elect_agent *expect;  /* the agents whose reports end the window early */
+    int nexpect;                    /* how many (-1: not known: the window runs out) */
     struct mc_ucx *u;
     int listen_fd, timer_fd, signal_fd;
     uint16_t port;
@@ -838,6 +842,21 @@ static int ha_reset(struct mc_mcmaster_server *s, const struct mc_elect_view *v)
     return 0;
 }
 
+/* Every agent registered in etcd when the reign began has reported: nobody is left to
+ * wait for, data operations go on (from the tick, and after each RESTORE_DONE). */
+static void ha_recovery_check(struct mc_mcmaster_server *s)
+{
+    uint64_t now = mc_elect_now_ms();
+
+    if (now < s->recovery_until_ms && s->nexpect > 0 &&
+        mc_recovery_all_reported(s->m, (uint32_t)s->nsegs, s->expect, (size_t)s->nexpect)) {
+        mc_info("recovery over %llu ms into epoch %llu: all %d agents reported",
+                (unsigned long long)(now - s->reign_ms), (unsigned long long)s->epoch,
+                s->nexpect);
+        s->recovery_until_ms = now;
+    }
+}
+
 /* From the tick: follow what the election thread decided. */
 static void ha_tick(struct mc_mcmaster_server *s)
 {
@@ -854,13 +873,17 @@ static void ha_tick(struct mc_mcmaster_server *s)
         }
         s->reign = v.reign;
         s->epoch = v.epoch;
-        s->recovery_until_ms = mc_elect_now_ms() + s->recovery_ms;
+        s->reign_ms = mc_elect_now_ms();
+        s->recovery_until_ms = s->reign_ms + s->recovery_ms;
+        s->nexpect = s->expect != NULL ? mc_elect_agents(s->elect, v.reign, s->expect) : -1;
         mc_info("leading at epoch %llu: an empty directory, data operations after %llu ms "
                 "of recovery", (unsigned long long)v.epoch,
                 (unsigned long long)s->recovery_ms);
     }
-    if (serving && v.reign == s->reign)
+    if (serving && v.reign == s->reign) {
         mc_elect_versions_used(s->elect, mc_master_version_last(s->m));
+        ha_recovery_check(s);
+    }
     if (s->led && !serving) {
         mc_warn("not leading any more (epoch %llu): every peer dropped",
                 (unsigned long long)v.epoch);
@@ -923,6 +946,8 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         peer_drop(s, p, false);
     else if (hdr->type == MC_WIRE_HELLO)
         p->session = MC_UCX_SESSION_OF(hdr->request_id);
+    else if (hdr->type == MC_WIRE_RESTORE_DONE && s->elect != NULL)
+        ha_recovery_check(s);
 }
 
 /* --- bootstrap listener ----------------------------------------------------------------- */
@@ -1062,6 +1087,8 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
                                      .poll_ms = cfg->etcd_poll_ms};
 
         err = ha_advertise(cfg, s->port, adv, sizeof(adv));
+        if (err == 0 && (s->expect = calloc(MC_ELECT_AGENTS_MAX, sizeof(*s->expect))) == NULL)
+            err = MC_ERR_NOMEM;
         if (err == 0)
             err = mc_elect_start(&ec, &s->elect);
         if (err != 0) {
@@ -1367,18 +1394,19 @@ int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
         mc_metrics_set_ready(s->metrics, true); /* the ready file is written: we serve */
     }
     while (!s->stopping) {
-        struct pollfd pfd[4] = {
+        struct pollfd pfd[5] = {
             {.fd = s->signal_fd, .events = POLLIN},
             {.fd = s->timer_fd, .events = POLLIN},
             {.fd = s->listen_fd, .events = POLLIN},
             {.fd = mc_ucx_efd(s->u), .events = POLLIN},
+            {.fd = s->elect != NULL ? mc_elect_fd(s->elect) : -1, .events = POLLIN},
         };
         /* sleep only when UCX says it is safe; otherwise just look at the other fds */
         int timeout = (mc_ucx_progress(s->u) || !mc_ucx_arm(s->u)) ? 0 : 1000;
 
         uint64_t now;
 
-        if (poll(pfd, 4, timeout) < 0) {
+        if (poll(pfd, 5, timeout) < 0) {
             if (errno == EINTR)
                 continue;
             mc_error("poll: %s", strerror(errno));
@@ -1400,6 +1428,12 @@ int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
             on_timer(s);
         if (pfd[2].revents & POLLIN)
             mc_boot_serve(s->listen_fd, s->boot, s->boot_len);
+        if (pfd[4].revents & POLLIN) { /* won or lost the lead: act now */
+            uint64_t n;
+
+            (void)!read(pfd[4].fd, &n, sizeof(n));
+            ha_tick(s);
+        }
         if (s->metrics != NULL && now - s->metrics_pub_ms >= 10) {
             s->metrics_pub_ms = now;
             metrics_publish(s);
@@ -1433,6 +1467,7 @@ void mc_mcmaster_server_destroy(struct mc_mcmaster_server *s)
         peer_drop(s, s->peers, true);
     mc_ucx_destroy(s->u);
     mc_dropq_destroy(s->dropq); /* every try has ended with the worker */
+    free(s->expect);
     mc_master_destroy(s->m);
     for (i = 0; i < s->nsegs; i++)
         blobs_clear(&s->segs[i]);
