@@ -95,7 +95,7 @@ static void *leader_main(void *arg)
     do {
         if (polls % LEADER_AGENT_EVERY == 0)
             agent_key_keep(l);
-        if (mw != NULL && polls++ % MEMBERS_EVERY == 0) {
+        if (mw != NULL && polls % MEMBERS_EVERY == 0) {
             int merr;
 
             mw->len = 0;
@@ -123,6 +123,7 @@ static void *leader_main(void *arg)
             (void)!write(l->efd, &(uint64_t){1}, sizeof(uint64_t)); /* the loop follows */
         }
         pthread_mutex_unlock(&l->mu);
+        polls++;
     } while (!nap(l, l->poll_ms));
     if (l->agent_lease != 0)
         (void)mc_etcd_lease_revoke(l->etcd, l->agent_lease); /* the key goes with it */

@@ -19,6 +19,9 @@
  *   test_ha_etcd_member_lost               3 etcd members: one lost changes nothing;
  *                                          quorum lost: data ops fail fast, then return.
  *
+ *   test_ha_rebuild_figure                 (by name only) a figure: T_HA_REBUILD_N small
+ *                                          objects (1 M) rebuilt by a new master.
+ *
  * The tests that need etcd exit 77 (SKIP) when its binary is missing (MC_ETCD_BIN, else
  * /usr/bin/etcd). T_HA_KILLS=N makes test_ha_leader_killed_under_load kill N leaders in a
  * row and print the failover times (docs/performance.md).
@@ -452,6 +455,96 @@ START_TEST(test_ha_publish_drop_lost)
         free(objs[i].data);
         objs[i].data = NULL;
     }
+    t_fc_finish(&fm);
+}
+END_TEST
+
+/* --- a figure: the rebuild of a large directory ------------------------------------------- */
+
+#define T5_BATCH 256
+#define T5_SIZE 64
+
+/*
+ * Not part of the suite (run by name, T_HA_REBUILD_N objects, 1 M by default): small
+ * objects put through three agents in batches, the master killed (-9) and a new one
+ * started on its address; prints how long until it knows every object again (through an
+ * agent's `mcctl cluster`), and checks a sample of them byte for byte.
+ */
+START_TEST(test_ha_rebuild_figure)
+{
+    struct t_proc a = {0}, b = {0}, c = {0};
+    struct t_proc *nodes[3] = {&a, &b, &c};
+    const char *const names[3] = {"A", "B", "C"};
+    const char *env = getenv("T_HA_REBUILD_N");
+    long total = env != NULL && atol(env) > 0 ? atol(env) : 1000000;
+    static char keys[T5_BATCH][24];
+    static uint8_t data[T5_BATCH][T5_SIZE];
+    const char *kp[T5_BATCH];
+    const void *bp[T5_BATCH];
+    size_t lens[T5_BATCH];
+    int results[T5_BATCH];
+    mc_client_t *cl[3];
+    uint64_t salt = t_fc_salt(), t0, t_put, t_start;
+    char listen[64];
+    struct t_fc fm;
+    json_int_t n = 0;
+    long i, j;
+
+    t_fc_init(&fm, __func__, 10000);
+    t_fc_master_start(&fm, NULL, "127.0.0.1:0", "master");
+    for (i = 0; i < 3; i++)
+        t_fc_agent_spawn(&fm, nodes[i], NULL, "127.0.0.1", names[i], NULL, "256M", NULL);
+    for (i = 0; i < 3; i++)
+        t_fc_agent_wait(nodes[i]);
+    for (i = 0; i < 3; i++)
+        cl[i] = t_fc_conn(nodes[i]);
+    t0 = t_now_ms();
+    for (i = 0; i < total; i += T5_BATCH) {
+        size_t k = (size_t)(total - i < T5_BATCH ? total - i : T5_BATCH);
+        int got;
+
+        for (j = 0; j < (long)k; j++) {
+            snprintf(keys[j], sizeof(keys[j]), "m/%ld", i + j);
+            t_fill(data[j], T5_SIZE, salt + (uint64_t)(i + j));
+            kp[j] = keys[j];
+            bp[j] = data[j];
+            lens[j] = T5_SIZE;
+        }
+        got = mc_batch_put(cl[(i / T5_BATCH) % 3], k, kp, bp, lens, NULL, results);
+        ck_assert_msg(got == (int)k, "batch at %ld: %d of %zu stored (first status %s)", i, got,
+                      k, mc_strerror(results[0]));
+    }
+    t_put = t_now_ms() - t0;
+    ck_assert_int_eq(t_ha_objects(a.sock), total);
+    t_fc_sleep_ms(1000); /* the owners' indexes hear of the last publications */
+    ck_assert_int_eq(kill(fm.master.pid, SIGKILL), 0);
+    ck_assert(t_proc_reap(&fm.master, t_now_ms() + 5000));
+    fm.master.pid = 0;
+    snprintf(listen, sizeof(listen), "127.0.0.1:%u", fm.master.port);
+    t_fc_master_start(&fm, NULL, listen, "master2");
+    t_start = t_now_ms();
+    while ((n = t_ha_objects(a.sock)) != total) {
+        ck_assert_msg(n <= total, "%lld objects known, %ld put", (long long)n, total);
+        ck_assert_msg(t_now_ms() - t_start < 600000, "%lld of %ld objects known after 600 s",
+                      (long long)n, total);
+        t_fc_sleep_ms(20);
+    }
+    fprintf(stderr, "ha_rebuild: %ld objects of %d bytes over 3 agents (put in %llu ms): all "
+            "known again %llu ms after the new master was ready\n", total, T5_SIZE,
+            (unsigned long long)t_put, (unsigned long long)(t_now_ms() - t_start));
+    for (i = 0; i < 1000; i++) {
+        long x = (long)((salt + (uint64_t)i * 7919u) % (uint64_t)total);
+        uint8_t want[T5_SIZE], got[T5_SIZE];
+        size_t len = 0;
+        char key[24];
+
+        snprintf(key, sizeof(key), "m/%ld", x);
+        t_fill(want, T5_SIZE, salt + (uint64_t)x);
+        ck_assert_int_eq(mc_get(cl[i % 3], key, got, sizeof(got), &len), 0);
+        ck_assert(len == T5_SIZE && memcmp(got, want, T5_SIZE) == 0);
+    }
+    for (i = 0; i < 3; i++)
+        mc_close(cl[i]);
     t_fc_finish(&fm);
 }
 END_TEST
@@ -1081,6 +1174,7 @@ int main(int argc, char **argv)
         test_ha_leader_killed_under_load,
         test_ha_leader_sigstop,
         test_ha_etcd_member_lost,
+        test_ha_rebuild_figure, /* by name only: a figure, not a test of the suite */
     };
     const char *only = argc > 1 ? argv[1] : NULL;
     bool etcd_only = only != NULL && strcmp(only, "etcd") == 0;
@@ -1096,7 +1190,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
         bool etcd = tests[i] != test_ha_directory_rebuilt_from_agents &&
                     tests[i] != test_ha_drained_then_rebuilt &&
-                    tests[i] != test_ha_publish_drop_lost;
+                    tests[i] != test_ha_publish_drop_lost &&
+                    tests[i] != test_ha_rebuild_figure;
+
+        if (tests[i] == test_ha_rebuild_figure &&
+            (only == NULL || strcmp(only, tests[i]->name) != 0))
+            continue;
 
         if (only == NULL || (etcd_only && etcd) || strcmp(only, tests[i]->name) == 0) {
             tcase_add_test(tc, tests[i]);
