@@ -30,6 +30,7 @@
  * daemons' logs and keeps its directory.
  */
 #include <check.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1016,6 +1017,42 @@ START_TEST(test_ha_leader_killed_under_load)
 }
 END_TEST
 
+/* Waits (up to 5 s) until every thread of pid is stopped (SIGSTOP is delivered
+ * asynchronously: kill() returns before a many-threaded process has stopped). */
+static bool t_ha_wait_stopped(pid_t pid)
+{
+    uint64_t t0 = t_now_ms();
+    char path[64];
+
+    while (t_now_ms() - t0 < 5000) {
+        DIR *d;
+        struct dirent *de;
+        bool all = true;
+
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+        if ((d = opendir(path)) == NULL)
+            return false;
+        while (all && (de = readdir(d)) != NULL) {
+            char stat[320], buf[256], *rp;
+            FILE *f;
+
+            if (de->d_name[0] == '.')
+                continue;
+            snprintf(stat, sizeof(stat), "/proc/%d/task/%s/stat", (int)pid, de->d_name);
+            if ((f = fopen(stat, "r")) == NULL)
+                continue; /* a thread that just went */
+            rp = fgets(buf, sizeof(buf), f) != NULL ? strrchr(buf, ')') : NULL;
+            all = rp != NULL && (rp[2] == 'T' || rp[2] == 't');
+            fclose(f);
+        }
+        closedir(d);
+        if (all)
+            return true;
+        t_fc_sleep_ms(5);
+    }
+    return false;
+}
+
 /* Whether the file at path has a line containing needle. */
 static bool t_ha_log_has(const char *path, const char *needle)
 {
@@ -1067,6 +1104,7 @@ START_TEST(test_ha_leader_sigstop)
             (unsigned long long)(t_now_ms() - t_stop));
     /* etcd goes silent first: whatever the old leader does now, it hears nothing */
     ck_assert_int_eq(kill(h.etcd.p[0].pid, SIGSTOP), 0);
+    ck_assert_msg(t_ha_wait_stopped(h.etcd.p[0].pid), "etcd did not stop");
     ck_assert_int_eq(kill(h.ms.p[old].pid, SIGCONT), 0);
     /* the old leader, asked directly, is no leader: a plain agent cannot join it */
     h.fm.master.port = h.ms.p[old].port;
