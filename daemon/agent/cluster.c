@@ -67,6 +67,8 @@ static int sync_call(struct cluster *cl, struct mc_ucx_ep *ep, uint16_t type, co
 
 #define REJOIN_FIRST_MS 100u
 #define REJOIN_MAX_MS 2000u /* docs/failure-contract.md: reconnect with backoff capped at 2 s */
+#define REJOIN_LEADER_MS 25u /* after a new leader: its first refusal (it is still setting
+                                up its reign) costs 50 ms, not 200 */
 #define REJOIN_STEP_MS 2000u /* each step of a rejoin (bootstrap, HELLO, MOUNT) */
 
 /* --- is the master answering? --------------------------------------------------------------- */
@@ -405,7 +407,7 @@ static void leader_tick(struct cluster *cl)
     if (cl->master != NULL)
         master_lost(cl, MC_ERR_UNAVAILABLE);
     cl->mstate = M_DOWN;
-    cl->backoff_ms = REJOIN_FIRST_MS;
+    cl->backoff_ms = REJOIN_LEADER_MS;
     cl->rejoin_ms = mc_agent_now_ms();
 }
 
@@ -490,12 +492,54 @@ static void boot_ready(struct mc_loop_ev *ev, int res, uint32_t flags)
     mc_boot_serve(cl->listen_fd, cl->boot, cl->boot_len);
 }
 
+/* A newer leader seen by the leader thread: follow it, and start the rejoin, now. */
+static void leader_ready(struct mc_loop_ev *ev, int res, uint32_t flags)
+{
+    struct cluster *cl = (struct cluster *)((char *)ev - offsetof(struct cluster, leader_ev));
+
+    (void)res;
+    (void)flags;
+    cl->leader_polled = false;
+    (void)!read(leader_fd(cl->leader), &cl->leader_buf, sizeof(cl->leader_buf));
+    if (cl->destroying)
+        return;
+    leader_tick(cl);
+    if (cl->mstate != M_UP)
+        rejoin_step(cl);
+}
+
+/* The bootstrap fetch of a rejoin can go on (the master's address came, or the connect
+ * failed). */
+static void fetch_ready(struct mc_loop_ev *ev, int res, uint32_t flags)
+{
+    struct cluster *cl = (struct cluster *)((char *)ev - offsetof(struct cluster, fetch_ev));
+
+    (void)flags;
+    cl->fetch_polled = false;
+    cl->fetch_cancelling = false;
+    if (res != -ECANCELED && !cl->destroying && cl->mstate == M_FETCH &&
+        cl->bf.fd == cl->fetch_armed_fd)
+        rejoin_step(cl);
+}
+
 bool cluster_arm(struct mc_agent *a)
 {
     struct cluster *cl = a->cl;
 
     if (cl_reads_queued(cl) || !mc_ucx_arm(cl->u))
         return false;
+    if (cl->leader != NULL && !cl->leader_polled &&
+        mc_loop_poll(&a->loop, leader_fd(cl->leader), POLLIN, &cl->leader_ev) == 0)
+        cl->leader_polled = true;
+    if (cl->fetch_polled && !cl->fetch_cancelling &&
+        (cl->mstate != M_FETCH || cl->bf.fd != cl->fetch_armed_fd) &&
+        mc_loop_cancel(&a->loop, &cl->fetch_ev) == 0)
+        cl->fetch_cancelling = true; /* that fetch is over: its poll ends (-ECANCELED) */
+    if (!cl->fetch_polled && cl->mstate == M_FETCH && cl->bf.fd >= 0 &&
+        mc_loop_poll(&a->loop, cl->bf.fd, POLLIN, &cl->fetch_ev) == 0) {
+        cl->fetch_polled = true;
+        cl->fetch_armed_fd = cl->bf.fd;
+    }
     if (!cl->efd_polled && mc_loop_poll(&a->loop, mc_ucx_efd(cl->u), POLLIN, &cl->efd_ev) == 0)
         cl->efd_polled = true;
     if (!cl->listen_polled && cl->listen_fd >= 0 &&
@@ -684,6 +728,11 @@ int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int sta
     cl->listen_fd = -1;
     cl->efd_ev.fn = efd_ready;
     cl->listen_ev.fn = boot_ready;
+    cl->leader_ev.fn = leader_ready;
+    cl->fetch_ev.fn = fetch_ready;
+    cl->fetch_armed_fd = -1;
+    mc_resend_init(&cl->pubq, PUBLISH_QUEUE_MAX, PUBLISH_BACKOFF_MIN_MS, PUBLISH_BACKOFF_MAX_MS,
+                   PUBLISH_GIVE_UP_MS);
     if (getrandom(&cl->incarnation, sizeof(cl->incarnation), 0) !=
         (ssize_t)sizeof(cl->incarnation)) {
         struct timespec ts;
@@ -735,7 +784,12 @@ int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int sta
         return err;
     if (a->cfg.etcd != NULL) {
         /* the leader etcd names: wait for one until the deadline */
-        err = leader_start(a->cfg.etcd, a->cfg.cluster_id, LEADER_POLL_MS, &cl->leader);
+        uint32_t nsegs = 0;
+
+        for (uint32_t i = 0; i < a->ntenants + a->ngpu; i++)
+            nsegs += mount_seg(a, i, NULL, NULL) != NULL;
+        err = leader_start(a->cfg.etcd, a->cfg.cluster_id, cl->name, nsegs, LEADER_POLL_MS,
+                           &cl->leader);
         if (err != 0) {
             mc_error("etcd at %s: %s", a->cfg.etcd, mc_strerror(err));
             return err;
@@ -862,6 +916,12 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "read_failovers", json_integer((json_int_t)cl->st.failovers));
     json_object_set_new(o, "reads_hedged", json_integer((json_int_t)cl->st.hedged));
     json_object_set_new(o, "drain_copies_out", json_integer((json_int_t)cl->st.copies_out));
+    json_object_set_new(o, "published_out", json_integer((json_int_t)cl->st.published_out));
+    json_object_set_new(o, "publish_retries", json_integer((json_int_t)cl->pubq.retried));
+    json_object_set_new(o, "publish_given_up", json_integer((json_int_t)cl->pubq.given_up));
+    json_object_set_new(o, "publish_queued", json_integer((json_int_t)cl->pubq.n));
+    json_object_set_new(o, "published_in", json_integer((json_int_t)cl->st.published_in));
+    json_object_set_new(o, "drops_in", json_integer((json_int_t)cl->st.drops_in));
 }
 
 const char *cluster_health(const struct mc_agent *a)

@@ -17,6 +17,7 @@
 #include "daemon/agent/loop.h"
 #include "daemon/agent/rio.h"
 #include "daemon/common/bootstrap.h"
+#include "daemon/common/resend.h"
 #include "daemon/proto/master_proto.h"
 #include "daemon/proto/peer_proto.h"
 #include "ucx_backend/ucx.h"
@@ -26,6 +27,14 @@
 #define HELLO_TIMEOUT_MS 3000u /* a peer that does not answer HELLO in time is unreachable */
 #define INFO_TIMEOUT_MS 3000u
 #define PUBLISH_TIMEOUT_MS 3000u /* a PUBLISH to an owner (holdidx.h) */
+/* PUBLISHes not answered are tried again (resend.h), 200 ms after the first failed try,
+ * doubling to 2 s, and given up 30 s after the first: well inside the owner's memory of a
+ * drop that came first (MC_HOLDIDX_TOMB_MS, 60 s, daemon/agent/holdidx.h), so that a late try never indexes an
+ * object freed meanwhile. At most PUBLISH_QUEUE_MAX are held. */
+#define PUBLISH_BACKOFF_MIN_MS 200u
+#define PUBLISH_BACKOFF_MAX_MS 2000u
+#define PUBLISH_GIVE_UP_MS 30000u
+#define PUBLISH_QUEUE_MAX 65536u
 #define FENCE_RETRY_MS 1000u
 #define READ_ATTEMPT_MIN_MS 250u /* the shortest turn a replica gets while others are left */
 #define BOOT_BACKLOG 128
@@ -175,6 +184,12 @@ struct cluster {
     size_t boot_len;
     bool efd_polled, listen_polled;
     struct mc_loop_ev efd_ev, listen_ev; /* the worker's event fd, the bootstrap listener */
+    /* --etcd: the leader thread's eventfd, and the bootstrap fetch of a rejoin, polled by
+     * the loop so that a new leader is followed and joined at once, not tick by tick */
+    struct mc_loop_ev leader_ev, fetch_ev;
+    bool leader_polled, fetch_polled, fetch_cancelling;
+    int fetch_armed_fd;
+    uint64_t leader_buf;
     int accepted_marker;          /* the user pointer of authenticated accepted endpoints */
     struct segrec *segs;
     uint32_t nsegtab;
@@ -188,6 +203,8 @@ struct cluster {
     struct xfer *moving;          /* transfers UCX holds, for the peer hard deadline */
     struct fence *fences;
     bool fence_busy;
+    struct mc_resend pubq;        /* PUBLISHes out or to be tried again (xfer.c) */
+    uint64_t seg_gen;             /* bumped when the segment ids change (a new master) */
     struct fenced *fenced[FENCED_HASH];
     uint64_t next_hb_ms, next_fence_ms;
     bool hb_busy;

@@ -68,14 +68,24 @@ void mc_fault_cleanup(struct mc_fault *f)
     }
 }
 
+bool mc_fault_lose(struct mc_fault *f, enum mc_fault_lose_kind kind)
+{
+    if (kind >= MC_FAULT_LOSE__KINDS || f->lose[kind] == 0)
+        return false;
+    f->lose[kind]--;
+    return true;
+}
+
 int mc_fault_parse(struct mc_fault *f, const char *spec)
 {
-    static const char *const names[MC_FAULT__KINDS] = {
+    static const char *const names[MC_FAULT__KINDS + MC_FAULT_LOSE__KINDS] = {
         [MC_FAULT_GET_ANSWER] = "get_delay_ms=",
         [MC_FAULT_PUT_END] = "put_end_delay_ms=",
+        [MC_FAULT__KINDS + MC_FAULT_LOSE_PUBLISH] = "publish_lose=",
+        [MC_FAULT__KINDS + MC_FAULT_LOSE_DROP] = "drop_lose=",
     };
 
-    for (int k = 0; k < MC_FAULT__KINDS; k++) {
+    for (int k = 0; k < MC_FAULT__KINDS + MC_FAULT_LOSE__KINDS; k++) {
         size_t n = strlen(names[k]);
         unsigned long long v;
         char *end;
@@ -87,7 +97,10 @@ int mc_fault_parse(struct mc_fault *f, const char *spec)
         v = strtoull(spec + n, &end, 10);
         if (*end != '\0' || v > 60000)
             return MC_ERR_INVALID;
-        f->delay_ms[k] = v;
+        if (k < MC_FAULT__KINDS)
+            f->delay_ms[k] = v;
+        else
+            f->lose[k - MC_FAULT__KINDS] = (uint32_t)v;
         return 0;
     }
     return MC_ERR_INVALID;

@@ -1,6 +1,7 @@
 /*
  * The agent's one fault-injection seam, for tests: hold an answer or a publication back
- * for a while, so that a test can kill or stop a process inside the window. It is armed
+ * for a while, so that a test can kill or stop a process inside the window; or lose the
+ * first requests of a kind that come in (never answered, as if lost on the wire). It is armed
  * only by mc-agent's test-only --test-fault flag (not a configuration setting); unarmed,
  * nothing is deferred and nothing is allocated.
  */
@@ -16,18 +17,30 @@ enum mc_fault_kind {
     MC_FAULT__KINDS,
 };
 
+/* Requests an owner receives that can be lost (mc_fault_lose). */
+enum mc_fault_lose_kind {
+    MC_FAULT_LOSE_PUBLISH, /* PUBLISH from a writer */
+    MC_FAULT_LOSE_DROP,    /* DROP from the master */
+    MC_FAULT_LOSE__KINDS,
+};
+
 struct mc_fault_item;
 
 struct mc_fault {
     uint64_t delay_ms[MC_FAULT__KINDS];
+    uint32_t lose[MC_FAULT_LOSE__KINDS]; /* how many more of each kind to lose */
     struct mc_fault_item *pending;
 };
 
 typedef void (*mc_fault_fn)(void *ctx);
 
-/* Arms one delay: "get_delay_ms=MS" or "put_end_delay_ms=MS" (MS at most 60000).
- * 0, or MC_ERR_INVALID. */
+/* Arms one fault: "get_delay_ms=MS" or "put_end_delay_ms=MS" (MS at most 60000), or
+ * "publish_lose=N" or "drop_lose=N" (N at most 60000). 0, or MC_ERR_INVALID. */
 int mc_fault_parse(struct mc_fault *f, const char *spec);
+
+/* Whether this request of `kind` is to be lost (counted down): the caller drops it
+ * unanswered. */
+bool mc_fault_lose(struct mc_fault *f, enum mc_fault_lose_kind kind);
 
 /* run(ctx) later, once the delay of `kind` passed; drop(ctx) instead if the seam is
  * cleaned up first (drop may be NULL). Returns false (run nothing, keep nothing) when that

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <mc/mc_status.h>
 
@@ -20,7 +22,11 @@ struct agent_leader {
     struct mc_etcd *etcd;
     char key[128];
     char members[128]; /* the prefix of the masters' member keys */
+    char agent_key[256]; /* ours: /mcstore/<id>/agents/<name> */
+    char agent_val[160]; /* "NSEGS NAME": how many segments we mount, our node name */
+    int64_t agent_lease; /* 0: none (granted again at the next turn) */
     uint64_t poll_ms;
+    int efd;             /* leader_fd */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -63,6 +69,22 @@ static bool nap(struct agent_leader *l, uint64_t ms)
     return mc_nap(&l->mu, &l->cv, &l->stop, ms);
 }
 
+/* Our agent key under its lease: kept alive, granted and put again when it lapsed. */
+static void agent_key_keep(struct agent_leader *l)
+{
+    int64_t ttl_s;
+
+    if (l->agent_lease != 0 &&
+        mc_etcd_lease_keepalive(l->etcd, l->agent_lease, &ttl_s) == MC_ERR_NOT_FOUND)
+        l->agent_lease = 0;
+    if (l->agent_lease == 0 &&
+        mc_etcd_lease_grant(l->etcd, LEADER_AGENT_TTL_S, &l->agent_lease) == 0 &&
+        mc_etcd_put(l->etcd, l->agent_key, l->agent_val, l->agent_lease) != 0) {
+        (void)mc_etcd_lease_revoke(l->etcd, l->agent_lease);
+        l->agent_lease = 0;
+    }
+}
+
 static void *leader_main(void *arg)
 {
     struct agent_leader *l = arg;
@@ -71,7 +93,9 @@ static void *leader_main(void *arg)
     unsigned polls = 0;
 
     do {
-        if (mw != NULL && polls++ % MEMBERS_EVERY == 0) {
+        if (polls % LEADER_AGENT_EVERY == 0)
+            agent_key_keep(l);
+        if (mw != NULL && polls % MEMBERS_EVERY == 0) {
             int merr;
 
             mw->len = 0;
@@ -96,23 +120,28 @@ static void *leader_main(void *arg)
             l->found = true;
             l->epoch = (uint64_t)kv->create_rev;
             memcpy(l->addr, kv->value, kv->value_len + 1);
+            (void)!write(l->efd, &(uint64_t){1}, sizeof(uint64_t)); /* the loop follows */
         }
         pthread_mutex_unlock(&l->mu);
+        polls++;
     } while (!nap(l, l->poll_ms));
+    if (l->agent_lease != 0)
+        (void)mc_etcd_lease_revoke(l->etcd, l->agent_lease); /* the key goes with it */
     free(kv);
     free(mw);
     return NULL;
 }
 
-int leader_start(const char *endpoints, const char *cluster_id, uint64_t poll_ms,
-                 struct agent_leader **l_p)
+int leader_start(const char *endpoints, const char *cluster_id, const char *name,
+                 uint32_t nsegs, uint64_t poll_ms, struct agent_leader **l_p)
 {
     struct agent_leader *l;
     size_t n = cluster_id != NULL ? strlen(cluster_id) : 0;
     pthread_condattr_t ca;
     int err;
 
-    if (n == 0 || n > 63 || poll_ms == 0 ||
+    if (n == 0 || n > 63 || poll_ms == 0 || name == NULL || name[0] == '\0' ||
+        strlen(name) > 128 || strpbrk(name, "/ ") != NULL ||
         strspn(cluster_id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
             n)
         return MC_ERR_INVALID;
@@ -121,9 +150,17 @@ int leader_start(const char *endpoints, const char *cluster_id, uint64_t poll_ms
         return MC_ERR_NOMEM;
     snprintf(l->key, sizeof(l->key), "/mcstore/%s/leader", cluster_id);
     snprintf(l->members, sizeof(l->members), "/mcstore/%s/members/", cluster_id);
+    snprintf(l->agent_key, sizeof(l->agent_key), "/mcstore/%s/agents/%s", cluster_id, name);
+    snprintf(l->agent_val, sizeof(l->agent_val), "%u %s", nsegs, name);
     l->poll_ms = poll_ms;
+    l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (l->efd < 0) {
+        free(l);
+        return MC_ERR_IO;
+    }
     err = mc_etcd_create(endpoints, poll_ms * 5 < 500 ? 500 : poll_ms * 5, &l->etcd);
     if (err != 0) {
+        close(l->efd);
         free(l);
         return err;
     }
@@ -134,6 +171,7 @@ int leader_start(const char *endpoints, const char *cluster_id, uint64_t poll_ms
     pthread_condattr_destroy(&ca);
     if (pthread_create(&l->thread, NULL, leader_main, l) != 0) {
         mc_etcd_destroy(l->etcd);
+        close(l->efd);
         free(l);
         return MC_ERR_IO;
     }
@@ -151,9 +189,15 @@ void leader_stop(struct agent_leader *l)
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->thread, NULL);
     mc_etcd_destroy(l->etcd);
+    close(l->efd);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     free(l);
+}
+
+int leader_fd(const struct agent_leader *l)
+{
+    return l->efd;
 }
 
 bool leader_get(struct agent_leader *l, char *addr, size_t cap, uint64_t *epoch_p)

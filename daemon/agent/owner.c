@@ -556,10 +556,13 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         h_fence(cl, ep, hdr, pl);
     else if (hdr->type == MC_WIRE_COPY && ep == cl->master)
         h_copy(cl, ep, hdr, pl);
-    else if (hdr->type == MC_WIRE_DROP && ep == cl->master)
-        h_drop(cl, ep, hdr, pl);
-    else if (hdr->type == MC_WIRE_PUBLISH)
-        h_publish(cl, ep, hdr, pl);
+    else if (hdr->type == MC_WIRE_DROP && ep == cl->master) {
+        if (!mc_fault_lose(&cl->a->fault, MC_FAULT_LOSE_DROP)) /* tests: lost on the way */
+            h_drop(cl, ep, hdr, pl);
+    } else if (hdr->type == MC_WIRE_PUBLISH) {
+        if (!mc_fault_lose(&cl->a->fault, MC_FAULT_LOSE_PUBLISH))
+            h_publish(cl, ep, hdr, pl);
+    }
     else
         reply_status(ep, hdr, MC_ERR_PROTO);
 }

@@ -785,9 +785,16 @@ static void read_hedge(struct cluster *cl, struct xfer *x)
     }
 }
 
+static void publish_send(struct cluster *cl, struct mc_resend_item *it, uint64_t now);
+
 void cl_xfer_tick(struct cluster *cl, uint64_t now)
 {
+    struct mc_resend_item *it;
     uint32_t i;
+
+    /* PUBLISHes whose last try went unanswered */
+    while (!cl->destroying && (it = mc_resend_next(&cl->pubq, now)) != NULL)
+        publish_send(cl, it, now);
 
     /* a peer that kept a transfer past its deadline by peer_hard_deadline_ms is judged
      * unresponsive: its endpoint is closed with force, UCX ends what it held (with an
@@ -891,10 +898,27 @@ static uint64_t ucx_lease_ttl_ms(void *impl)
     return cl->lease_ttl_ms;
 }
 
+/* Which owner a segment record names (its worker address): a PUBLISH is sent again only
+ * to the owner it was meant for, never to another that took the segment's id since. */
+static uint32_t owner_hash(const struct segrec *sr)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+
+    for (size_t i = 0; i < sr->addr_len; i++)
+        h = (h ^ sr->addr[i]) * 16777619u;
+    return h;
+}
+
+/* A PUBLISH's try ended. Settled: the owner indexed it (0), already knew better (1: a newer
+ * object or its drop), or refused it for good (not its segment, out of range, a codec it
+ * does not know). Anything else (no answer in time, the endpoint lost, the owner short of
+ * memory) is tried again (resend.h) while the segment stays the owner's, in this reign of
+ * the master, and PUBLISH_GIVE_UP_MS has not passed. */
 static void publish_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
                          size_t len)
 {
-    struct cluster *cl = ctx;
+    struct mc_resend_item *it = ctx;
+    struct cluster *cl = it->ctx;
     struct mc_proto_batch_rep rep;
     int result = 0;
 
@@ -904,14 +928,52 @@ static void publish_done(void *ctx, int status, const struct mc_wire_hdr *hdr, c
         status = MC_ERR_PROTO;
     if (status == 0)
         status = result;
-    if (status == 0 || status == 1)
+    if (status == 0 || status == 1) {
         cl->st.published_out++;
-    else
+    } else if (!cl->destroying && it->tag == cl->seg_gen && status != MC_ERR_INVALID &&
+               status != MC_ERR_NOT_FOUND && status != MC_ERR_PROTO) {
+        mc_debug("PUBLISH of segment %u, try %u: %s", it->dest, it->tries, mc_strerror(status));
+        if (!mc_resend_failed(&cl->pubq, it, mc_ucx_now_ms()))
+            mc_warn("PUBLISH to the owner of segment %u given up after %u tries", it->dest,
+                    it->tries);
+        return;
+    } else if (!cl->destroying) {
         mc_debug("PUBLISH to an owner: %s", mc_strerror(status));
+    }
+    mc_resend_done(&cl->pubq, it);
+}
+
+/* The end of a PUBLISH tried once, unqueued (the queue was full). */
+static void publish_once_done(void *ctx, int status, const struct mc_wire_hdr *hdr,
+                              const void *pl, size_t len)
+{
+    (void)ctx;
+    (void)hdr;
+    (void)pl;
+    (void)len;
+    if (status != 0)
+        mc_debug("PUBLISH to an owner (unqueued): %s", mc_strerror(status));
+}
+
+static void publish_send(struct cluster *cl, struct mc_resend_item *it, uint64_t now)
+{
+    const struct segrec *sr = seg_find(cl, it->dest);
+    struct peer *peer;
+
+    if (sr == NULL || owner_hash(sr) != it->aux || it->tag != cl->seg_gen) {
+        /* its owner is gone (or the master changed: the id names another segment now) */
+        mc_resend_done(&cl->pubq, it);
+        return;
+    }
+    if ((peer = peer_get(cl, sr)) == NULL ||
+        mc_ucx_rpc_call(peer->ep, MC_WIRE_PUBLISH, it->data, it->len, now + PUBLISH_TIMEOUT_MS,
+                        publish_done, it, NULL) != 0)
+        (void)mc_resend_failed(&cl->pubq, it, now);
 }
 
 /* The owner of replica p->r indexes the published object (PUBLISH, hold_proto.h). Sent
- * after put_end was answered and not waited for: the put's caller does not pay for it. */
+ * after put_end was answered and not waited for: the put's caller does not pay for it; a
+ * try left unanswered is made again from the tick (cl->pubq). */
 static void ucx_publish(void *impl, const struct mc_rio_publish *p)
 {
     struct cluster *cl = impl;
@@ -921,13 +983,27 @@ static void ucx_publish(void *impl, const struct mc_rio_publish *p)
         .size = p->size, .version = p->version, .ttl_ms = p->ttl_ms,
         .key = {(const uint8_t *)p->key, p->key_len}};
     uint8_t buf[MC_PROTO_KEY_MAX + 96];
+    struct mc_resend_item *ri;
     struct peer *peer;
+    uint64_t now = mc_ucx_now_ms();
     size_t len;
 
-    if (sr == NULL || cl->destroying || (peer = peer_get(cl, sr)) == NULL ||
-        mc_proto_publish_req_encode(1, &it, buf, sizeof(buf), &len) != 0 ||
-        mc_ucx_rpc_call(peer->ep, MC_WIRE_PUBLISH, buf, len,
-                        mc_ucx_now_ms() + PUBLISH_TIMEOUT_MS, publish_done, cl, NULL) != 0)
+    if (sr == NULL || cl->destroying ||
+        mc_proto_publish_req_encode(1, &it, buf, sizeof(buf), &len) != 0) {
+        mc_debug("PUBLISH of version %" PRIu64 " to segment %u not sent", p->version,
+                 p->r->seg);
+        return;
+    }
+    ri = mc_resend_new(&cl->pubq, cl, p->r->seg, owner_hash(sr), cl->seg_gen, buf, len, NULL,
+                       now);
+    if (ri != NULL) {
+        publish_send(cl, ri, now);
+        return;
+    }
+    /* the queue is full (or no memory): one try, unqueued */
+    if ((peer = peer_get(cl, sr)) == NULL ||
+        mc_ucx_rpc_call(peer->ep, MC_WIRE_PUBLISH, buf, len, now + PUBLISH_TIMEOUT_MS,
+                        publish_once_done, cl, NULL) != 0)
         mc_debug("PUBLISH of version %" PRIu64 " to segment %u not sent", p->version,
                  p->r->seg);
 }
@@ -943,6 +1019,9 @@ const struct mc_rio_ops mc_rio_ucx_ops = {
 
 void cl_segments_forget(struct cluster *cl)
 {
+    /* PUBLISHes name segments by this master's ids: a later one names others */
+    cl->seg_gen++;
+    mc_resend_clear_waiting(&cl->pubq);
     for (uint32_t i = 0; i < cl->nsegtab; i++) {
         free(cl->segs[i].addr);
         cl->segs[i].addr = NULL;
@@ -958,6 +1037,8 @@ void cl_xfer_destroy(struct cluster *cl)
         while (cl->peers[i] != NULL)
             cl_peer_drop(cl, cl->peers[i], MC_ERR_CANCELED);
     }
+    /* the worker is gone (cluster_destroy): every try out has ended */
+    mc_resend_clear(&cl->pubq);
     while (cl->info_wait != NULL) {
         struct xfer *x = cl->info_wait;
 

@@ -481,6 +481,29 @@ int mc_etcd_create_if_absent(struct mc_etcd *e, const char *key, const char *val
     return err;
 }
 
+int mc_etcd_put_if(struct mc_etcd *e, const char *key, const char *value, const char *guard,
+                   int64_t guard_rev, bool *done)
+{
+    size_t klen = strlen(key), vlen = strlen(value), glen = strlen(guard);
+    json_t *rep = NULL, *body;
+    int err;
+
+    if (vlen > MC_ETCD_VALUE_MAX || guard_rev <= 0)
+        return MC_ERR_INVALID;
+    body = json_pack("{s:[{s:o,s:s,s:s,s:o}],s:[{s:{s:o,s:o}}]}",
+                     "compare", "key", b64_string(guard, glen), "result", "EQUAL", "target",
+                     "CREATE", "create_revision", i64_string(guard_rev),
+                     "success", "request_put", "key", b64_string(key, klen), "value",
+                     b64_string(value, vlen));
+    if (body == NULL)
+        return MC_ERR_NOMEM;
+    err = call(e, "/v3/kv/txn", body, &rep);
+    if (err == 0)
+        *done = json_is_true(json_object_get(rep, "succeeded"));
+    json_decref(rep);
+    return err;
+}
+
 int mc_etcd_delete_if(struct mc_etcd *e, const char *key, int64_t create_rev, bool *deleted)
 {
     size_t klen = strlen(key);

@@ -60,6 +60,10 @@ int mc_etcd_put(struct mc_etcd *e, const char *key, const char *value, int64_t l
  * is MC_ERR_PROTO and stops the walk. */
 int mc_etcd_get_prefix(struct mc_etcd *e, const char *prefix, size_t limit,
                        void (*fn)(void *ctx, const struct mc_etcd_kv *kv), void *ctx);
+/* Put key = value (no lease) only while guard is still the key created at guard_rev
+ * (e.g. the leader key of this reign); *done says whether. */
+int mc_etcd_put_if(struct mc_etcd *e, const char *key, const char *value, const char *guard,
+                   int64_t guard_rev, bool *done);
 /* Delete key only if it is still the one created at create_rev; *deleted says whether. */
 int mc_etcd_delete_if(struct mc_etcd *e, const char *key, int64_t create_rev, bool *deleted);
 

@@ -1128,6 +1128,11 @@ void mc_master_version_floor(struct mc_master *m, uint64_t floor)
         m->next_version = floor;
 }
 
+uint64_t mc_master_version_last(const struct mc_master *m)
+{
+    return m->next_version;
+}
+
 void mc_master_get_stats(const struct mc_master *m, struct mc_master_stats *st_p)
 {
     uint32_t i;

@@ -429,9 +429,12 @@ size_t mc_master_drops_take(struct mc_master *m, struct mc_master_drop *out, siz
 void mc_master_tick(struct mc_master *m);
 
 /* Versions handed out from now on are above `floor` (a master that starts after another
- * must not hand out versions the agents already hold: mc-master passes the wall clock in
- * ns). Never lowers the counter. */
+ * must not hand out versions the agents already hold: mc-master passes the end of the
+ * versions the leaders before it reserved in etcd, or without etcd the wall clock in ns;
+ * every restore raises it too). Never lowers the counter. */
 void mc_master_version_floor(struct mc_master *m, uint64_t floor);
+/* The last version handed out (or the floor): the next one is above it. */
+uint64_t mc_master_version_last(const struct mc_master *m);
 
 void mc_master_get_stats(const struct mc_master *m, struct mc_master_stats *st_p);
 const struct mc_master_config *mc_master_config(const struct mc_master *m);

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <mc/mc_status.h>
 
@@ -23,6 +25,7 @@ struct mc_elect {
     char *endpoints, *advertise;
     char key[128];
     struct mc_etcd *etcd;
+    int efd;                     /* mc_elect_fd */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -30,6 +33,15 @@ struct mc_elect {
     struct mc_elect_view v;      /* under mu */
     _Atomic uint64_t serve_until; /* a copy of v.serve_until_ms for the loop's every request */
     _Atomic uint64_t reign;       /* a copy of v.reign, for the same */
+    _Atomic uint64_t vend;        /* a copy of v.version_end, for the loop's puts */
+    _Atomic uint64_t vused;       /* the loop's version counter (mc_elect_versions_used) */
+    char vkey[128];               /* mc_elect_versions_key */
+    char akey[128];               /* mc_elect_agents_prefix */
+    /* the agents registered when we last won (under mu): for reign agents_reign, n of
+     * them, or -1 when not known */
+    struct mc_elect_agent *agents, *agents_scratch;
+    int nagents;
+    uint64_t agents_reign;
     int64_t lease;
     uint64_t ttl_ms;             /* the lease's TTL as etcd granted it */
     uint32_t rounds;             /* renewals of this reign: the key is read back every 4th */
@@ -81,6 +93,126 @@ int mc_elect_members_prefix(const char *cluster_id, char *buf, size_t cap)
     return 0;
 }
 
+int mc_elect_versions_key(const char *cluster_id, char *buf, size_t cap)
+{
+    char k[128];
+    int err = mc_elect_key(cluster_id, k, sizeof(k)); /* checks cluster_id */
+
+    if (err != 0)
+        return err;
+    if ((size_t)snprintf(buf, cap, "/mcstore/%s/versions", cluster_id) >= cap)
+        return MC_ERR_INVALID;
+    return 0;
+}
+
+int mc_elect_agents_prefix(const char *cluster_id, char *buf, size_t cap)
+{
+    char k[128];
+    int err = mc_elect_key(cluster_id, k, sizeof(k)); /* checks cluster_id */
+
+    if (err != 0)
+        return err;
+    if ((size_t)snprintf(buf, cap, "/mcstore/%s/agents/", cluster_id) >= cap)
+        return MC_ERR_INVALID;
+    return 0;
+}
+
+int mc_elect_agent_parse(const char *value, struct mc_elect_agent *out)
+{
+    unsigned long v = 0;
+    size_t i, n;
+
+    for (i = 0; value[i] >= '0' && value[i] <= '9'; i++) {
+        if (i >= 4)
+            return MC_ERR_PROTO;
+        v = v * 10 + (unsigned long)(value[i] - '0');
+    }
+    if (i == 0 || value[i] != ' ' || v > 1024)
+        return MC_ERR_PROTO;
+    value += i + 1;
+    n = strlen(value);
+    if (n == 0 || n >= sizeof(out->name) || strpbrk(value, " /") != NULL)
+        return MC_ERR_PROTO;
+    memcpy(out->name, value, n + 1);
+    out->nsegs = (uint32_t)v;
+    return 0;
+}
+
+struct agents_walk {
+    struct mc_elect_agent *out;
+    int n;
+    bool bad;
+};
+
+static void agent_seen(void *ctx, const struct mc_etcd_kv *kv)
+{
+    struct agents_walk *w = ctx;
+
+    if (w->n >= MC_ELECT_AGENTS_MAX || mc_elect_agent_parse(kv->value, &w->out[w->n]) != 0) {
+        w->bad = true; /* a list we cannot trust whole: not used */
+        return;
+    }
+    w->n++;
+}
+
+/* The agents registered now, for the reign about to begin (reign: its number). */
+static void agents_read(struct mc_elect *e, uint64_t reign)
+{
+    struct agents_walk w = {.out = e->agents_scratch};
+    int err = mc_etcd_get_prefix(e->etcd, e->akey, MC_ELECT_AGENTS_MAX + 1, agent_seen, &w);
+
+    pthread_mutex_lock(&e->mu);
+    e->agents_reign = reign;
+    e->nagents = err == 0 && !w.bad ? w.n : -1;
+    if (e->nagents > 0)
+        memcpy(e->agents, e->agents_scratch, (size_t)w.n * sizeof(e->agents[0]));
+    pthread_mutex_unlock(&e->mu);
+}
+
+int mc_elect_agents(struct mc_elect *e, uint64_t reign, struct mc_elect_agent *out)
+{
+    int n;
+
+    pthread_mutex_lock(&e->mu);
+    n = e->agents_reign == reign ? e->nagents : -1;
+    if (n > 0)
+        memcpy(out, e->agents, (size_t)n * sizeof(out[0]));
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+int mc_elect_versions_parse(const char *value, uint64_t *end_p)
+{
+    const uint64_t max = UINT64_MAX - 4 * MC_ELECT_VERSIONS_RESERVE;
+    uint64_t v = 0;
+    size_t i;
+
+    for (i = 0; value[i] != '\0'; i++) {
+        unsigned d = (unsigned)(value[i] - '0');
+
+        if (d > 9 || i >= 20 || v > (max - d) / 10)
+            return MC_ERR_PROTO;
+        v = v * 10 + d;
+    }
+    if (i == 0)
+        return MC_ERR_PROTO;
+    *end_p = v;
+    return 0;
+}
+
+uint64_t mc_elect_versions_base(uint64_t stored_end, uint64_t clock_ns)
+{
+    return stored_end > clock_ns ? stored_end : clock_ns;
+}
+
+uint64_t mc_elect_versions_next_end(uint64_t last, uint64_t end)
+{
+    if (last < end && end - last > MC_ELECT_VERSIONS_RESERVE / 2)
+        return 0;
+    return last > UINT64_MAX - MC_ELECT_VERSIONS_RESERVE ? UINT64_MAX
+                                                          : last + MC_ELECT_VERSIONS_RESERVE;
+}
+
 /* The margin kept below the lease's TTL: renewals are counted from before they were sent,
  * and this covers the rate difference of two clocks and a late wake-up. */
 static uint64_t margin_ms(uint64_t ttl_ms)
@@ -94,8 +226,14 @@ static void set_view(struct mc_elect *e, bool leading, uint64_t epoch, uint64_t 
                      const char *leader, bool etcd_ok)
 {
     pthread_mutex_lock(&e->mu);
+    if (leading != e->v.leading)
+        (void)!write(e->efd, &(uint64_t){1}, sizeof(uint64_t)); /* the loop looks now */
     if (leading && !e->v.leading)
         e->v.reign++;
+    if (!leading) {
+        e->v.version_base = e->v.version_end = 0;
+        atomic_store(&e->vend, 0);
+    }
     e->v.leading = leading;
     e->v.epoch = epoch;
     e->v.serve_until_ms = leading ? until : 0;
@@ -111,6 +249,53 @@ static void set_view(struct mc_elect *e, bool leading, uint64_t epoch, uint64_t 
 static bool nap(struct mc_elect *e, uint64_t ms)
 {
     return mc_nap(&e->mu, &e->cv, &e->stop, ms);
+}
+
+/* Store `end` as the end of the versions of the reign of `epoch` (only while it is still
+ * the leader key's reign); e->v and e->vend take it. */
+static int versions_store(struct mc_elect *e, uint64_t epoch, uint64_t base, uint64_t end)
+{
+    char val[24];
+    bool done = false;
+    int err;
+
+    snprintf(val, sizeof(val), "%" PRIu64, end);
+    err = mc_etcd_put_if(e->etcd, e->vkey, val, e->key, (int64_t)epoch, &done);
+    if (err == 0 && !done)
+        err = MC_ERR_CANCELED; /* the leader key is not of this reign any more */
+    if (err != 0)
+        return err;
+    pthread_mutex_lock(&e->mu);
+    if (base != 0)
+        e->v.version_base = base;
+    e->v.version_end = end;
+    pthread_mutex_unlock(&e->mu);
+    atomic_store(&e->vend, end);
+    return 0;
+}
+
+/* A reign just won: its versions start at the end the reigns before stored (or the clock,
+ * when higher), and a reserve above is stored before it serves. */
+static int versions_reserve(struct mc_elect *e, uint64_t epoch)
+{
+    struct mc_etcd_kv *kv = malloc(sizeof(*kv));
+    struct timespec ts;
+    uint64_t stored = 0, base;
+    int err;
+
+    if (kv == NULL)
+        return MC_ERR_NOMEM;
+    err = mc_etcd_get(e->etcd, e->vkey, kv);
+    if (err == 0 && kv->found && (err = mc_elect_versions_parse(kv->value, &stored)) != 0)
+        mc_error("%s holds no version end (\"%.40s\"): not leading", e->vkey, kv->value);
+    free(kv);
+    if (err != 0)
+        return err;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    base = mc_elect_versions_base(stored, (uint64_t)ts.tv_sec * 1000000000u +
+                                              (uint64_t)ts.tv_nsec);
+    atomic_store(&e->vused, base);
+    return versions_store(e, epoch, base, base + MC_ELECT_VERSIONS_RESERVE);
 }
 
 /* One standby round: look at the key; campaign when nobody holds it. */
@@ -155,6 +340,16 @@ static void campaign(struct mc_elect *e)
         set_view(e, false, (uint64_t)kv->create_rev, 0, kv->value, true);
         goto out;
     }
+    /* no serving before the reign's versions are stored */
+    if ((err = versions_reserve(e, (uint64_t)kv->create_rev)) != 0) {
+        mc_warn("campaign: the version reserve: %s", mc_strerror(err));
+        (void)mc_etcd_lease_revoke(e->etcd, e->lease); /* the leader key goes with it */
+        e->lease = 0;
+        set_view(e, false, 0, 0, NULL, false);
+        goto out;
+    }
+    /* whose reports the new reign waits for */
+    agents_read(e, e->v.reign + 1);
     e->rounds = 0;
     e->renew_failed = false;
     mc_info("leading cluster %s at epoch %" PRId64 " (lease %" PRIx64 ", TTL %" PRIu64 " ms)",
@@ -201,6 +396,15 @@ static void renew(struct mc_elect *e)
     if (err == 0 && kv != NULL && e->rounds++ % 4 == 0) {
         err = mc_etcd_get(e->etcd, e->key, kv);
         if (err == 0 && (!kv->found || (uint64_t)kv->create_rev != v.epoch)) {
+            step_down(e, "the leader key is not ours any more");
+            goto out;
+        }
+    }
+    if (err == 0) {
+        uint64_t next = mc_elect_versions_next_end(atomic_load(&e->vused), v.version_end);
+
+        /* half the reserve used: a further end, stored before the counter gets there */
+        if (next != 0 && (err = versions_store(e, v.epoch, 0, next)) == MC_ERR_CANCELED) {
             step_down(e, "the leader key is not ours any more");
             goto out;
         }
@@ -286,15 +490,29 @@ int mc_elect_start(const struct mc_elect_config *cfg, struct mc_elect **e_p)
         return MC_ERR_NOMEM;
     e->cfg = *cfg;
     e->ttl_ms = cfg->ttl_ms;
+    e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->efd < 0) {
+        free(e);
+        return MC_ERR_IO;
+    }
     if ((err = mc_elect_key(cfg->cluster_id, e->key, sizeof(e->key))) != 0 ||
+        (err = mc_elect_versions_key(cfg->cluster_id, e->vkey, sizeof(e->vkey))) != 0 ||
+        (err = mc_elect_agents_prefix(cfg->cluster_id, e->akey, sizeof(e->akey))) != 0 ||
+        (e->agents = calloc(MC_ELECT_AGENTS_MAX, sizeof(e->agents[0]))) == NULL ||
+        (e->agents_scratch = calloc(MC_ELECT_AGENTS_MAX, sizeof(e->agents[0]))) == NULL ||
         (err = mc_elect_members_prefix(cfg->cluster_id, e->member_key,
                                        sizeof(e->member_key))) != 0 ||
         strlen(e->member_key) + strlen(cfg->advertise) >= sizeof(e->member_key) ||
         (err = mc_etcd_create(cfg->endpoints, cfg->ttl_ms / 4, &e->etcd)) != 0 ||
         (err = mc_etcd_create(cfg->endpoints, cfg->ttl_ms / 4, &e->member_etcd)) != 0) {
+        bool oom = e->agents == NULL || e->agents_scratch == NULL;
+
         mc_etcd_destroy(e->etcd);
+        free(e->agents);
+        free(e->agents_scratch);
+        close(e->efd);
         free(e);
-        return err != 0 ? err : MC_ERR_INVALID;
+        return err != 0 ? err : oom ? MC_ERR_NOMEM : MC_ERR_INVALID;
     }
     strcat(e->member_key, cfg->advertise);
     e->advertise = strdup(cfg->advertise);
@@ -312,6 +530,9 @@ int mc_elect_start(const struct mc_elect_config *cfg, struct mc_elect **e_p)
         mc_etcd_destroy(e->etcd);
         mc_etcd_destroy(e->member_etcd);
         free(e->advertise);
+        free(e->agents);
+        free(e->agents_scratch);
+        close(e->efd);
         free(e);
         return MC_ERR_IO;
     }
@@ -324,6 +545,9 @@ int mc_elect_start(const struct mc_elect_config *cfg, struct mc_elect **e_p)
         mc_etcd_destroy(e->etcd);
         mc_etcd_destroy(e->member_etcd);
         free(e->advertise);
+        free(e->agents);
+        free(e->agents_scratch);
+        close(e->efd);
         free(e);
         return MC_ERR_IO;
     }
@@ -357,6 +581,9 @@ void mc_elect_stop(struct mc_elect *e)
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e->advertise);
+    free(e->agents);
+    free(e->agents_scratch);
+    close(e->efd);
     free(e);
 }
 
@@ -375,4 +602,19 @@ bool mc_elect_serving(struct mc_elect *e, uint64_t now_ms)
 bool mc_elect_serving_reign(struct mc_elect *e, uint64_t now_ms, uint64_t reign)
 {
     return now_ms < atomic_load(&e->serve_until) && atomic_load(&e->reign) == reign;
+}
+
+void mc_elect_versions_used(struct mc_elect *e, uint64_t last)
+{
+    atomic_store(&e->vused, last);
+}
+
+uint64_t mc_elect_versions_end(struct mc_elect *e)
+{
+    return atomic_load(&e->vend);
+}
+
+int mc_elect_fd(const struct mc_elect *e)
+{
+    return e->efd;
 }

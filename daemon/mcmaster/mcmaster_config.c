@@ -103,12 +103,13 @@ const struct mc_config_entry mc_mcmaster_own_config_table[] = {
      .min = 0,
      .max = 600000,
      .offset = FIELD(recovery_ms),
-     .doc = "With etcd: a new leader answers data operations MC_ERR_UNAVAILABLE this long "
-            "after it won, while the agents rejoin and report what they hold; membership, "
-            "restores and the ends of puts are served at once. Agents following etcd rejoin "
-            "within a poll (100 ms) of the new epoch; a read in the window of a key whose "
-            "owner has not reported yet would miss, a put in it wins over the older "
-            "reported version."},
+     .doc = "With etcd: a new leader answers data operations MC_ERR_UNAVAILABLE at most "
+            "this long after it won, while the agents rejoin and report what they hold; the "
+            "window ends as soon as every agent registered in etcd when it won has reported "
+            "(all its segments mounted, none restoring). Membership, restores and the ends "
+            "of puts are served at once. Agents following etcd rejoin within a poll (100 ms) "
+            "of the new epoch; a read in the window of a key whose owner has not reported "
+            "yet would miss, a put in it wins over the older reported version."},
     {.name = NULL},
 };
 

@@ -35,8 +35,10 @@
 #include "daemon/common/notify.h"
 #include "daemon/master/exec.h"
 #include "daemon/master/master.h"
+#include "daemon/mcmaster/dropq.h"
 #include "daemon/mcmaster/elect.h"
 #include "daemon/mcmaster/mcmaster_metrics.h"
+#include "daemon/mcmaster/recovery.h"
 #include "daemon/proto/hold_proto.h"
 #include "daemon/proto/master_proto.h"
 #include "ucx_backend/ucx.h"
@@ -71,6 +73,9 @@ struct mc_mcmaster_server {
     uint64_t epoch;                 /* its epoch (HELLO tells it) */
     bool led;                       /* served as leader at the last tick */
     uint64_t recovery_ms, recovery_until_ms;
+    uint64_t reign_ms;              /* when this reign's directory began */
+    struct mc_elect_agent *expect;  /* the agents whose reports end the window early */
+    int nexpect;                    /* how many (-1: not known: the window runs out) */
     struct mc_ucx *u;
     int listen_fd, timer_fd, signal_fd;
     uint16_t port;
@@ -104,6 +109,7 @@ struct mc_mcmaster_server {
     struct mc_proto_fence_item fences[MC_PROTO_BATCH_MAX];
     struct mc_master_restore_req restores[MC_PROTO_BATCH_MAX];
     uint32_t seg_ids[MC_PROTO_BATCH_MAX];
+    struct mc_dropq *dropq;                                     /* DROPs until answered */
     struct mc_master_drop drops[MC_PROTO_BATCH_MAX];            /* drops_send */
     struct mc_proto_drop_item drop_items[MC_PROTO_BATCH_MAX];
     struct mc_proto_seg_entry seg_page[MC_PROTO_SEG_PAGE_MAX];
@@ -183,6 +189,8 @@ static int seg_info(struct mc_mcmaster_server *s, uint32_t seg, struct mc_master
         *info_p = x.u.seg_info.info;
     return rc;
 }
+
+static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p);
 
 static void seg_unmount(struct mc_mcmaster_server *s, uint32_t seg)
 {
@@ -789,6 +797,11 @@ static int ha_gate(struct mc_mcmaster_server *s, uint16_t type)
 
     if (s->reign == 0 || !s->led || !mc_elect_serving_reign(s->elect, now, s->reign))
         return MC_ERR_UNAVAILABLE;
+    /* no version at or past the end this reign stored in etcd (a batch takes up to
+     * MC_PROTO_BATCH_MAX): the election thread stores a further end long before */
+    if ((type == MC_WIRE_PUT_START_BATCH || type == MC_WIRE_DRAIN) &&
+        mc_master_version_last(s->m) + MC_PROTO_BATCH_MAX >= mc_elect_versions_end(s->elect))
+        return MC_ERR_UNAVAILABLE;
     if (now >= s->recovery_until_ms)
         return 0;
     switch (type) {
@@ -806,10 +819,9 @@ static int ha_gate(struct mc_mcmaster_server *s, uint16_t type)
 
 /* Drop every peer and start an empty directory: a new reign learns everything again from
  * the agents (they rejoin and report), and a master that stepped down keeps nobody. */
-static int ha_reset(struct mc_mcmaster_server *s)
+static int ha_reset(struct mc_mcmaster_server *s, const struct mc_elect_view *v)
 {
     struct mc_master *m;
-    struct timespec ts;
     int err;
 
     while (s->peers != NULL)
@@ -822,12 +834,27 @@ static int ha_reset(struct mc_mcmaster_server *s)
         return err;
     mc_master_destroy(s->m);
     s->m = m;
+    mc_dropq_reset(s->dropq); /* the old directory's segments */
     mc_master_drops_enable(s->m, true);
-    /* versions above any an earlier leader handed out (masters' clocks agree far better
-     * than a failover takes) */
-    clock_gettime(CLOCK_REALTIME, &ts);
-    mc_master_version_floor(s->m, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+    /* versions above any an earlier leader handed out: the end they stored in etcd (not
+     * the clock alone: elect.h); every restore raises the counter further */
+    mc_master_version_floor(s->m, v->version_base);
     return 0;
+}
+
+/* Every agent registered in etcd when the reign began has reported: nobody is left to
+ * wait for, data operations go on (from the tick, and after each RESTORE_DONE). */
+static void ha_recovery_check(struct mc_mcmaster_server *s)
+{
+    uint64_t now = mc_elect_now_ms();
+
+    if (now < s->recovery_until_ms && s->nexpect > 0 &&
+        mc_recovery_all_reported(s->m, (uint32_t)s->nsegs, s->expect, (size_t)s->nexpect)) {
+        mc_info("recovery over %llu ms into epoch %llu: all %d agents reported",
+                (unsigned long long)(now - s->reign_ms), (unsigned long long)s->epoch,
+                s->nexpect);
+        s->recovery_until_ms = now;
+    }
 }
 
 /* From the tick: follow what the election thread decided. */
@@ -838,7 +865,7 @@ static void ha_tick(struct mc_mcmaster_server *s)
 
     mc_elect_view(s->elect, &v);
     if (serving && v.reign != s->reign) {
-        if (ha_reset(s) != 0) {
+        if (v.version_base == 0 || ha_reset(s, &v) != 0) {
             mc_error("a new directory for epoch %llu: out of memory",
                      (unsigned long long)v.epoch);
             s->led = false; /* the old directory must not serve the new reign */
@@ -846,10 +873,16 @@ static void ha_tick(struct mc_mcmaster_server *s)
         }
         s->reign = v.reign;
         s->epoch = v.epoch;
-        s->recovery_until_ms = mc_elect_now_ms() + s->recovery_ms;
+        s->reign_ms = mc_elect_now_ms();
+        s->recovery_until_ms = s->reign_ms + s->recovery_ms;
+        s->nexpect = s->expect != NULL ? mc_elect_agents(s->elect, v.reign, s->expect) : -1;
         mc_info("leading at epoch %llu: an empty directory, data operations after %llu ms "
                 "of recovery", (unsigned long long)v.epoch,
                 (unsigned long long)s->recovery_ms);
+    }
+    if (serving && v.reign == s->reign) {
+        mc_elect_versions_used(s->elect, mc_master_version_last(s->m));
+        ha_recovery_check(s);
     }
     if (s->led && !serving) {
         mc_warn("not leading any more (epoch %llu): every peer dropped",
@@ -913,6 +946,8 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         peer_drop(s, p, false);
     else if (hdr->type == MC_WIRE_HELLO)
         p->session = MC_UCX_SESSION_OF(hdr->request_id);
+    else if (hdr->type == MC_WIRE_RESTORE_DONE && s->elect != NULL)
+        ha_recovery_check(s);
 }
 
 /* --- bootstrap listener ----------------------------------------------------------------- */
@@ -1006,7 +1041,9 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
         goto err_destroy;
     }
     s->mcfg = cfg->master;
-    err = mc_master_create(&cfg->master, NULL, NULL, &s->m);
+    err = mc_dropq_create(drop_route, s, &s->dropq);
+    if (err == 0)
+        err = mc_master_create(&cfg->master, NULL, NULL, &s->m);
     if (err == 0) {
         struct timespec ts;
 
@@ -1050,6 +1087,8 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
                                      .poll_ms = cfg->etcd_poll_ms};
 
         err = ha_advertise(cfg, s->port, adv, sizeof(adv));
+        if (err == 0 && (s->expect = calloc(MC_ELECT_AGENTS_MAX, sizeof(*s->expect))) == NULL)
+            err = MC_ERR_NOMEM;
         if (err == 0)
             err = mc_elect_start(&ec, &s->elect);
         if (err != 0) {
@@ -1170,49 +1209,40 @@ static void fences_send(struct mc_mcmaster_server *s)
 
 #define DROP_BATCH 1024u
 
-static void drop_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
-                      size_t len)
+/* dropq.h's route: the endpoint of the owner of seg now. */
+static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p)
 {
-    (void)ctx;
-    (void)hdr;
-    (void)pl;
-    (void)len;
-    if (status != 0)
-        mc_debug("DROP to an owner: %s", mc_strerror(status));
+    struct mc_mcmaster_server *s = ctx;
+    struct mc_master_seg_info info;
+
+    if (seg_info(s, seg, &info) != 0)
+        return -1; /* gone, and its owner's holdings with it */
+    for (struct peer *p = s->peers; p != NULL; p = p->next) {
+        if (p->authed && p->node == info.node) {
+            *ep_p = p->ep;
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* Tell each owner which blocks of published objects were freed in its segments
- * (mc_master_drops_take): its index must not report them to a later master. */
+ * (mc_master_drops_take): its index must not report them to a later master. Delivered
+ * until answered (dropq.h). */
 static void drops_send(struct mc_mcmaster_server *s)
 {
     struct mc_master_drop *d = s->drops;
     struct mc_proto_drop_item *items = s->drop_items;
-    struct peer *p;
+    uint64_t now = mc_ucx_now_ms();
     size_t n, i;
 
     while ((n = mc_master_drops_take(s->m, d, DROP_BATCH)) > 0) {
-        for (p = s->peers; p != NULL; p = p->next) {
-            uint32_t k = 0;
-            size_t len;
-
-            if (!p->authed || p->node == MC_MASTER_NODE_NONE)
-                continue;
-            for (i = 0; i < n; i++) {
-                struct mc_master_seg_info info;
-
-                if (seg_info(s, d[i].seg, &info) != 0 || info.node != p->node)
-                    continue;
-                items[k++] = (struct mc_proto_drop_item){
-                    .seg = d[i].seg, .offset = d[i].offset, .version = d[i].version};
-            }
-            if (k > 0 &&
-                (mc_proto_drop_req_encode(k, items, s->out, sizeof(s->out), &len) != 0 ||
-                 mc_ucx_rpc_call(p->ep, MC_WIRE_DROP, s->out, len,
-                                 mc_ucx_now_ms() + FENCE_TIMEOUT_MS, drop_done, s, NULL) != 0))
-                mc_warn("DROP of %u blocks to node %u not sent", k, p->node);
-        }
-        /* blocks whose owner has no endpoint: it is gone, and its segment with them */
+        for (i = 0; i < n; i++)
+            items[i] = (struct mc_proto_drop_item){
+                .seg = d[i].seg, .offset = d[i].offset, .version = d[i].version};
+        mc_dropq_send(s->dropq, items, n, now);
     }
+    mc_dropq_tick(s->dropq, now);
 }
 
 /* --- copies of a drain: the source's owner writes the bytes to the target ------------------ */
@@ -1364,18 +1394,19 @@ int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
         mc_metrics_set_ready(s->metrics, true); /* the ready file is written: we serve */
     }
     while (!s->stopping) {
-        struct pollfd pfd[4] = {
+        struct pollfd pfd[5] = {
             {.fd = s->signal_fd, .events = POLLIN},
             {.fd = s->timer_fd, .events = POLLIN},
             {.fd = s->listen_fd, .events = POLLIN},
             {.fd = mc_ucx_efd(s->u), .events = POLLIN},
+            {.fd = s->elect != NULL ? mc_elect_fd(s->elect) : -1, .events = POLLIN},
         };
         /* sleep only when UCX says it is safe; otherwise just look at the other fds */
         int timeout = (mc_ucx_progress(s->u) || !mc_ucx_arm(s->u)) ? 0 : 1000;
 
         uint64_t now;
 
-        if (poll(pfd, 4, timeout) < 0) {
+        if (poll(pfd, 5, timeout) < 0) {
             if (errno == EINTR)
                 continue;
             mc_error("poll: %s", strerror(errno));
@@ -1397,6 +1428,12 @@ int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
             on_timer(s);
         if (pfd[2].revents & POLLIN)
             mc_boot_serve(s->listen_fd, s->boot, s->boot_len);
+        if (pfd[4].revents & POLLIN) { /* won or lost the lead: act now */
+            uint64_t n;
+
+            (void)!read(pfd[4].fd, &n, sizeof(n));
+            ha_tick(s);
+        }
         if (s->metrics != NULL && now - s->metrics_pub_ms >= 10) {
             s->metrics_pub_ms = now;
             metrics_publish(s);
@@ -1424,9 +1461,13 @@ void mc_mcmaster_server_destroy(struct mc_mcmaster_server *s)
         return;
     mc_elect_stop(s->elect); /* a leader hands over at once: it deletes its key */
     mc_metrics_destroy(s->metrics);
+    if (s->dropq != NULL)
+        mc_dropq_closing(s->dropq);
     while (s->peers != NULL)
         peer_drop(s, s->peers, true);
     mc_ucx_destroy(s->u);
+    mc_dropq_destroy(s->dropq); /* every try has ended with the worker */
+    free(s->expect);
     mc_master_destroy(s->m);
     for (i = 0; i < s->nsegs; i++)
         blobs_clear(&s->segs[i]);

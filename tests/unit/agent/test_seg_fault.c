@@ -86,6 +86,18 @@ START_TEST(test_fault_parse)
     ck_assert_int_eq(mc_fault_parse(&f, "delay=5"), MC_ERR_INVALID);
     ck_assert_int_eq(mc_fault_parse(&f, ""), MC_ERR_INVALID);
     ck_assert_uint_eq(f.delay_ms[MC_FAULT_GET_ANSWER], 400); /* refused specs change nothing */
+    /* losses: counted down, one request each */
+    ck_assert(!mc_fault_lose(&f, MC_FAULT_LOSE_PUBLISH));
+    ck_assert_int_eq(mc_fault_parse(&f, "publish_lose=2"), 0);
+    ck_assert_int_eq(mc_fault_parse(&f, "drop_lose=1"), 0);
+    ck_assert_int_eq(mc_fault_parse(&f, "drop_lose=x"), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_fault_parse(&f, "publish_lose=60001"), MC_ERR_INVALID);
+    ck_assert(mc_fault_lose(&f, MC_FAULT_LOSE_PUBLISH));
+    ck_assert(mc_fault_lose(&f, MC_FAULT_LOSE_PUBLISH));
+    ck_assert(!mc_fault_lose(&f, MC_FAULT_LOSE_PUBLISH));
+    ck_assert(mc_fault_lose(&f, MC_FAULT_LOSE_DROP));
+    ck_assert(!mc_fault_lose(&f, MC_FAULT_LOSE_DROP));
+    ck_assert(!mc_fault_lose(&f, MC_FAULT_LOSE__KINDS));
 }
 END_TEST
 

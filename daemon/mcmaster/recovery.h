@@ -1,0 +1,22 @@
+/*
+ * When a new reign's recovery window may close before recovery_ms (docs/master.md, "High
+ * availability"): once every agent registered in etcd when the reign began has rejoined
+ * and reported what it holds, nobody is left to report, and data operations may go on.
+ */
+#ifndef MC_MCMASTER_RECOVERY_H
+#define MC_MCMASTER_RECOVERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/master/master.h"
+#include "daemon/mcmaster/elect.h"
+
+/* Whether every agent of expect[0..n) (n > 0) is a live node of m with at least its nsegs
+ * segments mounted, none of them RESTORING (its report walk is done). Segments looked at:
+ * ids 0..nsegs_max-1. False as well without memory. */
+bool mc_recovery_all_reported(struct mc_master *m, uint32_t nsegs_max,
+                              const struct mc_elect_agent *expect, size_t n);
+
+#endif /* MC_MCMASTER_RECOVERY_H */

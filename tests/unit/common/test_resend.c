@@ -1,0 +1,109 @@
+/*
+ * The resend queue (daemon/common/resend.h): tries, backoff, give-up, order, clearing.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/common/resend.h"
+
+START_TEST(test_resend_backoff_and_give_up)
+{
+    struct mc_resend q;
+    struct mc_resend_item *it;
+    uint64_t now = 1000;
+
+    mc_resend_init(&q, 8, 100, 400, 2000);
+    it = mc_resend_new(&q, &q, 7, 9, 3, "abc", 3, NULL, now);
+    ck_assert_ptr_nonnull(it);
+    ck_assert(it->busy);
+    ck_assert_uint_eq(it->tries, 1);
+    ck_assert_uint_eq(it->len, 3);
+    ck_assert_mem_eq(it->data, "abc", 3);
+    ck_assert_uint_eq(it->dest, 7);
+    ck_assert_uint_eq(it->aux, 9);
+    ck_assert_uint_eq(it->tag, 3);
+    ck_assert_ptr_eq(it->ctx, &q);
+    /* busy: not handed out again */
+    ck_assert_ptr_null(mc_resend_next(&q, now + 10000));
+    /* 100, 200, 400, 400 ms between tries */
+    ck_assert(mc_resend_failed(&q, it, now));
+    ck_assert_ptr_null(mc_resend_next(&q, now + 99));
+    ck_assert_ptr_eq(mc_resend_next(&q, now + 100), it);
+    ck_assert_uint_eq(it->tries, 2);
+    now += 100;
+    ck_assert(mc_resend_failed(&q, it, now));
+    ck_assert_ptr_null(mc_resend_next(&q, now + 199));
+    ck_assert_ptr_eq(mc_resend_next(&q, now + 200), it);
+    now += 200;
+    ck_assert(mc_resend_failed(&q, it, now));
+    ck_assert_ptr_null(mc_resend_next(&q, now + 399));
+    ck_assert_ptr_eq(mc_resend_next(&q, now + 400), it);
+    now += 400;
+    ck_assert(mc_resend_failed(&q, it, now));
+    ck_assert_ptr_null(mc_resend_next(&q, now + 399));
+    ck_assert_ptr_eq(mc_resend_next(&q, now + 400), it);
+    ck_assert_uint_eq(q.retried, 4);
+    /* 2000 ms after the first try: a failed try gives it up */
+    ck_assert(!mc_resend_failed(&q, it, 1000 + 2000));
+    ck_assert_uint_eq(q.n, 0);
+    ck_assert_uint_eq(q.given_up, 1);
+    ck_assert_ptr_null(q.head);
+    ck_assert_ptr_null(q.tail);
+}
+END_TEST
+
+START_TEST(test_resend_full_order_continue_clear)
+{
+    struct mc_resend q;
+    struct mc_resend_item *it[3], *cont;
+    uint32_t x;
+
+    mc_resend_init(&q, 3, 50, 50, 100000);
+    for (x = 0; x < 3; x++) {
+        it[x] = mc_resend_new(&q, NULL, x, 0, 0, &x, sizeof(x), NULL, 10);
+        ck_assert_ptr_nonnull(it[x]);
+    }
+    ck_assert_ptr_null(mc_resend_new(&q, NULL, 3, 0, 0, &x, sizeof(x), NULL, 10));
+    ck_assert_uint_eq(q.full, 1);
+    /* the middle one answered; the others wait, handed out in the order they were made */
+    mc_resend_done(&q, it[1]);
+    ck_assert(mc_resend_failed(&q, it[2], 10));
+    ck_assert(mc_resend_failed(&q, it[0], 10));
+    ck_assert_ptr_eq(mc_resend_next(&q, 60), it[0]);
+    ck_assert_ptr_eq(mc_resend_next(&q, 60), it[2]);
+    ck_assert_ptr_null(mc_resend_next(&q, 60));
+    /* a continuation keeps the first try's time and the count */
+    cont = mc_resend_new(&q, NULL, 0, 0, 0, NULL, 0, it[0], 500);
+    ck_assert_ptr_nonnull(cont);
+    ck_assert_uint_eq(cont->first_ms, 10);
+    ck_assert_uint_eq(cont->tries, 2);
+    ck_assert_uint_eq(cont->len, 0);
+    mc_resend_done(&q, it[0]);
+    /* only the waiting ones go; busy ones stay until their end */
+    ck_assert(mc_resend_failed(&q, cont, 500));
+    mc_resend_clear_waiting(&q);
+    ck_assert_uint_eq(q.n, 1);
+    ck_assert_ptr_eq(q.head, it[2]);
+    mc_resend_clear(&q);
+    ck_assert_uint_eq(q.n, 0);
+    ck_assert_ptr_null(q.head);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("resend");
+    TCase *tc = tcase_create("resend");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_test(tc, test_resend_backoff_and_give_up);
+    tcase_add_test(tc, test_resend_full_order_continue_clear);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
