@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "daemon/agent/client.h"
+#include "daemon/agent/disk_tier.h"
 #include "daemon/agent/holdidx.h"
 #include "daemon/common/log.h"
 #include "daemon/proto/hold_proto.h"
@@ -304,6 +305,51 @@ static void copy_written(void *ctx, int status)
     free(cj);
 }
 
+/* A COPY into our own disk segment (the master offloads an object it evicts from our DRAM,
+ * disk_tier.h): answered once the record is durable. */
+struct diskcopy {
+    struct cluster *cl;
+    struct mc_ucx_ep *master;
+    uint64_t request_id;
+};
+
+static void disk_copied(void *ctx, int status)
+{
+    struct diskcopy *dc = ctx;
+    struct cluster *cl = dc->cl;
+
+    if (!cl->destroying && dc->master == cl->master && cl->master != NULL)
+        reply_status(dc->master,
+                     &(struct mc_wire_hdr){.request_id = dc->request_id, .type = MC_WIRE_COPY},
+                     status);
+    free(dc);
+}
+
+static void copy_to_disk(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                         const struct mc_proto_copy_req *req)
+{
+    struct agent_disk_copy cp = {
+        .src_seg = req->src_seg, .src_offset = req->src_offset, .dst_offset = req->dst_offset,
+        .version = req->version, .key = (const char *)req->key.p,
+        .key_len = req->key.len,
+    };
+    struct diskcopy *dc = malloc(sizeof(*dc));
+    int err;
+
+    if (dc == NULL) {
+        reply_status(ep, hdr, MC_ERR_NOMEM);
+        return;
+    }
+    *dc = (struct diskcopy){.cl = cl, .master = ep, .request_id = hdr->request_id};
+    /* the length the master names is the source block's: the extent is the record's */
+    cp.dst_len = 0;
+    err = agent_disk_copy(cl->a, &cp, disk_copied, dc);
+    if (err != 0) {
+        free(dc);
+        reply_status(ep, hdr, err);
+    }
+}
+
 /* COPY from the master (our node drains): write [src_offset, +len) of our segment into
  * another node's block with the ordinary remote write; answered when that write is. */
 static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
@@ -319,6 +365,10 @@ static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
 
     if (mc_proto_copy_req_decode(pl, hdr->payload_len, &req) != 0) {
         reply_status(ep, hdr, MC_ERR_PROTO);
+        return;
+    }
+    if (a->disk_seg != NULL && req.dst_seg == a->disk_seg_id) {
+        copy_to_disk(cl, ep, hdr, &req);
         return;
     }
     src = seg_span(a, req.src_seg, req.src_offset, req.len);
@@ -472,7 +522,10 @@ static void h_drop(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
         struct mc_seg *s = agent_seg(cl->a, items[i].seg);
 
         results[i] = s == NULL ? MC_ERR_NOT_FOUND : 0;
-        if (s != NULL && s->held != NULL) {
+        if (s != NULL && s->kind == MC_SEG_DISK) {
+            agent_disk_drop(cl->a, items[i].offset, items[i].version); /* erased, too */
+            cl->st.drops_in++;
+        } else if (s != NULL && s->held != NULL) {
             (void)mc_holdidx_drop(s->held, items[i].offset, items[i].version, now);
             cl->st.drops_in++;
         }
