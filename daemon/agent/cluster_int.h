@@ -111,6 +111,16 @@ struct xfer {
     int status;
 };
 
+/* A peer's READ of a record in our disk segment (owner.c, disk_tier.h): answered once the
+ * record is read into bytes, which are then sent. */
+struct diskread {
+    struct diskread *next, *prev;
+    struct cluster *cl;        /* NULL: the cluster is gone, the read's end frees it */
+    struct mc_ucx_ep *ep;      /* NULL once it failed: nobody to answer */
+    uint64_t request_id, xfer, len;
+    uint8_t bytes[];
+};
+
 /* A write landing in our segment now: the owner's index of what may still change. */
 struct inwrite {
     enum op_what what;         /* OP_INWRITE */
@@ -176,6 +186,7 @@ struct cluster {
     struct xfer *reads[READ_HASH];
     uint64_t next_id;
     struct inwrite *inwrites;
+    struct diskread *diskreads;   /* peers' reads of our disk records under way */
     struct xfer *moving;          /* transfers UCX holds, for the peer hard deadline */
     struct fence *fences;
     bool fence_busy;
@@ -227,6 +238,10 @@ static inline void cl_inwrites_forget_ep(struct cluster *cl, const struct mc_ucx
     for (struct inwrite *w = cl->inwrites; w != NULL; w = w->next) {
         if (w->ep == ep)
             w->ep = NULL;
+    }
+    for (struct diskread *r = cl->diskreads; r != NULL; r = r->next) {
+        if (r->ep == ep)
+            r->ep = NULL; /* reads of the disk from ep, likewise */
     }
 }
 

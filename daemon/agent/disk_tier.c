@@ -3,8 +3,12 @@
  */
 #include "daemon/agent/disk_tier.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +33,7 @@ struct dk_write;
 struct agent_disk {
     struct mc_agent *a;
     struct mc_disk *d;
+    int lock_fd;               /* holds flock(LOCK_EX) on the file: one agent per disk */
     struct mc_loop_ev ev;
     bool polling;
     bool closing;              /* callbacks only free their op */
@@ -267,7 +272,8 @@ void agent_disk_drop(struct mc_agent *a, uint64_t offset, uint64_t version)
 struct dk_read {
     struct mc_disk_op op;
     struct agent_disk *k;
-    mc_rio_read_fn done;
+    mc_rio_read_fn done;      /* a GET of ours: into a landing block */
+    agent_disk_read_fn rdone; /* a peer's READ: into the owner's buffer */
     void *ctx;
     struct mc_alloc *land;
     uint32_t land_id, rep;
@@ -302,6 +308,8 @@ static void read_done(struct mc_disk_op *op, int res)
     struct agent_disk *k = r->k;
 
     if (k->closing) {
+        if (r->rdone != NULL)
+            r->rdone(r->ctx, MC_ERR_CANCELED); /* its owner frees what it holds */
         free(r);
         return;
     }
@@ -309,12 +317,17 @@ static void read_done(struct mc_disk_op *op, int res)
         if (r->csum)
             trailer_fill(r->dst, r->size);
         k->st.disk_hits++;
-        r->done(r->ctx, 0, r->land_id, r->rep);
     } else {
-        mc_alloc_free(r->land, r->land_id);
         if (res == MC_ERR_CORRUPT)
             k->st.read_corrupt++;
         mc_warn("disk: reading a record of %" PRIu64 " bytes: %s", r->size, mc_strerror(res));
+    }
+    if (r->rdone != NULL) {
+        r->rdone(r->ctx, res);
+    } else if (res == 0) {
+        r->done(r->ctx, 0, r->land_id, r->rep);
+    } else {
+        mc_alloc_free(r->land, r->land_id);
         r->done(r->ctx, res, 0, r->rep);
     }
     free(r);
@@ -361,6 +374,38 @@ static int read_start(struct mc_agent *a, const struct mc_master_get_result *g, 
                        g->version, r->dst, g->size);
     if (err != 0) {
         mc_alloc_free(t->land, r->land_id);
+        free(r);
+        return err;
+    }
+    return 0;
+}
+
+int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
+                          uint64_t len, agent_disk_read_fn done, void *ctx)
+{
+    struct agent_disk *k = a->disk;
+    struct mc_holdidx_entry e;
+    struct dk_read *r;
+    int err;
+
+    if (k == NULL || !mc_holdidx_find(a->disk_seg->held, offset, &e) || e.version != version)
+        return MC_ERR_NOT_FOUND;
+    if (len != mc_shm_alloc_len(e.size, (e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0))
+        return MC_ERR_INVALID;
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return MC_ERR_NOMEM;
+    r->k = k;
+    r->rdone = done;
+    r->ctx = ctx;
+    r->dst = dst;
+    r->size = e.size;
+    r->csum = (e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0;
+    r->key_len = e.key_len;
+    memcpy(r->key, e.key, e.key_len);
+    r->op.done = read_done;
+    err = mc_disk_read(k->d, &r->op, offset, r->key, (uint32_t)r->key_len, version, dst, e.size);
+    if (err != 0) {
         free(r);
         return err;
     }
@@ -579,23 +624,33 @@ int agent_disk_create(struct mc_agent *a)
     if (k == NULL)
         return MC_ERR_NOMEM;
     k->a = a;
+    /* two agents on one file would each overwrite the other's records */
+    k->lock_fd = open(cfg->disk, O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (k->lock_fd < 0 || flock(k->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        err = k->lock_fd >= 0 && errno == EWOULDBLOCK ? MC_ERR_EXISTS : MC_ERR_IO;
+        mc_error("disk %s: %s", cfg->disk,
+                 err == MC_ERR_EXISTS ? "in use by another agent" : strerror(errno));
+        if (k->lock_fd >= 0)
+            close(k->lock_fd);
+        free(k);
+        return err;
+    }
     err = mc_disk_open(&dc, &k->d);
     if (err != 0) {
         mc_error("disk %s: %s", cfg->disk, mc_strerror(err));
+        close(k->lock_fd);
         free(k);
         return err;
     }
     err = mc_seg_disk_create(k->d, &a->disk_seg);
     if (err != 0) {
         mc_disk_close(k->d);
+        close(k->lock_fd);
         free(k);
         return err;
     }
     a->disk = k;
-    mc_info("disk %s: %" PRIu64 " bytes, engine %s%s, %zu records found", cfg->disk,
-            mc_disk_region(k->d), mc_disk_engine(k->d),
-            mc_disk_is_direct(k->d) ? " (O_DIRECT)" : " (buffered)",
-            mc_holdidx_count(a->disk_seg->held));
+    mc_info("disk %s: %zu records found", cfg->disk, mc_holdidx_count(a->disk_seg->held));
     return 0;
 }
 
@@ -667,6 +722,7 @@ void agent_disk_destroy(struct mc_agent *a)
     mc_seg_destroy(a->disk_seg);
     a->disk_seg = NULL;
     mc_disk_close(k->d);
+    close(k->lock_fd);
     free(k);
     a->disk = NULL;
 }

@@ -73,6 +73,18 @@ typedef void (*agent_disk_copy_fn)(void *ctx, int status);
 int agent_disk_copy(struct mc_agent *a, const struct agent_disk_copy *cp,
                     agent_disk_copy_fn done, void *ctx);
 
+/*
+ * A peer's READ of the record at `offset` of our disk segment, of `version`: the object's
+ * image as a reader lands it (its bytes, then its checksum trailer unless it has none: len
+ * bytes) into dst, which stays valid until done ran. done runs exactly once: 0,
+ * MC_ERR_CORRUPT (dst must not be sent), MC_ERR_IO, MC_ERR_CANCELED (the agent is
+ * stopping). Returns 0, or (done never runs) MC_ERR_NOT_FOUND (no such record here),
+ * MC_ERR_INVALID (len is not the image's), MC_ERR_NOMEM.
+ */
+typedef void (*agent_disk_read_fn)(void *ctx, int status);
+int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
+                          uint64_t len, agent_disk_read_fn done, void *ctx);
+
 /* The `disk` object of mcctl stats (NULL without a disk). */
 json_t *agent_disk_stats_json(struct mc_agent *a);
 /* Waits for the store's I/O in flight, then frees it all. */

@@ -194,6 +194,78 @@ static void read_served_direct(void *ctx, int status)
     read_served(cl, status);
 }
 
+static void diskread_unlink(struct cluster *cl, struct diskread *r)
+{
+    if (r->prev != NULL)
+        r->prev->next = r->next;
+    else
+        cl->diskreads = r->next;
+    if (r->next != NULL)
+        r->next->prev = r->prev;
+    r->next = r->prev = NULL;
+}
+
+static void diskread_sent(void *ctx, int status)
+{
+    struct diskread *r = ctx;
+
+    if (r->cl != NULL)
+        read_served(r->cl, status);
+    free(r);
+}
+
+/* The record is read (or not): its bytes go to the reader, and the READ is answered. */
+static void diskread_done(void *ctx, int status)
+{
+    struct diskread *r = ctx;
+    struct cluster *cl = r->cl;
+    struct mc_wire_hdr hdr = {.request_id = r->request_id, .type = MC_WIRE_READ};
+    int err = status;
+
+    if (cl == NULL) {
+        free(r); /* the cluster went meanwhile */
+        return;
+    }
+    diskread_unlink(cl, r);
+    if (r->ep == NULL || cl->destroying) {
+        free(r);
+        return;
+    }
+    if (err == 0)
+        err = mc_ucx_send_bulk(r->ep, MC_WIRE_READ_REPLY, r->xfer, NULL, 0, r->bytes, r->len,
+                               diskread_sent, r);
+    /* a record that fails its checksum is MC_ERR_CORRUPT to the reader, never bytes */
+    reply_status(r->ep, &hdr, err);
+    if (err != 0)
+        free(r);
+}
+
+/* READ of a record in our disk segment: read asynchronously, answered from diskread_done. */
+static void read_disk(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                      const struct mc_peer_read_req *req)
+{
+    struct diskread *r = malloc(sizeof(*r) + req->len);
+    int err;
+
+    if (r == NULL) {
+        reply_status(ep, hdr, MC_ERR_NOMEM);
+        return;
+    }
+    *r = (struct diskread){.cl = cl, .ep = ep, .request_id = hdr->request_id,
+                           .xfer = req->xfer, .len = req->len};
+    r->next = cl->diskreads;
+    if (r->next != NULL)
+        r->next->prev = r;
+    cl->diskreads = r;
+    err = agent_disk_read_image(cl->a, req->offset, req->version, r->bytes, req->len,
+                                diskread_done, r);
+    if (err != 0) {
+        diskread_unlink(cl, r);
+        free(r);
+        reply_status(ep, hdr, err);
+    }
+}
+
 static void h_read(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                    const void *pl)
 {
@@ -204,6 +276,10 @@ static void h_read(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
 
     if (mc_peer_read_req_decode(pl, hdr->payload_len, &req) != 0) {
         reply_status(ep, hdr, MC_ERR_PROTO);
+        return;
+    }
+    if (a->disk_seg != NULL && req.seg == a->disk_seg_id) {
+        read_disk(cl, ep, hdr, &req);
         return;
     }
     if ((src = seg_span(a, req.seg, req.offset, req.len)) == NULL) {
@@ -890,6 +966,13 @@ void cl_owner_register(struct cluster *cl)
 
 void cl_owner_destroy(struct cluster *cl)
 {
+    /* reads of the disk still under way end later (agent_disk_destroy): orphaned here */
+    while (cl->diskreads != NULL) {
+        struct diskread *r = cl->diskreads;
+
+        diskread_unlink(cl, r);
+        r->cl = NULL;
+    }
     cl_fences_forget(cl);
     fenced_expire(cl, UINT64_MAX);
 }

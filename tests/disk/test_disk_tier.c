@@ -389,6 +389,34 @@ START_TEST(test_disk_refuses_foreign_file)
 }
 END_TEST
 
+/* Two agents on one disk file would overwrite each other's records: the second one is
+ * refused (flock) and the first goes on serving. */
+START_TEST(test_disk_one_agent_per_file)
+{
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    const char *bin = getenv("MC_AGENT_BIN");
+    char cmd[1024];
+    int st;
+
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "32M", NULL);
+    snprintf(cmd, sizeof(cmd),
+             "%s --standalone --socket %s/b.sock --dram 16M --disk %s >/dev/null 2>&1", bin,
+             f.dir, f.path);
+    st = system(cmd);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    c = t_connect(&a);
+    put_range(c, "one", 0, 8, 4096);
+    ck_assert_int_eq(get_range(c, "one", 0, 8, 4096), 8);
+    t_client_and_agent_stop(&a, &c);
+    snprintf(cmd, sizeof(cmd), "%s/b.sock", f.dir);
+    unlink(cmd);
+    dfile_remove(&f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("disk_tier");
@@ -403,6 +431,7 @@ int main(void)
     tcase_add_test(tc, test_disk_torn_record_dropped);
     tcase_add_test(tc, test_disk_full_evicts_oldest);
     tcase_add_test(tc, test_disk_refuses_foreign_file);
+    tcase_add_test(tc, test_disk_one_agent_per_file);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
