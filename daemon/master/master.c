@@ -478,8 +478,13 @@ int mc_master_stat(struct mc_master *m, const char *key, size_t key_len,
     if (o == NULL || !obj_is_visible(m, o))
         return MC_ERR_NOT_FOUND;
     reps = ver_reps(&o->v);
-    for (i = 0; i < o->v.nrep; i++)
-        live += seg_of_rep(m, &reps[i]) != NULL;
+    st_p->disk_replicas = 0;
+    for (i = 0; i < o->v.nrep; i++) {
+        const struct seg *s = seg_of_rep(m, &reps[i]);
+
+        live += s != NULL;
+        st_p->disk_replicas += s != NULL && s->kind == MC_SEG_DISK;
+    }
     st_p->size = o->v.size;
     st_p->version = o->v.id;
     st_p->replicas = live;

@@ -116,6 +116,7 @@ struct mc_master_stat {
     uint32_t replicas;
     uint32_t flags;
     uint64_t ttl_remaining_ms; /* 0 = no TTL */
+    uint32_t disk_replicas;    /* of the replicas, those in disk segments */
 };
 
 struct mc_master_seg_desc {

@@ -175,8 +175,15 @@ static void fill_4x(const char *base, const char *const *more)
     {
         const char *keys[3] = {"fill/0", "fill/1", "fill/2"};
 
+        mc_obj_info_t info;
+
         ck_assert_int_eq(mc_exist(c, "fill/3"), 1);
         ck_assert_int_eq(mc_prefix_match(c, 3, keys), 3);
+        /* stat tells each replica's tier: the oldest object is on disk */
+        ck_assert_int_eq(mc_stat(c, "fill/0", &info), 0);
+        ck_assert_uint_ge(MC_OBJ_DISK_REPLICAS(info.flags), 1);
+        ck_assert_uint_le(MC_OBJ_DISK_REPLICAS(info.flags), info.replicas);
+        ck_assert_uint_eq(info.flags & 0xFFFFu, 0);
     }
     t_client_and_agent_stop(&a, &c);
     dfile_remove(&f);
