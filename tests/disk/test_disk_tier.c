@@ -227,6 +227,34 @@ START_TEST(test_disk_restart_keeps_objects)
     on_disk = disk_stat(st, "objects");
     json_decref(st);
     ck_assert_int_gt(on_disk, n / 2);
+    /* removed objects must not come back: their records are erased (the oldest keys are on
+     * disk only by now) */
+    {
+        long long erased;
+
+        st = stats(c);
+        erased = disk_stat(st, "erases");
+        json_decref(st);
+        for (int i = 0; i < 16; i++) {
+            char key[64];
+
+            snprintf(key, sizeof(key), "rs/%d", i);
+            ck_assert_int_eq(mc_remove(c, key), 0);
+        }
+        for (int i = 0; i < 300; i++) {
+            st = stats(c);
+            if (disk_stat(st, "erases") >= erased + 16) {
+                json_decref(st);
+                break;
+            }
+            json_decref(st);
+            usleep(10000);
+        }
+        st = stats(c);
+        ck_assert_int_ge(disk_stat(st, "erases"), erased + 16);
+        on_disk = disk_stat(st, "objects");
+        json_decref(st);
+    }
     mc_close(c);
     t_agent_kill(&a); /* no goodbye: a crash */
     t_agent_rmdir(&a);
@@ -236,6 +264,8 @@ START_TEST(test_disk_restart_keeps_objects)
     st = stats(c);
     ck_assert_int_eq(disk_stat(st, "found_at_open"), on_disk);
     json_decref(st);
+    /* the removed ones stay removed */
+    ck_assert_int_eq(get_range(c, "rs", 0, 16, len), 0);
     /* the DRAM objects died with the process; what was on disk is all there, exact */
     back = get_range(c, "rs", 0, n, len);
     ck_assert_int_ge(back, (int)on_disk);
