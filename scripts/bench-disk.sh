@@ -159,17 +159,21 @@ stop_agent() {
 echo
 echo "# through mc-agent: --dram $dram, a disk file in $dir; mc-bench gets (batch 32, 1 client)"
 echo "# of objects put beforehand (nearly all on disk) against fio on the same file"
-printf '%-8s %6s %9s %10s %10s %6s %10s\n' size keys fio_depth fio_GB/s get_GB/s ratio disk_hits
+printf '%-8s %6s %9s %10s %10s %10s %6s %10s\n' size keys fio_depth staging fio_GB/s get_GB/s ratio \
+    disk_hits
 for size in 256K 16M; do
     sz=$(to_bytes "$size")
     keys=$((abytes / sz))
     dfile=$(mktemp "$dir/mc-bench-agent-disk.XXXXXX")
     rm -f "$dfile"
     dsize=$((abytes + abytes / 4 + 64 * 1048576))
-    chunk=$((sz < 1048576 ? sz : 1048576))
+    # the store's staging as in the first part: chunks up to 4 MiB within $staging bytes
+    chunk=$((sz < 4194304 ? sz : 4194304))
+    sdepth=$((staging / chunk))
+    [ "$sdepth" -le "$depth" ] || sdepth=$depth
     # the landing segment takes a batch of 32 objects at once
     land=$((32 * sz + 64 * 1048576))
-    start_agent bench "$dram" --disk "$dfile" --disk-size "$dsize" --set disk_depth="$depth" \
+    start_agent bench "$dram" --disk "$dfile" --disk-size "$dsize" --set disk_depth="$sdepth" \
         --set disk_chunk="$chunk" --set landing="$land"
     # mc-bench's prefill (untimed) puts every key first: all but the last few go to disk
     runs=()
@@ -178,27 +182,29 @@ for size in 256K 16M; do
             --iodepth="$depth" --direct=1 --ioengine=io_uring --runtime="$secs" \
             --time_based --offset=4096 --size="$abytes" --output-format=terse \
             2>/dev/null | awk -F';' '{print $7}')
+        # a failed item (a timeout on a host too busy) is reported, the figure still printed
         out=$("$mcb" --socket "$run/bench.sock" --op get --size "$sz" --batch 32 --clients 1 \
-            --seconds "$secs" --keys "$keys" 2>"$run/get.err" | tail -n 1)
+            --seconds "$secs" --keys "$keys" 2>"$run/get.err" | tail -n 1) ||
+            sed 's/^/bench-disk: /' "$run/get.err" >&2
         runs+=("$fio_kb $out")
     done
     hits=$("$builddir/libmc/mcctl" --socket "$run/bench.sock" stats |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["disk"]["disk_hits"])')
     stop_agent
     rm -f "$dfile"
-    python3 - "$size" "$keys" "$depth" "$hits" "${runs[@]}" <<'PY'
+    python3 - "$size" "$keys" "$depth" "$hits" "$sdepth x $((chunk / 1024))K" "${runs[@]}" <<'PY'
 import json, statistics, sys
-size, keys, depth, hits = sys.argv[1:5]
+size, keys, depth, hits, staging = sys.argv[1:6]
 fio, get, ratio = [], [], []
-for run in sys.argv[5:]:
+for run in sys.argv[6:]:
     kb, out = run.split(" ", 1)
     r = json.loads(out)
     f = int(kb) * 1024 / 1e9
     fio.append(f)
     get.append(r["gb_per_s"])
     ratio.append(r["gb_per_s"] / f if f > 0 else 0)
-print("%-8s %6s %9s %10.3f %10.3f %6.2f %10s" % (size, keys, depth, statistics.median(fio),
-      statistics.median(get), statistics.median(ratio), hits))
+print("%-8s %6s %9s %10s %10.3f %10.3f %6.2f %10s" % (size, keys, depth, staging,
+      statistics.median(fio), statistics.median(get), statistics.median(ratio), hits))
 PY
 done
 
