@@ -130,7 +130,8 @@ START_TEST(test_disk_cluster_restart_keeps_objects)
     t_fc_sleep_ms(TTL_MS + 1500);
     t_fc_agent_spawn_as(&fc, &a2, NULL, "127.0.0.1", "A2", "A", NULL, "16M", extra);
     t_fc_agent_wait(&a2);
-    ck_assert_int_eq(disk_stat(a2.sock, "found_at_open"), on_disk);
+    /* the tick may have offloaded more since `objects` was read: at least those */
+    ck_assert_int_ge(disk_stat(a2.sock, "found_at_open"), on_disk);
     /* the restore seam: what the disk held is known again, exact, through the client node */
     {
         int back = 0;

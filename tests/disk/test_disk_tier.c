@@ -262,7 +262,8 @@ START_TEST(test_disk_restart_keeps_objects)
     start(&a, "16M", &f, "128M", NULL);
     c = t_connect(&a);
     st = stats(c);
-    ck_assert_int_eq(disk_stat(st, "found_at_open"), on_disk);
+    /* the tick may have offloaded more since `objects` was read: at least those */
+    ck_assert_int_ge(disk_stat(st, "found_at_open"), on_disk);
     json_decref(st);
     /* the removed ones stay removed */
     ck_assert_int_eq(get_range(c, "rs", 0, 16, len), 0);
