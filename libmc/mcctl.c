@@ -285,9 +285,20 @@ static int cmd_stat(mc_client_t *c, const char *key)
     if (err != 0)
         return fail("stat", key, err);
     printf("{\"size\": %" PRIu64 ", \"replicas\": %" PRIu32 ", \"version\": %" PRIu64
-           ", \"flags\": %" PRIu32 ", \"ttl_remaining_ms\": %" PRIu64 ", \"tier\": \"%s\"}\n",
-           info.size, info.replicas, info.version, info.flags, info.ttl_remaining_ms,
-           (info.flags & MC_PUT_TIER_GPU) ? "gpu" : "dram");
+           ", \"flags\": %" PRIu32 ", \"ttl_remaining_ms\": %" PRIu64 ", \"tier\": \"%s\""
+           ", \"disk_replicas\": %" PRIu32 ", \"tiers\": [",
+           info.size, info.replicas, info.version, info.flags & 0xFFFFu, info.ttl_remaining_ms,
+           MC_OBJ_DISK_REPLICAS(info.flags) == info.replicas ? "disk"
+           : (info.flags & MC_PUT_TIER_GPU)    ? "gpu"
+                                               : "dram",
+           MC_OBJ_DISK_REPLICAS(info.flags));
+    /* each replica's tier, memory first (as readers try them) */
+    for (uint32_t i = 0; i < info.replicas; i++)
+        printf("%s\"%s\"", i > 0 ? ", " : "",
+               i >= info.replicas - MC_OBJ_DISK_REPLICAS(info.flags) ? "disk"
+               : (info.flags & MC_PUT_TIER_GPU)        ? "gpu"
+                                                       : "dram");
+    printf("]}\n");
     return fflush(stdout) == 0 ? 0 : EXIT_ERROR;
 }
 

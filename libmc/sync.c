@@ -159,6 +159,8 @@ MC_EXPORT int mc_stat(mc_client_t *c, const char *key, mc_obj_info_t *info)
     /* the header promises only these bits */
     info->flags = cqe.obj_flags & (MC_PUT_PIN_SOFT | MC_PUT_PIN_HARD | MC_PUT_NO_CHECKSUM |
                                    MC_PUT_TIER_GPU);
+    if (cqe.disk_replicas <= cqe.replicas && cqe.disk_replicas <= 0xFu)
+        info->flags |= cqe.disk_replicas << 16;
     info->version = cqe.version;
     info->ttl_remaining_ms = cqe.deadline_ms;
     return 0;

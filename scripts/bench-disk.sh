@@ -17,6 +17,17 @@
 # and the most I/Os the store has in flight), MC_BENCH_STAGING (32M: the store's staging
 # memory, depth x chunk),
 # MC_BENCH_NO_BUILD=1 (use the build as it is). The file is removed on exit.
+#
+# Then through the agent (docs/disk.md): a standalone mc-agent with a small DRAM pool
+# (MC_BENCH_DRAM, 64M) and a disk file in DIR; mc-bench puts objects of 256 KiB and 16 MiB
+# worth MC_BENCH_AGENT_BYTES (768M: nearly all of them end on disk), then times batch gets
+# of 32 (mc-bench --op get: every read a disk hit but the few still in DRAM), alternating
+# with fio on that very file at the same block size and queue depth; and a trace replay
+# (mc-bench --trace of `scripts/gen-trace.py --requests MC_BENCH_TRACE_REQS --seed 1`, 64 KiB
+# blocks) with DRAM only (MC_BENCH_TRACE_DRAM, 48M), with DRAM plus a disk of 4x its size,
+# each against the offline LRU of the same capacity that mc-bench computes.
+# MC_BENCH_BUSY=1 runs all of it beside `stress-ng --cpu 2`. MC_BENCH_PART=store|agent runs
+# one part only.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,13 +41,29 @@ staging=$(numfmt --from=iec "${MC_BENCH_STAGING:-32M}")
 dir=${1:-${TMPDIR:-/tmp}}
 
 command -v fio >/dev/null || { echo "bench-disk: fio is not installed (scripts/setup.sh)" >&2; exit 1; }
+part=${MC_BENCH_PART:-all}
 if [ "${MC_BENCH_NO_BUILD:-0}" != 1 ]; then
     scripts/setup.sh "$builddir" >/dev/null
-    ninja -C "$builddir" tests/bench/mc-disk-bench >/dev/null
+    ninja -C "$builddir" tests/bench/mc-disk-bench tests/bench/mc-bench daemon/agent/mc-agent \
+        >/dev/null
+fi
+hogs=
+if [ "${MC_BENCH_BUSY:-0}" = 1 ]; then
+    command -v stress-ng >/dev/null || { echo "bench-disk: stress-ng is not installed" >&2; exit 1; }
+    stress-ng --cpu 2 --timeout 3600s --quiet &
+    hogs=$!
 fi
 bench=$builddir/tests/bench/mc-disk-bench
 file=$(mktemp "$dir/mc-bench-disk.XXXXXX")
-trap 'rm -f "$file"' EXIT
+run=$(mktemp -d "${TMPDIR:-/tmp}/mc-bench-disk-run.XXXXXX")
+agent_pid=
+cleanup() {
+    [ -z "$agent_pid" ] || kill "$agent_pid" 2>/dev/null || true
+    [ -z "$hogs" ] || kill "$hogs" 2>/dev/null || true
+    rm -f "$file" "$dir"/mc-bench-agent-disk.*
+    rm -rf "$run"
+}
+trap cleanup EXIT
 
 to_bytes() {
     numfmt --from=iec "$1"
@@ -46,6 +73,8 @@ total=$(to_bytes "$bytes")
 printf '# %s, %s (%s), load %s, %s per run, median of %s alternating fio/store runs\n' \
     "$(uname -r)" "$dir" "$(df -T "$dir" | awk 'NR==2 {print $2}')" \
     "$(cut -d' ' -f1-3 /proc/loadavg)" "${secs}s" "$reps"
+[ -z "$hogs" ] || echo "# busy host: stress-ng --cpu 2 running"
+if [ "$part" != agent ]; then
 printf '%-8s %-9s %9s %10s %10s %10s %6s\n' size engine fio_depth staging fio_GB/s store_GB/s \
     ratio
 for size in 256K 16M; do
@@ -92,4 +121,122 @@ print("%-8s %-9s %9s %10s %10.3f %10.3f %6.2f" % (size, engine, depth,
 PY
     done
     rm -f "$file"
+done
+
+fi # part store
+
+[ "$part" != store ] || exit 0
+
+# --- through the agent --------------------------------------------------------------------
+agent_bin=$builddir/daemon/agent/mc-agent
+mcb=$builddir/tests/bench/mc-bench
+dram=${MC_BENCH_DRAM:-64M}
+abytes=$(to_bytes "${MC_BENCH_AGENT_BYTES:-768M}")
+
+# start_agent SOCKNAME DRAM [ARGS...]: a standalone agent, waited for
+start_agent() {
+    local name=$1 d=$2
+    shift 2
+    rm -f "$run/$name.ready"
+    "$agent_bin" --standalone --socket "$run/$name.sock" --dram "$d" \
+        --ready-file "$run/$name.ready" "$@" 2>"$run/$name.log" &
+    agent_pid=$!
+    for _ in $(seq 600); do
+        [ -f "$run/$name.ready" ] && return 0
+        kill -0 "$agent_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "bench-disk: the agent did not start:" >&2
+    cat "$run/$name.log" >&2
+    exit 1
+}
+stop_agent() {
+    kill "$agent_pid" 2>/dev/null || true
+    wait "$agent_pid" 2>/dev/null || true
+    agent_pid=
+}
+
+echo
+echo "# through mc-agent: --dram $dram, a disk file in $dir; mc-bench gets (batch 32, 1 client)"
+echo "# of objects put beforehand (nearly all on disk) against fio on the same file"
+printf '%-8s %6s %9s %10s %10s %10s %6s %10s\n' size keys fio_depth staging fio_GB/s get_GB/s ratio \
+    disk_hits
+for size in 256K 16M; do
+    sz=$(to_bytes "$size")
+    keys=$((abytes / sz))
+    dfile=$(mktemp "$dir/mc-bench-agent-disk.XXXXXX")
+    rm -f "$dfile"
+    dsize=$((abytes + abytes / 4 + 64 * 1048576))
+    # the store's staging as in the first part: chunks up to 4 MiB within $staging bytes
+    chunk=$((sz < 4194304 ? sz : 4194304))
+    sdepth=$((staging / chunk))
+    [ "$sdepth" -le "$depth" ] || sdepth=$depth
+    # the landing segment takes a batch of 32 objects at once
+    land=$((32 * sz + 64 * 1048576))
+    start_agent bench "$dram" --disk "$dfile" --disk-size "$dsize" --set disk_depth="$sdepth" \
+        --set disk_chunk="$chunk" --set landing="$land"
+    # mc-bench's prefill (untimed) puts every key first: all but the last few go to disk
+    runs=()
+    for _ in $(seq "$reps"); do
+        fio_kb=$(fio --name=ref --filename="$dfile" --rw=randread --bs="$sz" \
+            --iodepth="$depth" --direct=1 --ioengine=io_uring --runtime="$secs" \
+            --time_based --offset=4096 --size="$abytes" --output-format=terse \
+            2>/dev/null | awk -F';' '{print $7}')
+        # a failed item (a timeout on a host too busy) is reported, the figure still printed
+        out=$("$mcb" --socket "$run/bench.sock" --op get --size "$sz" --batch 32 --clients 1 \
+            --seconds "$secs" --keys "$keys" 2>"$run/get.err" | tail -n 1) ||
+            sed 's/^/bench-disk: /' "$run/get.err" >&2
+        runs+=("$fio_kb $out")
+    done
+    hits=$("$builddir/libmc/mcctl" --socket "$run/bench.sock" stats |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["disk"]["disk_hits"])')
+    stop_agent
+    rm -f "$dfile"
+    python3 - "$size" "$keys" "$depth" "$hits" "$sdepth x $((chunk / 1024))K" "${runs[@]}" <<'PY'
+import json, statistics, sys
+size, keys, depth, hits, staging = sys.argv[1:6]
+fio, get, ratio = [], [], []
+for run in sys.argv[6:]:
+    kb, out = run.split(" ", 1)
+    r = json.loads(out)
+    f = int(kb) * 1024 / 1e9
+    fio.append(f)
+    get.append(r["gb_per_s"])
+    ratio.append(r["gb_per_s"] / f if f > 0 else 0)
+print("%-8s %6s %9s %10s %10.3f %10.3f %6.2f %10s" % (size, keys, depth, staging,
+      statistics.median(fio), statistics.median(get), statistics.median(ratio), hits))
+PY
+done
+
+# --- the trace: DRAM only, DRAM + 4x disk, each against the offline LRU of its capacity ---
+treqs=${MC_BENCH_TRACE_REQS:-3000}
+tdram=${MC_BENCH_TRACE_DRAM:-48M}
+python3 scripts/gen-trace.py --requests "$treqs" --seed 1 >"$run/trace.jsonl"
+echo
+echo "# trace: scripts/gen-trace.py --requests $treqs --seed 1, 64 KiB blocks, batch 32;"
+echo "# hit_ratio (the store) vs lru_hit_ratio (offline LRU of the same capacity_bytes)"
+printf '%-16s %14s %9s %9s %8s %9s %10s\n' setup capacity_bytes hit_ratio lru_ratio vs_lru \
+    put_waits disk_hits
+for setup in dram dram+4xdisk; do
+    dfile=
+    if [ "$setup" = dram ]; then
+        start_agent trace "$tdram"
+    else
+        dfile=$(mktemp "$dir/mc-bench-agent-disk.XXXXXX")
+        rm -f "$dfile"
+        start_agent trace "$tdram" --disk "$dfile" \
+            --disk-size $((4 * $(to_bytes "$tdram") + 4096))
+    fi
+    out=$("$mcb" --socket "$run/trace.sock" --trace "$run/trace.jsonl" 2>"$run/trace.err" |
+        tail -n 1) || { cat "$run/trace.err" >&2; exit 1; }
+    hits=$("$builddir/libmc/mcctl" --socket "$run/trace.sock" stats |
+        python3 -c 'import json,sys; print(json.load(sys.stdin).get("disk", {}).get("disk_hits", "-"))')
+    stop_agent
+    [ -z "$dfile" ] || rm -f "$dfile"
+    python3 - "$setup" "$hits" "$out" <<'PY'
+import json, sys
+setup, hits, out = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+print("%-16s %14d %9.4f %9.4f %8.3f %9d %10s" % (setup, out["capacity_bytes"], out["hit_ratio"],
+      out["lru_hit_ratio"], out["hit_vs_lru"], out.get("put_waits", 0), hits))
+PY
 done

@@ -3,7 +3,7 @@
 # them: the test device stands in for a GPU; scripts/gpu-check.sh on a real one) (slow last,
 # on its own: tests/slow/meson.build), the integration, fault and cluster suites with io_uring
 # denied (tests/launcher/meson.build; fault and cluster with `stress-ng --cpu 2` running), then the
-# unit, integration, fault, cluster and gpu suites again in an AddressSanitizer + UBSan build (the agent
+# unit, integration, fault, cluster, gpu and disk suites again in an AddressSanitizer + UBSan build (the agent
 # runs instrumented too, and must exit with no leak), then the fuzz smoke run (every libFuzzer
 # target for a bounded time: scripts/fuzz-smoke.sh).
 #
@@ -39,7 +39,7 @@ scripts/setup.sh build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lun
 ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-asan --suite unit --suite integration --suite fault --suite cluster \
-    --suite gpu --print-errorlogs \
+    --suite gpu --suite disk --print-errorlogs \
     --num-processes 2
 scripts/fuzz-smoke.sh
 echo "test: all suites passed"

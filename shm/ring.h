@@ -238,7 +238,7 @@ struct mc_cqe {
     uint64_t deadline_ms; /* GET: CLOCK_MONOTONIC ms after which the copy must be discarded;
                              STAT: ttl_remaining_ms (0 = none) */
     uint32_t replicas;  /* STAT */
-    uint32_t pad;
+    uint32_t disk_replicas; /* STAT: of them, on disk (docs/disk.md) */
 };
 
 static_assert(sizeof(struct mc_cqe) == 64, "CQE ABI");

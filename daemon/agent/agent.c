@@ -28,6 +28,7 @@
 #include <mc/mc_status.h>
 
 #include "daemon/agent/cluster.h"
+#include "daemon/agent/disk_tier.h"
 #include "daemon/agent/gpu.h"
 #include "daemon/agent/holdidx.h"
 #include "daemon/agent/info.h"
@@ -118,7 +119,9 @@ static void local_drops(struct mc_agent *a)
         for (i = 0; i < n; i++) {
             struct mc_seg *s = agent_seg(a, d[i].seg);
 
-            if (s != NULL && s->held != NULL)
+            if (s != NULL && s->kind == MC_SEG_DISK)
+                agent_disk_drop(a, d[i].offset, d[i].version); /* erased, too */
+            else if (s != NULL && s->held != NULL)
                 (void)mc_holdidx_drop(s->held, d[i].offset, d[i].version, now);
         }
     }
@@ -132,13 +135,19 @@ static void local_tick(struct mc_agent *a)
 {
     mc_master_node_heartbeat(a->master, a->node);
     mc_master_tick(a->master);
-    local_drops(a);
+    local_drops(a); /* first: a copy may reuse a freed disk extent, whose erase it waits for */
+    agent_disk_local_copies(a);
 }
 
+/* With a disk, the copies to it that a put's eviction made start at once, not on the next
+ * tick: the DRAM blocks they hold are what the next put needs (drops first, as above). */
 static bool local_turn(struct mc_agent *a)
 {
-    (void)a;
-    return false;
+    if (a->disk == NULL || !mc_master_copies_pending(a->master))
+        return false;
+    local_drops(a);
+    agent_disk_local_copies(a);
+    return true;
 }
 
 static bool local_arm(struct mc_agent *a)
@@ -253,6 +262,8 @@ int mc_agent_run(struct mc_agent *a)
         uint64_t t;
 
         if (a->mode->turn(a))
+            work = true;
+        if (agent_disk_turn(a))
             work = true;
         t = mc_agent_now_ns();
         agent_spin_sample(&a->spin, t, a->cs.st.sqes);
@@ -395,6 +406,8 @@ static int standalone_create(struct mc_agent *a)
     if (err == 0)
         err = agent_gpus_mount_local(a, a->master);
     if (err == 0)
+        err = agent_disk_mount_local(a, a->master);
+    if (err == 0)
         err = ml_create_local(a->master, &a->ml);
     if (err == 0)
         report_held(a);
@@ -496,11 +509,16 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     if (err == 0)
         err = agent_gpus_create(a, cfg->gpu);
     a->cfg.gpu = NULL; /* read in this call only */
+    if (err == 0)
+        err = agent_disk_create(a);
+    a->cfg.disk = NULL; /* read in this call only */
     if (err != 0)
         goto err_destroy;
     err = cfg->master_addr != NULL ? cluster_mode_create(a) : standalone_create(a);
     if (err == 0)
         err = agent_gpus_rio_wrap(a);
+    if (err == 0)
+        err = agent_disk_rio_wrap(a);
     if (err != 0)
         goto err_destroy;
     /* what each tenant's clients map, in the order of the segment index */
@@ -518,6 +536,11 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
     err = mc_loop_init(&a->loop, LOOP_ENTRIES, (enum mc_loop_kind)cfg->loop);
     if (err != 0) {
         mc_error("the event loop: %s", mc_strerror(err));
+        goto err_destroy;
+    }
+    err = agent_disk_loop_start(a);
+    if (err != 0) {
+        mc_error("the event loop: polling the disk's completions: %s", mc_strerror(err));
         goto err_destroy;
     }
     if (a->loop.uring_err != 0)
@@ -574,6 +597,7 @@ void mc_agent_destroy(struct mc_agent *a)
     ml_destroy(a->ml);
     a->ml = NULL;
     clients_cleanup(&a->cs, a->socket_path);
+    agent_disk_destroy(a); /* its I/O waited for, before the loop and the segments go */
     mc_loop_cleanup(&a->loop);
     agent_spin_cleanup(&a->spin);
     if (a->timer_fd >= 0)

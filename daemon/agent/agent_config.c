@@ -14,6 +14,9 @@
 
 #define FIELD(f) offsetof(struct mc_agent_config, f)
 
+/* in the order of enum mc_disk_engine (disk_io.h) */
+static const char *const disk_engine_names[] = {"auto", "io_uring", "threads", NULL};
+
 /* in the order of enum mc_loop_kind (loop.h) */
 static const char *const loop_names[] = {"io_uring", "epoll", NULL};
 
@@ -51,6 +54,27 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
      .doc = "Tests only: treat the test device's memory (host memory) as memory UCX moves "
             "directly, so peers' reads and writes of its GPU segments skip the staging, as "
             "they do with a UCX that moves CUDA memory."},
+    {.name = "disk", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(disk),
+     .doc = "The disk tier (docs/disk.md): a file the agent creates and preallocates (of "
+            "disk_size bytes) when absent or empty, or an existing disk file or block device. "
+            "Objects evicted from DRAM are written there (disk_admission) and read back on a "
+            "GET; its records survive restarts. A non-empty file that is not a disk file is "
+            "refused, never overwritten. Unset: none."},
+    {.name = "disk_size", .type = MC_CFG_SIZE, .def = "0", .min = 0, .max = 1ull << 50,
+     .offset = FIELD(disk_size),
+     .doc = "Bytes of the disk file to create (0: use the existing file's or device's size)."},
+    {.name = "disk_engine", .type = MC_CFG_ENUM, .def = "auto", .offset = FIELD(disk_engine),
+     .choices = disk_engine_names,
+     .doc = "The disk tier's I/O engine: auto (io_uring with O_DIRECT; where io_uring is denied "
+            "or the file system refuses O_DIRECT, worker threads doing pread/pwrite), "
+            "io_uring, or threads. `mcctl stats` shows the one in use."},
+    {.name = "disk_depth", .type = MC_CFG_U64, .def = "32", .min = 1, .max = 1024,
+     .offset = FIELD(disk_depth),
+     .doc = "Disk I/Os in flight at most (the disk tier's staging buffers): the bandwidth knob."},
+    {.name = "disk_chunk", .type = MC_CFG_SIZE, .def = "1M", .min = 4096, .max = 64 << 20,
+     .offset = FIELD(disk_chunk),
+     .doc = "Bytes of one disk I/O (one staging buffer), a multiple of 4 KiB; disk_depth of "
+            "them are allocated at start."},
     {.name = "op_timeout_ms", .type = MC_CFG_MS, .def = "5000", .min = 1, .max = 3600000,
      .offset = FIELD(op_timeout_ms),
      .doc = "Deadline of an operation whose client named none: it then ends with "
@@ -248,6 +272,15 @@ int mc_agent_config_validate(const void *base, char *err, size_t errlen)
 
         if (rc != 0)
             return rc;
+    }
+    if (cfg->disk_chunk % 4096 != 0) {
+        snprintf(err, errlen, "disk_chunk: %llu is not a multiple of 4096",
+                 (unsigned long long)cfg->disk_chunk);
+        return MC_ERR_INVALID;
+    }
+    if (cfg->disk != NULL && cfg->disk[0] == '\0') {
+        snprintf(err, errlen, "disk: an empty path");
+        return MC_ERR_INVALID;
     }
     if (cfg->tenants != NULL) {
         struct tenant_cfg *t;

@@ -24,6 +24,11 @@ struct mc_agent_config {
     uint64_t gpu_test_fail_nth; /* the test device: the nth copy fails (0: none) */
     uint64_t gpu_test_fail_every; /* the test device: every nth copy fails (0: none) */
     bool gpu_test_ucx_direct;  /* the test device: UCX moves its memory directly (as host) */
+    char *disk;                /* the disk tier's file or block device (NULL: none) */
+    uint64_t disk_size;        /* bytes of a disk file to create (0: the file's size) */
+    int disk_engine;           /* enum mc_disk_engine: auto, io_uring, threads */
+    uint64_t disk_depth;       /* disk I/Os in flight at most (staging buffers) */
+    uint64_t disk_chunk;       /* bytes of one staging buffer */
     uint64_t op_timeout_ms;    /* deadline of an op that names none */
     uint64_t agent_spin_us;    /* poll SQs in memory this long after the last activity */
     bool adaptive_wait;        /* poll only while the host is quiet (spin.h) */

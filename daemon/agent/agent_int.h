@@ -65,6 +65,10 @@ struct mc_agent {
     uint32_t ntenants;
     struct agent_gpu gpu[MC_AGENT_GPU_MAX]; /* ngpu: its GPU segments */
     uint32_t ngpu;
+    struct agent_disk *disk;      /* --disk: the disk tier (disk_tier.c), or NULL */
+    struct mc_seg *disk_seg;      /* its segment (seg_disk.h), the default tenant's */
+    uint32_t disk_seg_id;         /* at the master (UINT32_MAX: not mounted) */
+    struct mc_rio disk_below;     /* with a disk: what rio wraps (disk_tier.c) */
     uint32_t node;
     uint64_t put_size_max;        /* the largest alloc_len a put may have */
     uint64_t open_put_limit;      /* open_put_bytes_per_client, its default resolved */
@@ -133,7 +137,16 @@ static inline struct mc_seg *agent_seg(const struct mc_agent *a, uint32_t seg_id
         if (a->gpu[i].seg_id == seg_id)
             return a->gpu[i].seg;
     }
+    if (a->disk_seg != NULL && a->disk_seg_id == seg_id)
+        return a->disk_seg;
     return NULL;
+}
+
+/* The segments we mount, in order: each tenant's DRAM one (maybe none), the GPU ones, the
+ * disk one. */
+static inline uint32_t agent_nsegs(const struct mc_agent *a)
+{
+    return a->ntenants + a->ngpu + (a->disk_seg != NULL ? 1u : 0u);
 }
 
 static inline uint64_t agent_dram_bytes(const struct mc_agent *a)

@@ -191,9 +191,9 @@ static void rejoin_mount_from(struct cluster *cl, uint32_t t)
     size_t blen;
     int status;
 
-    while (t < cl->a->ntenants + cl->a->ngpu && mount_seg(cl->a, t, NULL, NULL) == NULL)
+    while (t < agent_nsegs(cl->a) && mount_seg(cl->a, t, NULL, NULL) == NULL)
         t++;
-    if (t == cl->a->ntenants + cl->a->ngpu) {
+    if (t == agent_nsegs(cl->a)) {
         rejoined(cl);
         return;
     }
@@ -556,7 +556,8 @@ unsigned cluster_listen_port(const struct mc_agent *a)
 /* --- start-up and exit ---------------------------------------------------------------------- */
 
 /* What we mount, in order: each tenant's DRAM segment (NULL: that tenant has none here),
- * then the GPU segments (the default tenant's, gpu.h). tenant_p, id_p: may be NULL. */
+ * then the GPU segments (the default tenant's, gpu.h), then the disk segment (the default
+ * tenant's, disk_tier.h). tenant_p, id_p: may be NULL. */
 static struct mc_seg *mount_seg(struct mc_agent *a, uint32_t i, uint32_t *tenant_p,
                                 uint32_t **id_p)
 {
@@ -564,6 +565,11 @@ static struct mc_seg *mount_seg(struct mc_agent *a, uint32_t i, uint32_t *tenant
 
     if (tenant_p != NULL)
         *tenant_p = t;
+    if (i == a->ntenants + a->ngpu) {
+        if (id_p != NULL)
+            *id_p = &a->disk_seg_id;
+        return a->disk_seg;
+    }
     if (id_p != NULL)
         *id_p = i < a->ntenants ? &a->ten[i].seg_id : &a->gpu[i - a->ntenants].seg_id;
     return i < a->ntenants ? a->ten[i].seg : a->gpu[i - a->ntenants].seg;
@@ -679,7 +685,7 @@ static int join(struct cluster *cl, uint64_t deadline)
     cl->node_ttl_ms = hrep.node_ttl_ms;
     cl->lease_ttl_ms = hrep.lease_ttl_ms;
     a->node = hrep.node;
-    for (uint32_t i = 0; i < a->ntenants + a->ngpu; i++) {
+    for (uint32_t i = 0; i < agent_nsegs(a); i++) {
         struct mc_proto_mount_rep mrep;
         uint32_t t, *seg_id;
         uint8_t *mbuf;

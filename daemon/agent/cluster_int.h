@@ -128,6 +128,29 @@ struct xfer {
     int status;
 };
 
+/* A peer's READ of a record in our disk segment (owner.c, disk_tier.h): answered once the
+ * record is read into bytes, which are then sent. */
+struct diskread {
+    struct diskread *next, *prev;
+    struct cluster *cl;        /* NULL: the cluster is gone, the read's end frees it */
+    struct mc_ucx_ep *ep;      /* NULL once it failed: nobody to answer */
+    uint64_t request_id, xfer, len;
+    struct readbatch *batch;   /* the READ_BATCH it is item idx of, or NULL (a READ) */
+    uint32_t idx;
+    uint8_t bytes[];
+};
+
+/* A READ_BATCH some of whose items are disk reads under way: answered (one status per
+ * item) when the last of them ends. It lives as long as one of its diskreads does (and the
+ * handler, while it starts them), so clearing cl or ep goes through those. */
+struct readbatch {
+    struct cluster *cl;        /* NULL: the cluster is gone */
+    struct mc_ucx_ep *ep;      /* NULL once it failed: nobody to answer */
+    uint64_t request_id;
+    uint32_t n, pending;       /* items; holds (items under way, + 1 while being started) */
+    int results[];
+};
+
 /* A write landing in our segment now: the owner's index of what may still change. */
 struct inwrite {
     enum op_what what;         /* OP_INWRITE */
@@ -200,6 +223,7 @@ struct cluster {
     struct peer *rq_peers;        /* peers with reads queued for the next READ_BATCH */
     uint64_t next_id;
     struct inwrite *inwrites;
+    struct diskread *diskreads;   /* peers' reads of our disk records under way */
     struct xfer *moving;          /* transfers UCX holds, for the peer hard deadline */
     struct fence *fences;
     bool fence_busy;
@@ -254,6 +278,12 @@ static inline void cl_inwrites_forget_ep(struct cluster *cl, const struct mc_ucx
     for (struct inwrite *w = cl->inwrites; w != NULL; w = w->next) {
         if (w->ep == ep)
             w->ep = NULL;
+    }
+    for (struct diskread *r = cl->diskreads; r != NULL; r = r->next) {
+        if (r->ep == ep)
+            r->ep = NULL; /* reads of the disk from ep, likewise */
+        if (r->batch != NULL && r->batch->ep == ep)
+            r->batch->ep = NULL;
     }
 }
 

@@ -12,6 +12,7 @@
 #include "daemon/agent/agent_int.h"
 #include "daemon/agent/client.h"
 #include "daemon/agent/cluster.h"
+#include "daemon/agent/disk_tier.h"
 #include "daemon/proto/master_proto.h"
 
 /* The landing segments' bytes, or their bytes in use (cluster mode). */
@@ -116,6 +117,8 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
                             json_integer((json_int_t)landing_bytes(a, true)));
     }
     json_object_set_new(o, "tenants", tenants_json(a));
+    if (a->disk != NULL)
+        json_object_set_new(o, "disk", agent_disk_stats_json(a));
     cluster_stats_add(a, o);
     s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -265,7 +268,7 @@ char *agent_local_cluster_json(struct mc_agent *a)
 {
     struct mc_master_node_info ni[16];
     struct mc_proto_node_entry ne[16];
-    struct mc_proto_seg_entry se[MC_AGENT_TENANTS_MAX + MC_AGENT_GPU_MAX + 1];
+    struct mc_proto_seg_entry se[MC_AGENT_TENANTS_MAX + MC_AGENT_GPU_MAX + 2];
     struct mc_master_stats ms;
     uint32_t cursor = 0, t, nse = 0;
     size_t n, i;
@@ -282,6 +285,11 @@ char *agent_local_cluster_json(struct mc_agent *a)
     for (t = 0; t < a->ngpu; t++) {
         se[nse].seg = a->gpu[t].seg_id;
         mc_master_segment_info(a->master, a->gpu[t].seg_id, &se[nse].info);
+        nse++;
+    }
+    if (a->disk_seg != NULL && a->disk_seg_id != UINT32_MAX) {
+        se[nse].seg = a->disk_seg_id;
+        mc_master_segment_info(a->master, a->disk_seg_id, &se[nse].info);
         nse++;
     }
     n = mc_master_node_list(a->master, &cursor, ni, 16);

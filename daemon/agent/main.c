@@ -52,6 +52,10 @@ static void usage(FILE *f)
             "                     0 in cluster mode: a client node that holds no data\n"
             "  --gpu DEV:SIZE     a GPU segment, repeatable: DEV cuda, cudaN, or test (the\n"
             "                     test device, for tests), e.g. --gpu cuda0:8G (= --set gpu=)\n"
+            "  --disk PATH        the disk tier: a file (created, preallocated) or a block\n"
+            "                     device; evicted objects go there and survive restarts\n"
+            "                     (= --set disk=PATH; docs/disk.md)\n"
+            "  --disk-size SIZE   bytes of the disk file to create, e.g. 64G (= --set disk_size=)\n"
             "  --metrics-listen HOST:PORT  serve /metrics, /health, /ready over HTTP there\n"
             "                     (= --set metrics_listen=; port 0: any free port, logged)\n"
             "  --ready-file F     write our pid to F (atomically) once clients can connect\n"
@@ -175,6 +179,10 @@ int main(int argc, char **argv)
             key = "node_name";
         } else if (strcmp(argv[i], "--domain") == 0) {
             key = "domain";
+        } else if (strcmp(argv[i], "--disk") == 0) {
+            key = "disk";
+        } else if (strcmp(argv[i], "--disk-size") == 0) {
+            key = "disk_size";
         } else if (strcmp(argv[i], "--metrics-listen") == 0) {
             key = "metrics_listen";
         } else if (strcmp(argv[i], "--gpu") == 0 && i + 1 < argc) {

@@ -41,6 +41,7 @@ static void simple_answered(void *ctx, struct ml_req *r)
             e.size = r->out.stat.size;
             e.version = r->out.stat.version;
             e.replicas = r->out.stat.replicas;
+            e.disk_replicas = r->out.stat.disk_replicas;
             e.obj_flags = r->out.stat.flags;
             e.deadline_ms = r->out.stat.ttl_remaining_ms;
             client_cqe_post(c, &e);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "daemon/agent/client.h"
+#include "daemon/agent/disk_tier.h"
 #include "daemon/agent/holdidx.h"
 #include "daemon/common/log.h"
 #include "daemon/proto/hold_proto.h"
@@ -227,44 +228,197 @@ static int read_serve(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_
                             read_served, cl);
 }
 
+/* --- reads of our disk records: asynchronous, answered when the record is read ------------ */
+
+static void diskread_unlink(struct cluster *cl, struct diskread *r)
+{
+    if (r->prev != NULL)
+        r->prev->next = r->next;
+    else
+        cl->diskreads = r->next;
+    if (r->next != NULL)
+        r->next->prev = r->prev;
+    r->next = r->prev = NULL;
+}
+
+static void diskread_sent(void *ctx, int status)
+{
+    struct diskread *r = ctx;
+
+    if (r->cl != NULL)
+        read_served(r->cl, status);
+    free(r);
+}
+
+/* One answer for a READ_BATCH: a status per item. */
+static void readbatch_reply(struct mc_ucx_ep *ep, uint64_t request_id, const int *results,
+                            uint32_t n)
+{
+    uint8_t out[16 + 4 * MC_PROTO_READ_BATCH_MAX];
+    struct mc_proto_batch_rep rep = {.n = n};
+    size_t len;
+
+    if (mc_proto_results_rep_encode(&rep, results, out, sizeof(out), &len) == 0)
+        mc_ucx_rpc_reply(ep, MC_WIRE_READ_BATCH_REPLY, request_id, out, len);
+    else
+        reply_status(ep,
+                     &(struct mc_wire_hdr){.request_id = request_id, .type = MC_WIRE_READ_BATCH},
+                     MC_ERR_INTERNAL);
+}
+
+static int wire_status(int status)
+{
+    /* the wire carries the statuses it knows */
+    return mc_proto_status_is_valid(status, false) ? status : MC_ERR_UNAVAILABLE;
+}
+
+/* A hold on a batch goes: the last one answers it (while its endpoint and cluster are) and
+ * frees it. */
+static void readbatch_put(struct readbatch *b)
+{
+    if (--b->pending > 0)
+        return;
+    if (b->cl != NULL && b->ep != NULL && !b->cl->destroying)
+        readbatch_reply(b->ep, b->request_id, b->results, b->n);
+    free(b);
+}
+
+/* One item of a READ_BATCH has its status. */
+static void readbatch_item_done(struct readbatch *b, uint32_t idx, int status)
+{
+    b->results[idx] = wire_status(status);
+    readbatch_put(b);
+}
+
+/* The record is read (or not): its bytes go to the reader, and the READ (or the batch item)
+ * is answered. A record that fails its checksum is MC_ERR_CORRUPT to the reader, never
+ * bytes. */
+static void diskread_done(void *ctx, int status)
+{
+    struct diskread *r = ctx;
+    struct cluster *cl = r->cl;
+    struct readbatch *b = r->batch;
+    struct mc_wire_hdr hdr = {.request_id = r->request_id, .type = MC_WIRE_READ};
+    int err = status;
+    bool sending = false;
+
+    if (cl != NULL)
+        diskread_unlink(cl, r);
+    if (cl == NULL || r->ep == NULL || cl->destroying) {
+        err = MC_ERR_UNAVAILABLE; /* nobody to send to, or the cluster went meanwhile */
+    } else if (err == 0) {
+        err = mc_ucx_send_bulk(r->ep, MC_WIRE_READ_REPLY, r->xfer, NULL, 0, r->bytes, r->len,
+                               diskread_sent, r);
+        sending = err == 0; /* diskread_sent frees r at the send's final completion */
+    }
+    if (b != NULL)
+        readbatch_item_done(b, r->idx, err);
+    else if (cl != NULL && r->ep != NULL && !cl->destroying)
+        reply_status(r->ep, &hdr, err);
+    if (!sending)
+        free(r);
+}
+
+/* A read of a record in our disk segment started: 0, and its end is diskread_done's (which
+ * answers the READ, or the batch's item when b != NULL); else why not (nothing started). */
+static int read_disk(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t request_id,
+                     const struct mc_peer_read_req *req, struct readbatch *b, uint32_t idx)
+{
+    struct diskread *r;
+    int err;
+
+    if (req->len > cl->a->disk_seg->size)
+        return MC_ERR_INVALID; /* no record is larger than the disk: refuse before malloc */
+    r = malloc(sizeof(*r) + req->len);
+    if (r == NULL)
+        return MC_ERR_NOMEM;
+    *r = (struct diskread){.cl = cl, .ep = ep, .request_id = request_id, .xfer = req->xfer,
+                           .len = req->len, .batch = b, .idx = idx};
+    r->next = cl->diskreads;
+    if (r->next != NULL)
+        r->next->prev = r;
+    cl->diskreads = r;
+    err = agent_disk_read_image(cl->a, req->offset, req->version, r->bytes, req->len,
+                                diskread_done, r);
+    if (err != 0) {
+        diskread_unlink(cl, r);
+        free(r);
+    }
+    return err;
+}
+
+static bool is_disk_read(const struct cluster *cl, const struct mc_peer_read_req *req)
+{
+    return cl->a->disk_seg != NULL && req->seg == cl->a->disk_seg_id;
+}
+
 static void h_read(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                    const void *pl)
 {
     struct mc_peer_read_req req;
+    int err;
 
     if (mc_peer_read_req_decode(pl, hdr->payload_len, &req) != 0) {
         reply_status(ep, hdr, MC_ERR_PROTO);
+        return;
+    }
+    if (is_disk_read(cl, &req)) {
+        err = read_disk(cl, ep, hdr->request_id, &req, NULL, 0);
+        if (err != 0)
+            reply_status(ep, hdr, err);
         return;
     }
     reply_status(ep, hdr, read_serve(cl, ep, &req));
 }
 
 /* READ_BATCH: every item's bytes are started (UCX queues and pipelines the sends), then one
- * answer carries a status per item. */
+ * answer carries a status per item -- at once, or, when some items are records of our disk,
+ * once the last of those is read and its bytes are on their way. */
 static void h_read_batch(struct cluster *cl, struct mc_ucx_ep *ep,
                          const struct mc_wire_hdr *hdr, const void *pl)
 {
     struct mc_peer_read_req items[MC_PROTO_READ_BATCH_MAX];
     int results[MC_PROTO_READ_BATCH_MAX];
-    uint8_t out[16 + 4 * MC_PROTO_READ_BATCH_MAX];
-    struct mc_proto_batch_rep rep = {0};
-    uint32_t n, i;
-    size_t len;
+    struct readbatch *b = NULL;
+    uint32_t n, i, ndisk = 0;
+    int err;
 
     if (mc_peer_read_batch_decode(pl, hdr->payload_len, MC_PROTO_READ_BATCH_MAX, items, &n) != 0) {
         reply_status(ep, hdr, MC_ERR_PROTO);
         return;
     }
-    for (i = 0; i < n; i++) {
-        results[i] = read_serve(cl, ep, &items[i]);
-        if (!mc_proto_status_is_valid(results[i], false))
-            results[i] = MC_ERR_UNAVAILABLE; /* the wire carries the statuses it knows */
+    for (i = 0; i < n; i++)
+        ndisk += is_disk_read(cl, &items[i]);
+    if (ndisk > 0) {
+        b = calloc(1, sizeof(*b) + n * sizeof(b->results[0]));
+        if (b == NULL) {
+            reply_status(ep, hdr, MC_ERR_NOMEM);
+            return;
+        }
+        b->cl = cl;
+        b->ep = ep;
+        b->request_id = hdr->request_id;
+        b->n = n;
+        b->pending = 1; /* ours, until every item is started */
     }
-    rep.n = n;
-    if (mc_proto_results_rep_encode(&rep, results, out, sizeof(out), &len) == 0)
-        mc_ucx_rpc_reply(ep, MC_WIRE_READ_BATCH_REPLY, hdr->request_id, out, len);
+    for (i = 0; i < n; i++) {
+        if (b != NULL && is_disk_read(cl, &items[i])) {
+            b->pending++;
+            err = read_disk(cl, ep, hdr->request_id, &items[i], b, i);
+            if (err == 0)
+                continue; /* its status comes from diskread_done */
+            b->pending--;
+        } else {
+            err = read_serve(cl, ep, &items[i]);
+        }
+        results[i] = wire_status(err);
+        if (b != NULL)
+            b->results[i] = results[i];
+    }
+    if (b != NULL)
+        readbatch_put(b);
     else
-        reply_status(ep, hdr, MC_ERR_INTERNAL);
+        readbatch_reply(ep, hdr->request_id, results, n);
 }
 
 static void h_fence(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
@@ -333,6 +487,51 @@ static void copy_written(void *ctx, int status)
     free(cj);
 }
 
+/* A COPY into our own disk segment (the master offloads an object it evicts from our DRAM,
+ * disk_tier.h): answered once the record is durable. */
+struct diskcopy {
+    struct cluster *cl;
+    struct mc_ucx_ep *master;
+    uint64_t request_id;
+};
+
+static void disk_copied(void *ctx, int status)
+{
+    struct diskcopy *dc = ctx;
+    struct cluster *cl = dc->cl;
+
+    if (!cl->destroying && dc->master == cl->master && cl->master != NULL)
+        reply_status(dc->master,
+                     &(struct mc_wire_hdr){.request_id = dc->request_id, .type = MC_WIRE_COPY},
+                     status);
+    free(dc);
+}
+
+static void copy_to_disk(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                         const struct mc_proto_copy_req *req)
+{
+    struct agent_disk_copy cp = {
+        .src_seg = req->src_seg, .src_offset = req->src_offset, .dst_offset = req->dst_offset,
+        .version = req->version, .key = (const char *)req->key.p,
+        .key_len = req->key.len,
+    };
+    struct diskcopy *dc = malloc(sizeof(*dc));
+    int err;
+
+    if (dc == NULL) {
+        reply_status(ep, hdr, MC_ERR_NOMEM);
+        return;
+    }
+    *dc = (struct diskcopy){.cl = cl, .master = ep, .request_id = hdr->request_id};
+    /* the length the master names is the source block's: the extent is the record's */
+    cp.dst_len = 0;
+    err = agent_disk_copy(cl->a, &cp, disk_copied, dc);
+    if (err != 0) {
+        free(dc);
+        reply_status(ep, hdr, err);
+    }
+}
+
 /* COPY from the master (our node drains): write [src_offset, +len) of our segment into
  * another node's block with the ordinary remote write; answered when that write is. */
 static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
@@ -348,6 +547,10 @@ static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
 
     if (mc_proto_copy_req_decode(pl, hdr->payload_len, &req) != 0) {
         reply_status(ep, hdr, MC_ERR_PROTO);
+        return;
+    }
+    if (a->disk_seg != NULL && req.dst_seg == a->disk_seg_id) {
+        copy_to_disk(cl, ep, hdr, &req);
         return;
     }
     src = seg_span(a, req.src_seg, req.src_offset, req.len);
@@ -501,7 +704,10 @@ static void h_drop(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
         struct mc_seg *s = agent_seg(cl->a, items[i].seg);
 
         results[i] = s == NULL ? MC_ERR_NOT_FOUND : 0;
-        if (s != NULL && s->held != NULL) {
+        if (s != NULL && s->kind == MC_SEG_DISK) {
+            agent_disk_drop(cl->a, items[i].offset, items[i].version); /* erased, too */
+            cl->st.drops_in++;
+        } else if (s != NULL && s->held != NULL) {
             (void)mc_holdidx_drop(s->held, items[i].offset, items[i].version, now);
             cl->st.drops_in++;
         }
@@ -871,6 +1077,15 @@ void cl_owner_register(struct cluster *cl)
 
 void cl_owner_destroy(struct cluster *cl)
 {
+    /* reads of the disk still under way end later (agent_disk_destroy): orphaned here */
+    while (cl->diskreads != NULL) {
+        struct diskread *r = cl->diskreads;
+
+        diskread_unlink(cl, r);
+        r->cl = NULL;
+        if (r->batch != NULL)
+            r->batch->cl = NULL;
+    }
     cl_fences_forget(cl);
     fenced_expire(cl, UINT64_MAX);
 }

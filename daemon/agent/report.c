@@ -155,4 +155,7 @@ void report_held(struct mc_agent *a)
             mc_warn("segment %u: cannot tell the master what it holds (no memory)",
                     a->ten[t].seg_id);
     }
+    if (a->disk_seg != NULL && a->disk_seg_id != UINT32_MAX &&
+        report_seg(a->ml, a->disk_seg, a->disk_seg_id, &a->reports) != 0)
+        mc_warn("the disk segment: cannot tell the master what it holds (no memory)");
 }

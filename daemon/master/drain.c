@@ -31,6 +31,7 @@
 #include "daemon/master/master_int.h"
 
 #define FENCE_RETRY_MS 2000u /* a fence the owner did not acknowledge is asked again */
+#define OFFLOAD_OPEN_MAX 256u /* offload copies queued or sent at once */
 
 enum copy_state {
     CS_QUEUED,  /* made by the tick, not handed to the front end yet */
@@ -46,6 +47,7 @@ struct copy {
     uint64_t start_ms;
     uint64_t fence_ms; /* CS_FENCING: when the fence was last queued */
     bool hard;         /* the version is hard-pinned: the target block counts as such */
+    bool offload;      /* DRAM to the node's disk segment (an eviction), not a drain's */
     struct rep src, tgt;
     uint16_t key_len;
     char key[];
@@ -54,9 +56,12 @@ struct copy {
 struct mc_drain {
     struct mc_dir_cursor cur;
     struct copy *copies;
-    uint32_t open; /* copies QUEUED or SENT */
+    uint32_t open; /* drain copies QUEUED or SENT */
     uint32_t open_max;
+    uint32_t offload_open; /* offload copies QUEUED or SENT */
+    uint32_t queued;       /* copies QUEUED (of both kinds) */
 };
+
 
 int mc_drain_create(uint32_t copies_max, struct mc_drain **d_p)
 {
@@ -122,6 +127,16 @@ static struct copy *copy_of_version(const struct mc_drain *d, uint64_t version)
     return NULL;
 }
 
+static void copy_closed(struct mc_drain *d, const struct copy *c)
+{
+    if (c->state == CS_QUEUED)
+        d->queued--;
+    if (c->offload)
+        d->offload_open--;
+    else
+        d->open--;
+}
+
 /* Unlink and free c; its target block is freed by the caller when that is safe. */
 static void copy_remove(struct mc_drain *d, struct copy *c)
 {
@@ -131,7 +146,7 @@ static void copy_remove(struct mc_drain *d, struct copy *c)
         ;
     *pp = c->next;
     if (c->state != CS_FENCING)
-        d->open--;
+        copy_closed(d, c);
     free(c);
 }
 
@@ -145,7 +160,7 @@ static void copy_fence(struct mc_master *m, struct copy *c)
         return;
     }
     if (c->state != CS_FENCING)
-        d->open--;
+        copy_closed(d, c);
     c->state = CS_FENCING;
     c->fence_ms = now_ms(m);
     (void)mc_master__fence_push(m, rep_seg_id(&c->tgt), c->tgt.alloc, c->id);
@@ -209,6 +224,7 @@ static void copy_start(struct mc_master *m, struct obj *o, struct ver *v, uint32
     }
     memset(c, 0, sizeof(*c));
     c->state = CS_QUEUED;
+    d->queued++;
     c->id = ++m->next_version;
     c->version = v->id;
     c->start_ms = now_ms(m);
@@ -305,6 +321,100 @@ bool mc_drain_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint6
     return false;
 }
 
+/* --- offload: DRAM victims to their node's disk segment ---------------------------------- */
+
+/* The disk segment of s's node for s's tenant, ready for data, or NULL. */
+static struct seg *disk_of(struct mc_master *m, const struct seg *s)
+{
+    uint32_t i;
+
+    for (i = 0; i < m->nsegs; i++) {
+        struct seg *t = &m->segs[i];
+
+        if (t->state == SEG_MOUNTED && t->kind == MC_SEG_DISK && t->node == s->node &&
+            t->tenant == s->tenant && !seg_restoring(m, t))
+            return t;
+    }
+    return NULL;
+}
+
+/*
+ * place.c's question before it evicts v's replica in DRAM segment s (v complete, neither
+ * leased nor hard-pinned, its turn come): when that replica is v's last and s's node has a
+ * disk segment, the replica's bytes go there first. The disk extent is allocated now
+ * (evicting from the disk by its own clock when it is full) and a copy queued for the
+ * owner (mc_master_copies_take, as a drain's); the DRAM block stays allocated until the
+ * owner answers, and goes on the hand's next pass, when the disk replica has joined the
+ * version (mc_master_copy_done). Returns whether the block stays.
+ */
+static bool offload_victim(struct mc_master *m, struct seg *s, struct ver *v, uint32_t now)
+{
+    struct mc_drain *d = m->drain;
+    struct obj *o = ver_obj(v);
+    struct rep *reps = ver_reps(v);
+    struct rep src = {0}, tgt = {0};
+    struct seg *disk;
+    struct copy *c;
+    uint32_t i, live = 0;
+    uint64_t need;
+
+    if (v != &o->v || (o->flags & OF_NO_OFFLOAD))
+        return false;
+    for (i = 0; i < v->nrep; i++) {
+        struct seg *rs = seg_of_rep(m, &reps[i]);
+
+        if (rs == NULL)
+            continue;
+        live++;
+        if (rs == s)
+            src = reps[i];
+    }
+    if (live != 1)
+        return false; /* another replica stays (in memory elsewhere, or on disk already) */
+    if (copy_of_version(d, v->id) != NULL)
+        return true; /* on its way to disk */
+    if (m->cfg.disk_admission == MC_MASTER_DISK_ADMIT_SECOND_HIT &&
+        !(o->flags & (OF_HIT | OF_PIN_SOFT | OF_PIN_HARD)))
+        return false;
+    disk = disk_of(m, s);
+    if (disk == NULL)
+        return false;
+    need = mc_master_disk_rec_len(v->size);
+    if (need > mc_alloc_capacity(disk->alloc))
+        return false;
+    if (d->offload_open >= OFFLOAD_OPEN_MAX)
+        return true; /* the disk is behind: the block waits its turn */
+    c = malloc(sizeof(*c) + o->key_len);
+    if (c == NULL)
+        return false;
+    if (mc_master__seg_alloc(m, disk, need, now, &tgt.alloc) != 0) {
+        free(c); /* the disk holds only what may not go: dropped as without a disk */
+        return false;
+    }
+    tgt.seg = (uint16_t)(disk - m->segs);
+    tgt.gen = disk->gen;
+    memset(c, 0, sizeof(*c));
+    c->state = CS_QUEUED;
+    d->queued++;
+    c->id = ++m->next_version;
+    c->version = v->id;
+    c->start_ms = now_ms(m);
+    c->offload = true;
+    c->src = src;
+    c->tgt = tgt;
+    c->key_len = o->key_len;
+    memcpy(c->key, o->key, o->key_len);
+    c->next = d->copies;
+    d->copies = c;
+    d->offload_open++;
+    return true;
+}
+
+bool mc_drain_offload(struct mc_master *m, struct seg *s, struct ver *v, uint32_t now)
+{
+    return offload_victim(m, s, v, now);
+}
+
 /* --- the public part (master.h) ---------------------------------------------------------- */
 
 size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, size_t max)
@@ -325,6 +435,7 @@ size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, si
             continue;
         }
         c->state = CS_SENT;
+        m->drain->queued--;
         o->id = c->id;
         o->version = c->version;
         o->key = c->key;
@@ -335,6 +446,11 @@ size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, si
         k++;
     }
     return k;
+}
+
+bool mc_master_copies_pending(const struct mc_master *m)
+{
+    return m->drain->queued > 0;
 }
 
 void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)
@@ -353,6 +469,11 @@ void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)
     if (c == NULL)
         return;
     if (status != 0) {
+        if (c->offload) {
+            o = check_key(c->key, c->key_len) == 0 ? lookup(m, c->key, c->key_len) : NULL;
+            if (o != NULL)
+                o->flags |= OF_NO_OFFLOAD; /* not again: its DRAM block would wait forever */
+        }
         copy_fence(m, c);
         return;
     }
@@ -367,7 +488,15 @@ void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)
      * block still belongs to it (not evicted, not dropped, not reused meanwhile) */
     for (i = 0; v != NULL && i < v->nrep; i++)
         has_src |= rep_equal(&ver_reps(v)[i], &c->src);
-    if (v == NULL || !has_src || mc_master__ver_add_rep(m, v, &c->tgt) != 0)
+    if (v == NULL || !has_src || mc_master__ver_add_rep(m, v, &c->tgt) != 0) {
+        struct seg *ts = seg_of_rep(m, &c->tgt);
+
+        /* a record written to disk for nothing: its owner erases it (a DROP), or a restart
+         * would find it */
+        if (c->offload && m->drops_on)
+            mc_master__drop_push(m, rep_seg_id(&c->tgt), mc_alloc_offset(ts->alloc, c->tgt.alloc),
+                                 c->version);
         mc_master__rep_release(m, &c->tgt, c->hard); /* the write is over: safe to reuse */
+    }
     copy_remove(d, c);
 }

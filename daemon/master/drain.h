@@ -21,6 +21,11 @@ void mc_drain_destroy(struct mc_drain *d);
 /* Bounded work: drops replicas that have another home, starts copies of those that do not,
  * retries fences of failed copies. Does nothing while no node drains and no copy is open. */
 void mc_drain_tick(struct mc_master *m);
+/* The master's offload question (struct mc_master's `offload`, master_int.h): copies of
+ * DRAM victims to their node's disk segment share the drain's copy records. */
+struct seg;
+struct ver;
+bool mc_drain_offload(struct mc_master *m, struct seg *s, struct ver *v, uint32_t now);
 /* A fence acknowledgement for a failed copy's target block: frees it and returns true.
  * False when (seg, alloc, version) names no copy (the caller handles it as a put's). */
 bool mc_drain_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version);

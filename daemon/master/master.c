@@ -379,12 +379,19 @@ static int lease_grant(struct mc_master *m, const char *key, size_t key_len, uin
         v->lease_exp = now + ct; /* the latest expiry of the epoch's leases */
     v->lease_cnt++;
     o->flags |= OF_CLOCK;
+    if (!pin)
+        o->flags |= OF_HIT;
     m->st.lease_grants++;
 
+    /* memory first, disk replicas last: readers take the first that works */
     reps = ver_reps(v);
-    for (i = 0; i < v->nrep; i++) {
-        if (seg_of_rep(m, &reps[i]) != NULL)
-            mc_master__fill_replica(m, &reps[i], &res_p->rep[n++]);
+    for (int disk = 0; disk < 2; disk++) {
+        for (i = 0; i < v->nrep; i++) {
+            const struct seg *s = seg_of_rep(m, &reps[i]);
+
+            if (s != NULL && (s->kind == MC_SEG_DISK) == (disk == 1))
+                mc_master__fill_replica(m, &reps[i], &res_p->rep[n++]);
+        }
     }
     res_p->nrep = n;
     res_p->version = v->id;
@@ -469,8 +476,13 @@ int mc_master_stat(struct mc_master *m, const char *key, size_t key_len,
     if (o == NULL || !obj_is_visible(m, o))
         return MC_ERR_NOT_FOUND;
     reps = ver_reps(&o->v);
-    for (i = 0; i < o->v.nrep; i++)
-        live += seg_of_rep(m, &reps[i]) != NULL;
+    st_p->disk_replicas = 0;
+    for (i = 0; i < o->v.nrep; i++) {
+        const struct seg *s = seg_of_rep(m, &reps[i]);
+
+        live += s != NULL;
+        st_p->disk_replicas += s != NULL && s->kind == MC_SEG_DISK;
+    }
     st_p->size = o->v.size;
     st_p->version = o->v.id;
     st_p->replicas = live;
@@ -892,6 +904,9 @@ int mc_master_segment_mount(struct mc_master *m, const struct mc_master_seg_desc
     err = mc_master__tenant_mount(m, d->tenant, d->quota, &tenant);
     if (err != 0)
         return err;
+    /* a disk segment's extents are whole device blocks (O_DIRECT) */
+    if (d->kind == MC_SEG_DISK && granule < MC_MASTER_DISK_BLOCK)
+        granule = MC_MASTER_DISK_BLOCK;
     /* a bigger granule for huge segments: the allocator counts granules in 32 bits */
     while (d->size / granule > MC_ALLOC_MAX_UNITS)
         granule *= 2;
@@ -1094,6 +1109,7 @@ int mc_master_create(const struct mc_master_config *cfg, mc_master_clock_fn cloc
         free(m);
         return err;
     }
+    m->offload = mc_drain_offload;
     *m_p = m;
     return 0;
 }

@@ -36,6 +36,9 @@ enum mc_seg_kind {
     MC_SEG_DISK = 2,
 };
 
+/* A disk segment's granule: its extents are whole device blocks (O_DIRECT). */
+#define MC_MASTER_DISK_BLOCK 4096u
+
 /* Put flags, the same bits as mc_put_opts_t.flags (include/mc/mc.h). */
 #define MC_MASTER_PUT_UPSERT 0x1u
 #define MC_MASTER_PUT_PIN_SOFT 0x2u
@@ -113,6 +116,7 @@ struct mc_master_stat {
     uint32_t replicas;
     uint32_t flags;
     uint64_t ttl_remaining_ms; /* 0 = no TTL */
+    uint32_t disk_replicas;    /* of the replicas, those in disk segments */
 };
 
 struct mc_master_seg_desc {
@@ -247,6 +251,8 @@ struct mc_master_copy {
 };
 /* Copies made by the tick and not handed out yet; each is handed out once. */
 size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, size_t max);
+/* Whether copies_take would hand out any (O(1): for a front end that polls). */
+bool mc_master_copies_pending(const struct mc_master *m);
 /* The owner's answer to copy `id` (or the call's failure). On 0 the target becomes a replica
  * of the version when that is still the readable one and still holds the source replica,
  * else its block is freed (the write is over). On failure the target is fenced at its owner

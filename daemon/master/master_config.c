@@ -21,6 +21,9 @@
 #define MS_PER_H   (3600.0 * MS_PER_S)
 #define MS_PER_DAY (24.0 * MS_PER_H)
 
+/* in the order of MC_MASTER_DISK_ADMIT_* */
+static const char *const disk_admission_names[] = {"all", "second_hit", NULL};
+
 #define FIELD(f) offsetof(struct mc_master_config, f)
 
 const struct mc_config_entry mc_master_config_table[] = {
@@ -117,6 +120,17 @@ const struct mc_config_entry mc_master_config_table[] = {
                "again (a master restarted or newly elected, an agent back with its disk) takes "
                "no new data until the agent has reported all of it, or this long: a put never "
                "lands on an object that is only not reported yet (docs/master.md, Restores).",
+    },
+    {
+        .name = "disk_admission",
+        .type = MC_CFG_ENUM,
+        .def = "all",
+        .choices = disk_admission_names,
+        .offset = FIELD(disk_admission),
+        .doc = "Which objects evicted from DRAM are written to their node's disk segment "
+               "(an agent's --disk) instead of dropped: all, or second_hit (only objects read "
+               "at least once since they were put, the endurance rule inference engines use; "
+               "pinned objects always). docs/disk.md.",
     },
     {
         .name = "hard_pin_max_ratio",

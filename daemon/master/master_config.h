@@ -29,7 +29,12 @@ struct mc_master_config {
     uint64_t pin_ttl_ms;        /* a client's pin (mc_prefix_pin) lapses after this (60 s) */
     uint64_t restore_window_ms; /* a segment mounted as restoring takes no new data until
                                    its owner reported it, or this long (30 s) */
+    int disk_admission;         /* MC_MASTER_DISK_ADMIT_*: which DRAM victims go to disk */
 };
+
+/* disk_admission: a DRAM victim with no other replica goes to its node's disk segment ... */
+#define MC_MASTER_DISK_ADMIT_ALL 0        /* ... always */
+#define MC_MASTER_DISK_ADMIT_SECOND_HIT 1 /* ... when it was read at least once, or pinned */
 
 /* The table behind the struct (terminated by an entry whose name is NULL). */
 extern const struct mc_config_entry mc_master_config_table[];

@@ -42,6 +42,16 @@ enum ver_state {
 #define OF_NO_CSUM 0x08u
 #define OF_TTL 0x10u
 #define OF_TIER_GPU 0x20u /* its replicas are in GPU segments */
+#define OF_HIT 0x40u      /* read at least once (disk_admission = second_hit) */
+#define OF_NO_OFFLOAD 0x80u /* a copy of it to disk failed: evicted as without a disk */
+
+/* The extent a disk segment's record of an object of `size` bytes takes: one header block,
+ * then the payload padded to the block (daemon/agent/disk_fmt.h, mc_disk_rec_len; the
+ * agent checks that both agree). */
+static inline uint64_t mc_master_disk_rec_len(uint64_t size)
+{
+    return MC_MASTER_DISK_BLOCK + ((size + MC_MASTER_DISK_BLOCK - 1) & ~(uint64_t)(MC_MASTER_DISK_BLOCK - 1));
+}
 
 struct rep {
     uint16_t seg; /* segment slot */
@@ -148,6 +158,10 @@ struct mc_master {
     size_t drop_head, drop_count, drop_cap;
     bool drops_on;
     struct mc_drain *drain; /* drain.c: copies in flight, its directory walk */
+    /* place.c asks this (drain.c sets it) before evicting the last replica of a version
+     * from a DRAM segment: true keeps the block, whose bytes are being copied to the
+     * node's disk segment (or are about to be); false lets the eviction go on */
+    bool (*offload)(struct mc_master *m, struct seg *s, struct ver *v, uint32_t now);
     struct tenant tenants[MC_MASTER_TENANTS_MAX];
     uint32_t ntenants;      /* >= 1: the default tenant is always there */
 };
@@ -382,6 +396,9 @@ void mc_master__obj_swap_head(struct mc_master *m, struct obj *o, struct ver_ext
 /* Queues one block for its owner to fence (mc_master_fences_take); false when the queue is
  * full. */
 bool mc_master__fence_push(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version);
+/* Tells the owner of [offset, ...) in segment seg that the block of `version` there is
+ * freed (mc_master_drops_take), when drops are on. */
+void mc_master__drop_push(struct mc_master *m, uint32_t seg, uint64_t offset, uint64_t version);
 /* Appends r to v's replicas and makes v the owner of its block. MC_ERR_NOMEM, or
  * MC_ERR_NO_SPACE when v has MC_MASTER_MAX_REPLICAS already. */
 int mc_master__ver_add_rep(struct mc_master *m, struct ver *v, const struct rep *r);
@@ -408,6 +425,10 @@ uint64_t mc_master__tenant_used(const struct mc_master *m, uint32_t idx);
  * inline where no segment has room. MC_ERR_NO_SPACE, MC_ERR_TOO_LARGE, MC_ERR_NOMEM. */
 int mc_master__place(struct mc_master *m, const struct mc_master_put_req *req, uint32_t nrep,
                      uint32_t now, struct rep *reps);
+/* Allocates need bytes in s (no quota), evicting inline from s as a put would (its own
+ * clock: bounded by two laps of its blocks). MC_ERR_NO_SPACE, MC_ERR_NOMEM. */
+int mc_master__seg_alloc(struct mc_master *m, struct seg *s, uint64_t need, uint32_t now,
+                         uint32_t *alloc_p);
 /* Evicts from s down to the low watermark, within the scan budget (the tick, above the high
  * watermark). */
 void mc_master__seg_trim(struct mc_master *m, struct seg *s, uint32_t now);

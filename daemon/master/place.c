@@ -58,6 +58,10 @@ static uint64_t seg_evict_step(struct mc_master *m, struct seg *s, bool allow_so
         o->flags &= (uint8_t)~OF_PIN_SOFT;
     if ((o->flags & OF_PIN_SOFT) && !allow_soft)
         return 0;
+    /* its node's disk may take it instead (drain.c): the block stays until its bytes are
+     * there, and goes on a later pass, the disk replica staying */
+    if (s->kind == MC_SEG_DRAM && m->offload != NULL && m->offload(m, s, v, now))
+        return 0;
     reps = ver_reps(v);
     for (i = 0; i < v->nrep; i++) {
         if (reps[i].seg == (uint16_t)(s - m->segs) && reps[i].alloc == id)
@@ -184,6 +188,14 @@ static int seg_alloc_evicting(struct mc_master *m, struct seg *s, const struct f
     if (!seg_evict(m, s, done_fits, (uintptr_t)f, true, now))
         return MC_ERR_NO_SPACE;
     return mc_alloc_alloc(s->alloc, f->need, alloc_p);
+}
+
+int mc_master__seg_alloc(struct mc_master *m, struct seg *s, uint64_t need, uint32_t now,
+                         uint32_t *alloc_p)
+{
+    struct fit f = {.need = need};
+
+    return seg_alloc_evicting(m, s, &f, now, alloc_p);
 }
 
 static uint64_t rng_next(struct mc_master *m)

@@ -27,7 +27,7 @@ void mc_master__ver_repoint(struct mc_master *m, struct ver *v)
     }
 }
 
-static void drop_push(struct mc_master *m, uint32_t seg, uint64_t offset, uint64_t version)
+void mc_master__drop_push(struct mc_master *m, uint32_t seg, uint64_t offset, uint64_t version)
 {
     if (m->drop_count == m->drop_cap) {
         size_t cap = m->drop_cap != 0 ? 2 * m->drop_cap : 1024, i;
@@ -59,7 +59,7 @@ void mc_master__rep_release(struct mc_master *m, const struct rep *r, bool hard)
         s->hard_pinned -= mc_alloc_len(s->alloc, r->alloc);
     v = mc_alloc_owner(s->alloc, r->alloc);
     if (m->drops_on && v != NULL && (v->state == VS_COMPLETE || v->state == VS_RETIRED))
-        drop_push(m, seg_id(m, s), mc_alloc_offset(s->alloc, r->alloc), v->id);
+        mc_master__drop_push(m, seg_id(m, s), mc_alloc_offset(s->alloc, r->alloc), v->id);
     mc_alloc_free(s->alloc, r->alloc);
 }
 

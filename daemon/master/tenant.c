@@ -66,7 +66,8 @@ uint64_t mc_master__tenant_used(const struct mc_master *m, uint32_t idx)
     for (i = 0; i < m->nsegs; i++) {
         const struct seg *s = &m->segs[i];
 
-        if (s->state == SEG_MOUNTED && s->tenant == idx)
+        /* a quota bounds memory: disk segments do not count */
+        if (s->state == SEG_MOUNTED && s->tenant == idx && s->kind != MC_SEG_DISK)
             used += mc_alloc_used_bytes(s->alloc);
     }
     return used;

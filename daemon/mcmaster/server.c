@@ -1426,6 +1426,10 @@ int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
             on_signal(s);
         if (pfd[1].revents & POLLIN)
             on_timer(s);
+        /* a put's eviction may have made copies (to its node's disk, docs/disk.md): they
+         * go out now, not on the next tick, since the DRAM they hold is what puts need */
+        if (mc_master_copies_pending(s->m))
+            copies_send(s);
         if (pfd[2].revents & POLLIN)
             mc_boot_serve(s->listen_fd, s->boot, s->boot_len);
         if (pfd[4].revents & POLLIN) { /* won or lost the lead: act now */

@@ -445,7 +445,7 @@ int mc_proto_get_rep_decode(const void *buf, size_t len, size_t cap,
 static bool stat_ok(const struct mc_master_stat *st)
 {
     return st->size > 0 && st->replicas <= MC_MASTER_MAX_REPLICAS &&
-           (st->flags & ~MC_MASTER_PUT_FLAGS_ALL) == 0;
+           st->disk_replicas <= st->replicas && (st->flags & ~MC_MASTER_PUT_FLAGS_ALL) == 0;
 }
 
 int mc_proto_exist_rep_encode(const struct mc_proto_batch_rep *m, const int *results,
@@ -479,6 +479,7 @@ int mc_proto_exist_rep_encode(const struct mc_proto_batch_rep *m, const int *res
         mc_wire_put_u32(&w, st->replicas);
         mc_wire_put_u32(&w, st->flags);
         mc_wire_put_u64(&w, st->ttl_remaining_ms);
+        mc_wire_put_u32(&w, st->disk_replicas);
     }
     return encode_end(&w, buf, len_p);
 }
@@ -508,6 +509,7 @@ int mc_proto_exist_rep_decode(const void *buf, size_t len, size_t cap,
             st.replicas = mc_wire_get_u32(&r);
             st.flags = mc_wire_get_u32(&r);
             st.ttl_remaining_ms = mc_wire_get_u64(&r);
+            st.disk_replicas = mc_wire_get_u32(&r);
             if (!r.bad && !stat_ok(&st))
                 fail(&r);
         }

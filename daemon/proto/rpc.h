@@ -135,7 +135,7 @@
 /* The composite items of the layouts: X(name, "layout"). */
 #define MC_PROTO_ITEMS(X)                                                                          \
     X(replica, "u32 seg, u32 node, u32 alloc, u32 kind, u64 offset, u64 addr, u64 len")            \
-    X(stat, "u64 size, u64 version, u32 replicas, u32 flags, u64 ttl_remaining_ms")                \
+    X(stat, "u64 size, u64 version, u32 replicas, u32 flags, u64 ttl_remaining_ms, u32 disk_replicas") \
     X(segment, "u32 seg, u32 node, u32 kind, u64 base, u64 size, u64 free_bytes, "                 \
                "u64 largest_free, u64 hard_pinned_bytes, u64 blocks, u64 evictions, "              \
                "blob worker_addr, blob rkey, blob tenant, u64 quota")                              \

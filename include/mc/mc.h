@@ -154,12 +154,17 @@ typedef struct mc_obj_info {
     uint32_t flags;            /* MC_PUT_* state of this version now: MC_PUT_PIN_SOFT (until
                                   the soft pin lapses), MC_PUT_PIN_HARD,
                                   MC_PUT_NO_CHECKSUM, MC_PUT_TIER_GPU (its replicas are in
-                                  GPU memory); other bits are 0 */
+                                  GPU memory); bits 16..19: how many of the replicas are on a
+                                  node's disk (MC_OBJ_DISK_REPLICAS); other bits are 0 */
     uint64_t version;          /* the version number: unique in the store, larger for each newer
                                   version of a key (not consecutive, not from 1) */
     uint64_t ttl_remaining_ms; /* ms until the object expires, rounded up; 0 = no TTL */
     uint64_t reserved[4];      /* set to zero */
 } mc_obj_info_t;
+
+/* How many of an object's replicas are on a node's disk (an agent's --disk, docs/disk.md),
+ * from mc_obj_info_t.flags; the others are in memory. */
+#define MC_OBJ_DISK_REPLICAS(flags) (((flags) >> 16) & 0xFu)
 
 /*
  * Connect to the local agent.

@@ -229,6 +229,12 @@ static int prefill(const struct mcb_cfg *cfg, mc_client_t *c, uint64_t n)
             goto out;
         }
         for (i = 0; i < k; i++) {
+            /* a pool whose victims are on their way to disk (docs/disk.md) makes room in a
+             * moment: wait for it, as a writer would */
+            for (int tries = 0; res[i] == MC_ERR_NO_SPACE && tries < 5000; tries++) {
+                usleep(1000);
+                res[i] = mc_put(c, keys[i], bufs[i], lens[i], NULL);
+            }
             if (res[i] != 0 && res[i] != MC_ERR_EXISTS) {
                 if (bad++ == 0)
                     first = res[i];

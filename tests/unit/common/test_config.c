@@ -917,6 +917,7 @@ START_TEST(test_config_dump_config_exits)
     size_t len = 0;
     FILE *f;
 
+    memset(&a, 0, sizeof(a)); /* compared bytewise below: no stray padding bytes */
     f = open_memstream(&buf, &len);
     ck_assert_ptr_nonnull(f);
     ck_assert_int_eq(mc_config_parse_args(t_main_table, &a, NULL, NULL, &argc, argv, f, t_err,

@@ -440,9 +440,9 @@ START_TEST(test_proto_exist_round_trip)
     m->results[0] = 1;
     m->results[1] = 0;
     m->results[2] = MC_ERR_INVALID;
-    m->stats[0] = (struct mc_master_stat){4096, 2, 2, MC_MASTER_PUT_PIN_HARD, 5000};
+    m->stats[0] = (struct mc_master_stat){4096, 2, 2, MC_MASTER_PUT_PIN_HARD, 5000, 1};
     ck_assert_int_eq(t_encode(MC_WIRE_EXIST_BATCH_REPLY, m, t_buf, sizeof(t_buf), &len), 0);
-    ck_assert_uint_eq(len, 12 + 4 + 32 + 4 + 4);
+    ck_assert_uint_eq(len, 12 + 4 + 36 + 4 + 4); /* a stat record: 36 bytes */
     ck_assert_int_eq(t_decode(MC_WIRE_EXIST_BATCH_REPLY, t_buf, len, 3, d), 0);
     ck_assert_uint_eq(d->batch_rep.flags, MC_PROTO_EXIST_F_STAT);
     ck_assert_int_eq(d->results[0], 1);

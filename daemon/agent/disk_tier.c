@@ -1,0 +1,728 @@
+/*
+ * The agent's disk tier (disk_tier.h).
+ */
+#include "daemon/agent/disk_tier.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <sys/file.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mc/mc_status.h>
+
+#include "daemon/agent/agent_int.h"
+#include "daemon/agent/disk.h"
+#include "daemon/agent/holdidx.h"
+#include "daemon/agent/seg_disk.h"
+#include "daemon/common/log.h"
+#include "shm/checksum.h"
+#include "shm/ring.h"
+
+/* the master allocates a record's extent by its own copy of the format's rule */
+_Static_assert(MC_MASTER_DISK_BLOCK == MC_DISK_BLOCK, "the master's disk block is the store's");
+
+#define LOCAL_COPIES 64 /* copies taken from the in-process master per tick, at most */
+
+struct dk_erase;
+struct dk_write;
+
+struct agent_disk {
+    struct mc_agent *a;
+    struct mc_disk *d;
+    int lock_fd;               /* holds flock(LOCK_EX) on the file: one agent per disk */
+    struct mc_loop_ev ev;
+    bool polling;
+    bool closing;              /* callbacks only free their op */
+    struct dk_erase *erasing;  /* erases in flight */
+    struct dk_write *waiting;  /* writes waiting for an erase of an extent they overlap */
+    struct agent_disk_stats st;
+};
+
+/* --- writes (offload) ------------------------------------------------------------------------ */
+
+struct dk_write {
+    struct mc_disk_op op; /* first: the store's callback gets it */
+    struct agent_disk *k;
+    struct dk_write *next;
+    agent_disk_copy_fn done;
+    void *ctx;
+    uint64_t off, len, size, version, ttl_ms;
+    uint32_t flags;
+    const uint8_t *src;
+    size_t key_len;
+    char key[MC_DIR_KEY_MAX];
+};
+
+struct dk_erase {
+    struct mc_disk_op op;
+    struct agent_disk *k;
+    struct dk_erase *next;
+    uint64_t off, len;
+};
+
+static bool overlaps(uint64_t a_off, uint64_t a_len, uint64_t b_off, uint64_t b_len)
+{
+    return a_off < b_off + b_len && b_off < a_off + a_len;
+}
+
+static bool erase_blocks(const struct agent_disk *k, const struct dk_write *w)
+{
+    for (const struct dk_erase *e = k->erasing; e != NULL; e = e->next) {
+        if (overlaps(e->off, e->len, w->off, w->len))
+            return true;
+    }
+    return false;
+}
+
+static void write_done(struct mc_disk_op *op, int res)
+{
+    struct dk_write *w = (struct dk_write *)op;
+    struct agent_disk *k = w->k;
+    struct mc_agent *a = k->a;
+
+    if (k->closing) {
+        free(w);
+        return;
+    }
+    if (res == 0) {
+        struct mc_holdidx_entry e = {
+            .key = w->key, .key_len = w->key_len, .offset = w->off, .alloc_len = w->len,
+            .size = w->size, .version = w->version, .flags = w->flags, .ttl_ms = w->ttl_ms,
+        };
+
+        /* a full index (no memory) only means a restart would not report it: the master
+         * knows it anyway once the copy is answered */
+        if (mc_holdidx_add(a->disk_seg->held, &e, mc_agent_now_ms()) < 0)
+            mc_warn("disk: the index of the disk segment is out of memory");
+        k->st.offloads++;
+    } else {
+        k->st.offload_errors++;
+        mc_warn("disk: writing %" PRIu64 " bytes at %" PRIu64 ": %s", w->size, w->off,
+                mc_strerror(res));
+    }
+    w->done(w->ctx, res);
+    free(w);
+}
+
+/* Start w now (nothing erases under it). Failures go to its callback. */
+static void write_start(struct agent_disk *k, struct dk_write *w)
+{
+    uint64_t expire = w->ttl_ms != 0 ? mc_seg_disk_wall_ms() + w->ttl_ms : 0;
+    int err;
+
+    /* whatever the index had there was freed by the master: its bytes are going */
+    (void)mc_holdidx_overwrite(k->a->disk_seg->held, w->off, w->len, w->version);
+    w->op.done = write_done;
+    err = mc_disk_write(k->d, &w->op, w->off, w->key, (uint32_t)w->key_len, w->version,
+                        w->flags, expire, w->src, w->size);
+    if (err != 0)
+        write_done(&w->op, err);
+}
+
+static void waiting_retry(struct agent_disk *k)
+{
+    struct dk_write **pp = &k->waiting;
+
+    while (*pp != NULL) {
+        struct dk_write *w = *pp;
+
+        if (erase_blocks(k, w)) {
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next;
+        write_start(k, w);
+    }
+}
+
+/* The DRAM image's chunk checksums and object checksum (shm/ring.h): an offload must not
+ * bless bytes that went bad in memory (the disk record's own XXH3 is taken from them). */
+static bool image_ok(const uint8_t *img, uint64_t size)
+{
+    uint64_t n = mc_shm_nchunks(size), i;
+    uint64_t tr[1];
+    const uint8_t *trailer = img + mc_shm_trailer_off(size);
+
+    for (i = 0; i < n; i++) {
+        uint64_t len = i + 1 < n ? MC_SHM_CHUNK : size - i * MC_SHM_CHUNK;
+
+        memcpy(tr, trailer + 8 * i, 8);
+        if (XXH3_64bits(img + i * MC_SHM_CHUNK, len) != tr[0])
+            return false;
+    }
+    memcpy(tr, trailer + 8 * n, 8);
+    return XXH3_64bits(trailer, n * 8) == tr[0];
+}
+
+int agent_disk_copy(struct mc_agent *a, const struct agent_disk_copy *cp,
+                    agent_disk_copy_fn done, void *ctx)
+{
+    struct agent_disk *k = a->disk;
+    struct mc_seg *s = agent_seg(a, cp->src_seg);
+    struct mc_holdidx_entry e;
+    uint64_t now = mc_agent_now_ms(), img, len;
+    struct dk_write *w;
+    const uint8_t *src;
+
+    if (k == NULL || s == NULL || s->kind != MC_SEG_DRAM || s->held == NULL ||
+        cp->key_len == 0 || cp->key_len > MC_DIR_KEY_MAX)
+        return MC_ERR_INVALID;
+    /* what our index says of the object at the source: the record carries all of it */
+    if (!mc_holdidx_find(s->held, cp->src_offset, &e) || e.version != cp->version ||
+        e.key_len != cp->key_len || memcmp(e.key, cp->key, cp->key_len) != 0)
+        return MC_ERR_INVALID;
+    if (e.ttl_ms != 0 && e.ttl_ms <= now)
+        return MC_ERR_INVALID; /* expired: the master is about to free it */
+    img = mc_shm_alloc_len(e.size, (e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0);
+    src = mc_seg_span(s, cp->src_offset, img);
+    len = cp->dst_len != 0 ? cp->dst_len : mc_disk_rec_len(e.size);
+    if (src == NULL || len < mc_disk_rec_len(e.size) || cp->dst_offset % MC_DISK_BLOCK != 0 ||
+        len % MC_DISK_BLOCK != 0 || cp->dst_offset > a->disk_seg->size ||
+        len > a->disk_seg->size - cp->dst_offset)
+        return MC_ERR_INVALID;
+    if ((e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0 && !image_ok(src, e.size)) {
+        mc_warn("disk: an object's DRAM bytes fail their checksum: not offloaded");
+        return MC_ERR_CORRUPT;
+    }
+    w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return MC_ERR_NOMEM;
+    w->k = k;
+    w->done = done;
+    w->ctx = ctx;
+    w->off = cp->dst_offset;
+    w->len = len;
+    w->size = e.size;
+    w->version = e.version;
+    w->flags = e.flags;
+    w->ttl_ms = e.ttl_ms != 0 ? e.ttl_ms - now : 0;
+    w->src = src; /* the master keeps the DRAM block allocated until the copy is answered */
+    w->key_len = cp->key_len;
+    memcpy(w->key, cp->key, cp->key_len);
+    if (erase_blocks(k, w)) {
+        w->next = k->waiting;
+        k->waiting = w;
+        return 0;
+    }
+    write_start(k, w);
+    return 0;
+}
+
+/* --- erases ----------------------------------------------------------------------------------- */
+
+static void erase_done(struct mc_disk_op *op, int res)
+{
+    struct dk_erase *e = (struct dk_erase *)op;
+    struct agent_disk *k = e->k;
+    struct dk_erase **pp;
+
+    for (pp = &k->erasing; *pp != e; pp = &(*pp)->next)
+        ;
+    *pp = e->next;
+    if (!k->closing) {
+        if (res == 0)
+            k->st.erases++;
+        else
+            mc_warn("disk: erasing the record at %" PRIu64 ": %s (a restart may report it "
+                    "again; the master refuses what it knows better)", e->off, mc_strerror(res));
+        waiting_retry(k);
+    }
+    free(e);
+}
+
+void agent_disk_drop(struct mc_agent *a, uint64_t offset, uint64_t version)
+{
+    struct agent_disk *k = a->disk;
+    struct mc_holdidx_entry h;
+    struct dk_erase *e;
+    uint64_t len;
+
+    if (k == NULL)
+        return;
+    if (!mc_holdidx_find(a->disk_seg->held, offset, &h) ||
+        (version != 0 && h.version > version)) {
+        /* nothing of that version here (a newer record took the space): remember the drop */
+        (void)mc_holdidx_drop(a->disk_seg->held, offset, version, mc_agent_now_ms());
+        return;
+    }
+    len = h.alloc_len;
+    if (!mc_holdidx_drop(a->disk_seg->held, offset, version, mc_agent_now_ms()))
+        return;
+    e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return; /* the record may come back after a restart: the master decides then */
+    e->k = k;
+    e->off = offset;
+    e->len = len;
+    e->op.done = erase_done;
+    if (mc_disk_erase(k->d, &e->op, offset, len) != 0) {
+        free(e);
+        return;
+    }
+    e->next = k->erasing;
+    k->erasing = e;
+}
+
+/* --- reads ------------------------------------------------------------------------------------ */
+
+struct dk_read {
+    struct mc_disk_op op;
+    struct agent_disk *k;
+    mc_rio_read_fn done;      /* a GET of ours: into a landing block */
+    agent_disk_read_fn rdone; /* a peer's READ: into the owner's buffer */
+    void *ctx;
+    struct mc_alloc *land;
+    uint32_t land_id, rep;
+    uint8_t *dst;
+    uint64_t size;
+    bool csum;
+    size_t key_len;
+    char key[MC_DIR_KEY_MAX];
+};
+
+/* The checksum trailer a reader verifies (shm/ring.h), over bytes the record's XXH3 just
+ * vouched for. */
+static void trailer_fill(uint8_t *img, uint64_t size)
+{
+    uint64_t n = mc_shm_nchunks(size), i, v;
+    uint8_t *tr = img + mc_shm_trailer_off(size);
+
+    memset(img + size, 0, mc_shm_trailer_off(size) - size);
+    for (i = 0; i < n; i++) {
+        uint64_t len = i + 1 < n ? MC_SHM_CHUNK : size - i * MC_SHM_CHUNK;
+
+        v = XXH3_64bits(img + i * MC_SHM_CHUNK, len);
+        memcpy(tr + 8 * i, &v, 8);
+    }
+    v = XXH3_64bits(tr, n * 8);
+    memcpy(tr + 8 * n, &v, 8);
+}
+
+static void read_done(struct mc_disk_op *op, int res)
+{
+    struct dk_read *r = (struct dk_read *)op;
+    struct agent_disk *k = r->k;
+
+    if (k->closing) {
+        if (r->rdone != NULL)
+            r->rdone(r->ctx, MC_ERR_CANCELED); /* its owner frees what it holds */
+        free(r);
+        return;
+    }
+    if (res == 0) {
+        if (r->csum)
+            trailer_fill(r->dst, r->size);
+        k->st.disk_hits++;
+    } else {
+        if (res == MC_ERR_CORRUPT)
+            k->st.read_corrupt++;
+        mc_warn("disk: reading a record of %" PRIu64 " bytes: %s", r->size, mc_strerror(res));
+    }
+    if (r->rdone != NULL) {
+        r->rdone(r->ctx, res);
+    } else if (res == 0) {
+        r->done(r->ctx, 0, r->land_id, r->rep);
+    } else {
+        mc_alloc_free(r->land, r->land_id);
+        r->done(r->ctx, res, 0, r->rep);
+    }
+    free(r);
+}
+
+/* Read replica j of g (in our disk segment) into a landing block of the tenant. 0 (done
+ * runs later), MC_ERR_NOT_FOUND (our index does not hold that record), MC_ERR_BUSY (the
+ * landing segment is full), MC_ERR_NOMEM. */
+static int read_start(struct mc_agent *a, const struct mc_master_get_result *g, uint32_t j,
+                      uint32_t tenant, mc_rio_read_fn done, void *ctx)
+{
+    struct agent_disk *k = a->disk;
+    struct agent_tenant *t = &a->ten[tenant];
+    bool csum = (g->flags & MC_MASTER_PUT_NO_CHECKSUM) == 0;
+    uint64_t len = mc_shm_alloc_len(g->size, csum);
+    struct mc_holdidx_entry e;
+    struct dk_read *r;
+    int err;
+
+    if (!mc_holdidx_find(a->disk_seg->held, g->rep[j].offset, &e) || e.version != g->version ||
+        e.size != g->size)
+        return MC_ERR_NOT_FOUND;
+    if (t->land == NULL || len > t->land_seg->size)
+        return MC_ERR_TOO_LARGE;
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return MC_ERR_NOMEM;
+    if (mc_alloc_alloc(t->land, len, &r->land_id) != 0) {
+        free(r);
+        return MC_ERR_BUSY; /* the landing segment is full of reads not yet released */
+    }
+    r->k = k;
+    r->done = done;
+    r->ctx = ctx;
+    r->land = t->land;
+    r->rep = j;
+    r->dst = t->land_seg->base + mc_alloc_offset(t->land, r->land_id);
+    r->size = g->size;
+    r->csum = csum;
+    r->key_len = e.key_len;
+    memcpy(r->key, e.key, e.key_len);
+    r->op.done = read_done;
+    err = mc_disk_read(k->d, &r->op, g->rep[j].offset, r->key, (uint32_t)r->key_len,
+                       g->version, r->dst, g->size);
+    if (err != 0) {
+        mc_alloc_free(t->land, r->land_id);
+        free(r);
+        return err;
+    }
+    return 0;
+}
+
+int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
+                          uint64_t len, agent_disk_read_fn done, void *ctx)
+{
+    struct agent_disk *k = a->disk;
+    struct mc_holdidx_entry e;
+    struct dk_read *r;
+    int err;
+
+    if (k == NULL || !mc_holdidx_find(a->disk_seg->held, offset, &e) || e.version != version)
+        return MC_ERR_NOT_FOUND;
+    if (len != mc_shm_alloc_len(e.size, (e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0))
+        return MC_ERR_INVALID;
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return MC_ERR_NOMEM;
+    r->k = k;
+    r->rdone = done;
+    r->ctx = ctx;
+    r->dst = dst;
+    r->size = e.size;
+    r->csum = (e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0;
+    r->key_len = e.key_len;
+    memcpy(r->key, e.key, e.key_len);
+    r->op.done = read_done;
+    err = mc_disk_read(k->d, &r->op, offset, r->key, (uint32_t)r->key_len, version, dst, e.size);
+    if (err != 0) {
+        free(r);
+        return err;
+    }
+    return 0;
+}
+
+static int tier_write(void *impl, const struct mc_rio_write *w, mc_rio_write_fn done, void *ctx)
+{
+    struct mc_agent *a = impl;
+
+    /* placement never puts a replica in a disk segment */
+    return a->disk_below.ops->write(a->disk_below.impl, w, done, ctx);
+}
+
+/* Memory first: replicas elsewhere (in memory, anywhere) are read as before; ours on disk
+ * when none of those could be started. */
+static int tier_read(void *impl, const struct mc_master_get_result *g, uint32_t skip,
+                     uint32_t tenant, uint64_t deadline_ms, mc_rio_read_fn done,
+                     mc_rio_wanted_fn wanted, void *ctx)
+{
+    struct mc_agent *a = impl;
+    uint32_t mine = 0, others = 0, j;
+    int err = MC_ERR_NOT_FOUND;
+
+    for (j = 0; j < g->nrep; j++) {
+        if (skip >> j & 1)
+            continue;
+        if (g->rep[j].seg == a->disk_seg_id)
+            mine |= 1u << j;
+        else if (g->rep[j].kind != MC_SEG_DISK)
+            others |= 1u << j;
+    }
+    if (others != 0) {
+        err = a->disk_below.ops->read(a->disk_below.impl, g, skip | mine, tenant, deadline_ms,
+                                      done, wanted, ctx);
+        if (err != MC_ERR_NOT_FOUND || mine == 0)
+            return err;
+    }
+    for (j = 0; j < g->nrep; j++) {
+        if (!(mine >> j & 1))
+            continue;
+        err = read_start(a, g, j, tenant, done, ctx);
+        if (err != MC_ERR_NOT_FOUND && err != MC_ERR_INVALID)
+            return err;
+    }
+    /* replicas on other nodes' disks, or nothing: as before */
+    return a->disk_below.ops->read(a->disk_below.impl, g, skip | mine, tenant, deadline_ms,
+                                   done, wanted, ctx);
+}
+
+static uint64_t tier_lease_ttl_ms(void *impl)
+{
+    struct mc_agent *a = impl;
+
+    return a->disk_below.ops->lease_ttl_ms(a->disk_below.impl);
+}
+
+static void tier_publish(void *impl, const struct mc_rio_publish *p)
+{
+    struct mc_agent *a = impl;
+
+    if (a->disk_below.ops->publish != NULL)
+        a->disk_below.ops->publish(a->disk_below.impl, p);
+}
+
+static const struct mc_rio_ops tier_ops = {
+    .write = tier_write,
+    .read = tier_read,
+    .lease_ttl_ms = tier_lease_ttl_ms,
+    .publish = tier_publish,
+};
+
+static const struct mc_rio_ops tier_ops_nopub = {
+    .write = tier_write,
+    .read = tier_read,
+    .lease_ttl_ms = tier_lease_ttl_ms,
+};
+
+int agent_disk_rio_wrap(struct mc_agent *a)
+{
+    if (a->disk == NULL)
+        return 0;
+    for (uint32_t t = 0; t < a->ntenants; t++) {
+        struct agent_tenant *ten = &a->ten[t];
+        int err;
+
+        if (ten->land_seg != NULL)
+            continue;
+        /* standalone: GETs of disk-resident objects land here, as a cluster's remote reads */
+        err = mc_seg_dram_create("mc-landing", a->cfg.landing, false, a->cfg.prefault,
+                                 &ten->land_seg);
+        if (err == 0)
+            err = mc_alloc_create(a->cfg.landing, MC_SHM_CHUNK / 16, &ten->land);
+        if (err != 0) {
+            mc_error("landing segment of %" PRIu64 " bytes: %s", a->cfg.landing,
+                     mc_strerror(err));
+            return err;
+        }
+        ten->land_idx = ten->seg != NULL ? 1 : 0;
+    }
+    a->disk_below = a->rio;
+    a->rio = (struct mc_rio){.ops = a->rio.ops->publish != NULL ? &tier_ops : &tier_ops_nopub,
+                             .impl = a};
+    return 0;
+}
+
+/* --- the loop --------------------------------------------------------------------------------- */
+
+static void on_disk_event(struct mc_loop_ev *ev, int res, uint32_t flags)
+{
+    struct agent_disk *k = (struct agent_disk *)((char *)ev - offsetof(struct agent_disk, ev));
+
+    (void)res;
+    (void)flags;
+    k->polling = false;
+    mc_disk_reap(k->d);
+    if (!k->a->stopping && mc_loop_poll(&k->a->loop, mc_disk_fd(k->d), POLLIN, &k->ev) == 0)
+        k->polling = true;
+}
+
+int agent_disk_loop_start(struct mc_agent *a)
+{
+    struct agent_disk *k = a->disk;
+    int err;
+
+    if (k == NULL)
+        return 0;
+    k->ev.fn = on_disk_event;
+    err = mc_loop_poll(&a->loop, mc_disk_fd(k->d), POLLIN, &k->ev);
+    if (err == 0)
+        k->polling = true;
+    return err;
+}
+
+bool agent_disk_turn(struct mc_agent *a)
+{
+    struct agent_disk *k = a->disk;
+
+    if (k == NULL || mc_disk_pending(k->d) == 0)
+        return false;
+    return mc_disk_reap(k->d) > 0;
+}
+
+/* --- standalone: the in-process master's copies ------------------------------------------------ */
+
+struct local_copy {
+    struct mc_agent *a;
+    uint64_t id;
+    uint32_t dst_seg, dst_alloc;
+};
+
+static void local_copy_done(void *ctx, int status)
+{
+    struct local_copy *lc = ctx;
+    struct mc_master *m = lc->a->master;
+
+    if (m != NULL && !lc->a->disk->closing) {
+        mc_master_copy_done(m, lc->id, status);
+        /* the write is over (it completed, or never started): nothing lands any more */
+        if (status != 0)
+            (void)mc_master_fence_ack(m, lc->dst_seg, lc->dst_alloc, lc->id);
+    }
+    free(lc);
+}
+
+void agent_disk_local_copies(struct mc_agent *a)
+{
+    struct mc_master_copy c[LOCAL_COPIES];
+    size_t n, i;
+
+    if (a->master == NULL)
+        return;
+    n = mc_master_copies_take(a->master, c, LOCAL_COPIES);
+    for (i = 0; i < n; i++) {
+        struct local_copy *lc = malloc(sizeof(*lc));
+        struct agent_disk_copy cp = {
+            .src_seg = c[i].src.seg, .src_offset = c[i].src.offset,
+            .dst_offset = c[i].dst.offset, .dst_len = c[i].dst.len, .version = c[i].version,
+            .key = c[i].key, .key_len = c[i].key_len,
+        };
+        int err = MC_ERR_NOMEM;
+
+        if (lc != NULL) {
+            *lc = (struct local_copy){.a = a, .id = c[i].id, .dst_seg = c[i].dst.seg,
+                                      .dst_alloc = c[i].dst.alloc};
+            err = c[i].dst.seg == a->disk_seg_id ? agent_disk_copy(a, &cp, local_copy_done, lc)
+                                                 : MC_ERR_INVALID;
+        }
+        if (err != 0) {
+            if (a->disk != NULL)
+                a->disk->st.offload_errors++;
+            free(lc);
+            mc_master_copy_done(a->master, c[i].id, err);
+            (void)mc_master_fence_ack(a->master, c[i].dst.seg, c[i].dst.alloc, c[i].id);
+        }
+    }
+}
+
+/* --- start, stats, exit ------------------------------------------------------------------------ */
+
+int agent_disk_create(struct mc_agent *a)
+{
+    const struct mc_agent_config *cfg = &a->cfg;
+    struct mc_disk_cfg dc = {
+        .path = cfg->disk, .size = cfg->disk_size, .engine = (enum mc_disk_engine)cfg->disk_engine,
+        .depth = (unsigned)cfg->disk_depth, .chunk = (uint32_t)cfg->disk_chunk,
+        .threads = (unsigned)(cfg->disk_depth < 8 ? cfg->disk_depth : 8),
+    };
+    struct agent_disk *k;
+    int err;
+
+    a->disk_seg_id = UINT32_MAX;
+    if (cfg->disk == NULL)
+        return 0;
+    k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return MC_ERR_NOMEM;
+    k->a = a;
+    /* two agents on one file would each overwrite the other's records */
+    k->lock_fd = open(cfg->disk, O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (k->lock_fd < 0 || flock(k->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        err = k->lock_fd >= 0 && errno == EWOULDBLOCK ? MC_ERR_EXISTS : MC_ERR_IO;
+        mc_error("disk %s: %s", cfg->disk,
+                 err == MC_ERR_EXISTS ? "in use by another agent" : strerror(errno));
+        if (k->lock_fd >= 0)
+            close(k->lock_fd);
+        free(k);
+        return err;
+    }
+    err = mc_disk_open(&dc, &k->d);
+    if (err != 0) {
+        mc_error("disk %s: %s", cfg->disk, mc_strerror(err));
+        close(k->lock_fd);
+        free(k);
+        return err;
+    }
+    err = mc_seg_disk_create(k->d, &a->disk_seg);
+    if (err != 0) {
+        mc_disk_close(k->d);
+        close(k->lock_fd);
+        free(k);
+        return err;
+    }
+    a->disk = k;
+    mc_info("disk %s: %zu records found", cfg->disk, mc_holdidx_count(a->disk_seg->held));
+    return 0;
+}
+
+int agent_disk_mount_local(struct mc_agent *a, struct mc_master *m)
+{
+    struct mc_seg *s = a->disk_seg;
+    struct mc_master_seg_desc d;
+    int err;
+
+    if (s == NULL)
+        return 0;
+    d = (struct mc_master_seg_desc){.node = a->node, .kind = MC_SEG_DISK, .base = 0,
+                                    .size = s->size,
+                                    .flags = mc_seg_holds_any(s) ? MC_MASTER_SEG_F_RESTORING : 0};
+    snprintf(d.tenant, sizeof(d.tenant), "%s", a->tcfg[0].name);
+    err = mc_master_segment_mount(m, &d, &a->disk_seg_id);
+    if (err != 0)
+        mc_error("mounting the disk segment: %s", mc_strerror(err));
+    return err;
+}
+
+json_t *agent_disk_stats_json(struct mc_agent *a)
+{
+    struct agent_disk *k = a->disk;
+    struct mc_disk_stats ds;
+    json_t *o;
+
+    if (k == NULL)
+        return NULL;
+    mc_disk_get_stats(k->d, &ds);
+    o = json_object();
+    if (o == NULL)
+        return NULL;
+    json_object_set_new(o, "engine", json_string(mc_disk_engine(k->d)));
+    json_object_set_new(o, "direct", json_boolean(mc_disk_is_direct(k->d)));
+    json_object_set_new(o, "capacity", json_integer((json_int_t)ds.region));
+    json_object_set_new(o, "used", json_integer((json_int_t)mc_holdidx_bytes(a->disk_seg->held)));
+    json_object_set_new(o, "objects", json_integer((json_int_t)mc_holdidx_count(a->disk_seg->held)));
+    json_object_set_new(o, "offloads", json_integer((json_int_t)k->st.offloads));
+    json_object_set_new(o, "offload_errors", json_integer((json_int_t)k->st.offload_errors));
+    json_object_set_new(o, "disk_hits", json_integer((json_int_t)k->st.disk_hits));
+    json_object_set_new(o, "promotions", json_integer(0));
+    json_object_set_new(o, "read_bytes", json_integer((json_int_t)ds.read_bytes));
+    json_object_set_new(o, "write_bytes", json_integer((json_int_t)ds.write_bytes));
+    json_object_set_new(o, "read_corrupt", json_integer((json_int_t)k->st.read_corrupt));
+    json_object_set_new(o, "corrupt_dropped", json_integer((json_int_t)ds.scan_dropped));
+    json_object_set_new(o, "found_at_open", json_integer((json_int_t)ds.scan_found));
+    json_object_set_new(o, "erases", json_integer((json_int_t)k->st.erases));
+    json_object_set_new(o, "pending", json_integer((json_int_t)mc_disk_pending(k->d)));
+    return o;
+}
+
+void agent_disk_destroy(struct mc_agent *a)
+{
+    struct agent_disk *k = a->disk;
+
+    if (k == NULL)
+        return;
+    k->closing = true;
+    if (k->polling)
+        (void)mc_loop_cancel(&a->loop, &k->ev);
+    mc_disk_drain(k->d); /* every op's callback runs (and frees it) */
+    while (k->waiting != NULL) {
+        struct dk_write *w = k->waiting;
+
+        k->waiting = w->next;
+        free(w);
+    }
+    mc_seg_destroy(a->disk_seg);
+    a->disk_seg = NULL;
+    mc_disk_close(k->d);
+    close(k->lock_fd);
+    free(k);
+    a->disk = NULL;
+}

@@ -1,0 +1,93 @@
+/*
+ * The agent's disk tier (--disk PATH, docs/disk.md): the record store (disk.h) opened at
+ * start (its scan), its disk segment (seg_disk.h) mounted at the master like the DRAM one
+ * (MC_SEG_DISK, RESTORING while it holds records, so the restore seam re-reports them after
+ * every MOUNT), and the three ways bytes move, none blocking the loop:
+ *
+ *   - offload: a copy the master asks for (an object it evicts from DRAM, drain.c), from
+ *     our DRAM segment into an extent of the disk segment it allocated; the record is
+ *     written, then indexed, then the copy answered;
+ *   - reads: a GET whose replica is in our disk segment and in no memory reads the record
+ *     into the reader's landing block (as a peer's read lands), its XXH3 checked: a record
+ *     that fails is MC_ERR_CORRUPT, never bytes;
+ *   - erases: a disk block the master freed (a DROP: evicted from disk, removed, expired)
+ *     gets a tombstone, so that a restart does not find it again; a write to an extent
+ *     waits for the erase under way there.
+ *
+ * Completions come from the store's eventfd, polled by the loop (mc_loop_poll, so both
+ * loop backends) and reaped on every loop turn while ops are in flight.
+ */
+#ifndef MC_AGENT_DISK_TIER_H
+#define MC_AGENT_DISK_TIER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+struct mc_agent;
+struct mc_master;
+struct mc_seg;
+
+struct agent_disk_stats {
+    uint64_t offloads;        /* records written for the master's copies */
+    uint64_t offload_errors;  /* copies refused or failed (the DRAM block is evicted as
+                                 without a disk) */
+    uint64_t disk_hits;       /* GETs served from a record */
+    uint64_t read_corrupt;    /* ... answered MC_ERR_CORRUPT */
+    uint64_t erases;          /* tombstones written for blocks the master freed */
+};
+
+/* Open the store of cfg.disk (if set) and make its segment: a->disk, a->disk_seg. Errors:
+ * the store's (logged), MC_ERR_NOMEM. */
+int agent_disk_create(struct mc_agent *a);
+/* Standalone: mount the disk segment at the in-process master. */
+int agent_disk_mount_local(struct mc_agent *a, struct mc_master *m);
+/* Once the mode made a->rio (and the GPU wrap): our disk replicas' reads in front of it; a
+ * standalone agent gets landing segments here. Errors: MC_ERR_NOMEM. */
+int agent_disk_rio_wrap(struct mc_agent *a);
+/* Arm the loop's poll of the store's completions (after mc_loop_init). */
+int agent_disk_loop_start(struct mc_agent *a);
+/* Every loop turn: run completed ops. True when any ran. */
+bool agent_disk_turn(struct mc_agent *a);
+/* Standalone, on the tick: run the copies the in-process master made. */
+void agent_disk_local_copies(struct mc_agent *a);
+/* The master freed the block at `offset` of our disk segment that held `version` (0: any):
+ * it leaves the index, and is erased when the index had it. */
+void agent_disk_drop(struct mc_agent *a, uint64_t offset, uint64_t version);
+
+/* A copy from our DRAM segment to our disk segment (a COPY naming it as the target). */
+struct agent_disk_copy {
+    uint32_t src_seg;
+    uint64_t src_offset;
+    uint64_t dst_offset, dst_len; /* dst_len 0: the record's extent (mc_disk_rec_len) */
+    uint64_t version;       /* the object's */
+    const char *key;        /* the stored key */
+    size_t key_len;
+};
+typedef void (*agent_disk_copy_fn)(void *ctx, int status);
+/* 0: done runs once the record is durable and indexed (0), or failed (maybe before this
+ * returns). Else (done never runs): MC_ERR_INVALID (not a block of ours of that object,
+ * or the extent does not fit it), MC_ERR_CORRUPT (the DRAM bytes fail their checksum),
+ * MC_ERR_NOMEM. */
+int agent_disk_copy(struct mc_agent *a, const struct agent_disk_copy *cp,
+                    agent_disk_copy_fn done, void *ctx);
+
+/*
+ * A peer's READ of the record at `offset` of our disk segment, of `version`: the object's
+ * image as a reader lands it (its bytes, then its checksum trailer unless it has none: len
+ * bytes) into dst, which stays valid until done ran. done runs exactly once: 0,
+ * MC_ERR_CORRUPT (dst must not be sent), MC_ERR_IO, MC_ERR_CANCELED (the agent is
+ * stopping). Returns 0, or (done never runs) MC_ERR_NOT_FOUND (no such record here),
+ * MC_ERR_INVALID (len is not the image's), MC_ERR_NOMEM.
+ */
+typedef void (*agent_disk_read_fn)(void *ctx, int status);
+int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
+                          uint64_t len, agent_disk_read_fn done, void *ctx);
+
+/* The `disk` object of mcctl stats (NULL without a disk). */
+json_t *agent_disk_stats_json(struct mc_agent *a);
+/* Waits for the store's I/O in flight, then frees it all. */
+void agent_disk_destroy(struct mc_agent *a);
+
+#endif /* MC_AGENT_DISK_TIER_H */

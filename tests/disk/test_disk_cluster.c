@@ -1,0 +1,212 @@
+/*
+ * The disk tier in cluster mode (docs/disk.md): mc-master and real cluster agents on this
+ * host (no namespaces). An owner with 16 MiB of DRAM and a disk file; a client node with
+ * --dram 0, whose every get is a remote read, of objects in the owner's memory and of
+ * objects only on its disk. Then the owner is killed (-9), declared dead, and started again
+ * on the same file: mc-master learns its disk records again (the restore seam, MOUNT then
+ * RESTORE), and every object that was on disk reads back exactly through the client node.
+ * A batch get mixing disk- and memory-resident objects goes as one READ_BATCH to the owner,
+ * which answers it once its last disk item is read.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <mc/mc.h>
+
+#include "tests/lib/t_fcluster.h"
+
+#define KIB 1024u
+#define TTL_MS 3000u /* node_ttl_ms: a loaded host stalls daemons for a second or more */
+
+static void put_range(mc_client_t *c, const char *prefix, int from, int to, size_t len)
+{
+    uint8_t *buf = malloc(len);
+    char key[64];
+
+    ck_assert_ptr_nonnull(buf);
+    for (int i = from; i < to; i++) {
+        int err, tries = 0;
+
+        snprintf(key, sizeof(key), "%s/%d", prefix, i);
+        t_fill(buf, len, (uint64_t)i * 104729u + len);
+        /* a pool momentarily full of objects on their way to disk: MC_ERR_NO_SPACE */
+        while ((err = mc_put(c, key, buf, len, NULL)) == MC_ERR_NO_SPACE && tries++ < 2000)
+            usleep(2000);
+        ck_assert_msg(err == 0, "put %s: %s", key, mc_strerror(err));
+    }
+    free(buf);
+}
+
+static int get_range(mc_client_t *c, const char *prefix, int from, int to, size_t len)
+{
+    uint8_t *buf = malloc(len);
+    char key[64];
+    int present = 0;
+
+    ck_assert_ptr_nonnull(buf);
+    for (int i = from; i < to; i++) {
+        size_t got = 0;
+        int err;
+
+        snprintf(key, sizeof(key), "%s/%d", prefix, i);
+        err = mc_get(c, key, buf, len, &got);
+        if (err == MC_ERR_NOT_FOUND)
+            continue;
+        ck_assert_msg(err == 0, "get %s: %s", key, mc_strerror(err));
+        ck_assert_uint_eq(got, len);
+        {
+            uint8_t *want = malloc(len);
+
+            ck_assert_ptr_nonnull(want);
+            t_fill(want, len, (uint64_t)i * 104729u + len);
+            ck_assert_msg(memcmp(want, buf, len) == 0, "bytes of %s", key);
+            free(want);
+        }
+        present++;
+    }
+    free(buf);
+    return present;
+}
+
+/* One batch get of keys [from, from + half) and [to - half, to) through c: the oldest
+ * objects (on disk only, by now) and the newest (still in memory) in the same batch, so
+ * that the owner's one READ_BATCH mixes reads of its disk with reads of its DRAM. Every
+ * item reads back exactly. */
+static void batch_get_mixed(mc_client_t *c, const char *prefix, int from, int to, size_t len)
+{
+    enum { HALF = 16, N = 2 * HALF };
+    char keys[N][64];
+    const char *kp[N];
+    void *bufs[N];
+    size_t caps[N], lens[N];
+    int results[N], idx[N], rc;
+
+    for (int i = 0; i < N; i++) {
+        idx[i] = i < HALF ? from + i : to - N + i;
+        snprintf(keys[i], sizeof(keys[i]), "%s/%d", prefix, idx[i]);
+        kp[i] = keys[i];
+        bufs[i] = malloc(len);
+        ck_assert_ptr_nonnull(bufs[i]);
+        caps[i] = len;
+    }
+    rc = mc_batch_get(c, N, kp, bufs, caps, lens, results);
+    ck_assert_msg(rc == N, "batch get: %d of %d", rc, N);
+    for (int i = 0; i < N; i++) {
+        uint8_t *want = malloc(len);
+
+        ck_assert_ptr_nonnull(want);
+        ck_assert_msg(results[i] == 0, "batch item %s: %s", keys[i], mc_strerror(results[i]));
+        ck_assert_uint_eq(lens[i], len);
+        t_fill(want, len, (uint64_t)idx[i] * 104729u + len);
+        ck_assert_msg(memcmp(want, bufs[i], len) == 0, "bytes of batch item %s", keys[i]);
+        free(want);
+        free(bufs[i]);
+    }
+}
+
+static json_int_t disk_stat(const char *sock, const char *name)
+{
+    json_t *j = t_fc_stats(sock);
+    json_t *d = json_object_get(j, "disk");
+    json_int_t v;
+
+    ck_assert_msg(d != NULL, "no disk object in the stats of %s", sock);
+    v = json_integer_value(json_object_get(d, name));
+    json_decref(j);
+    return v;
+}
+
+static void disk_settle(const char *sock)
+{
+    for (int i = 0; i < 500 && disk_stat(sock, "pending") != 0; i++)
+        usleep(10000);
+}
+
+START_TEST(test_disk_cluster_restart_keeps_objects)
+{
+    struct t_fc fc;
+    struct t_proc a, a2, c;
+    char path[300];
+    const char *extra[] = {"--disk", path, "--disk-size", "128M", NULL};
+    mc_client_t *ca, *cc;
+    const size_t len = 64 * KIB;
+    const int n = 768; /* 48 MiB through a 16 MiB pool */
+    json_int_t on_disk, hits;
+
+    memset(&a, 0, sizeof(a));
+    memset(&a2, 0, sizeof(a2));
+    memset(&c, 0, sizeof(c));
+    t_fc_init(&fc, "disk_cluster_restart", TTL_MS);
+    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
+    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", extra);
+    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
+    t_fc_agent_wait(&a);
+    t_fc_agent_wait(&c);
+
+    ca = t_fc_conn(&a);
+    put_range(ca, "dc", 0, n, len);
+    disk_settle(a.sock);
+    on_disk = disk_stat(a.sock, "objects");
+    ck_assert_int_gt(on_disk, n / 2);
+
+    /* the client node holds nothing: every get is a remote read, most from A's disk */
+    cc = t_fc_conn(&c);
+    ck_assert_int_eq(get_range(cc, "dc", 0, n, len), n);
+    /* objects also in memory are read from there: the others (most) from the disk */
+    hits = disk_stat(a.sock, "disk_hits");
+    ck_assert_int_gt(hits, n / 2);
+    /* a batch whose items live on A's disk and in A's memory: one READ_BATCH, all exact */
+    batch_get_mixed(cc, "dc", 0, n, len);
+    ck_assert_int_gt(disk_stat(a.sock, "disk_hits"), hits);
+    mc_close(ca);
+
+    /* a crash, a verdict, and the same file again */
+    t_proc_kill(&a);
+    t_fc_sleep_ms(TTL_MS + 1500);
+    t_fc_agent_spawn_as(&fc, &a2, NULL, "127.0.0.1", "A2", "A", NULL, "16M", extra);
+    t_fc_agent_wait(&a2);
+    /* the tick may have offloaded more since `objects` was read: at least those */
+    ck_assert_int_ge(disk_stat(a2.sock, "found_at_open"), on_disk);
+    /* the restore seam: what the disk held is known again, exact, through the client node */
+    {
+        int back = 0;
+
+        for (int tries = 0; tries < 100 && back < on_disk; tries++) {
+            back = get_range(cc, "dc", 0, n, len);
+            if (back < on_disk)
+                t_fc_sleep_ms(100);
+        }
+        ck_assert_int_ge(back, (int)on_disk);
+    }
+    mc_close(cc);
+    t_fc_finish(&fc);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("disk_cluster");
+    TCase *tc = tcase_create("cluster");
+    SRunner *sr;
+    int failed;
+
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_disk_cluster_restart_keeps_objects);
+    suite_add_tcase(s, tc);
+    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (t_fc_records == MAP_FAILED)
+        t_fc_records = NULL;
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    t_fc_dump_failed();
+    return failed == 0 ? 0 : 1;
+}

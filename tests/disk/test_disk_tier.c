@@ -1,0 +1,479 @@
+/*
+ * The disk tier through the real mc-agent (standalone; docs/disk.md): objects evicted from
+ * DRAM go to the disk file and read back byte for byte, they survive a kill -9 and a
+ * restart on the same file, a record damaged on disk reads as MC_ERR_CORRUPT (never bytes),
+ * and a full disk evicts its own oldest records, losing nothing a get could still expect.
+ *
+ * The disk file lives in a directory of the test's own (TMPDIR, else /tmp), outside the
+ * agent's, so that it outlives an agent; tmpfs (/dev/shm) where a test says so. Every test
+ * removes what it made.
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <mc/mc.h>
+
+#include "tests/integration/t_agent.h"
+#include "tests/integration/t_util.h"
+
+#define KIB 1024u
+
+struct dfile {
+    char dir[256];
+    char path[300];
+};
+
+static void dfile_make(struct dfile *f, const char *base)
+{
+    const char *tmp = getenv("TMPDIR");
+
+    if (base == NULL)
+        base = tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp";
+    snprintf(f->dir, sizeof(f->dir), "%s/mc-disk-XXXXXX", base);
+    ck_assert_ptr_nonnull(mkdtemp(f->dir));
+    snprintf(f->path, sizeof(f->path), "%s/disk.img", f->dir);
+}
+
+static void dfile_remove(struct dfile *f)
+{
+    unlink(f->path);
+    rmdir(f->dir);
+}
+
+/* A put, retried while the pool is momentarily full of objects on their way to disk
+ * (MC_ERR_NO_SPACE: docs/disk.md, "Offload"). */
+static int put_retry(mc_client_t *c, const char *key, const void *buf, size_t len)
+{
+    int err, tries = 0;
+
+    while ((err = mc_put(c, key, buf, len, NULL)) == MC_ERR_NO_SPACE && tries++ < 2000)
+        usleep(2000);
+    return err;
+}
+
+static void put_range(mc_client_t *c, const char *prefix, int from, int to, size_t len)
+{
+    uint8_t *buf = malloc(len);
+    char key[64];
+
+    ck_assert_ptr_nonnull(buf);
+    for (int i = from; i < to; i++) {
+        int err;
+
+        snprintf(key, sizeof(key), "%s/%d", prefix, i);
+        t_fill(buf, len, (uint64_t)i * 7919u + len);
+        err = put_retry(c, key, buf, len);
+        ck_assert_msg(err == 0, "put %s: %s", key, mc_strerror(err));
+    }
+    free(buf);
+}
+
+/* Gets every key of [from, to): returns how many were there, each checked byte for byte. */
+static int get_range(mc_client_t *c, const char *prefix, int from, int to, size_t len)
+{
+    uint8_t *buf = malloc(len);
+    char key[64];
+    int present = 0;
+
+    ck_assert_ptr_nonnull(buf);
+    for (int i = from; i < to; i++) {
+        size_t got = 0;
+        int err;
+
+        snprintf(key, sizeof(key), "%s/%d", prefix, i);
+        err = mc_get(c, key, buf, len, &got);
+        if (err == MC_ERR_NOT_FOUND)
+            continue;
+        ck_assert_msg(err == 0, "get %s: %s", key, mc_strerror(err));
+        ck_assert_uint_eq(got, len);
+        ck_assert_msg(t_check_fill(buf, len, (uint64_t)i * 7919u + len), "bytes of %s", key);
+        present++;
+    }
+    free(buf);
+    return present;
+}
+
+/* The agent's stats, parsed; the caller json_decref's. */
+static json_t *stats(mc_client_t *c)
+{
+    static char buf[1 << 16];
+    size_t n = 0;
+    json_t *j;
+
+    ck_assert_int_eq(mc_stats(c, buf, sizeof(buf) - 1, &n), 0);
+    buf[n] = '\0';
+    j = json_loads(buf, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    return j;
+}
+
+static long long disk_stat(json_t *st, const char *name)
+{
+    json_t *d = json_object_get(st, "disk");
+
+    ck_assert_ptr_nonnull(d);
+    return json_integer_value(json_object_get(d, name));
+}
+
+/* Waits until the disk has nothing in flight (offloads of the last puts). */
+static void disk_settle(mc_client_t *c)
+{
+    for (int i = 0; i < 500; i++) {
+        json_t *st = stats(c);
+        long long p = disk_stat(st, "pending");
+
+        json_decref(st);
+        if (p == 0)
+            return;
+        usleep(10000);
+    }
+}
+
+static void start(struct t_agent *a, const char *dram, const struct dfile *f, const char *size,
+                  const char *const *more)
+{
+    const char *extra[24] = {"--disk", f->path, "--disk-size", size};
+    int n = 4;
+
+    for (int i = 0; more != NULL && more[i] != NULL && n < 23; i++)
+        extra[n++] = more[i];
+    extra[n] = NULL;
+    t_agent_start(a, dram, extra);
+}
+
+/* 4x the DRAM in distinct objects: every one reads back exactly; the stats show the
+ * offloads and the reads served from disk. */
+static void fill_4x(const char *base, const char *const *more)
+{
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    json_t *st;
+    const size_t len = 64 * KIB;
+    const int n = 1024; /* 64 MiB into 16 MiB of DRAM */
+
+    dfile_make(&f, base);
+    start(&a, "16M", &f, "160M", more);
+    c = t_connect(&a);
+    put_range(c, "fill", 0, n, len);
+    disk_settle(c);
+    ck_assert_int_eq(get_range(c, "fill", 0, n, len), n);
+    st = stats(c);
+    ck_assert_int_gt(disk_stat(st, "offloads"), n / 2);
+    ck_assert_int_gt(disk_stat(st, "disk_hits"), n / 2);
+    ck_assert_int_gt(disk_stat(st, "objects"), n / 2);
+    ck_assert_int_gt(disk_stat(st, "write_bytes"), (long long)(n / 2) * (long long)len);
+    ck_assert_int_eq(disk_stat(st, "read_corrupt"), 0);
+    json_decref(st);
+    /* exist and prefix_match count the objects on disk */
+    {
+        const char *keys[3] = {"fill/0", "fill/1", "fill/2"};
+
+        mc_obj_info_t info;
+
+        ck_assert_int_eq(mc_exist(c, "fill/3"), 1);
+        ck_assert_int_eq(mc_prefix_match(c, 3, keys), 3);
+        /* stat tells each replica's tier: the oldest object is on disk */
+        ck_assert_int_eq(mc_stat(c, "fill/0", &info), 0);
+        ck_assert_uint_ge(MC_OBJ_DISK_REPLICAS(info.flags), 1);
+        ck_assert_uint_le(MC_OBJ_DISK_REPLICAS(info.flags), info.replicas);
+        ck_assert_uint_eq(info.flags & 0xFFFFu, 0);
+    }
+    t_client_and_agent_stop(&a, &c);
+    dfile_remove(&f);
+}
+
+START_TEST(test_disk_fill_4x_reads_back)
+{
+    fill_4x(NULL, NULL);
+}
+END_TEST
+
+/* The same on tmpfs with the threads engine (pread/pwrite workers), as where io_uring is
+ * denied or O_DIRECT refused. */
+START_TEST(test_disk_fill_4x_tmpfs_threads)
+{
+    const char *more[] = {"--set", "disk_engine=threads", NULL};
+
+    fill_4x("/dev/shm", more);
+}
+END_TEST
+
+/* kill -9, then a restart on the same file: every object whose put completed and that was
+ * on disk reads back exactly; none reads back wrong. */
+START_TEST(test_disk_restart_keeps_objects)
+{
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    json_t *st;
+    const size_t len = 64 * KIB;
+    const int n = 768; /* 48 MiB into 16 MiB of DRAM */
+    long long on_disk;
+    int back;
+
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "128M", NULL);
+    c = t_connect(&a);
+    put_range(c, "rs", 0, n, len);
+    disk_settle(c);
+    st = stats(c);
+    on_disk = disk_stat(st, "objects");
+    json_decref(st);
+    ck_assert_int_gt(on_disk, n / 2);
+    /* removed objects must not come back: their records are erased (the oldest keys are on
+     * disk only by now) */
+    {
+        long long erased;
+
+        st = stats(c);
+        erased = disk_stat(st, "erases");
+        json_decref(st);
+        for (int i = 0; i < 16; i++) {
+            char key[64];
+
+            snprintf(key, sizeof(key), "rs/%d", i);
+            ck_assert_int_eq(mc_remove(c, key), 0);
+        }
+        for (int i = 0; i < 300; i++) {
+            st = stats(c);
+            if (disk_stat(st, "erases") >= erased + 16) {
+                json_decref(st);
+                break;
+            }
+            json_decref(st);
+            usleep(10000);
+        }
+        st = stats(c);
+        ck_assert_int_ge(disk_stat(st, "erases"), erased + 16);
+        on_disk = disk_stat(st, "objects");
+        json_decref(st);
+    }
+    mc_close(c);
+    t_agent_kill(&a); /* no goodbye: a crash */
+    t_agent_rmdir(&a);
+
+    start(&a, "16M", &f, "128M", NULL);
+    c = t_connect(&a);
+    st = stats(c);
+    /* the tick may have offloaded more since `objects` was read: at least those */
+    ck_assert_int_ge(disk_stat(st, "found_at_open"), on_disk);
+    json_decref(st);
+    /* the removed ones stay removed */
+    ck_assert_int_eq(get_range(c, "rs", 0, 16, len), 0);
+    /* the DRAM objects died with the process; what was on disk is all there, exact */
+    back = get_range(c, "rs", 0, n, len);
+    ck_assert_int_ge(back, (int)on_disk);
+    /* and new puts still go where there is room */
+    put_range(c, "rs2", 0, 64, len);
+    ck_assert_int_eq(get_range(c, "rs2", 0, 64, len), 64);
+    t_client_and_agent_stop(&a, &c);
+    dfile_remove(&f);
+}
+END_TEST
+
+/* Flip one payload byte of one record in the file: the get of that object says
+ * MC_ERR_CORRUPT, never bytes; its neighbours read back exactly. */
+START_TEST(test_disk_torn_record_dropped)
+{
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    const size_t len = 64 * KIB;
+    const int n = 512;
+    uint8_t *buf = malloc(len);
+    int fd, corrupt = 0, ok = 0;
+    struct stat sb;
+
+    ck_assert_ptr_nonnull(buf);
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "128M", NULL);
+    c = t_connect(&a);
+    put_range(c, "torn", 0, n, len);
+    disk_settle(c);
+    mc_close(c);
+    ck_assert_int_eq(t_agent_stop(&a), 0);
+
+    /* flip a byte in the payload of every record header we find at block 1 past a header:
+     * records start at block-aligned offsets with the header's magic */
+    fd = open(f.path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(fstat(fd, &sb), 0);
+    {
+        uint8_t blk[4096];
+        int flipped = 0;
+
+        for (off_t off = 4096; off + 8192 <= sb.st_size && flipped < 8; off += 4096) {
+            ck_assert_int_eq(pread(fd, blk, sizeof(blk), off), (ssize_t)sizeof(blk));
+            if (memcmp(blk, "MCDISKRC", 8) != 0)
+                continue;
+            ck_assert_int_eq(pread(fd, blk, 1, off + 4096 + 100), 1);
+            blk[0] ^= 0x5a;
+            ck_assert_int_eq(pwrite(fd, blk, 1, off + 4096 + 100), 1);
+            flipped++;
+            off += 4096 + len - 4096; /* past this record's payload */
+        }
+        ck_assert_int_gt(flipped, 0);
+    }
+    fsync(fd);
+    close(fd);
+
+    start(&a, "16M", &f, "128M", NULL);
+    c = t_connect(&a);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        size_t got = 0;
+        int err;
+
+        snprintf(key, sizeof(key), "torn/%d", i);
+        err = mc_get(c, key, buf, len, &got);
+        if (err == MC_ERR_CORRUPT) {
+            corrupt++;
+            continue;
+        }
+        if (err == MC_ERR_NOT_FOUND)
+            continue;
+        ck_assert_msg(err == 0, "get %s: %s", key, mc_strerror(err));
+        ck_assert_uint_eq(got, len);
+        ck_assert_msg(t_check_fill(buf, len, (uint64_t)i * 7919u + len), "wrong bytes of %s",
+                      key);
+        ok++;
+    }
+    ck_assert_int_gt(corrupt, 0);
+    ck_assert_int_gt(ok, n / 2);
+    {
+        json_t *st = stats(c);
+
+        ck_assert_int_eq(disk_stat(st, "read_corrupt"), corrupt);
+        json_decref(st);
+    }
+    free(buf);
+    t_client_and_agent_stop(&a, &c);
+    dfile_remove(&f);
+}
+END_TEST
+
+/* A disk smaller than what is put: the disk evicts its own oldest records (its clock, its
+ * watermarks); every get answers either the exact bytes or MC_ERR_NOT_FOUND, the newest
+ * objects are all there, and the disk's used bytes stay within its capacity. */
+START_TEST(test_disk_full_evicts_oldest)
+{
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    json_t *st;
+    const size_t len = 64 * KIB;
+    const int n = 1536; /* 96 MiB into 16 MiB of DRAM + 32 MiB of disk */
+    int present;
+
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "32M", NULL);
+    c = t_connect(&a);
+    put_range(c, "full", 0, n, len);
+    disk_settle(c);
+    present = get_range(c, "full", 0, n, len);
+    ck_assert_int_gt(present, 256); /* more than DRAM alone holds */
+    ck_assert_int_lt(present, n);
+    ck_assert_int_eq(get_range(c, "full", n - 64, n, len), 64); /* the newest are there */
+    st = stats(c);
+    ck_assert_int_le(disk_stat(st, "used"), disk_stat(st, "capacity"));
+    ck_assert_int_gt(disk_stat(st, "erases"), 0);
+    json_decref(st);
+    t_client_and_agent_stop(&a, &c);
+    dfile_remove(&f);
+}
+END_TEST
+
+/* A file that is not a disk file is never overwritten: the agent refuses to start. */
+START_TEST(test_disk_refuses_foreign_file)
+{
+    struct dfile f;
+    const char *bin = getenv("MC_AGENT_BIN");
+    char cmd[1024];
+    FILE *fp;
+    int st;
+
+    if (bin == NULL)
+        return;
+    dfile_make(&f, NULL);
+    fp = fopen(f.path, "w");
+    ck_assert_ptr_nonnull(fp);
+    fputs("precious data\n", fp);
+    fclose(fp);
+    snprintf(cmd, sizeof(cmd),
+             "%s --standalone --socket %s/a.sock --dram 16M --disk %s >/dev/null 2>&1", bin,
+             f.dir, f.path);
+    st = system(cmd);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    fp = fopen(f.path, "r");
+    ck_assert_ptr_nonnull(fp);
+    {
+        char line[64] = {0};
+
+        ck_assert_ptr_nonnull(fgets(line, sizeof(line), fp));
+        ck_assert_str_eq(line, "precious data\n");
+    }
+    fclose(fp);
+    unlink(f.path);
+    snprintf(cmd, sizeof(cmd), "%s/a.sock", f.dir);
+    unlink(cmd);
+    dfile_remove(&f);
+}
+END_TEST
+
+/* Two agents on one disk file would overwrite each other's records: the second one is
+ * refused (flock) and the first goes on serving. */
+START_TEST(test_disk_one_agent_per_file)
+{
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    const char *bin = getenv("MC_AGENT_BIN");
+    char cmd[1024];
+    int st;
+
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "32M", NULL);
+    snprintf(cmd, sizeof(cmd),
+             "%s --standalone --socket %s/b.sock --dram 16M --disk %s >/dev/null 2>&1", bin,
+             f.dir, f.path);
+    st = system(cmd);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    c = t_connect(&a);
+    put_range(c, "one", 0, 8, 4096);
+    ck_assert_int_eq(get_range(c, "one", 0, 8, 4096), 8);
+    t_client_and_agent_stop(&a, &c);
+    snprintf(cmd, sizeof(cmd), "%s/b.sock", f.dir);
+    unlink(cmd);
+    dfile_remove(&f);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("disk_tier");
+    TCase *tc = tcase_create("standalone");
+    SRunner *sr;
+    int failed;
+
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_disk_fill_4x_reads_back);
+    tcase_add_test(tc, test_disk_fill_4x_tmpfs_threads);
+    tcase_add_test(tc, test_disk_restart_keeps_objects);
+    tcase_add_test(tc, test_disk_torn_record_dropped);
+    tcase_add_test(tc, test_disk_full_evicts_oldest);
+    tcase_add_test(tc, test_disk_refuses_foreign_file);
+    tcase_add_test(tc, test_disk_one_agent_per_file);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,372 @@
+/*
+ * Unit tests of the disk tier at the master (docs/disk.md): a disk segment's granule, no
+ * placement there, offload of a DRAM victim through a copy (the DRAM block kept until the
+ * copy is answered), admission, re-offload as a no-op, reads ordered memory first, the
+ * disk's own eviction, quotas counting memory only. Fake clock.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tests/unit/master/t_master.h"
+
+static void t_unused(void) __attribute__((unused));
+static void t_unused(void)
+{
+    (void)t_stats;
+    (void)t_put;
+    (void)t_master;
+    (void)t_used;
+    (void)t_release;
+}
+
+#define KiB 1024u
+#define MiB (1024u * 1024u)
+
+struct t_node {
+    struct mc_master *m;
+    uint32_t node, dram, disk;
+};
+
+static uint32_t t_mount(struct mc_master *m, uint32_t node, uint32_t kind, uint64_t size,
+                        const char *tenant, uint64_t quota)
+{
+    struct mc_master_seg_desc d = {.node = node, .kind = kind, .base = 0, .size = size,
+                                   .quota = quota};
+    uint32_t seg;
+
+    snprintf(d.tenant, sizeof(d.tenant), "%s", tenant != NULL ? tenant : "");
+    ck_assert_int_eq(mc_master_segment_mount(m, &d, &seg), 0);
+    return seg;
+}
+
+static struct t_node t_node_cfg(const struct mc_master_config *cfg, uint64_t dram, uint64_t disk)
+{
+    struct t_node t;
+
+    t.m = t_master_cfg(cfg);
+    t.node = t_node(t.m, "n0", NULL);
+    t.dram = t_mount(t.m, t.node, MC_SEG_DRAM, dram, NULL, 0);
+    t.disk = disk != 0 ? t_mount(t.m, t.node, MC_SEG_DISK, disk, NULL, 0) : UINT32_MAX;
+    return t;
+}
+
+static struct t_node t_one(uint64_t dram, uint64_t disk)
+{
+    struct mc_master_config cfg;
+
+    mc_master_config_defaults(&cfg);
+    return t_node_cfg(&cfg, dram, disk);
+}
+
+static uint64_t t_put_n(struct mc_master *m, uint32_t node, const char *key, uint64_t size)
+{
+    struct mc_master_put_grant g;
+
+    ck_assert_int_eq(t_start(m, key, size, 0, node, &g), 0);
+    ck_assert_int_eq(t_end(m, key, g.version, node), 0);
+    return g.version;
+}
+
+/* Answer every copy the master made, as an owner whose writes all succeed. */
+static size_t t_copies_done(struct mc_master *m, int status)
+{
+    struct mc_master_copy c[64];
+    size_t n, i, total = 0;
+
+    while ((n = mc_master_copies_take(m, c, 64)) > 0) {
+        for (i = 0; i < n; i++)
+            mc_master_copy_done(m, c[i].id, status);
+        total += n;
+    }
+    return total;
+}
+
+static uint32_t t_kinds(struct mc_master *m, const char *key, uint32_t *first_kind)
+{
+    struct mc_master_get_result r;
+    uint32_t mask = 0;
+
+    ck_assert_int_eq(t_get(m, key, &r), 0);
+    for (uint32_t i = 0; i < r.nrep; i++)
+        mask |= 1u << r.rep[i].kind;
+    if (first_kind != NULL)
+        *first_kind = r.rep[0].kind;
+    t_release(m, key, &r);
+    return mask;
+}
+
+START_TEST(test_offload_disk_granule_and_no_placement)
+{
+    struct t_node t = t_one(1 * MiB, 64 * MiB);
+    struct mc_master_seg_info si;
+    struct mc_master_put_grant g;
+    char key[32];
+
+    ck_assert_int_eq(mc_master_segment_info(t.m, t.disk, &si), 0);
+    ck_assert_uint_eq(si.kind, MC_SEG_DISK);
+    /* puts never land on the disk, even when DRAM must evict for them */
+    for (int i = 0; i < 64; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        while (t_start(t.m, key, 100 * KiB, 0, t.node, &g) == MC_ERR_NO_SPACE)
+            ck_assert_uint_gt(t_copies_done(t.m, 0), 0); /* room once the copies are done */
+        ck_assert_uint_eq(g.rep[0].kind, MC_SEG_DRAM);
+        ck_assert_int_eq(t_end(t.m, key, g.version, t.node), 0);
+        t_copies_done(t.m, 0);
+    }
+    /* the disk's extents are whole 4 KiB blocks */
+    {
+        struct mc_master_get_result r;
+
+        ck_assert_int_eq(t_get(t.m, "k0", &r), 0);
+        for (uint32_t i = 0; i < r.nrep; i++) {
+            if (r.rep[i].kind != MC_SEG_DISK)
+                continue;
+            ck_assert_uint_eq(r.rep[i].offset % 4096, 0);
+            ck_assert_uint_eq(r.rep[i].len, 4096 + 100 * KiB);
+        }
+    }
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+/* The victim's DRAM block stays while its copy runs; once answered, the disk replica joins
+ * and the next pass frees the DRAM block. Reads list memory first. */
+START_TEST(test_offload_keeps_dram_until_copied)
+{
+    struct t_node t = t_one(1 * MiB, 64 * MiB);
+    struct mc_master_put_grant g;
+    struct mc_master_copy c[64];
+    size_t n;
+    uint32_t first;
+    char key[32];
+    int i;
+
+    /* fill the DRAM: 9 x 100 KiB, then one more needs room */
+    for (i = 0; i < 9; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        t_put_n(t.m, t.node, key, 100 * KiB);
+    }
+    /* nothing copied, nothing evicted: the put finds no room but copies are under way */
+    ck_assert_int_eq(t_start(t.m, "big", 400 * KiB, 0, t.node, &g), MC_ERR_NO_SPACE);
+    n = mc_master_copies_take(t.m, c, 64);
+    ck_assert_uint_gt(n, 0);
+    for (size_t k = 0; k < n; k++) {
+        ck_assert_uint_eq(c[k].src.kind, MC_SEG_DRAM);
+        ck_assert_uint_eq(c[k].dst.kind, MC_SEG_DISK);
+        ck_assert_uint_eq(c[k].dst.node, t.node);
+        ck_assert_uint_eq(c[k].dst.len, 4096 + 100 * KiB);
+    }
+    /* every object still readable, from DRAM only, while the copies run */
+    for (i = 0; i < 9; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        ck_assert_uint_eq(t_kinds(t.m, key, NULL), 1u << MC_SEG_DRAM);
+    }
+    for (size_t k = 0; k < n; k++)
+        mc_master_copy_done(t.m, c[k].id, 0);
+    /* now the put makes room by dropping DRAM replicas that have a disk one */
+    ck_assert_int_eq(t_start(t.m, "big", 400 * KiB, 0, t.node, &g), 0);
+    ck_assert_int_eq(t_end(t.m, "big", g.version, t.node), 0);
+    for (i = 0; i < 9; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        ck_assert_int_eq(t_exist(t.m, key), 1); /* nothing lost */
+    }
+    /* an object on both: memory listed first */
+    for (i = 0; i < 9; i++) {
+        uint32_t kinds;
+
+        snprintf(key, sizeof(key), "k%d", i);
+        kinds = t_kinds(t.m, key, &first);
+        if (kinds == ((1u << MC_SEG_DRAM) | (1u << MC_SEG_DISK)))
+            ck_assert_uint_eq(first, MC_SEG_DRAM);
+    }
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+/* An object already on disk at that version is not copied again: its DRAM replica simply
+ * goes (issue #2827 of Mooncake: "already exists" and orphaned files). */
+START_TEST(test_offload_again_is_a_no_op)
+{
+    struct t_node t = t_one(1 * MiB, 64 * MiB);
+    char key[32];
+    size_t copies = 0;
+
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < 30; i++) {
+            snprintf(key, sizeof(key), "r%d-%d", round, i);
+            while (1) {
+                struct mc_master_put_grant g;
+                int err = t_start(t.m, key, 60 * KiB, 0, t.node, &g);
+
+                if (err == 0) {
+                    ck_assert_int_eq(t_end(t.m, key, g.version, t.node), 0);
+                    break;
+                }
+                ck_assert_int_eq(err, MC_ERR_NO_SPACE);
+                ck_assert_uint_gt(t_copies_done(t.m, 0), 0); /* progress, or a bug */
+            }
+            copies += t_copies_done(t.m, 0);
+        }
+    }
+    /* every object was copied at most once, and each one is still there */
+    ck_assert_uint_le(copies, 4 * 30);
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < 30; i++) {
+            snprintf(key, sizeof(key), "r%d-%d", round, i);
+            ck_assert_int_eq(t_exist(t.m, key), 1);
+        }
+    }
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+/* second_hit: only objects read since their put go to disk; the others are dropped. */
+START_TEST(test_offload_second_hit_admission)
+{
+    struct mc_master_config cfg;
+    struct t_node t;
+    struct mc_master_get_result r;
+    char key[32];
+
+    mc_master_config_defaults(&cfg);
+    cfg.disk_admission = MC_MASTER_DISK_ADMIT_SECOND_HIT;
+    t = t_node_cfg(&cfg, 1 * MiB, 64 * MiB);
+    t_put_n(t.m, t.node, "hot", 100 * KiB);
+    ck_assert_int_eq(t_get(t.m, "hot", &r), 0);
+    t_release(t.m, "hot", &r);
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof(key), "cold%d", i);
+        for (;;) {
+            struct mc_master_put_grant g;
+            int err = t_start(t.m, key, 100 * KiB, 0, t.node, &g);
+
+            if (err == 0) {
+                ck_assert_int_eq(t_end(t.m, key, g.version, t.node), 0);
+                break;
+            }
+            ck_assert_int_eq(err, MC_ERR_NO_SPACE);
+            ck_assert_uint_gt(t_copies_done(t.m, 0), 0);
+        }
+        t_copies_done(t.m, 0);
+    }
+    ck_assert_int_eq(t_exist(t.m, "hot"), 1);       /* read once: kept on disk */
+    ck_assert_int_eq(t_exist(t.m, "cold0"), 0);     /* never read: dropped */
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+/* A failed copy: the DRAM block is released to eviction (the object is dropped as without
+ * a disk, never copied again), the target block fenced. */
+START_TEST(test_offload_failed_copy_not_retried)
+{
+    struct t_node t = t_one(1 * MiB, 64 * MiB);
+    struct mc_master_put_grant g;
+    char key[32];
+    size_t failed = 0;
+
+    for (int i = 0; i < 9; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        t_put_n(t.m, t.node, key, 100 * KiB);
+    }
+    ck_assert_int_eq(t_start(t.m, "big", 400 * KiB, 0, t.node, &g), MC_ERR_NO_SPACE);
+    failed = t_copies_done(t.m, MC_ERR_IO);
+    ck_assert_uint_gt(failed, 0);
+    /* now the victims go without a copy */
+    ck_assert_int_eq(t_start(t.m, "big", 400 * KiB, 0, t.node, &g), 0);
+    ck_assert_uint_eq(t_copies_done(t.m, 0), 0);
+    {
+        struct mc_master_fence f[64];
+
+        ck_assert_uint_eq(mc_master_fences_take(t.m, f, 64), failed);
+    }
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+/* The disk full: it evicts its own oldest records (a drop each, for the owner to erase);
+ * nothing complete and on disk is lost but what its clock chose. */
+START_TEST(test_offload_disk_evicts_its_own)
+{
+    struct t_node t = t_one(1 * MiB, 2 * MiB);
+    struct mc_master_seg_info si;
+    struct mc_master_drop d[256];
+    char key[32];
+    int present = 0;
+
+    mc_master_drops_enable(t.m, true);
+    for (int i = 0; i < 60; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        for (;;) {
+            struct mc_master_put_grant g;
+            int err = t_start(t.m, key, 100 * KiB, 0, t.node, &g);
+
+            if (err == 0) {
+                ck_assert_int_eq(t_end(t.m, key, g.version, t.node), 0);
+                break;
+            }
+            ck_assert_int_eq(err, MC_ERR_NO_SPACE);
+            ck_assert_uint_gt(t_copies_done(t.m, 0), 0);
+        }
+        t_copies_done(t.m, 0);
+    }
+    for (int i = 0; i < 60; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        present += t_exist(t.m, key);
+    }
+    ck_assert_int_gt(present, 9 + 10); /* more than the DRAM alone */
+    ck_assert_int_lt(present, 60);
+    ck_assert_int_eq(t_exist(t.m, "k59"), 1);
+    ck_assert_int_eq(mc_master_segment_info(t.m, t.disk, &si), 0);
+    ck_assert_uint_le(si.size - si.free_bytes, si.size);
+    /* the disk's freed records are told to the owner */
+    {
+        size_t n = mc_master_drops_take(t.m, d, 256), disk_drops = 0;
+
+        for (size_t i = 0; i < n; i++)
+            disk_drops += d[i].seg == t.disk;
+        ck_assert_uint_gt(disk_drops, 0);
+    }
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+/* A tenant's quota bounds its memory: its disk does not count. */
+START_TEST(test_offload_quota_counts_memory_only)
+{
+    struct mc_master *m = t_master();
+    uint32_t node = t_node(m, "n0", NULL);
+    struct mc_master_tenant_info ti[4];
+    size_t n;
+
+    (void)t_mount(m, node, MC_SEG_DRAM, 4 * MiB, "t1", 2 * MiB);
+    (void)t_mount(m, node, MC_SEG_DISK, 64 * MiB, "t1", 0);
+    n = mc_master_tenant_list(m, ti, 4);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(ti[i].name, "t1") == 0)
+            ck_assert_uint_eq(ti[i].quota_bytes, 2 * MiB);
+    }
+    mc_master_destroy(m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("offload");
+    TCase *tc = tcase_create("rules");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_test(tc, test_offload_disk_granule_and_no_placement);
+    tcase_add_test(tc, test_offload_keeps_dram_until_copied);
+    tcase_add_test(tc, test_offload_again_is_a_no_op);
+    tcase_add_test(tc, test_offload_second_hit_admission);
+    tcase_add_test(tc, test_offload_failed_copy_not_retried);
+    tcase_add_test(tc, test_offload_disk_evicts_its_own);
+    tcase_add_test(tc, test_offload_quota_counts_memory_only);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
