@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -71,6 +72,8 @@ struct mc_mcmaster_server {
     struct mc_elect *elect;
     uint64_t reign;                 /* the reign the directory belongs to (0: none yet) */
     uint64_t epoch;                 /* its epoch (HELLO tells it) */
+    uint64_t incarnation;           /* random per process (HELLO tells it): with the epoch,
+                                       agents tell a rejoin to this directory from a new one */
     bool led;                       /* served as leader at the last tick */
     uint64_t recovery_ms, recovery_until_ms;
     uint64_t reign_ms;              /* when this reign's directory began */
@@ -275,6 +278,7 @@ static int h_hello(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     rep.node_ttl_ms = mcfg->node_ttl_ms;
     rep.lease_ttl_ms = mcfg->lease_ttl_ms;
     rep.epoch = s->epoch; /* agents refuse a master of an older epoch than they follow */
+    rep.incarnation = s->incarnation;
     return mc_proto_hello_rep_encode(&rep, s->out, sizeof(s->out), out_len);
 }
 
@@ -994,6 +998,10 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
     if (s == NULL)
         return MC_ERR_NOMEM;
     s->listen_fd = s->timer_fd = s->signal_fd = -1;
+    if (getrandom(&s->incarnation, sizeof(s->incarnation), 0) != (ssize_t)sizeof(s->incarnation))
+        s->incarnation = (uint64_t)getpid() << 32 ^ mc_elect_now_ms(); /* unique enough */
+    if (s->incarnation == 0)
+        s->incarnation = 1;
     s->max_peers = cfg->max_peers;
     /* half the TTL: a stall that long would have let a node's heartbeats lapse; never
      * below two ticks, the gap an idle loop itself may leave */
