@@ -17,7 +17,8 @@ struct hnode {
     uint32_t flags;
     uint64_t offset, alloc_len, size, version;
     uint64_t expires_ms; /* 0: no TTL */
-    bool dead;           /* a tombstone: dropped before its PUBLISH came (key_len 0) */
+    bool dead;           /* a tombstone (key_len 0): a drop of `version`, or (landed) */
+    bool landed;         /* a write of `version` landed here, its PUBLISH not come yet */
     size_t key_len;
     char key[];
 };
@@ -186,8 +187,8 @@ static size_t clear_range(struct mc_holdidx *h, uint64_t off, uint64_t end, uint
     return gone;
 }
 
-/* Whether a node touching [off, end) holds a version newer than v, or is the tombstone of
- * exactly (off, v). */
+/* Whether a node touching [off, end) holds a version newer than v (an entry, a drop's
+ * tombstone or a landed write's marker), or is the drop tombstone of exactly (off, v). */
 static bool shadowed(const struct mc_holdidx *h, uint64_t off, uint64_t end, uint64_t v)
 {
     const struct hnode *n = predecessor(h->root, off);
@@ -196,7 +197,7 @@ static bool shadowed(const struct mc_holdidx *h, uint64_t off, uint64_t end, uin
         return true;
     for (n = lower_bound(h->root, off); n != NULL && n->offset < end;
          n = lower_bound(h->root, n->offset + 1)) {
-        if (n->version > v || (n->dead && n->offset == off && n->version == v))
+        if (n->version > v || (n->dead && !n->landed && n->offset == off && n->version == v))
             return true;
     }
     return false;
@@ -282,24 +283,33 @@ static void tomb_push(struct mc_holdidx *h, uint64_t offset, uint64_t version, u
 bool mc_holdidx_drop(struct mc_holdidx *h, uint64_t offset, uint64_t version, uint64_t now_ms)
 {
     struct hnode *n = find(h->root, offset);
+    uint64_t alloc_len = 1;
     bool gone = false;
 
     if (n != NULL && !n->dead && (version == 0 || n->version == version)) {
+        version = n->version;
+        alloc_len = n->alloc_len;
+        gone = true;
         remove_at(h, offset);
-        return true;
+        n = NULL;
     }
-    if (version == 0 || (n != NULL && n->version >= version))
-        return false; /* an old drop: a newer put holds the block now */
+    if (version == 0 || (n != NULL && n->version >= version && !n->landed))
+        return gone; /* an old drop: a newer put holds the block now */
+    if (n != NULL && n->version > version)
+        return gone; /* a newer write landed there: its marker shadows this version */
     if (n != NULL) {
         gone = !n->dead;
-        remove_at(h, offset); /* an older entry, or an older tombstone: superseded */
+        if (!n->dead || n->landed)
+            alloc_len = n->alloc_len;
+        remove_at(h, offset); /* an older entry, tombstone or marker: superseded */
     }
-    /* dropped before we heard it was published (the PUBLISH comes from the writer, the
-     * DROP from the master): remember, so that the late PUBLISH adds nothing */
+    /* remembered in every case: a PUBLISH of this version may still come, dropped before
+     * we heard of it (the writer and the master are not ordered) or a late repeat of one
+     * we had (a try that timed out at its writer is still delivered): it adds nothing */
     if ((n = node_new(h, 0)) != NULL) {
         n->dead = true;
         n->offset = offset;
-        n->alloc_len = 1;
+        n->alloc_len = alloc_len;
         n->version = version;
         insert(h, n);
         tomb_push(h, offset, version, now_ms + MC_HOLDIDX_TOMB_MS);
@@ -321,11 +331,26 @@ void mc_holdidx_expire(struct mc_holdidx *h, uint64_t now_ms)
 }
 
 size_t mc_holdidx_overwrite(struct mc_holdidx *h, uint64_t offset, uint64_t len,
-                            uint64_t version)
+                            uint64_t version, uint64_t now_ms)
 {
+    struct hnode *n;
+    size_t gone;
+
     if (len == 0 || offset > UINT64_MAX - len)
         return 0;
-    return clear_range(h, offset, offset + len, version);
+    gone = clear_range(h, offset, offset + len, version);
+    /* the tombstones just cleared kept late PUBLISHes of older versions out: the marker
+     * of this write's version keeps them out in their stead (a newer version shadows) */
+    if (version != 0 && find(h->root, offset) == NULL && (n = node_new(h, 0)) != NULL) {
+        n->dead = true;
+        n->landed = true;
+        n->offset = offset;
+        n->alloc_len = len;
+        n->version = version;
+        insert(h, n);
+        tomb_push(h, offset, version, now_ms + MC_HOLDIDX_TOMB_MS);
+    }
+    return gone;
 }
 
 static void fill(const struct hnode *n, struct mc_holdidx_entry *out, uint64_t now_ms)
