@@ -76,6 +76,7 @@ struct mc_mcmaster_server {
                                        agents tell a rejoin to this directory from a new one */
     bool led;                       /* served as leader at the last tick */
     uint64_t recovery_ms, recovery_until_ms;
+    bool recovery_done, recovery_longer; /* this reign's window: closed early; lengthened */
     uint64_t reign_ms;              /* when this reign's directory began */
     struct mc_elect_agent *expect;  /* the agents whose reports end the window early */
     int nexpect;                    /* how many (-1: not known: the window runs out) */
@@ -851,13 +852,31 @@ static int ha_reset(struct mc_mcmaster_server *s, const struct mc_elect_view *v)
 static void ha_recovery_check(struct mc_mcmaster_server *s)
 {
     uint64_t now = mc_elect_now_ms();
+    uint64_t cap = s->reign_ms + mc_master_config(s->m)->restore_window_ms;
+    uint64_t tick = mc_master_config(s->m)->tick_ms;
+    bool joined = false;
 
-    if (now < s->recovery_until_ms && s->nexpect > 0 &&
-        mc_recovery_all_reported(s->m, (uint32_t)s->nsegs, s->expect, (size_t)s->nexpect)) {
-        mc_info("recovery over %llu ms into epoch %llu: all %d agents reported",
-                (unsigned long long)(now - s->reign_ms), (unsigned long long)s->epoch,
-                s->nexpect);
-        s->recovery_until_ms = now;
+    if (s->nexpect <= 0 || s->recovery_done)
+        return;
+    if (mc_recovery_all_reported(s->m, (uint32_t)s->nsegs, s->expect, (size_t)s->nexpect,
+                                 &joined)) {
+        if (now < s->recovery_until_ms)
+            mc_info("recovery over %llu ms into epoch %llu: all %d agents reported",
+                    (unsigned long long)(now - s->reign_ms), (unsigned long long)s->epoch,
+                    s->nexpect);
+        s->recovery_until_ms = now < s->recovery_until_ms ? now : s->recovery_until_ms;
+        s->recovery_done = true;
+    } else if (joined && now < s->recovery_until_ms && now < cap &&
+               s->recovery_until_ms <= now + 2 * tick) {
+        /* every listed agent is back and some live one is still reporting: wait for its
+         * report (up to restore_window_ms), not only recovery_ms, rather than answer
+         * NOT_FOUND for what it has not reported yet (review finding M2) */
+        if (!s->recovery_longer)
+            mc_info("epoch %llu: every listed agent is back, reports still under way: "
+                    "recovery goes on (up to restore_window_ms)",
+                    (unsigned long long)s->epoch);
+        s->recovery_longer = true;
+        s->recovery_until_ms = now + 2 * tick < cap ? now + 2 * tick : cap;
     }
 }
 
@@ -879,6 +898,7 @@ static void ha_tick(struct mc_mcmaster_server *s)
         s->epoch = v.epoch;
         s->reign_ms = mc_elect_now_ms();
         s->recovery_until_ms = s->reign_ms + s->recovery_ms;
+        s->recovery_done = s->recovery_longer = false;
         s->nexpect = s->expect != NULL ? mc_elect_agents(s->elect, v.reign, s->expect) : -1;
         mc_info("leading at epoch %llu: an empty directory, data operations after %llu ms "
                 "of recovery", (unsigned long long)v.epoch,
