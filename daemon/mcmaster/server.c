@@ -858,15 +858,18 @@ static void ha_recovery_check(struct mc_mcmaster_server *s)
 
     if (s->nexpect <= 0 || s->recovery_done)
         return;
+    if (now >= s->recovery_until_ms) {
+        s->recovery_done = true; /* ran out: not looked at again this reign */
+        return;
+    }
     if (mc_recovery_all_reported(s->m, (uint32_t)s->nsegs, s->expect, (size_t)s->nexpect,
                                  &joined)) {
-        if (now < s->recovery_until_ms)
-            mc_info("recovery over %llu ms into epoch %llu: all %d agents reported",
-                    (unsigned long long)(now - s->reign_ms), (unsigned long long)s->epoch,
-                    s->nexpect);
-        s->recovery_until_ms = now < s->recovery_until_ms ? now : s->recovery_until_ms;
+        mc_info("recovery over %llu ms into epoch %llu: all %d agents reported",
+                (unsigned long long)(now - s->reign_ms), (unsigned long long)s->epoch,
+                s->nexpect);
+        s->recovery_until_ms = now;
         s->recovery_done = true;
-    } else if (joined && now < s->recovery_until_ms && now < cap &&
+    } else if (joined && now < cap &&
                s->recovery_until_ms <= now + 2 * tick) {
         /* every listed agent is back and some live one is still reporting: wait for its
          * report (up to restore_window_ms), not only recovery_ms, rather than answer
