@@ -230,6 +230,7 @@ int mc_holdidx_add(struct mc_holdidx *h, const struct mc_holdidx_entry *e, uint6
 
     if (e->key == NULL || e->key_len == 0 || e->key_len > MC_DIR_KEY_MAX ||
         e->alloc_len == 0 || e->size == 0 || e->size > e->alloc_len || e->version == 0 ||
+        e->version > MC_MASTER_VERSION_MAX ||
         e->offset > UINT64_MAX - e->alloc_len || (e->flags & ~MC_MASTER_PUT_FLAGS_ALL) != 0 ||
         e->ttl_ms > MC_MASTER_TTL_MAX_MS)
         return MC_ERR_INVALID;

@@ -804,9 +804,11 @@ static int ha_gate(struct mc_mcmaster_server *s, uint16_t type)
         return MC_ERR_UNAVAILABLE;
     /* no version at or past the end this reign stored in etcd (a batch takes up to
      * MC_PROTO_BATCH_MAX): the election thread stores a further end long before */
-    if ((type == MC_WIRE_PUT_START_BATCH || type == MC_WIRE_DRAIN) &&
-        mc_master_version_last(s->m) + MC_PROTO_BATCH_MAX >= mc_elect_versions_end(s->elect))
-        return MC_ERR_UNAVAILABLE;
+    if (type == MC_WIRE_PUT_START_BATCH || type == MC_WIRE_DRAIN) {
+        if (!mc_elect_versions_room(mc_master_version_last(s->m),
+                                    mc_elect_versions_end(s->elect), MC_PROTO_BATCH_MAX))
+            return MC_ERR_UNAVAILABLE;
+    }
     if (now >= s->recovery_until_ms)
         return 0;
     switch (type) {

@@ -11,6 +11,7 @@
 #include <mc/mc_status.h>
 
 #include "daemon/agent/holdidx.h"
+#include "daemon/master/master.h"
 
 static struct mc_holdidx_entry ent(const char *key, uint64_t off, uint64_t len, uint64_t ver)
 {
@@ -62,6 +63,7 @@ START_TEST(test_holdidx_add_walk_drop)
     ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("x", 0, 0, 1)}[0], 0), MC_ERR_INVALID);
     ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("x", 0, 10, 0)}[0], 0), MC_ERR_INVALID);
     ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("x", UINT64_MAX - 5, 10, 1)}[0], 0), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("x", 0, 10, MC_MASTER_VERSION_MAX + 1)}[0], 0), MC_ERR_INVALID);
     {
         struct mc_holdidx_entry e = ent("x", 0, 10, 1);
 
