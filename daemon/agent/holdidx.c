@@ -34,6 +34,7 @@ struct mc_holdidx {
     uint32_t rng;
     struct tomb *tombs; /* a ring, oldest first: when each tombstone goes */
     size_t tcap, thead, tlen;
+    uint64_t added;     /* entries added (a repeat refreshes: not counted) */
 };
 
 static uint32_t next_prio(struct mc_holdidx *h)
@@ -259,7 +260,13 @@ int mc_holdidx_add(struct mc_holdidx *h, const struct mc_holdidx_entry *e, uint6
     n->key_len = e->key_len;
     memcpy(n->key, e->key, e->key_len);
     insert(h, n);
+    h->added++;
     return 0;
+}
+
+uint64_t mc_holdidx_added(const struct mc_holdidx *h)
+{
+    return h->added;
 }
 
 static void tomb_push(struct mc_holdidx *h, uint64_t offset, uint64_t version, uint64_t until)

@@ -48,6 +48,8 @@ void mc_holdidx_destroy(struct mc_holdidx *h);
  * fields) or MC_ERR_NOMEM. The key is copied.
  */
 int mc_holdidx_add(struct mc_holdidx *h, const struct mc_holdidx_entry *e, uint64_t now_ms);
+/* How many adds made a new entry (a repeat, refreshing one, is not counted). */
+uint64_t mc_holdidx_added(const struct mc_holdidx *h);
 
 /* How long a drop (or a landed write) is remembered: a PUBLISH of an older version, or of
  * the dropped one, may still come (a writer gives a PUBLISH up well before). */

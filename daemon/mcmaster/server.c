@@ -1412,6 +1412,16 @@ static void metrics_publish(struct mc_mcmaster_server *s)
     s->mvals[MM_STALE_FENCE] = ms.stale_freed_by_fence;
     s->mvals[MM_STALE_TIMEOUT] = ms.stale_freed_by_timeout;
     s->mvals[MM_NODES_DEAD] = ms.nodes_declared_dead;
+    {
+        struct mc_dropq_stats ds;
+
+        mc_dropq_stats(s->dropq, &ds);
+        s->mvals[MM_DROPS_SENT] = ds.sent;
+        s->mvals[MM_DROPS_RETRIED] = ds.retried;
+        s->mvals[MM_DROPS_GIVEN_UP] = ds.given_up;
+        s->mvals[MM_DROPS_LOST] = ds.lost;
+        s->mvals[MM_DROPS_QUEUED] = ds.queued;
+    }
     for (i = 0; i < MM__COUNT; i++)
         s->mpresent[i] = 1;
     mc_metrics_publish(s->metrics, s->mvals, s->mpresent);

@@ -2,6 +2,7 @@
  * The resend queue (daemon/common/resend.h): tries, backoff, give-up, order, clearing.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -118,18 +119,19 @@ START_TEST(test_resend_large_burst_drains_fast)
         mc_resend_done(&q, it[i]);
     ck_assert_uint_eq(q.n, N - (N + 96) / 97);
     ck_assert_ptr_null(mc_resend_next(&q, 1000 + 199));
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0); /* CPU time: a busy host does not count */
     while ((x = mc_resend_next(&q, 1000 + 200 + 13)) != NULL) {
         ck_assert_uint_ge(x->due_ms, prev);
         prev = x->due_ms;
         seen++;
         ck_assert(mc_resend_failed(&q, x, 5000)); /* the next try waits: not this tick */
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
     ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     ck_assert_uint_eq(seen, q.n);
-    ck_assert_msg(ms < 500.0, "draining %llu due items took %.1f ms", (unsigned long long)seen,
-                  ms);
+    ck_assert_msg(ms < 1000.0, "draining %llu due items took %.1f ms of CPU",
+                  (unsigned long long)seen, ms);
+    printf("drained %llu due items in %.1f ms of CPU\n", (unsigned long long)seen, ms);
     /* all wait again (due 5400): the next tick gets them, none before */
     ck_assert_ptr_null(mc_resend_next(&q, 5399));
     mc_resend_clear_waiting(&q);
