@@ -17,8 +17,7 @@ struct hnode {
     uint32_t flags;
     uint64_t offset, alloc_len, size, version;
     uint64_t expires_ms; /* 0: no TTL */
-    bool dead;           /* a tombstone (key_len 0): a drop of `version`, or (landed) */
-    bool landed;         /* a write of `version` landed here, its PUBLISH not come yet */
+    bool dead;           /* a tombstone: a drop of `version` (key_len 0) */
     size_t key_len;
     char key[];
 };
@@ -188,8 +187,8 @@ static size_t clear_range(struct mc_holdidx *h, uint64_t off, uint64_t end, uint
     return gone;
 }
 
-/* Whether a node touching [off, end) holds a version newer than v (an entry, a drop's
- * tombstone or a landed write's marker), or is the drop tombstone of exactly (off, v). */
+/* Whether a node touching [off, end) holds a version newer than v (an entry or a drop's
+ * tombstone), or is the drop tombstone of exactly (off, v). */
 static bool shadowed(const struct mc_holdidx *h, uint64_t off, uint64_t end, uint64_t v)
 {
     const struct hnode *n = predecessor(h->root, off);
@@ -198,7 +197,7 @@ static bool shadowed(const struct mc_holdidx *h, uint64_t off, uint64_t end, uin
         return true;
     for (n = lower_bound(h->root, off); n != NULL && n->offset < end;
          n = lower_bound(h->root, n->offset + 1)) {
-        if (n->version > v || (n->dead && !n->landed && n->offset == off && n->version == v))
+        if (n->version > v || (n->dead && n->offset == off && n->version == v))
             return true;
     }
     return false;
@@ -301,15 +300,13 @@ bool mc_holdidx_drop(struct mc_holdidx *h, uint64_t offset, uint64_t version, ui
         remove_at(h, offset);
         n = NULL;
     }
-    if (version == 0 || (n != NULL && n->version >= version && !n->landed))
+    if (version == 0 || (n != NULL && n->version >= version))
         return gone; /* an old drop: a newer put holds the block now */
-    if (n != NULL && n->version > version)
-        return gone; /* a newer write landed there: its marker shadows this version */
     if (n != NULL) {
         gone = !n->dead;
-        if (!n->dead || n->landed)
+        if (!n->dead)
             alloc_len = n->alloc_len;
-        remove_at(h, offset); /* an older entry, tombstone or marker: superseded */
+        remove_at(h, offset); /* an older entry, or an older tombstone: superseded */
     }
     /* remembered in every case: a PUBLISH of this version may still come, dropped before
      * we heard of it (the writer and the master are not ordered) or a late repeat of one
@@ -339,26 +336,13 @@ void mc_holdidx_expire(struct mc_holdidx *h, uint64_t now_ms)
 }
 
 size_t mc_holdidx_overwrite(struct mc_holdidx *h, uint64_t offset, uint64_t len,
-                            uint64_t version, uint64_t now_ms)
+                            uint64_t version)
 {
-    struct hnode *n;
-    size_t gone;
-
     if (len == 0 || offset > UINT64_MAX - len)
         return 0;
-    gone = clear_range(h, offset, offset + len, version);
-    /* the tombstones just cleared kept late PUBLISHes of older versions out: the marker
-     * of this write's version keeps them out in their stead (a newer version shadows) */
-    if (version != 0 && find(h->root, offset) == NULL && (n = node_new(h, 0)) != NULL) {
-        n->dead = true;
-        n->landed = true;
-        n->offset = offset;
-        n->alloc_len = len;
-        n->version = version;
-        insert(h, n);
-        tomb_push(h, offset, version, now_ms + MC_HOLDIDX_TOMB_MS);
-    }
-    return gone;
+    /* tombstones go too: a drained copy lands an older version's bytes here, and its
+     * PUBLISH (of that older version, after the write) must be indexed */
+    return clear_range(h, offset, offset + len, version);
 }
 
 static void fill(const struct hnode *n, struct mc_holdidx_entry *out, uint64_t now_ms)

@@ -51,8 +51,8 @@ int mc_holdidx_add(struct mc_holdidx *h, const struct mc_holdidx_entry *e, uint6
 /* How many adds made a new entry (a repeat, refreshing one, is not counted). */
 uint64_t mc_holdidx_added(const struct mc_holdidx *h);
 
-/* How long a drop (or a landed write) is remembered: a PUBLISH of an older version, or of
- * the dropped one, may still come (a writer gives a PUBLISH up well before). */
+/* How long a drop is remembered: a PUBLISH of the dropped version (or an older one) may
+ * still come (a writer gives a PUBLISH up well before). */
 #define MC_HOLDIDX_TOMB_MS 60000u
 
 /* The master freed the block at `offset` that held `version` (0: whatever version is
@@ -65,13 +65,14 @@ bool mc_holdidx_drop(struct mc_holdidx *h, uint64_t offset, uint64_t version, ui
 /* Forget the tombstones older than MC_HOLDIDX_TOMB_MS. */
 void mc_holdidx_expire(struct mc_holdidx *h, uint64_t now_ms);
 
-/* A write of `version` lands on [offset, offset + len): entries and tombstones touching it
- * go (their bytes are being overwritten), except one of exactly `version` (its own bytes: a
- * repeat). A marker of `version` (not an entry) takes their place for MC_HOLDIDX_TOMB_MS
- * or until that version's PUBLISH: a late PUBLISH of an older version, which a cleared
- * tombstone would have refused, is refused by it. Returns how many went. */
+/* A write lands on [offset, offset + len): entries and tombstones touching it go (their
+ * bytes are being overwritten), except one of exactly `version` (its own bytes: a repeat).
+ * Returns how many went. (The tombstones must go: a drained copy writes an older version
+ * there and then publishes it. So a late PUBLISH of an object dropped from this block,
+ * arriving after another put's write landed and before that put's own PUBLISH, is not
+ * refused here: open, see docs/master.md.) */
 size_t mc_holdidx_overwrite(struct mc_holdidx *h, uint64_t offset, uint64_t len,
-                            uint64_t version, uint64_t now_ms);
+                            uint64_t version);
 
 /*
  * Up to max entries from *cursor_p on (0: from the start), in offset order, leaving

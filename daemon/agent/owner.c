@@ -681,8 +681,7 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         w->direct = staged == NULL && s->kind == MC_SEG_GPU;
         /* a block freed and handed out again: what the index had there is gone */
         if (s->held != NULL)
-            (void)mc_holdidx_overwrite(s->held, h.offset, h.len, h.version,
-                                       mc_agent_now_ms());
+            (void)mc_holdidx_overwrite(s->held, h.offset, h.len, h.version);
         w->what = OP_INWRITE;
         w->cl = cl;
         w->ep = ep;

@@ -267,7 +267,7 @@ static int put_image(struct mc_agent *a, struct put *p)
             /* the block was freed and handed to us: what the index had there is gone */
             if (s->held != NULL)
                 (void)mc_holdidx_overwrite(s->held, p->rep[i].offset, p->rep[i].len,
-                                           p->version, mc_agent_now_ms());
+                                           p->version);
             p->dst = span;
             p->nremote = p->nrep - 1;
             return 0;
