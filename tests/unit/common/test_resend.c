@@ -52,6 +52,7 @@ START_TEST(test_resend_backoff_and_give_up)
     ck_assert_uint_eq(q.given_up, 1);
     ck_assert_ptr_null(q.head);
     ck_assert_ptr_null(q.tail);
+    mc_resend_clear(&q); /* the heap's array */
 }
 END_TEST
 
