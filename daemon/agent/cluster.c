@@ -271,9 +271,22 @@ static void rejoin_helloed(void *ctx, int status, const struct mc_wire_hdr *hdr,
         mc_info("the master knows us as node %u now (was %u)", rep.node, cl->node);
     cl->node = rep.node;
     cl->a->node = rep.node;
-    /* the master may be a new one (ids are handed out afresh: the same number may name
-     * another segment now): learn the segments again */
-    segments_forget(cl);
+    /* a new master (another process, or a new reign: ids are handed out afresh, the same
+     * number may name another segment now): learn the segments again, and give up the
+     * PUBLISHes naming them (the owners re-report to the new master). The same master
+     * (same incarnation and epoch) keeps its ids: what we knew stays true, and the
+     * PUBLISHes still due are sent on (H2: the blip that cut us off from the master may be
+     * the one that kept them from their owner) */
+    if (rep.incarnation == 0 || rep.incarnation != cl->m_incarnation ||
+        rep.epoch != cl->m_epoch) {
+        segments_forget(cl);
+    } else {
+        cl_fences_forget(cl);
+        mc_info("rejoined the same master (epoch %llu): %zu PUBLISHes kept",
+                (unsigned long long)rep.epoch, cl->pubq.n);
+    }
+    cl->m_epoch = rep.epoch;
+    cl->m_incarnation = rep.incarnation;
     cl->lease_ttl_ms = rep.lease_ttl_ms;
     cl->node_ttl_ms = rep.node_ttl_ms;
     rejoin_mount_from(cl, 0);
@@ -682,6 +695,8 @@ static int join(struct cluster *cl, uint64_t deadline)
         return MC_ERR_UNAVAILABLE;
     }
     cl->node = hrep.node;
+    cl->m_epoch = hrep.epoch;
+    cl->m_incarnation = hrep.incarnation;
     cl->node_ttl_ms = hrep.node_ttl_ms;
     cl->lease_ttl_ms = hrep.lease_ttl_ms;
     a->node = hrep.node;

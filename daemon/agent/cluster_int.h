@@ -229,6 +229,8 @@ struct cluster {
     bool fence_busy;
     struct mc_resend pubq;        /* PUBLISHes out or to be tried again (xfer.c) */
     uint64_t seg_gen;             /* bumped when the segment ids change (a new master) */
+    uint64_t m_epoch, m_incarnation; /* the master joined last (HELLO): a rejoin to the same
+                                        one (both equal, incarnation told) keeps the ids */
     struct fenced *fenced[FENCED_HASH];
     uint64_t next_hb_ms, next_fence_ms;
     bool hb_busy;

@@ -17,7 +17,7 @@ struct hnode {
     uint32_t flags;
     uint64_t offset, alloc_len, size, version;
     uint64_t expires_ms; /* 0: no TTL */
-    bool dead;           /* a tombstone: dropped before its PUBLISH came (key_len 0) */
+    bool dead;           /* a tombstone: a drop of `version` (key_len 0) */
     size_t key_len;
     char key[];
 };
@@ -33,6 +33,7 @@ struct mc_holdidx {
     uint32_t rng;
     struct tomb *tombs; /* a ring, oldest first: when each tombstone goes */
     size_t tcap, thead, tlen;
+    uint64_t added;     /* entries added (a repeat refreshes: not counted) */
 };
 
 static uint32_t next_prio(struct mc_holdidx *h)
@@ -186,8 +187,8 @@ static size_t clear_range(struct mc_holdidx *h, uint64_t off, uint64_t end, uint
     return gone;
 }
 
-/* Whether a node touching [off, end) holds a version newer than v, or is the tombstone of
- * exactly (off, v). */
+/* Whether a node touching [off, end) holds a version newer than v (an entry or a drop's
+ * tombstone), or is the drop tombstone of exactly (off, v). */
 static bool shadowed(const struct mc_holdidx *h, uint64_t off, uint64_t end, uint64_t v)
 {
     const struct hnode *n = predecessor(h->root, off);
@@ -229,6 +230,7 @@ int mc_holdidx_add(struct mc_holdidx *h, const struct mc_holdidx_entry *e, uint6
 
     if (e->key == NULL || e->key_len == 0 || e->key_len > MC_DIR_KEY_MAX ||
         e->alloc_len == 0 || e->size == 0 || e->size > e->alloc_len || e->version == 0 ||
+        e->version > MC_MASTER_VERSION_MAX ||
         e->offset > UINT64_MAX - e->alloc_len || (e->flags & ~MC_MASTER_PUT_FLAGS_ALL) != 0 ||
         e->ttl_ms > MC_MASTER_TTL_MAX_MS)
         return MC_ERR_INVALID;
@@ -257,7 +259,13 @@ int mc_holdidx_add(struct mc_holdidx *h, const struct mc_holdidx_entry *e, uint6
     n->key_len = e->key_len;
     memcpy(n->key, e->key, e->key_len);
     insert(h, n);
+    h->added++;
     return 0;
+}
+
+uint64_t mc_holdidx_added(const struct mc_holdidx *h)
+{
+    return h->added;
 }
 
 static void tomb_push(struct mc_holdidx *h, uint64_t offset, uint64_t version, uint64_t until)
@@ -282,24 +290,31 @@ static void tomb_push(struct mc_holdidx *h, uint64_t offset, uint64_t version, u
 bool mc_holdidx_drop(struct mc_holdidx *h, uint64_t offset, uint64_t version, uint64_t now_ms)
 {
     struct hnode *n = find(h->root, offset);
+    uint64_t alloc_len = 1;
     bool gone = false;
 
     if (n != NULL && !n->dead && (version == 0 || n->version == version)) {
+        version = n->version;
+        alloc_len = n->alloc_len;
+        gone = true;
         remove_at(h, offset);
-        return true;
+        n = NULL;
     }
     if (version == 0 || (n != NULL && n->version >= version))
-        return false; /* an old drop: a newer put holds the block now */
+        return gone; /* an old drop: a newer put holds the block now */
     if (n != NULL) {
         gone = !n->dead;
+        if (!n->dead)
+            alloc_len = n->alloc_len;
         remove_at(h, offset); /* an older entry, or an older tombstone: superseded */
     }
-    /* dropped before we heard it was published (the PUBLISH comes from the writer, the
-     * DROP from the master): remember, so that the late PUBLISH adds nothing */
+    /* remembered in every case: a PUBLISH of this version may still come, dropped before
+     * we heard of it (the writer and the master are not ordered) or a late repeat of one
+     * we had (a try that timed out at its writer is still delivered): it adds nothing */
     if ((n = node_new(h, 0)) != NULL) {
         n->dead = true;
         n->offset = offset;
-        n->alloc_len = 1;
+        n->alloc_len = alloc_len;
         n->version = version;
         insert(h, n);
         tomb_push(h, offset, version, now_ms + MC_HOLDIDX_TOMB_MS);
@@ -325,6 +340,8 @@ size_t mc_holdidx_overwrite(struct mc_holdidx *h, uint64_t offset, uint64_t len,
 {
     if (len == 0 || offset > UINT64_MAX - len)
         return 0;
+    /* tombstones go too: a drained copy lands an older version's bytes here, and its
+     * PUBLISH (of that older version, after the write) must be indexed */
     return clear_range(h, offset, offset + len, version);
 }
 

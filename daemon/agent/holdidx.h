@@ -48,22 +48,29 @@ void mc_holdidx_destroy(struct mc_holdidx *h);
  * fields) or MC_ERR_NOMEM. The key is copied.
  */
 int mc_holdidx_add(struct mc_holdidx *h, const struct mc_holdidx_entry *e, uint64_t now_ms);
+/* How many adds made a new entry (a repeat, refreshing one, is not counted). */
+uint64_t mc_holdidx_added(const struct mc_holdidx *h);
 
-/* How long a drop is remembered when it finds no entry (its PUBLISH may still come). */
+/* How long a drop is remembered: a PUBLISH of the dropped version (or an older one) may
+ * still come (a writer gives a PUBLISH up well before). */
 #define MC_HOLDIDX_TOMB_MS 60000u
 
 /* The master freed the block at `offset` that held `version` (0: whatever version is
- * there). An entry of that version goes; one of a newer version stays (an old drop); when
- * none is there, the drop is remembered for MC_HOLDIDX_TOMB_MS so that a PUBLISH of that
- * version arriving after it adds nothing (the writer and the master are not ordered).
- * Returns whether an entry went. */
+ * there). An entry of that version goes; one of a newer version stays (an old drop). In
+ * every other case the drop is remembered (a tombstone) for MC_HOLDIDX_TOMB_MS, so that a
+ * PUBLISH of that version or an older one arriving after it adds nothing: the writer and
+ * the master are not ordered, and a writer's try that timed out may still be delivered
+ * after the drop, a repeat of one indexed before it. Returns whether an entry went. */
 bool mc_holdidx_drop(struct mc_holdidx *h, uint64_t offset, uint64_t version, uint64_t now_ms);
 /* Forget the tombstones older than MC_HOLDIDX_TOMB_MS. */
 void mc_holdidx_expire(struct mc_holdidx *h, uint64_t now_ms);
 
-/* A write lands on [offset, offset + len): entries touching it go (their bytes are being
- * overwritten), except one of exactly `version` (its own bytes: a repeat). Returns how many
- * went. */
+/* A write lands on [offset, offset + len): entries and tombstones touching it go (their
+ * bytes are being overwritten), except one of exactly `version` (its own bytes: a repeat).
+ * Returns how many went. (The tombstones must go: a drained copy writes an older version
+ * there and then publishes it. So a late PUBLISH of an object dropped from this block,
+ * arriving after another put's write landed and before that put's own PUBLISH, is not
+ * refused here: open, see docs/master.md.) */
 size_t mc_holdidx_overwrite(struct mc_holdidx *h, uint64_t offset, uint64_t len,
                             uint64_t version);
 

@@ -668,14 +668,18 @@ static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_
             .alloc_len = it->alloc_len, .size = it->size, .version = it->version,
             .flags = it->flags, .ttl_ms = it->ttl_ms};
 
-        if (s == NULL)
+        if (s == NULL) {
             results[i] = MC_ERR_NOT_FOUND;
-        else if (s->held == NULL || it->offset > s->size || it->alloc_len > s->size - it->offset)
+        } else if (s->held == NULL || it->offset > s->size ||
+                   it->alloc_len > s->size - it->offset) {
             results[i] = MC_ERR_INVALID;
-        else
+        } else {
+            uint64_t before = mc_holdidx_added(s->held);
+
             results[i] = mc_holdidx_add(s->held, &e, now);
-        if (results[i] == 0)
-            cl->st.published_in++;
+            /* entries indexed, not tries: a repeat (a resent try) is not counted */
+            cl->st.published_in += mc_holdidx_added(s->held) - before;
+        }
     }
     reply_results(ep, hdr, n, results);
 out:
@@ -708,8 +712,9 @@ static void h_drop(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
             agent_disk_drop(cl->a, items[i].offset, items[i].version); /* erased, too */
             cl->st.drops_in++;
         } else if (s != NULL && s->held != NULL) {
-            (void)mc_holdidx_drop(s->held, items[i].offset, items[i].version, now);
-            cl->st.drops_in++;
+            /* entries removed, not tries: a repeat finds nothing left to remove */
+            if (mc_holdidx_drop(s->held, items[i].offset, items[i].version, now))
+                cl->st.drops_in++;
         }
     }
     reply_results(ep, hdr, n, results);

@@ -76,6 +76,11 @@ static void answered(void *ctx, struct ml_req *r)
         w->st->restored++;
     } else if (res == MC_ERR_CANCELED || res == MC_ERR_EXISTS || res == MC_ERR_INVALID) {
         /* the master knows better: the copy must never be served or told again */
+        if (res == MC_ERR_INVALID)
+            mc_warn("report of the block at offset %llu, version %llu refused as invalid "
+                    "(a version above %llu, or a bad extent): forgotten",
+                    (unsigned long long)offset, (unsigned long long)version,
+                    (unsigned long long)MC_MASTER_VERSION_MAX);
         w->st->forgotten++;
         if (w->s->ops->forget != NULL)
             w->s->ops->forget(w->s, offset, version);

@@ -22,12 +22,18 @@ struct mc_resend_item {
     uint32_t dest, aux;    /* where it goes, as the caller names it */
     uint64_t tag;          /* the caller's (e.g. which reign the item belongs to) */
     bool busy;             /* a try is out: its end (answer or failure) is pending */
+    size_t hidx;           /* waiting: its place in the queue's heap */
+    uint64_t seq;          /* made in this order: ties of due_ms go by it */
     size_t len;
     _Alignas(8) uint8_t data[];
 };
 
 struct mc_resend {
     struct mc_resend_item *head, *tail;
+    struct mc_resend_item **heap; /* the waiting items, a min-heap by due_ms: the next due
+                                     is found without a walk (review finding H3) */
+    size_t hn, hcap;
+    uint64_t seq;
     size_t n, max;          /* items held (out or waiting), at most max */
     uint64_t backoff_min_ms, backoff_max_ms, give_up_ms;
     uint64_t retried, given_up, full; /* counters: tries after the first, items given up
@@ -48,12 +54,13 @@ struct mc_resend_item *mc_resend_new(struct mc_resend *q, void *ctx, uint32_t de
                                      uint32_t aux, uint64_t tag, const void *data, size_t len,
                                      const struct mc_resend_item *from, uint64_t now_ms);
 
-/* The first waiting item whose time has come, now busy with its next try (counted), or
- * NULL. */
+/* A waiting item whose time has come (the earliest due), now busy with its next try
+ * (counted), or NULL. O(log n): a caller may drain every due item in one tick. */
 struct mc_resend_item *mc_resend_next(struct mc_resend *q, uint64_t now_ms);
 
 /* The try of busy item it ended without an answer that settles it: it waits for its next
- * try, or is given up (freed; returns false) once give_up_ms passed since its first. */
+ * try, or is given up (freed; returns false) once give_up_ms passed since its first (or,
+ * without memory to keep it waiting, at once: counted as given up). */
 bool mc_resend_failed(struct mc_resend *q, struct mc_resend_item *it, uint64_t now_ms);
 
 /* The item is settled (answered, or pointless now): freed. */
@@ -61,7 +68,8 @@ void mc_resend_done(struct mc_resend *q, struct mc_resend_item *it);
 
 /* Frees every waiting item (none busy: their tries' ends still name them). */
 void mc_resend_clear_waiting(struct mc_resend *q);
-/* Frees every item. Only once no try is out any more (their ends would name freed items). */
+/* Frees every item (and the heap). Only once no try is out any more (their ends would name
+ * freed items). */
 void mc_resend_clear(struct mc_resend *q);
 
 #endif /* MC_COMMON_RESEND_H */

@@ -48,6 +48,12 @@ enum mc_seg_kind {
 #define MC_MASTER_PUT_TIER_GPU 0x40u /* place in MC_SEG_GPU segments, not MC_SEG_DRAM */
 #define MC_MASTER_PUT_FLAGS_ALL 0x5Fu
 
+/* The highest version a master hands out or takes from a report (2^63 - 1): far above any
+ * clock floor (ns since 1970 stay below 2^63 until 2262), far below the end the election
+ * stores in etcd could overflow (review finding M1). A report above it is refused as
+ * MC_ERR_INVALID (the agent forgets that copy and logs it). */
+#define MC_MASTER_VERSION_MAX (UINT64_MAX >> 1)
+
 /* The longest TTL, ms: MC_TTL_MAX_MS of include/mc/mc.h (200 days). Longer is invalid. */
 #define MC_MASTER_TTL_MAX_MS (UINT64_C(200) * 24 * 3600 * 1000)
 

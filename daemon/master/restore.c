@@ -30,7 +30,7 @@ static int restore_check(const struct mc_master *m, const struct mc_master_resto
     uint32_t tenant;
 
     if (r == NULL || check_key(r->key, r->key_len) != 0 || r->size == 0 || r->version == 0 ||
-        r->alloc_len < r->size || r->alloc_len > SIZE_MAX_OBJ ||
+        r->version > MC_MASTER_VERSION_MAX || r->alloc_len < r->size || r->alloc_len > SIZE_MAX_OBJ ||
         (r->flags & ~RESTORE_FLAGS) != 0 ||
         ((r->flags & MC_MASTER_PUT_PIN_SOFT) && (r->flags & MC_MASTER_PUT_PIN_HARD)) ||
         r->ttl_ms > MC_MASTER_TTL_MAX_MS)

@@ -194,5 +194,5 @@ void mc_dropq_stats(const struct mc_dropq *q, struct mc_dropq_stats *st)
 {
     *st = (struct mc_dropq_stats){.sent = q->sent, .retried = q->rq.retried,
                                   .given_up = q->rq.given_up + q->rq.full,
-                                  .queued = q->rq.n};
+                                  .queued = q->rq.n, .lost = q->lost};
 }

@@ -34,6 +34,7 @@ struct mc_dropq_stats {
     uint64_t retried;   /* of them, tries after the first */
     uint64_t given_up;  /* batches given up on (DROPQ_GIVE_UP_MS), or not held (full) */
     uint64_t queued;    /* batches held now */
+    uint64_t lost;      /* blocks whose DROP could not be held (sent once, unqueued) */
 };
 
 int mc_dropq_create(mc_dropq_route_fn route, void *ctx, struct mc_dropq **q_p);

@@ -183,7 +183,7 @@ int mc_elect_agents(struct mc_elect *e, uint64_t reign, struct mc_elect_agent *o
 
 int mc_elect_versions_parse(const char *value, uint64_t *end_p)
 {
-    const uint64_t max = UINT64_MAX - 4 * MC_ELECT_VERSIONS_RESERVE;
+    const uint64_t max = MC_ELECT_VERSIONS_END_MAX;
     uint64_t v = 0;
     size_t i;
 
@@ -209,8 +209,11 @@ uint64_t mc_elect_versions_next_end(uint64_t last, uint64_t end)
 {
     if (last < end && end - last > MC_ELECT_VERSIONS_RESERVE / 2)
         return 0;
-    return last > UINT64_MAX - MC_ELECT_VERSIONS_RESERVE ? UINT64_MAX
-                                                          : last + MC_ELECT_VERSIONS_RESERVE;
+    /* never an end versions_parse refuses (no later leader could read it: none would
+     * lead, review finding M1); at the cap puts are refused until an operator acts */
+    if (last >= MC_ELECT_VERSIONS_END_MAX - MC_ELECT_VERSIONS_RESERVE)
+        return end < MC_ELECT_VERSIONS_END_MAX ? MC_ELECT_VERSIONS_END_MAX : 0;
+    return last + MC_ELECT_VERSIONS_RESERVE;
 }
 
 /* The margin kept below the lease's TTL: renewals are counted from before they were sent,

@@ -97,19 +97,28 @@ int mc_elect_agent_parse(const char *value, struct mc_elect_agent *out);
 /* What one store of /mcstore/<id>/versions reserves: 2^40 versions (18 minutes at 10^9
  * puts/s); a further end is stored once less than half of it is left. */
 #define MC_ELECT_VERSIONS_RESERVE (UINT64_C(1) << 40)
+/* The highest end stored or read. */
+#define MC_ELECT_VERSIONS_END_MAX (UINT64_MAX - 4 * MC_ELECT_VERSIONS_RESERVE)
 /* The loop's version counter (mc_master_version_last), told every tick. */
 void mc_elect_versions_used(struct mc_elect *e, uint64_t last);
 /* This reign's end: no version at or past it may be handed out (0: not leading). */
 uint64_t mc_elect_versions_end(struct mc_elect *e);
 /* "/mcstore/<cluster_id>/versions" into buf. MC_ERR_INVALID as mc_elect_key. */
 int mc_elect_versions_key(const char *cluster_id, char *buf, size_t cap);
-/* The stored end: decimal digits only, at most UINT64_MAX - 4 * MC_ELECT_VERSIONS_RESERVE
- * (etcd is another process: anything else is MC_ERR_PROTO). */
+/* The stored end: decimal digits only, at most MC_ELECT_VERSIONS_END_MAX (etcd is another
+ * process: anything else is MC_ERR_PROTO). */
 int mc_elect_versions_parse(const char *value, uint64_t *end_p);
 /* A new reign's base: the stored end, or the clock when that is higher. */
 uint64_t mc_elect_versions_base(uint64_t stored_end, uint64_t clock_ns);
 /* The end to store next, once fewer than half a reserve is left above `last` (else 0):
- * last + MC_ELECT_VERSIONS_RESERVE. */
+ * last + MC_ELECT_VERSIONS_RESERVE, never above MC_ELECT_VERSIONS_END_MAX (at that cap the
+ * put gate refuses puts: the end is one every later leader can still read). */
 uint64_t mc_elect_versions_next_end(uint64_t last, uint64_t end);
+/* Whether `want` more versions fit above `last` below the stored `end` (no overflow, even
+ * with a last at or past the end: a restore may raise it there). */
+static inline bool mc_elect_versions_room(uint64_t last, uint64_t end, uint64_t want)
+{
+    return last < end && end - last > want;
+}
 
 #endif /* MC_MCMASTER_ELECT_H */

@@ -76,7 +76,18 @@
     MM_RPC(X, LIST, "list")                                                                       \
     MM_RPC(X, OTHER, "other")                                                                     \
     X(RPCS_FAILED, "mcstore_master_rpcs_failed_total", COUNTER, NULL,                          \
-      "RPCs answered with an error status (refused, malformed, failed).", NULL, NULL)
+      "RPCs answered with an error status (refused, malformed, failed).", NULL, NULL)         \
+    X(DROPS_SENT, "mcstore_master_drops_sent_total", COUNTER, NULL,                            \
+      "DROP batches sent to owners (every try).", NULL, NULL)                                 \
+    X(DROPS_RETRIED, "mcstore_master_drops_retried_total", COUNTER, NULL,                      \
+      "DROP tries after the first (the owner did not answer in time).", NULL, NULL)           \
+    X(DROPS_GIVEN_UP, "mcstore_master_drops_given_up_total", COUNTER, NULL,                    \
+      "DROP batches given up on (120 s unanswered, or the queue full).", NULL, NULL)          \
+    X(DROPS_LOST, "mcstore_master_drops_lost_total", COUNTER, NULL,                            \
+      "Freed blocks whose DROP could not be queued (sent once or not at all): the owner may " \
+      "still report them at a failover.", NULL, NULL)                                         \
+    X(DROPS_QUEUED, "mcstore_master_drops_queued", GAUGE, NULL,                                \
+      "DROP batches held until their owners answer.", NULL, NULL)
 
 enum mc_mcmaster_metric {
 #define MC_MCMASTER_METRIC_ENUM(id, name, type, labels, help, when, stats) MM_##id,

@@ -14,9 +14,11 @@
 #include "daemon/mcmaster/elect.h"
 
 /* Whether every agent of expect[0..n) (n > 0) is a live node of m with at least its nsegs
- * segments mounted, none of them RESTORING (its report walk is done). Segments looked at:
- * ids 0..nsegs_max-1. False as well without memory. */
+ * segments mounted, and no live node, listed or not, has a segment still RESTORING (its
+ * report walk is not done). Segments looked at: ids 0..nsegs_max-1. False as well without
+ * memory. *joined_p (may be NULL): whether every listed agent is back with its segments
+ * (reports may still be under way). */
 bool mc_recovery_all_reported(struct mc_master *m, uint32_t nsegs_max,
-                              const struct mc_elect_agent *expect, size_t n);
+                              const struct mc_elect_agent *expect, size_t n, bool *joined_p);
 
 #endif /* MC_MCMASTER_RECOVERY_H */

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -71,8 +72,11 @@ struct mc_mcmaster_server {
     struct mc_elect *elect;
     uint64_t reign;                 /* the reign the directory belongs to (0: none yet) */
     uint64_t epoch;                 /* its epoch (HELLO tells it) */
+    uint64_t incarnation;           /* random per process (HELLO tells it): with the epoch,
+                                       agents tell a rejoin to this directory from a new one */
     bool led;                       /* served as leader at the last tick */
     uint64_t recovery_ms, recovery_until_ms;
+    bool recovery_done, recovery_longer; /* this reign's window: closed early; lengthened */
     uint64_t reign_ms;              /* when this reign's directory began */
     struct mc_elect_agent *expect;  /* the agents whose reports end the window early */
     int nexpect;                    /* how many (-1: not known: the window runs out) */
@@ -275,6 +279,7 @@ static int h_hello(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     rep.node_ttl_ms = mcfg->node_ttl_ms;
     rep.lease_ttl_ms = mcfg->lease_ttl_ms;
     rep.epoch = s->epoch; /* agents refuse a master of an older epoch than they follow */
+    rep.incarnation = s->incarnation;
     return mc_proto_hello_rep_encode(&rep, s->out, sizeof(s->out), out_len);
 }
 
@@ -799,9 +804,11 @@ static int ha_gate(struct mc_mcmaster_server *s, uint16_t type)
         return MC_ERR_UNAVAILABLE;
     /* no version at or past the end this reign stored in etcd (a batch takes up to
      * MC_PROTO_BATCH_MAX): the election thread stores a further end long before */
-    if ((type == MC_WIRE_PUT_START_BATCH || type == MC_WIRE_DRAIN) &&
-        mc_master_version_last(s->m) + MC_PROTO_BATCH_MAX >= mc_elect_versions_end(s->elect))
-        return MC_ERR_UNAVAILABLE;
+    if (type == MC_WIRE_PUT_START_BATCH || type == MC_WIRE_DRAIN) {
+        if (!mc_elect_versions_room(mc_master_version_last(s->m),
+                                    mc_elect_versions_end(s->elect), MC_PROTO_BATCH_MAX))
+            return MC_ERR_UNAVAILABLE;
+    }
     if (now >= s->recovery_until_ms)
         return 0;
     switch (type) {
@@ -847,13 +854,34 @@ static int ha_reset(struct mc_mcmaster_server *s, const struct mc_elect_view *v)
 static void ha_recovery_check(struct mc_mcmaster_server *s)
 {
     uint64_t now = mc_elect_now_ms();
+    uint64_t cap = s->reign_ms + mc_master_config(s->m)->restore_window_ms;
+    uint64_t tick = mc_master_config(s->m)->tick_ms;
+    bool joined = false;
 
-    if (now < s->recovery_until_ms && s->nexpect > 0 &&
-        mc_recovery_all_reported(s->m, (uint32_t)s->nsegs, s->expect, (size_t)s->nexpect)) {
+    if (s->nexpect <= 0 || s->recovery_done)
+        return;
+    if (now >= s->recovery_until_ms) {
+        s->recovery_done = true; /* ran out: not looked at again this reign */
+        return;
+    }
+    if (mc_recovery_all_reported(s->m, (uint32_t)s->nsegs, s->expect, (size_t)s->nexpect,
+                                 &joined)) {
         mc_info("recovery over %llu ms into epoch %llu: all %d agents reported",
                 (unsigned long long)(now - s->reign_ms), (unsigned long long)s->epoch,
                 s->nexpect);
         s->recovery_until_ms = now;
+        s->recovery_done = true;
+    } else if (joined && now < cap &&
+               s->recovery_until_ms <= now + 2 * tick) {
+        /* every listed agent is back and some live one is still reporting: wait for its
+         * report (up to restore_window_ms), not only recovery_ms, rather than answer
+         * NOT_FOUND for what it has not reported yet (review finding M2) */
+        if (!s->recovery_longer)
+            mc_info("epoch %llu: every listed agent is back, reports still under way: "
+                    "recovery goes on (up to restore_window_ms)",
+                    (unsigned long long)s->epoch);
+        s->recovery_longer = true;
+        s->recovery_until_ms = now + 2 * tick < cap ? now + 2 * tick : cap;
     }
 }
 
@@ -875,6 +903,7 @@ static void ha_tick(struct mc_mcmaster_server *s)
         s->epoch = v.epoch;
         s->reign_ms = mc_elect_now_ms();
         s->recovery_until_ms = s->reign_ms + s->recovery_ms;
+        s->recovery_done = s->recovery_longer = false;
         s->nexpect = s->expect != NULL ? mc_elect_agents(s->elect, v.reign, s->expect) : -1;
         mc_info("leading at epoch %llu: an empty directory, data operations after %llu ms "
                 "of recovery", (unsigned long long)v.epoch,
@@ -994,6 +1023,10 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
     if (s == NULL)
         return MC_ERR_NOMEM;
     s->listen_fd = s->timer_fd = s->signal_fd = -1;
+    if (getrandom(&s->incarnation, sizeof(s->incarnation), 0) != (ssize_t)sizeof(s->incarnation))
+        s->incarnation = (uint64_t)getpid() << 32 ^ mc_elect_now_ms(); /* unique enough */
+    if (s->incarnation == 0)
+        s->incarnation = 1;
     s->max_peers = cfg->max_peers;
     /* half the TTL: a stall that long would have let a node's heartbeats lapse; never
      * below two ticks, the gap an idle loop itself may leave */
@@ -1379,6 +1412,16 @@ static void metrics_publish(struct mc_mcmaster_server *s)
     s->mvals[MM_STALE_FENCE] = ms.stale_freed_by_fence;
     s->mvals[MM_STALE_TIMEOUT] = ms.stale_freed_by_timeout;
     s->mvals[MM_NODES_DEAD] = ms.nodes_declared_dead;
+    {
+        struct mc_dropq_stats ds;
+
+        mc_dropq_stats(s->dropq, &ds);
+        s->mvals[MM_DROPS_SENT] = ds.sent;
+        s->mvals[MM_DROPS_RETRIED] = ds.retried;
+        s->mvals[MM_DROPS_GIVEN_UP] = ds.given_up;
+        s->mvals[MM_DROPS_LOST] = ds.lost;
+        s->mvals[MM_DROPS_QUEUED] = ds.queued;
+    }
     for (i = 0; i < MM__COUNT; i++)
         s->mpresent[i] = 1;
     mc_metrics_publish(s->metrics, s->mvals, s->mpresent);

@@ -156,8 +156,10 @@ int mc_proto_hello_rep_encode(const struct mc_proto_hello_rep *m, void *buf, siz
         mc_wire_put_u32(&w, m->node);
         mc_wire_put_u64(&w, m->node_ttl_ms);
         mc_wire_put_u64(&w, m->lease_ttl_ms);
-        if (m->epoch != 0)
+        if (m->epoch != 0 || m->incarnation != 0)
             mc_wire_put_u64(&w, m->epoch);
+        if (m->incarnation != 0)
+            mc_wire_put_u64(&w, m->incarnation);
     }
     return encode_end(&w, buf, len_p);
 }
@@ -177,8 +179,13 @@ int mc_proto_hello_rep_decode(const void *buf, size_t len, struct mc_proto_hello
             fail(&r);
         if (!r.bad && mc_wire_reader_left(&r) > 0) {
             m_p->epoch = mc_wire_get_u64(&r);
-            if (m_p->epoch == 0)
+            if (!r.bad && mc_wire_reader_left(&r) > 0) {
+                m_p->incarnation = mc_wire_get_u64(&r);
+                if (m_p->incarnation == 0)
+                    fail(&r);
+            } else if (m_p->epoch == 0) {
                 fail(&r);
+            }
         }
     }
     return decode_end(&r);

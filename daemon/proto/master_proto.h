@@ -99,7 +99,9 @@ struct mc_proto_hello_rep {
     uint32_t node;         /* the node id (status 0) */
     uint64_t node_ttl_ms;  /* liveness TTL: heartbeat well within it (status 0, > 0) */
     uint64_t lease_ttl_ms; /* read lease lifetime (status 0, > 0) */
-    uint64_t epoch;        /* the leader's epoch with --etcd (left out when 0: none) */
+    uint64_t epoch;        /* the leader's epoch with --etcd (0: none) */
+    uint64_t incarnation;  /* random per master process (0: not told): with the epoch, names
+                              the directory whose segment ids the agent learns */
 };
 
 /* --- MOUNT: a segment --------------------------------------------------------------------- */

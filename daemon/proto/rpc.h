@@ -46,7 +46,8 @@
       "blob token (0..256 bytes), blob name (1..63 graphic ASCII), blob domain (0..63), "          \
       "u64 incarnation (left out when 0)",                                                         \
       "i32 status [u32 node, u64 node_ttl_ms, u64 lease_ttl_ms, "                                 \
-      "u64 epoch (the leader's, --etcd; left out when 0)]")                                  \
+      "u64 epoch (the leader's, --etcd; left out when 0 and no incarnation follows), "        \
+      "u64 incarnation (the master process's, random; left out when 0)]")                    \
     X(MOUNT, mount, 3, MC_RPC_TO_MASTER, 0,                                                        \
       "u32 node, u32 kind, u64 base, u64 size (> 0), blob worker_addr (1..4096), "                 \
       "blob rkey (0..4096), blob tenant (0..32 of [A-Za-z0-9_.-]; 0: the default), u64 quota, "   \

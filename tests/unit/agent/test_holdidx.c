@@ -11,6 +11,7 @@
 #include <mc/mc_status.h>
 
 #include "daemon/agent/holdidx.h"
+#include "daemon/master/master.h"
 
 static struct mc_holdidx_entry ent(const char *key, uint64_t off, uint64_t len, uint64_t ver)
 {
@@ -62,6 +63,7 @@ START_TEST(test_holdidx_add_walk_drop)
     ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("x", 0, 0, 1)}[0], 0), MC_ERR_INVALID);
     ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("x", 0, 10, 0)}[0], 0), MC_ERR_INVALID);
     ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("x", UINT64_MAX - 5, 10, 1)}[0], 0), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("x", 0, 10, MC_MASTER_VERSION_MAX + 1)}[0], 0), MC_ERR_INVALID);
     {
         struct mc_holdidx_entry e = ent("x", 0, 10, 1);
 
@@ -117,6 +119,38 @@ START_TEST(test_holdidx_drop_before_publish)
     ck_assert(!mc_holdidx_drop(h, 0, 3, 2000));
     mc_holdidx_expire(h, 2000 + MC_HOLDIDX_TOMB_MS);
     ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("z", 0, 4096, 3)}[0], 2000 + MC_HOLDIDX_TOMB_MS), 0);
+    ck_assert_uint_eq(mc_holdidx_count(h), 2);
+    mc_holdidx_destroy(h);
+}
+END_TEST
+
+/* Review finding H1: a PUBLISH try that timed out at its writer is still delivered, maybe
+ * after the DROP of its object: it must never index the removed object again. */
+START_TEST(test_holdidx_late_repeat_after_drop)
+{
+    struct mc_holdidx *h;
+    char s[512];
+
+    ck_assert_int_eq(mc_holdidx_create(&h), 0);
+    /* try 1 indexed, the DROP removes it, try 2 comes late: nothing comes back */
+    ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("k", 4096, 4096, 7)}[0], 100), 0);
+    ck_assert(mc_holdidx_drop(h, 4096, 7, 200));
+    ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("k", 4096, 4096, 7)}[0], 300), 1);
+    ck_assert_uint_eq(mc_holdidx_count(h), 0);
+    /* also when the drop named no version (whatever was there) */
+    ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("j", 65536, 4096, 8)}[0], 300), 0);
+    ck_assert(mc_holdidx_drop(h, 65536, 0, 300));
+    ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("j", 65536, 4096, 8)}[0], 300), 1);
+    /* a drained copy: the write of copy id 9 lands on a block that had a tombstone of 12,
+     * then the copy's PUBLISH comes with the object's version (7): it is indexed */
+    ck_assert(!mc_holdidx_drop(h, 131072, 12, 300));
+    ck_assert_uint_eq(mc_holdidx_overwrite(h, 131072, 4096, 9), 1); /* the tombstone */
+    ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("k", 131072, 4096, 7)}[0], 400), 0);
+    listing(h, s, sizeof(s), 400);
+    ck_assert_str_eq(s, "k@131072/7");
+    /* tombstones are forgotten after MC_HOLDIDX_TOMB_MS */
+    mc_holdidx_expire(h, 300 + MC_HOLDIDX_TOMB_MS);
+    ck_assert_int_eq(mc_holdidx_add(h, &(struct mc_holdidx_entry[]){ent("j", 65536, 4096, 8)}[0], 300 + MC_HOLDIDX_TOMB_MS), 0);
     ck_assert_uint_eq(mc_holdidx_count(h), 2);
     mc_holdidx_destroy(h);
 }
@@ -184,6 +218,7 @@ static Suite *t_suite(void)
     tcase_add_test(tc, test_holdidx_add_walk_drop);
     tcase_add_test(tc, test_holdidx_overlap_newer_wins);
     tcase_add_test(tc, test_holdidx_drop_before_publish);
+    tcase_add_test(tc, test_holdidx_late_repeat_after_drop);
     tcase_add_test(tc, test_holdidx_ttl);
     tcase_add_test(tc, test_holdidx_many);
     suite_add_tcase(s, tc);

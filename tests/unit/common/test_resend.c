@@ -2,8 +2,10 @@
  * The resend queue (daemon/common/resend.h): tries, backoff, give-up, order, clearing.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "daemon/common/resend.h"
 
@@ -50,6 +52,7 @@ START_TEST(test_resend_backoff_and_give_up)
     ck_assert_uint_eq(q.given_up, 1);
     ck_assert_ptr_null(q.head);
     ck_assert_ptr_null(q.tail);
+    mc_resend_clear(&q); /* the heap's array */
 }
 END_TEST
 
@@ -91,6 +94,54 @@ START_TEST(test_resend_full_order_continue_clear)
 }
 END_TEST
 
+/* Review finding H3: 65 536 items failed in one burst all come due in the same tick; the
+ * drain of them all in that tick must not walk the queue per item (n^2 / 2, about 2 * 10^9
+ * steps, seconds), and hands them out earliest first. Some are settled while waiting (out
+ * of the middle of the heap). */
+START_TEST(test_resend_large_burst_drains_fast)
+{
+    enum { N = 65536 };
+    struct mc_resend q;
+    struct mc_resend_item **it = malloc(N * sizeof(*it)), *x;
+    struct timespec t0, t1;
+    uint64_t prev = 0, seen = 0;
+    double ms;
+    uint32_t i;
+
+    ck_assert_ptr_nonnull(it);
+    mc_resend_init(&q, N, 200, 2000, 30000);
+    for (i = 0; i < N; i++) {
+        it[i] = mc_resend_new(&q, NULL, i, 0, 0, &i, sizeof(i), NULL, 1000);
+        ck_assert_ptr_nonnull(it[i]);
+    }
+    for (i = 0; i < N; i++) /* the endpoint failed: every try ends in one burst */
+        ck_assert(mc_resend_failed(&q, it[i], 1000 + (i * 7919u) % 13));
+    for (i = 0; i < N; i += 97) /* answered late, while waiting */
+        mc_resend_done(&q, it[i]);
+    ck_assert_uint_eq(q.n, N - (N + 96) / 97);
+    ck_assert_ptr_null(mc_resend_next(&q, 1000 + 199));
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0); /* CPU time: a busy host does not count */
+    while ((x = mc_resend_next(&q, 1000 + 200 + 13)) != NULL) {
+        ck_assert_uint_ge(x->due_ms, prev);
+        prev = x->due_ms;
+        seen++;
+        ck_assert(mc_resend_failed(&q, x, 5000)); /* the next try waits: not this tick */
+    }
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+    ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    ck_assert_uint_eq(seen, q.n);
+    ck_assert_msg(ms < 1000.0, "draining %llu due items took %.1f ms of CPU",
+                  (unsigned long long)seen, ms);
+    printf("drained %llu due items in %.1f ms of CPU\n", (unsigned long long)seen, ms);
+    /* all wait again (due 5400): the next tick gets them, none before */
+    ck_assert_ptr_null(mc_resend_next(&q, 5399));
+    mc_resend_clear_waiting(&q);
+    ck_assert_uint_eq(q.n, 0);
+    mc_resend_clear(&q);
+    free(it);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("resend");
@@ -100,6 +151,7 @@ int main(void)
 
     tcase_add_test(tc, test_resend_backoff_and_give_up);
     tcase_add_test(tc, test_resend_full_order_continue_clear);
+    tcase_add_test(tc, test_resend_large_burst_drains_fast);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -10,6 +10,7 @@
 
 #include <mc/mc_status.h>
 
+#include "daemon/master/master.h"
 #include "daemon/mcmaster/elect.h"
 
 #define R MC_ELECT_VERSIONS_RESERVE
@@ -69,7 +70,27 @@ START_TEST(test_versions_next_end)
     ck_assert_uint_eq(mc_elect_versions_next_end(base + R / 2, end), base + R / 2 + R);
     ck_assert_uint_eq(mc_elect_versions_next_end(end, end), end + R);
     ck_assert_uint_eq(mc_elect_versions_next_end(end + 9, end), end + 9 + R);
-    ck_assert_uint_eq(mc_elect_versions_next_end(UINT64_MAX - 1, end), UINT64_MAX);
+    /* never an end no later leader could parse (review finding M1): capped, stored once */
+    {
+        uint64_t e2 = mc_elect_versions_next_end(UINT64_MAX - 1, end), v = 0;
+        char buf[32];
+
+        ck_assert_uint_eq(e2, MC_ELECT_VERSIONS_END_MAX);
+        snprintf(buf, sizeof(buf), "%llu", (unsigned long long)e2);
+        ck_assert_int_eq(mc_elect_versions_parse(buf, &v), 0);
+        ck_assert_uint_eq(v, e2);
+        ck_assert_uint_eq(mc_elect_versions_next_end(UINT64_MAX - 1, e2), 0);
+        ck_assert_uint_eq(mc_elect_versions_next_end(e2 - R / 4, e2), 0);
+        /* the highest version a master takes stays far below the cap */
+        ck_assert_uint_lt(mc_elect_versions_next_end(MC_MASTER_VERSION_MAX, end),
+                          MC_ELECT_VERSIONS_END_MAX);
+    }
+    /* the put gate's sum never wraps: a last at or past the end has no room */
+    ck_assert(mc_elect_versions_room(10, 100, 89));
+    ck_assert(!mc_elect_versions_room(10, 100, 90));
+    ck_assert(!mc_elect_versions_room(100, 100, 1));
+    ck_assert(!mc_elect_versions_room(UINT64_MAX - 5, 100, 64));
+    ck_assert(!mc_elect_versions_room(UINT64_MAX - 5, UINT64_MAX - 10, 64));
 }
 END_TEST
 

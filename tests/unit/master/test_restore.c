@@ -73,6 +73,26 @@ START_TEST(test_restore_makes_object_readable_at_its_extent)
 }
 END_TEST
 
+/* Review finding M1: a version near 2^64 from one report would push the version end past
+ * what any later leader can read; above MC_MASTER_VERSION_MAX it is refused. */
+START_TEST(test_restore_refuses_version_above_max)
+{
+    struct mc_master *m = t_master();
+    uint32_t n = t_node(m, "n1", "d1");
+    uint32_t seg = t_rseg(m, n, 4 * MiB);
+
+    ck_assert_int_eq(t_restore(m, "a", seg, 0, 64 * KiB, UINT64_MAX - (UINT64_C(5) << 40)),
+                     MC_ERR_INVALID);
+    ck_assert_int_eq(t_restore(m, "a", seg, 0, 64 * KiB, MC_MASTER_VERSION_MAX + 1),
+                     MC_ERR_INVALID);
+    ck_assert_int_eq(t_exist(m, "a"), 0);
+    ck_assert_uint_lt(mc_master_version_last(m), MC_MASTER_VERSION_MAX);
+    ck_assert_int_eq(t_restore(m, "a", seg, 0, 64 * KiB, MC_MASTER_VERSION_MAX), 0);
+    ck_assert_uint_eq(mc_master_version_last(m), MC_MASTER_VERSION_MAX);
+    mc_master_destroy(m);
+}
+END_TEST
+
 START_TEST(test_restore_refuses_overlap_and_bad_extents)
 {
     struct mc_master *m = t_master();
@@ -351,6 +371,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_restore_makes_object_readable_at_its_extent);
     tcase_add_test(tc, test_restore_refuses_overlap_and_bad_extents);
+    tcase_add_test(tc, test_restore_refuses_version_above_max);
     tcase_add_test(tc, test_restore_second_replica_and_newer_version);
     tcase_add_test(tc, test_restore_never_brings_back_what_master_let_go);
     tcase_add_test(tc, test_restore_hard_pin_counts_and_ttl_restarts);

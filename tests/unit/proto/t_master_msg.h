@@ -349,7 +349,7 @@ static inline void t_random(unsigned int type, uint64_t *s, size_t nmax, struct 
         m->hello_req.domain = t_bytes(m, s, 0, MC_PROTO_NAME_MAX, true);
         break;
     case MC_WIRE_HELLO_REPLY:
-        m->hello_rep = (struct mc_proto_hello_rep){call, MC_MASTER_NODE_NONE, 0, 0, 0};
+        m->hello_rep = (struct mc_proto_hello_rep){call, MC_MASTER_NODE_NONE, 0, 0, 0, 0};
         if (call == 0) {
             m->hello_rep.node = t_node(s);
             m->hello_rep.node_ttl_ms = 1 + t_below(s, UINT64_MAX);

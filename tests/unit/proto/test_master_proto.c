@@ -128,7 +128,7 @@ START_TEST(test_proto_hello_round_trip)
                                    {(const uint8_t *)"node-a", 6},
                                    {(const uint8_t *)"rack1", 5}, 0};
     struct mc_proto_hello_req dq;
-    struct mc_proto_hello_rep p = {0, 7, 10000, 9000, 0}, dp;
+    struct mc_proto_hello_rep p = {0, 7, 10000, 9000, 0, 0}, dp;
     size_t len;
 
     ck_assert_int_eq(mc_proto_hello_req_encode(&q, t_buf, sizeof(t_buf), &len), 0);
@@ -176,6 +176,14 @@ START_TEST(test_proto_hello_round_trip)
     memset(t_buf + len - 8, 0, 8); /* one encoding per message: a 0 that is there is bad */
     ck_assert_int_eq(mc_proto_hello_rep_decode(t_buf, len, &dp), MC_ERR_PROTO);
     p.epoch = 0;
+    p.incarnation = 0xfeed; /* the master process's: sent when not 0, after an epoch of 0 */
+    ck_assert_int_eq(mc_proto_hello_rep_encode(&p, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(mc_proto_hello_rep_decode(t_buf, len, &dp), 0);
+    ck_assert_uint_eq(dp.epoch, 0);
+    ck_assert_uint_eq(dp.incarnation, 0xfeed);
+    memset(t_buf + len - 8, 0, 8);
+    ck_assert_int_eq(mc_proto_hello_rep_decode(t_buf, len, &dp), MC_ERR_PROTO);
+    p.incarnation = 0;
 
     p.status = MC_ERR_DENIED; /* a failed call is the status alone */
     ck_assert_int_eq(mc_proto_hello_rep_encode(&p, t_buf, sizeof(t_buf), &len), 0);
@@ -1344,7 +1352,7 @@ START_TEST(test_proto_encoders_refuse_invalid)
     m->hello_req.name = (struct mc_proto_bytes){(const uint8_t *)"n", 1};
     m->hello_req.token = (struct mc_proto_bytes){NULL, 4}; /* NULL with a length */
     ck_assert_int_eq(t_encode(MC_WIRE_HELLO, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
-    m->hello_rep = (struct mc_proto_hello_rep){0, MC_MASTER_NODE_NONE, 1, 1, 0};
+    m->hello_rep = (struct mc_proto_hello_rep){0, MC_MASTER_NODE_NONE, 1, 1, 0, 0};
     ck_assert_int_eq(t_encode(MC_WIRE_HELLO_REPLY, m, t_buf, sizeof(t_buf), &len),
                      MC_ERR_INVALID);
     m->mount_req = (struct mc_proto_mount_req){{1, 3, 0, 1, "", 0, 0}, {big, 1}, {NULL, 0}};
