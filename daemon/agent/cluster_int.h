@@ -94,7 +94,8 @@ struct xfer {
     /* X_WRITE: the image's bytes [from, from + len) to the replica */
     const uint8_t *src;
     uint64_t from;
-    uint64_t version;
+    uint64_t version;          /* X_READ too: the lease's version, copied when queued (the
+                                  reader's result may be gone by the flush) */
     const char *key;           /* the writer's, valid until done ran */
     size_t key_len;
     mc_rio_write_fn wdone;
