@@ -16,6 +16,8 @@
 #   - mc-bench gets of 16 MiB objects by a client of node b (--dram 0: holds no data) of
 #     32 objects (512 MiB) put through node a, which holds them (goal: >= 0.9x the perftest);
 #     then the same gets through node a (its local path; context);
+#   - ucx_perftest -t ucp_am_bw at 64 KiB and at 256 KiB, each followed by mc-bench gets of
+#     objects of that size at batch 32 through node b (goal: >= 0.8x that perftest);
 #   - master-rpc-bench: mc-master's RPC rate with batches of 128 from two client processes
 #     (goal: >= 300 k keys/s), next to the master library in-process on one core.
 # Then, on a second cluster of three agents (t1 and t2 with MC_BENCH_TRACE_DRAM each, t3 with
@@ -68,6 +70,8 @@ trace_reqs=${MC_BENCH_TRACE_REQUESTS:-2000}
 trace_dram=${MC_BENCH_TRACE_DRAM:-128M}
 trace_block=${MC_BENCH_TRACE_BLOCK:-64K}
 trace_pt_iters=${MC_BENCH_TRACE_PT_ITERS:-50000}
+small_pt_bytes=$((4 << 30))    # perftest messages of 64 / 256 KiB: 4 GiB in all
+small_keys_bytes=$((64 << 20)) # the 64 / 256 KiB objects read at batch 32: 64 MiB of each
 started=$(date +%s)
 
 if [ "${MC_BENCH_NO_BUILD:-0}" != 1 ]; then
@@ -246,6 +250,13 @@ for rep in $(seq 1 "$reps"); do
     # present), then read through b, which holds nothing: every get crosses from a to b
     mc get16m_remote "$rep" --socket "$run/b.sock" --fill-socket "$run/a.sock" "${get16m[@]}"
     mc get16m_local "$rep" --socket "$run/a.sock" "${get16m[@]}"
+    # small and medium blocks, batches of 32, through b: against ucp_am_bw at that size
+    for sz in 65536 262144; do
+        wait_quiet "s$sz.$rep"
+        perftest "$rep" "$sz" "$((small_pt_bytes / sz))" "perftest_$sz"
+        mc "getb32_$sz" "$rep" --socket "$run/b.sock" --fill-socket "$run/a.sock" --op get \
+            --size "$sz" --batch 32 --clients 1 --keys "$((small_keys_bytes / sz))" --registered
+    done
     rpc "$rep"
 done
 for n in a b; do
@@ -392,6 +403,14 @@ rows = [
      lambda rep: perftest_msgs(rep, "perftest_block"), None, None),
     ("trace replay: p99 per request (prefix match + gets + puts)", "ms",
      mcj("trace", "p99_ms"), "its p50", mcj("trace", "p50_ms"), None, None),
+    ("64 KiB gets at batch 32 through node b (`--dram 0`) of objects held by node a, "
+     "registered", "GB/s", mcj("getb32_65536", "gb_per_s"),
+     "ucx_perftest ucp_am_bw 64 KiB, same UCX settings",
+     lambda rep: perftest_gbs(rep, "perftest_65536"), "ratio", 0.8),
+    ("256 KiB gets at batch 32 through node b (`--dram 0`) of objects held by node a, "
+     "registered", "GB/s", mcj("getb32_262144", "gb_per_s"),
+     "ucx_perftest ucp_am_bw 256 KiB, same UCX settings",
+     lambda rep: perftest_gbs(rep, "perftest_262144"), "ratio", 0.8),
 ]
 
 def fmt(v, unit):
@@ -448,8 +467,8 @@ foot = [
     "",
     "Figures are medians over the repetitions; a ratio is the median of the per-repetition "
     "ratios (each mc figure against the reference of its own repetition), with its range. "
-    "Rows 1, 5 and 6's goals are on the ratio; rows 2–4's on the RPC rate itself (its range "
-    "in brackets), the in-process master being context. Rows 7–9 have no goal. The trace "
+    "Rows 1, 5, 6, 10 and 11's goals are on the ratio; rows 2–4's on the RPC rate itself (its "
+    "range in brackets), the in-process master being context. Rows 7–9 have no goal. The trace "
     "replay's GB/s and blocks/s count the time spent in store calls (one client, one "
     "request at a time, batches of 32). GB/s = 1e9 B/s (perftest's MB/s are MiB/s, "
     "converted).",

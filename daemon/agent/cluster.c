@@ -113,8 +113,10 @@ static void ml_event_cb(void *ctx, enum ml_event ev)
 {
     struct cluster *cl = ctx;
 
-    if (ev == ML_EV_SENT)
+    if (ev == ML_EV_SENT) {
+        cl->st.master_requests++;
         master_asked(cl);
+    }
     else if (ev == ML_EV_ANSWERED)
         master_heard(cl);
     else if (ev == ML_EV_REFUSED)
@@ -925,6 +927,8 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "reads_from_peers", json_integer((json_int_t)cl->st.reads_out));
     json_object_set_new(o, "read_requests_to_peers",
                         json_integer((json_int_t)cl->st.read_batches_out));
+    json_object_set_new(o, "master_requests",
+                        json_integer((json_int_t)cl->st.master_requests));
     json_object_set_new(o, "bytes_from_peers", json_integer((json_int_t)cl->st.read_bytes_in));
     json_object_set_new(o, "writes_served", json_integer((json_int_t)cl->st.writes_in));
     json_object_set_new(o, "reads_served", json_integer((json_int_t)cl->st.reads_in));

@@ -103,7 +103,8 @@ struct xfer {
     /* X_WRITE: the image's bytes [from, from + len) to the replica */
     const uint8_t *src;
     uint64_t from;
-    uint64_t version;
+    uint64_t version;          /* X_READ too: the lease's version, copied when queued (the
+                                  reader's result may be gone by the flush) */
     const char *key;           /* the writer's, valid until done ran */
     size_t key_len;
     mc_rio_write_fn wdone;
@@ -246,6 +247,7 @@ struct cluster {
     struct {
         uint64_t writes_out, write_bytes_out, reads_out, read_bytes_in;
         uint64_t read_batches_out;  /* READ_BATCH requests: reads_out / this = reads per request */
+        uint64_t master_requests;   /* batches sent to mc-master (mlink.h), every kind */
         uint64_t writes_in, write_bytes_in, reads_in, refused, peer_errors, failovers;
         uint64_t hedged, copies_out;
         uint64_t published_out, published_in, drops_in; /* the owners' indexes (holdidx.h) */

@@ -6,8 +6,9 @@
  * Bytes move by active messages with rendezvous (docs/decisions.md "UCX connection method
  * and bulk path"): a writer sends each remote replica's image as a WRITE bulk that the
  * owner lands straight in its segment, inside the allocation the master granted; a reader
- * asks the owner with READ and the owner sends the bytes from its segment straight into
- * the reader's landing segment. A transfer's memory is released only once UCX says the
+ * asks the owner with READ_BATCH (every read of a turn to that owner in one request) and
+ * the owner sends each item's bytes from its segment straight into the reader's landing
+ * segment; an item is over when its bytes are final, whatever its batch's answer. A transfer's memory is released only once UCX says the
  * transfer is final, and its submitter learns it through the callback it gave.
  */
 #include "daemon/agent/cluster_int.h"
@@ -549,6 +550,12 @@ static void rbatch_send(struct cluster *cl, struct peer *p)
     while (rb->n < MC_PROTO_READ_BATCH_MAX && (x = p->rq) != NULL) {
         p->rq = x->bnext;
         x->bnext = NULL;
+        if (x->rg->done == NULL) {
+            /* its GET was answered meanwhile (a hedge's sibling landed): not sent (not
+             * CANCELED, which would make us forget the owner's segment) */
+            read_call_over(cl, x, MC_ERR_BUSY);
+            continue;
+        }
         items[rb->n] = (struct mc_peer_read_req){.xfer = x->id, .seg = x->r.seg,
                                                  .alloc = x->r.alloc, .version = x->version,
                                                  .offset = x->r.offset, .len = x->len};
@@ -560,6 +567,10 @@ static void rbatch_send(struct cluster *cl, struct peer *p)
     }
     if (p->rq == NULL)
         p->rq_tail = NULL;
+    if (rb->n == 0) {
+        free(rb);
+        return;
+    }
     err = mc_peer_read_batch_encode(items, rb->n, buf, sizeof(buf), &len);
     if (err == 0)
         err = mc_ucx_rpc_call(p->ep, MC_WIRE_READ_BATCH, buf, len, deadline, rbatch_replied, rb,
@@ -1072,6 +1083,13 @@ void cl_read_landed(struct cluster *cl, void *op, int status)
     struct xfer *x = op;
 
     x->data_done = true;
+    if (x->rb != NULL) {
+        /* the item is over once its bytes are final: it does not wait for the batch's
+         * answer (which may come only at a batch-mate's later turn, or never) */
+        x->rb->x[x->rbi] = NULL;
+        read_call_over(cl, x, status);
+        return;
+    }
     if (status != 0 && x->status == 0)
         x->status = status;
     read_check(cl, x);

@@ -160,12 +160,15 @@ static void *t_fb_reader_run(void *arg)
                        e != MC_ERR_TIMEOUT) {
                 r->bad_err++;
                 snprintf(r->why, sizeof(r->why), "%s: %s", objs[i].key, mc_strerror(e));
-            } else if (which != 2 && after) {
-                /* begun after the kill: C's replica serves it */
-                if (e == 0)
+            } else if (which != 2) {
+                /* before, across or after the kill: C's replica serves it */
+                if (e == 0 && after)
                     r->two_ok_after++;
-                else
+                else if (e != 0) {
                     r->two_failed_after++;
+                    snprintf(r->why, sizeof(r->why), "%s (%s the kill): %s", objs[i].key,
+                             after ? "after" : "across", mc_strerror(e));
+                }
             } else if (which == 2) {
                 if (e == 0)
                     r->one_ok++;
@@ -186,7 +189,7 @@ START_TEST(test_fault_batch_owner_killed_mid_batch)
     struct t_fb_obj two[T_FB_N2], one[T_FB_N1];
     struct t_fb_reader *r;
     uint64_t salt = t_fc_salt(), deadline, t_kill;
-    json_int_t reads0, reqs0, reads1, reqs1;
+    json_int_t reads0, reqs0, reads1, reqs1, mreq0, mreq1;
     pthread_t th;
     struct t_fc fc;
     mc_client_t *ca;
@@ -220,6 +223,7 @@ START_TEST(test_fault_batch_owner_killed_mid_batch)
     /* a first pass with everyone alive: every item whole, one READ_BATCH per batch */
     reads0 = t_fc_stat(b.sock, "reads_from_peers");
     reqs0 = t_fc_stat(b.sock, "read_requests_to_peers");
+    mreq0 = t_fc_stat(b.sock, "master_requests");
     {
         uint8_t **bufs = t_fb_bufs(64 * 1024 + 256);
         int results[T_FB_BATCH];
@@ -239,8 +243,17 @@ START_TEST(test_fault_batch_owner_killed_mid_batch)
     }
     reads1 = t_fc_stat(b.sock, "reads_from_peers");
     reqs1 = t_fc_stat(b.sock, "read_requests_to_peers");
-    fprintf(stderr, "batch_owner_killed: 6 batches of %d: %lld reads from peers in %lld requests\n",
-            T_FB_BATCH, (long long)(reads1 - reads0), (long long)(reqs1 - reqs0));
+    mreq1 = t_fc_stat(b.sock, "master_requests");
+    fprintf(stderr,
+            "batch_owner_killed: 6 batches of %d: %lld reads from peers in %lld requests; "
+            "%lld requests to the master\n",
+            T_FB_BATCH, (long long)(reads1 - reads0), (long long)(reqs1 - reqs0),
+            (long long)(mreq1 - mreq0));
+    /* the lookups of a batch are one GET_BATCH and its lease releases a LEASE_RELEASE_BATCH
+     * or two (the client releases as it copies: 3 requests a batch here), a few more when
+     * its ops straddle turns of a loaded agent -- never one per key (2 x 192) */
+    ck_assert_msg(mreq1 - mreq0 <= 6 * 8, "%lld master requests for 6 batches",
+                  (long long)(mreq1 - mreq0));
     ck_assert_int_eq(reads1 - reads0, 6 * T_FB_BATCH);
     /* one request per batch when the client's 32 GETs reach the agent in one turn; a few
      * more when they straddle two (a loaded host): far fewer than one per item either way */
@@ -275,9 +288,11 @@ START_TEST(test_fault_batch_owner_killed_mid_batch)
     atomic_store(&r->stop, true);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
     fprintf(stderr,
-            "batch_owner_killed: %d batches after the kill (slowest call %llu ms); two "
-            "replicas: %d whole, %d failed; A's only: %d whole, %d failed; %lld failovers\n",
-            atomic_load(&r->batches) - before, (unsigned long long)r->max_ms, r->two_ok_after,
+            "batch_owner_killed: %d batches after the kill, %d under way at it (slowest call "
+            "%llu ms); two replicas: %d whole after, %d failed; A's only: %d whole, %d failed; "
+            "%lld failovers\n",
+            atomic_load(&r->batches) - before, r->spanning, (unsigned long long)r->max_ms,
+            r->two_ok_after,
             r->two_failed_after, r->one_ok, r->one_failed,
             (long long)t_fc_stat(b.sock, "read_failovers"));
     ck_assert_msg(r->wrong == 0, "%d items with wrong bytes (%s)", r->wrong, r->why);
@@ -287,8 +302,11 @@ START_TEST(test_fault_batch_owner_killed_mid_batch)
                   (unsigned long long)r->max_ms, T_FC_OP_MS);
     ck_assert_int_ge(atomic_load(&r->batches) - before, 6);
     /* the objects C holds too are read from it once A is gone */
+    /* the batch under way at the kill included (its READ_BATCH to A was in flight) */
+    ck_assert_int_ge(r->spanning, 1);
     ck_assert_int_ge(r->two_ok_after, 2 * T_FB_BATCH);
-    ck_assert_int_eq(r->two_failed_after, 0);
+    ck_assert_msg(r->two_failed_after == 0, "%d items with a replica on C failed (%s)",
+                  r->two_failed_after, r->why);
     /* afterwards: every object C holds reads whole; nothing stays in B's landing segment */
     {
         uint8_t **bufs = t_fb_bufs(64 * 1024 + 256);
@@ -397,6 +415,52 @@ START_TEST(test_fault_batch_owner_stopped_mid_batch)
         for (i = 0; i < T_FB_BATCH; i++)
             ck_assert_msg(k.exact[i], "A resumed: %s: %s", objs[i].key,
                           mc_strerror(k.results[i]));
+    }
+    /* a mixed batch: 16 objects on A and C, 16 on A only (their turn is the whole op
+     * deadline), all read from A first; A stopped before its READ_BATCH arrives. The
+     * two-replica items leave the pending call at their own turn (a quarter of the time
+     * left) and are read from C; the others end at the deadline. Were the call's deadline
+     * (the latest turn) theirs too, they would be answered MC_ERR_TIMEOUT at ~5 s. */
+    {
+        struct t_fb_obj mixed[T_FB_BATCH], solo[T_FB_BATCH / 2];
+        json_int_t fo0 = t_fc_stat(b.sock, "read_failovers"), fo1;
+        pthread_t th;
+
+        ca = t_fc_conn(&a);
+        for (i = 0; i < T_FB_BATCH / 2; i++) {
+            t_fb_make(&solo[i], "bs/solo", i, 64 * 1024 + (size_t)i, salt + 500u + (uint64_t)i);
+            t_fb_put(ca, &solo[i], 1);
+        }
+        mc_close(ca);
+        for (i = 0; i < T_FB_BATCH; i++)
+            mixed[i] = i % 2 == 0 ? objs[i] : solo[i / 2]; /* shallow: the data stays owned */
+        k.objs = mixed;
+        t_fb_call_run(&k);
+        for (i = 0; i < T_FB_BATCH; i++)
+            ck_assert_msg(k.exact[i], "%s: %s", mixed[i].key, mc_strerror(k.results[i]));
+        ck_assert_int_eq(pthread_create(&th, NULL, t_fb_call_run, &k), 0);
+        kill(a.pid, SIGSTOP);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        kill(a.pid, SIGCONT);
+        fo1 = t_fc_stat(b.sock, "read_failovers");
+        fprintf(stderr, "batch_owner_stopped: mixed batch in %llu ms, %lld failovers\n",
+                (unsigned long long)k.ms, (long long)(fo1 - fo0));
+        for (i = 0; i < T_FB_BATCH; i++) {
+            if (i % 2 == 0)
+                ck_assert_msg(k.exact[i], "mixed batch, %s (replica on C): %s", mixed[i].key,
+                              mc_strerror(k.results[i]));
+            else
+                ck_assert_msg(k.exact[i] || k.results[i] == MC_ERR_TIMEOUT,
+                              "mixed batch, %s (A only): %s", mixed[i].key,
+                              mc_strerror(k.results[i]));
+        }
+        ck_assert_msg(k.ms <= T_FC_OP_MS + 1000, "the mixed batch took %llu ms",
+                      (unsigned long long)k.ms);
+        /* each two-replica item A had not started failed over on its own */
+        ck_assert_int_ge(fo1 - fo0, 1);
+        k.objs = objs;
+        for (i = 0; i < T_FB_BATCH / 2; i++)
+            free(solo[i].data);
     }
     fprintf(stderr, "batch_owner_stopped: %lld reads hedged, %lld failovers, %lld requests for "
             "%lld reads\n",
