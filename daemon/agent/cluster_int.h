@@ -225,6 +225,7 @@ struct cluster {
     uint64_t next_id;
     struct inwrite *inwrites;
     struct diskread *diskreads;   /* peers' reads of our disk records under way */
+    struct diskcopy *diskcopies;  /* the master's COPYs into our disk segment under way */
     struct xfer *moving;          /* transfers UCX holds, for the peer hard deadline */
     struct fence *fences;
     bool fence_busy;

@@ -297,6 +297,15 @@ int mc_disk_write(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const 
                   uint32_t key_len, uint64_t version, uint32_t flags, uint64_t expire_ms,
                   const void *src, uint64_t size)
 {
+    return mc_disk_write_hashed(d, op, off, key, key_len, version, flags, expire_ms, src, size,
+                                mc_disk_payload_hash(src, size));
+}
+
+int mc_disk_write_hashed(struct mc_disk *d, struct mc_disk_op *op, uint64_t off,
+                         const void *key, uint32_t key_len, uint64_t version, uint32_t flags,
+                         uint64_t expire_ms, const void *src, uint64_t size,
+                         uint64_t payload_xxh3)
+{
     int err = op_start(d, op, off, size, key_len);
 
     if (err != 0)
@@ -313,7 +322,7 @@ int mc_disk_write(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const 
         .alloc_len = mc_disk_rec_len(size),
         .flags = flags,
         .expire_ms = expire_ms,
-        .payload_xxh3 = mc_disk_payload_hash(src, size),
+        .payload_xxh3 = payload_xxh3,
         .key_len = key_len,
     };
     wait_push(d, op);

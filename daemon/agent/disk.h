@@ -115,6 +115,14 @@ struct mc_disk_op {
 int mc_disk_write(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const void *key,
                   uint32_t key_len, uint64_t version, uint32_t flags, uint64_t expire_ms,
                   const void *src, uint64_t size);
+/* mc_disk_write with the payload's XXH3 (mc_disk_payload_hash) taken by the caller when it
+ * read src: a write that waits before it starts (an erase under its extent) must vouch for
+ * the bytes as they were then: a source reused meanwhile then yields a record that fails
+ * its XXH3 (read as MC_ERR_CORRUPT, never served as another object's bytes). */
+int mc_disk_write_hashed(struct mc_disk *d, struct mc_disk_op *op, uint64_t off,
+                         const void *key, uint32_t key_len, uint64_t version, uint32_t flags,
+                         uint64_t expire_ms, const void *src, uint64_t size,
+                         uint64_t payload_xxh3);
 /*
  * Erase the record whose extent is [off, off + alloc_len): a tombstone header (newer than
  * anything there) is written durably at off, so no scan finds the record again, nor any

@@ -16,6 +16,7 @@
 
 #include "daemon/agent/agent_int.h"
 #include "daemon/agent/disk.h"
+#include "daemon/agent/disk_fmt.h"
 #include "daemon/agent/holdidx.h"
 #include "daemon/agent/seg_disk.h"
 #include "daemon/common/log.h"
@@ -51,6 +52,7 @@ struct dk_write {
     agent_disk_copy_fn done;
     void *ctx;
     uint64_t off, len, size, version, ttl_ms;
+    uint64_t xxh3;        /* the payload's, taken when agent_disk_copy read the source */
     uint32_t flags;
     const uint8_t *src;
     size_t key_len;
@@ -93,11 +95,19 @@ static void write_done(struct mc_disk_op *op, int res)
             .key = w->key, .key_len = w->key_len, .offset = w->off, .alloc_len = w->len,
             .size = w->size, .version = w->version, .flags = w->flags, .ttl_ms = w->ttl_ms,
         };
+        int added = mc_holdidx_add(a->disk_seg->held, &e, mc_agent_now_ms());
 
-        /* a full index (no memory) only means a restart would not report it: the master
-         * knows it anyway once the copy is answered */
-        if (mc_holdidx_add(a->disk_seg->held, &e, mc_agent_now_ms()) < 0)
-            mc_warn("disk: the index of the disk segment is out of memory");
+        /* the index refused it (another record under the extent, no memory): a copy we
+         * cannot read back is a failed one -- answered so, and its record erased, never
+         * answered 0 while every read would say NOT_FOUND (review finding H1) */
+        if (added != 0) {
+            mc_warn("disk: the record at %" PRIu64 " could not be indexed (%d): copy failed",
+                    w->off, added);
+            res = MC_ERR_IO;
+            agent_disk_erase_extent(a, w->off, w->len);
+        }
+    }
+    if (res == 0) {
         k->st.offloads++;
     } else {
         k->st.offload_errors++;
@@ -117,8 +127,8 @@ static void write_start(struct agent_disk *k, struct dk_write *w)
     /* whatever the index had there was freed by the master: its bytes are going */
     (void)mc_holdidx_overwrite(k->a->disk_seg->held, w->off, w->len, w->version);
     w->op.done = write_done;
-    err = mc_disk_write(k->d, &w->op, w->off, w->key, (uint32_t)w->key_len, w->version,
-                        w->flags, expire, w->src, w->size);
+    err = mc_disk_write_hashed(k->d, &w->op, w->off, w->key, (uint32_t)w->key_len,
+                               w->version, w->flags, expire, w->src, w->size, w->xxh3);
     if (err != 0)
         write_done(&w->op, err);
 }
@@ -201,6 +211,9 @@ int agent_disk_copy(struct mc_agent *a, const struct agent_disk_copy *cp,
     w->flags = e.flags;
     w->ttl_ms = e.ttl_ms != 0 ? e.ttl_ms - now : 0;
     w->src = src; /* the master keeps the DRAM block allocated until the copy is answered */
+    /* hashed now, while the index vouches for the source (a write that waits for an erase
+     * would otherwise hash whatever the block holds after the wait) */
+    w->xxh3 = mc_disk_payload_hash(src, e.size);
     w->key_len = cp->key_len;
     memcpy(w->key, cp->key, cp->key_len);
     if (erase_blocks(k, w)) {
@@ -234,25 +247,11 @@ static void erase_done(struct mc_disk_op *op, int res)
     free(e);
 }
 
-void agent_disk_drop(struct mc_agent *a, uint64_t offset, uint64_t version)
+/* Write a tombstone over [offset, +len) (the index no longer names it). */
+static void erase_start(struct agent_disk *k, uint64_t offset, uint64_t len)
 {
-    struct agent_disk *k = a->disk;
-    struct mc_holdidx_entry h;
-    struct dk_erase *e;
-    uint64_t len;
+    struct dk_erase *e = calloc(1, sizeof(*e));
 
-    if (k == NULL)
-        return;
-    if (!mc_holdidx_find(a->disk_seg->held, offset, &h) ||
-        (version != 0 && h.version > version)) {
-        /* nothing of that version here (a newer record took the space): remember the drop */
-        (void)mc_holdidx_drop(a->disk_seg->held, offset, version, mc_agent_now_ms());
-        return;
-    }
-    len = h.alloc_len;
-    if (!mc_holdidx_drop(a->disk_seg->held, offset, version, mc_agent_now_ms()))
-        return;
-    e = calloc(1, sizeof(*e));
     if (e == NULL)
         return; /* the record may come back after a restart: the master decides then */
     e->k = k;
@@ -265,6 +264,40 @@ void agent_disk_drop(struct mc_agent *a, uint64_t offset, uint64_t version)
     }
     e->next = k->erasing;
     k->erasing = e;
+}
+
+void agent_disk_erase_extent(struct mc_agent *a, uint64_t offset, uint64_t len)
+{
+    struct mc_holdidx_entry h;
+
+    if (a->disk == NULL)
+        return;
+    if (mc_holdidx_find(a->disk_seg->held, offset, &h))
+        (void)mc_holdidx_drop(a->disk_seg->held, offset, h.version, mc_agent_now_ms());
+    erase_start(a->disk, offset, len);
+}
+
+/*
+ * A record of a disk segment is identified by (offset, version) exactly, never by version
+ * order: the master fills a disk extent with any DRAM victim, of any age, so a newer
+ * version at an offset does not mean the older was freed, nor an older one that it is
+ * stale (review finding H1). A DROP that does not name the record the index holds there
+ * is ignored (no remembered tombstone: a disk record is written by us, never published
+ * late); version 0 names whatever is there.
+ */
+void agent_disk_drop(struct mc_agent *a, uint64_t offset, uint64_t version)
+{
+    struct agent_disk *k = a->disk;
+    struct mc_holdidx_entry h;
+
+    if (k == NULL)
+        return;
+    if (!mc_holdidx_find(a->disk_seg->held, offset, &h) ||
+        (version != 0 && h.version != version))
+        return;
+    if (!mc_holdidx_drop(a->disk_seg->held, offset, h.version, mc_agent_now_ms()))
+        return;
+    erase_start(k, offset, h.alloc_len);
 }
 
 /* --- reads ------------------------------------------------------------------------------------ */

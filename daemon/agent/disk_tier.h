@@ -53,8 +53,12 @@ bool agent_disk_turn(struct mc_agent *a);
 /* Standalone, on the tick: run the copies the in-process master made. */
 void agent_disk_local_copies(struct mc_agent *a);
 /* The master freed the block at `offset` of our disk segment that held `version` (0: any):
- * it leaves the index, and is erased when the index had it. */
+ * it leaves the index, and is erased, when the index holds exactly that version there; a
+ * drop naming another version (a record written there since) is ignored. */
 void agent_disk_drop(struct mc_agent *a, uint64_t offset, uint64_t version);
+/* Whatever record is at [offset, +len) of our disk segment leaves the index and is erased
+ * (a copy that must not stand: fenced, or refused by the index). */
+void agent_disk_erase_extent(struct mc_agent *a, uint64_t offset, uint64_t len);
 
 /* A copy from our DRAM segment to our disk segment (a COPY naming it as the target). */
 struct agent_disk_copy {

@@ -493,18 +493,63 @@ static void copy_written(void *ctx, int status)
 }
 
 /* A COPY into our own disk segment (the master offloads an object it evicts from our DRAM,
- * disk_tier.h): answered once the record is durable. */
+ * disk_tier.h): answered once the record is durable. Listed from the COPY until its write
+ * ended -- queued, waiting for an erase or in flight -- so that a FENCE of its target
+ * (the master gave the copy up: a timeout) is answered BUSY meanwhile: the master frees the
+ * DRAM source and the disk extent on the fence's 0 (review finding H2). */
 struct diskcopy {
-    struct cluster *cl;
+    struct cluster *cl;       /* NULL: orphaned by cl_owner_destroy */
+    struct diskcopy *next;
     struct mc_ucx_ep *master;
     uint64_t request_id;
+    uint32_t seg, alloc;      /* the target, as the master names it in a FENCE */
+    uint64_t id;              /* the copy: a FENCE's version */
+    uint64_t offset;          /* the extent's */
+    bool fenced;              /* a FENCE came meanwhile: the record must not stand */
 };
+
+static void diskcopy_unlink(struct cluster *cl, struct diskcopy *dc)
+{
+    struct diskcopy **pp;
+
+    for (pp = &cl->diskcopies; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == dc) {
+            *pp = dc->next;
+            return;
+        }
+    }
+}
+
+/* A COPY of that target under way: marked fenced (its record will be erased). */
+static bool diskcopy_busy(struct cluster *cl, const struct mc_proto_fence_item *it)
+{
+    bool busy = false;
+
+    for (struct diskcopy *dc = cl->diskcopies; dc != NULL; dc = dc->next) {
+        if (dc->seg == it->seg && dc->alloc == it->alloc && dc->id == it->version) {
+            dc->fenced = true;
+            busy = true;
+        }
+    }
+    return busy;
+}
 
 static void disk_copied(void *ctx, int status)
 {
     struct diskcopy *dc = ctx;
     struct cluster *cl = dc->cl;
 
+    if (cl == NULL) {
+        free(dc);
+        return;
+    }
+    diskcopy_unlink(cl, dc);
+    if (dc->fenced && status == 0) {
+        /* the master gave this copy up (its extent may be handed out again once the
+         * fence is answered): the record goes, and the copy failed */
+        agent_disk_drop(cl->a, dc->offset, 0);
+        status = MC_ERR_CANCELED;
+    }
     if (!cl->destroying && dc->master == cl->master && cl->master != NULL)
         reply_status(dc->master,
                      &(struct mc_wire_hdr){.request_id = dc->request_id, .type = MC_WIRE_COPY},
@@ -527,11 +572,17 @@ static void copy_to_disk(struct cluster *cl, struct mc_ucx_ep *ep, const struct 
         reply_status(ep, hdr, MC_ERR_NOMEM);
         return;
     }
-    *dc = (struct diskcopy){.cl = cl, .master = ep, .request_id = hdr->request_id};
+    *dc = (struct diskcopy){.cl = cl, .master = ep, .request_id = hdr->request_id,
+                            .seg = req->dst_seg, .alloc = req->dst_alloc, .id = req->id,
+                            .offset = req->dst_offset};
     /* the length the master names is the source block's: the extent is the record's */
     cp.dst_len = 0;
+    /* listed before the call: done may run inside it */
+    dc->next = cl->diskcopies;
+    cl->diskcopies = dc;
     err = agent_disk_copy(cl->a, &cp, disk_copied, dc);
     if (err != 0) {
+        diskcopy_unlink(cl, dc);
         free(dc);
         reply_status(ep, hdr, err);
     }
@@ -832,6 +883,8 @@ static void h_fence(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wi
             if (w->seg == it->seg && w->alloc == it->alloc && w->version == it->version)
                 results[i] = MC_ERR_BUSY;
         }
+        if (diskcopy_busy(cl, it))
+            results[i] = MC_ERR_BUSY; /* a disk write of that copy still reads its source */
         if (results[i] != 0 || is_fenced(cl, it->seg, it->alloc, it->version))
             continue;
         f = malloc(sizeof(*f));
@@ -1095,6 +1148,13 @@ void cl_owner_destroy(struct cluster *cl)
         r->cl = NULL;
         if (r->batch != NULL)
             r->batch->cl = NULL;
+    }
+    /* disk copies under way end later (or never, agent_disk_destroy): orphaned here */
+    while (cl->diskcopies != NULL) {
+        struct diskcopy *dc = cl->diskcopies;
+
+        cl->diskcopies = dc->next;
+        dc->cl = NULL;
     }
     cl_fences_forget(cl);
     fenced_expire(cl, UINT64_MAX);

@@ -90,7 +90,11 @@ static int disk_holdings(struct mc_seg *s, uint64_t *cursor, struct mc_seg_holdi
 static void disk_forget(struct mc_seg *s, uint64_t offset, uint64_t version)
 {
     struct disk_seg *g = (struct disk_seg *)s;
+    struct mc_holdidx_entry e;
 
+    /* exactly that record (disk_tier.c: (offset, version) identifies one; no tombstone) */
+    if (!mc_holdidx_find(s->held, offset, &e) || (version != 0 && e.version != version))
+        return;
     if (mc_holdidx_drop(s->held, offset, version, mc_seg_disk_now_ms()))
         mc_disk_forget(g->d, offset);
 }

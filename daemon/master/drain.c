@@ -17,8 +17,10 @@
  * A failed copy's block may still be written by a transfer that has not ended, so it is
  * freed only once its owner fenced it (the same FENCE the master sends for dead writers,
  * naming the copy's own id as the version, which no put ever carries), or when the target's
- * segment is gone, or at the latest put_release_ms after the copy began. The object itself
- * is simply met again by a later pass of the walk.
+ * segment is gone, or (a drain's copy, not an offload's: a disk write has no deadline) at
+ * the latest put_release_ms after the copy began. The object itself is simply met again by
+ * a later pass of the walk. A failed offload copy's DRAM source stays too until the fence
+ * is answered (the owner answers BUSY while its disk write still reads the block).
  */
 #include "daemon/master/drain.h"
 
@@ -125,6 +127,19 @@ static struct copy *copy_of_version(const struct mc_drain *d, uint64_t version)
             return c;
     }
     return NULL;
+}
+
+/* A failed offload copy of version whose disk write its owner has not yet fenced: the
+ * write may still be reading the DRAM block (review finding H2). */
+static bool offload_fencing(const struct mc_drain *d, uint64_t version)
+{
+    const struct copy *c;
+
+    for (c = d->copies; c != NULL; c = c->next) {
+        if (c->offload && c->version == version && c->state == CS_FENCING)
+            return true;
+    }
+    return false;
 }
 
 static void copy_closed(struct mc_drain *d, const struct copy *c)
@@ -282,8 +297,10 @@ void mc_drain_tick(struct mc_master *m)
         next = c->next;
         if (seg_of_rep(m, &c->tgt) == NULL) {
             copy_remove(d, c); /* the target's segment is gone: nothing to fence or free */
-        } else if (ms - c->start_ms >= m->cfg.put_release_ms) {
-            /* no write of it can still be in flight this long after it began */
+        } else if (!c->offload && ms - c->start_ms >= m->cfg.put_release_ms) {
+            /* no write of it can still be in flight this long after it began (a disk
+             * write has no such deadline: an offload copy ends by its answer, its fence's
+             * answer, or its segment's unmount) */
             mc_master__rep_release(m, &c->tgt, c->hard);
             copy_remove(d, c);
         } else if (c->state == CS_FENCING && ms - c->fence_ms >= FENCE_RETRY_MS) {
@@ -358,6 +375,8 @@ static bool offload_victim(struct mc_master *m, struct seg *s, struct ver *v, ui
     uint32_t i, live = 0;
     uint64_t need;
 
+    if (offload_fencing(d, v->id))
+        return true; /* its failed copy's write may still read the block: kept until fenced */
     if (v != &o->v || (o->flags & OF_NO_OFFLOAD))
         return false;
     for (i = 0; i < v->nrep; i++) {

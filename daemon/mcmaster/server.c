@@ -1375,9 +1375,11 @@ static void on_timer(struct mc_mcmaster_server *s)
                     (unsigned long long)(after.nodes_declared_dead -
                                          before.nodes_declared_dead));
     }
+    /* a DROP of an extent goes out before any COPY into it (the owner erases the old
+     * record first; it also ignores a DROP that does not name the record it holds) */
+    drops_send(s);
     copies_send(s);
     fences_send(s);
-    drops_send(s);
     mc_ucx_expire(s->u, mc_ucx_now_ms());
 }
 
@@ -1471,8 +1473,10 @@ int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
             on_timer(s);
         /* a put's eviction may have made copies (to its node's disk, docs/disk.md): they
          * go out now, not on the next tick, since the DRAM they hold is what puts need */
-        if (mc_master_copies_pending(s->m))
+        if (mc_master_copies_pending(s->m)) {
+            drops_send(s); /* the eviction that made the copy may have freed its extent */
             copies_send(s);
+        }
         if (pfd[2].revents & POLLIN)
             mc_boot_serve(s->listen_fd, s->boot, s->boot_len);
         if (pfd[4].revents & POLLIN) { /* won or lost the lead: act now */

@@ -189,6 +189,71 @@ START_TEST(test_disk_cluster_restart_keeps_objects)
 }
 END_TEST
 
+/* The owner's disk full (the steady state of a cache): disk extents are reused for DRAM
+ * victims of any age while the master evicts the disk's own records. A few early keys are
+ * read again and again, so that old versions stay in DRAM and are offloaded late, into
+ * extents freed from newer records (a DROP of a newer version, a COPY of an older one into
+ * the same extent: review finding H1). Every key the master says is present reads back
+ * exactly through the client node, never NOT_FOUND. */
+START_TEST(test_disk_cluster_full_exist_agrees)
+{
+    struct t_fc fc;
+    struct t_proc a, c;
+    char path[300];
+    const char *extra[] = {"--disk", path, "--disk-size", "32M", NULL};
+    mc_client_t *ca, *cc;
+    const size_t len = 64 * KIB;
+    const int n = 1536, hot = 32; /* 96 MiB through 16 MiB of DRAM and 32 MiB of disk */
+    uint8_t *buf = malloc(len), *want = malloc(len);
+    int present = 0;
+
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_ptr_nonnull(want);
+    memset(&a, 0, sizeof(a));
+    memset(&c, 0, sizeof(c));
+    t_fc_init(&fc, "disk_cluster_full", TTL_MS);
+    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
+    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", extra);
+    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
+    t_fc_agent_wait(&a);
+    t_fc_agent_wait(&c);
+    ca = t_fc_conn(&a);
+    cc = t_fc_conn(&c);
+    put_range(ca, "df", 0, hot, len);
+    for (int from = hot; from < n; from += 64) {
+        put_range(ca, "df", from, from + 64 < n ? from + 64 : n, len);
+        (void)get_range(ca, "df", 0, hot, len); /* hits: the old versions stay hot */
+    }
+    disk_settle(a.sock);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        size_t got = 0;
+        int ex, err;
+
+        snprintf(key, sizeof(key), "df/%d", i);
+        ex = mc_exist(cc, key);
+        ck_assert_msg(ex == 0 || ex == 1, "exist %s: %s", key, mc_strerror(ex));
+        if (ex == 0)
+            continue;
+        err = mc_get(cc, key, buf, len, &got);
+        ck_assert_msg(err == 0, "get %s (the master lists it): %s", key, mc_strerror(err));
+        ck_assert_uint_eq(got, len);
+        t_fill(want, len, (uint64_t)i * 104729u + len);
+        ck_assert_msg(memcmp(want, buf, len) == 0, "bytes of %s", key);
+        present++;
+    }
+    /* 16 MiB of DRAM and 32 MiB of disk hold most of 48 MiB of records */
+    ck_assert_int_gt(present, 256);
+    ck_assert_int_gt(disk_stat(a.sock, "erases"), 0); /* the disk did evict its own */
+    free(buf);
+    free(want);
+    mc_close(ca);
+    mc_close(cc);
+    t_fc_finish(&fc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("disk_cluster");
@@ -198,6 +263,7 @@ int main(void)
 
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_disk_cluster_restart_keeps_objects);
+    tcase_add_test(tc, test_disk_cluster_full_exist_agrees);
     suite_add_tcase(s, tc);
     t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
