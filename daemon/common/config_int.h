@@ -1,7 +1,8 @@
 /*
  * The config engine's inside, shared by its two files: config.c turns text, JSON and the
- * environment into values and stores them; config_out.c says what a table holds (a JSON
- * dump of the values, the markdown reference, the table's self-check). Nothing outside
+ * environment into values, stores them and dumps them as JSON; config_out.c says what a
+ * table holds (the markdown reference, the table's self-check) and calls into config.c,
+ * never the reverse. Nothing outside
  * daemon/common/config*.c includes this.
  */
 #ifndef MC_DAEMON_COMMON_CONFIG_INT_H

@@ -1,7 +1,7 @@
 /*
- * What the config engine says about a table (config_int.h): the values in effect as JSON
- * (--dump-config), the markdown reference of its keys (docs/config.md is generated from
- * it), and the table's self-check that tests run over every table the daemons use.
+ * What the config engine says about a table itself (config_int.h): the markdown reference
+ * of its keys (docs/config.md is generated from it) and the table's self-check that tests
+ * run over every table the daemons use. It calls into config.c, never the other way.
  */
 #include <ctype.h>
 #include <inttypes.h>
@@ -13,84 +13,6 @@
 #include "daemon/common/config.h"
 #include "daemon/common/config_int.h"
 #include "mc/mc_status.h"
-
-/* ---- dump ---------------------------------------------------------------------------- */
-
-static json_t *cfg_json_of(const struct mc_config_entry *e, const void *base, size_t off,
-                           int *digits_p)
-{
-    const char *field = (const char *)base + off;
-    char buf[32];
-    uint64_t u;
-    double d;
-    int i, k;
-
-    switch (e->type) {
-    case MC_CFG_BOOL:
-        return json_boolean(*(const bool *)field);
-    case MC_CFG_U64:
-    case MC_CFG_SIZE:
-    case MC_CFG_MS:
-        u = *(const uint64_t *)field;
-        if (u > (uint64_t)INT64_MAX) { /* json_int_t is signed: keep the exact digits */
-            snprintf(buf, sizeof(buf), "%" PRIu64, u);
-            return json_string(buf);
-        }
-        return json_integer((json_int_t)u);
-    case MC_CFG_DOUBLE:
-        d = *(const double *)field;
-        k = cfg_double_digits(d);
-        if (k > *digits_p)
-            *digits_p = k;
-        return json_real(d);
-    case MC_CFG_STRING:
-        if (*(char *const *)field == NULL)
-            return json_null();
-        if (e->secret)
-            return json_string("(set)"); /* a dump is for reading: never the secret */
-        return json_string(*(char *const *)field);
-    case MC_CFG_ENUM:
-        i = *(const int *)field;
-        for (k = 0; e->choices != NULL && e->choices[k] != NULL; k++) {
-            if (k == i)
-                return json_string(e->choices[k]);
-        }
-        return json_integer(i); /* not a choice: loading it back says so */
-    case MC_CFG_TABLE:
-        break;
-    }
-    return NULL;
-}
-
-int mc_config_dump_json(const struct mc_config_entry *table, const void *base, FILE *out)
-{
-    const struct mc_config_entry *e;
-    struct cfg_iter it;
-    json_t *root, *val;
-    int digits = 1, rc = 0;
-    size_t off;
-
-    root = json_object();
-    if (root == NULL)
-        return MC_ERR_NOMEM;
-    cfg_iter_init(&it, table);
-    while ((e = cfg_iter_next(&it, &off)) != NULL) {
-        val = cfg_json_of(e, base, off, &digits);
-        if (val == NULL || json_object_set_new(root, e->name, val) != 0) {
-            rc = MC_ERR_NOMEM; /* json_object_set_new released val */
-            goto err_decref;
-        }
-    }
-    /* One precision for every real in the dump: the largest any of them needs, so that
-     * each reads back exactly and 0.95 still prints as 0.95. */
-    if (json_dumpf(root, out,
-                   JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(digits)) != 0 ||
-        fputc('\n', out) == EOF || fflush(out) == EOF)
-        rc = MC_ERR_IO;
-err_decref:
-    json_decref(root);
-    return rc;
-}
 
 /* ---- markdown ------------------------------------------------------------------------ */
 
