@@ -65,56 +65,22 @@ uint64_t mc_elect_now_ms(void)
 
 int mc_elect_key(const char *cluster_id, char *buf, size_t cap)
 {
-    size_t n = cluster_id != NULL ? strlen(cluster_id) : 0;
-
-    if (n == 0 || n > 63)
-        return MC_ERR_INVALID;
-    for (size_t i = 0; i < n; i++) {
-        char c = cluster_id[i];
-
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.' || c == '-'))
-            return MC_ERR_INVALID;
-    }
-    if ((size_t)snprintf(buf, cap, "/mcstore/%s/leader", cluster_id) >= cap)
-        return MC_ERR_INVALID;
-    return 0;
+    return mc_etcd_cluster_key(cluster_id, "leader", buf, cap);
 }
 
 int mc_elect_members_prefix(const char *cluster_id, char *buf, size_t cap)
 {
-    char k[128];
-    int err = mc_elect_key(cluster_id, k, sizeof(k)); /* checks cluster_id */
-
-    if (err != 0)
-        return err;
-    if ((size_t)snprintf(buf, cap, "/mcstore/%s/members/", cluster_id) >= cap)
-        return MC_ERR_INVALID;
-    return 0;
+    return mc_etcd_cluster_key(cluster_id, "members/", buf, cap);
 }
 
 int mc_elect_versions_key(const char *cluster_id, char *buf, size_t cap)
 {
-    char k[128];
-    int err = mc_elect_key(cluster_id, k, sizeof(k)); /* checks cluster_id */
-
-    if (err != 0)
-        return err;
-    if ((size_t)snprintf(buf, cap, "/mcstore/%s/versions", cluster_id) >= cap)
-        return MC_ERR_INVALID;
-    return 0;
+    return mc_etcd_cluster_key(cluster_id, "versions", buf, cap);
 }
 
 int mc_elect_agents_prefix(const char *cluster_id, char *buf, size_t cap)
 {
-    char k[128];
-    int err = mc_elect_key(cluster_id, k, sizeof(k)); /* checks cluster_id */
-
-    if (err != 0)
-        return err;
-    if ((size_t)snprintf(buf, cap, "/mcstore/%s/agents/", cluster_id) >= cap)
-        return MC_ERR_INVALID;
-    return 0;
+    return mc_etcd_cluster_key(cluster_id, "agents/", buf, cap);
 }
 
 int mc_elect_agent_parse(const char *value, struct mc_elect_agent *out)
