@@ -135,6 +135,25 @@ START_TEST(test_cluster_key_layout)
 }
 END_TEST
 
+/* The renewal schedule: late, for a short failover (a killed leader's lease lapses TTL
+ * after its last renewal), yet two whole etcd calls and 50 ms between them always fit
+ * before the leader must stop serving. */
+START_TEST(test_renew_schedule)
+{
+    for (uint64_t ttl = 1000; ttl <= 60000; ttl += 500) {
+        uint64_t every = mc_elect_renew_every_ms(ttl);
+        uint64_t margin = ttl / 8 < 250 ? 250 : ttl / 8;
+        uint64_t call = ttl / 4 < 250 ? ttl / 4 : 250;
+
+        ck_assert_uint_ge(every, 100);
+        ck_assert_uint_le(every + 2 * call + 50, ttl - margin);
+    }
+    /* the 2 s default: a renewal every 1150 ms, so a kill leaves 1.4-2 s to the lapse */
+    ck_assert_uint_eq(mc_elect_renew_every_ms(2000), 1150);
+    ck_assert_uint_eq(mc_elect_renew_every_ms(1000), 150);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("elect_versions");
@@ -147,6 +166,7 @@ int main(void)
     tcase_add_test(tc, test_versions_next_end);
     tcase_add_test(tc, test_versions_key);
     tcase_add_test(tc, test_cluster_key_layout);
+    tcase_add_test(tc, test_renew_schedule);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
