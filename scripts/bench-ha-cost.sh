@@ -54,8 +54,9 @@ fi
 run() { # run KIND N: one bench run, its JSON line into $dir/KIND.N
     local args=(--seconds "$secs")
     [ "$1" = with ] && args+=(--etcd "http://127.0.0.1:$cport")
-    "$bench" "${args[@]}" 2>/dev/null | grep '^{' >"$dir/$1.$2" ||
-        { echo "bench-ha-cost: master-rpc-bench failed ($1, pair $2)" >&2; exit 1; }
+    "$bench" "${args[@]}" 2>"$dir/$1.$2.err" | grep '^{' >"$dir/$1.$2" ||
+        { echo "bench-ha-cost: master-rpc-bench failed ($1, pair $2):" >&2
+          tail -5 "$dir/$1.$2.err" >&2; exit 1; }
 }
 echo "bench-ha-cost: $pairs pairs of ${secs}s runs, $host, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq "$pairs"); do
