@@ -299,6 +299,8 @@ static void io_done(struct mc_disk_io_req *r, int res)
         d->st.write_bytes += r->len;
     } else {
         d->st.read_bytes += r->len;
+        if (s->direct)
+            d->st.read_direct_bytes += r->len;
         if (s->pos == HDR_POS) {
             struct mc_disk_hdr h;
 

@@ -44,6 +44,7 @@ struct mc_disk_stats {
     uint64_t region;           /* bytes the master may allocate */
     uint64_t writes, reads;    /* records written and read (completed, successfully) */
     uint64_t write_bytes, read_bytes; /* device bytes moved, headers and padding included */
+    uint64_t read_direct_bytes; /* of read_bytes, landed straight in the reader's memory */
     uint64_t erases;           /* records erased */
     uint64_t write_errors, read_errors;
     uint64_t read_corrupt;     /* reads answered MC_ERR_CORRUPT */
