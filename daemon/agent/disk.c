@@ -33,6 +33,8 @@ struct slot {
     struct slot *next_free;
 };
 #define HDR_POS UINT64_MAX
+/* the largest read landing straight in the reader's memory (with a larger chunk: chunk) */
+#define DIRECT_MAX (16u << 20)
 
 /* a write's phases (struct mc_disk_op.phase) */
 enum { W_PENDING, W_BODY, W_COMMIT, W_ERASE };
@@ -163,19 +165,24 @@ static void issue_one(struct mc_disk *d, struct mc_disk_op *op, struct slot *s)
         uint64_t left = op->size - op->issued;
         uint32_t n = left < d->chunk ? (uint32_t)left : d->chunk;
 
+        if (!op->write && left >= MC_DISK_BLOCK &&
+            (uintptr_t)(op->dst + op->issued) % MC_DISK_BLOCK == 0) {
+            /* whole blocks into aligned memory: straight there, in I/Os of up to
+             * DIRECT_MAX (no buffer bounds them; the device rewards large requests). The
+             * slot carries the request and counts against the depth; its buffer stays
+             * unused. */
+            uint32_t most = d->chunk > DIRECT_MAX ? d->chunk : DIRECT_MAX;
+
+            n = (uint32_t)(left < most ? left : most) & ~(MC_DISK_BLOCK - 1);
+            slot_issue(d, s, op, op->issued, n, false, op->dst + op->issued);
+            op->issued += n;
+            return;
+        }
         if (op->write) {
             uint32_t padded = (n + MC_DISK_BLOCK - 1) & ~(MC_DISK_BLOCK - 1);
 
             memcpy(s->buf, op->src + op->issued, n);
             memset(s->buf + n, 0, padded - n);
-        } else if (left >= MC_DISK_BLOCK &&
-                   (uintptr_t)(op->dst + op->issued) % MC_DISK_BLOCK == 0) {
-            /* whole blocks into aligned memory: straight there (the slot carries the
-             * request and counts against the depth; its buffer stays unused) */
-            n &= ~(MC_DISK_BLOCK - 1);
-            slot_issue(d, s, op, op->issued, n, false, op->dst + op->issued);
-            op->issued += n;
-            return;
         }
         slot_issue(d, s, op, op->issued, n, op->write, NULL);
         op->issued += n;
