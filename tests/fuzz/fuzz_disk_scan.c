@@ -34,8 +34,13 @@ static void check_decoders(const uint8_t *data, size_t size)
     if (mc_disk_hdr_decode(block, BLK, secret, &h) == 0) {
         /* only reachable with a MAC the input computed with our secret: the re-encode
          * must agree, key and all */
-        if (mc_disk_hdr_encode(&h, secret, again) != 0 ||
-            memcmp(again, block, MC_DISK_HDR_FIXED + h.key_len) != 0)
+        /* the whole header: the fixed part, the key and (format 2) the trailer after it */
+        size_t n = h.trailer == NULL
+                       ? MC_DISK_HDR_FIXED + h.key_len
+                       : MC_DISK_HDR_FIXED + ((h.key_len + 7u) & ~7u) +
+                             (size_t)mc_disk_trailer_len(h.size);
+
+        if (n > BLK || mc_disk_hdr_encode(&h, secret, again) != 0 || memcmp(again, block, n) != 0)
             abort();
     }
     (void)mc_disk_hdr_decode(data, size, secret, &h);
