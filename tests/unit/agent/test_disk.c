@@ -413,18 +413,19 @@ static void t_roundtrip(enum t_where w, enum mc_disk_engine e, const char *engin
 START_TEST(test_disk_image_roundtrip_direct_and_staged)
 {
     enum t_where w = (enum t_where)_i;
+    /* the last is read in several direct I/Os (each at most 16 MiB) */
     static const uint64_t sizes[] = {0, 100, BLK, BLK + 1, CHUNK + 4096, (1u << 20) + 3,
-                                     (5u << 20) / 2};
+                                     (5u << 20) / 2, (40u << 20) + 5};
     enum { N = sizeof(sizes) / sizeof(sizes[0]) };
     uint8_t *src[N], *want[N], *dst;
     uint64_t off[N], at = 0, direct = 0;
     char keys[N][16];
     struct mc_disk_stats st;
     struct mc_disk *d;
-    size_t cap = ((5u << 20) / 2 + 2 * BLK) * 2;
+    size_t cap = (40u << 20) + 4 * BLK;
 
     t_make_path(w);
-    d = t_open(w, MC_DISK_ENGINE_AUTO, 16u << 20);
+    d = t_open(w, MC_DISK_ENGINE_AUTO, 64u << 20);
     ck_assert_int_eq(posix_memalign((void **)&dst, BLK, cap), 0);
     for (unsigned i = 0; i < N; i++) {
         uint64_t img = mc_disk_trailer_len(sizes[i]) + ((sizes[i] + 7) & ~UINT64_C(7));
@@ -485,11 +486,16 @@ START_TEST(test_disk_image_roundtrip_direct_and_staged)
         int fd = open(t_path, O_RDWR);
         uint8_t b;
         off_t at6 = (off_t)(BLK + off[6] + BLK + (1u << 20) + 77);
+        /* and one in record 7's second direct I/O */
+        off_t at7 = (off_t)(BLK + off[7] + BLK + (20u << 20) + 77);
 
         ck_assert_int_ge(fd, 0);
         ck_assert_int_eq(pread(fd, &b, 1, at6), 1);
         b ^= 0x40;
         ck_assert_int_eq(pwrite(fd, &b, 1, at6), 1);
+        ck_assert_int_eq(pread(fd, &b, 1, at7), 1);
+        b ^= 0x02;
+        ck_assert_int_eq(pwrite(fd, &b, 1, at7), 1);
         close(fd);
     }
     d = t_open(w, MC_DISK_ENGINE_AUTO, 0);
@@ -505,6 +511,12 @@ START_TEST(test_disk_image_roundtrip_direct_and_staged)
         ck_assert_int_eq(t.res, MC_ERR_CORRUPT);
         ck_assert_int_eq(t_read(d, off[6], keys[6], 7, dst, sizes[6]), MC_ERR_CORRUPT);
         t = (struct t_op){.op.done = t_done};
+        ck_assert_int_eq(mc_disk_read_image(d, &t.op, off[7], keys[7],
+                                            (uint32_t)strlen(keys[7]), 7, dst, sizes[7]),
+                         0);
+        mc_disk_drain(d);
+        ck_assert_int_eq(t.res, MC_ERR_CORRUPT);
+        t = (struct t_op){.op.done = t_done};
         ck_assert_int_eq(mc_disk_read_image(d, &t.op, off[5], keys[5],
                                             (uint32_t)strlen(keys[5]), 7, dst, sizes[5]),
                          0);
@@ -512,7 +524,7 @@ START_TEST(test_disk_image_roundtrip_direct_and_staged)
         ck_assert_int_eq(t.res, 0);
         ck_assert(memcmp(dst, want[5], mc_disk_trailer_len(sizes[5]) + sizes[5] + 5) == 0);
         mc_disk_get_stats(d, &st);
-        ck_assert_uint_eq(st.read_corrupt, 2);
+        ck_assert_uint_eq(st.read_corrupt, 3);
     }
     mc_disk_close(d);
     for (unsigned i = 0; i < N; i++) {
