@@ -465,8 +465,9 @@ static struct seg *dram_of(struct mc_master *m, const struct seg *s)
  * while the copy runs (the clock cannot pick it, readers cannot see it); it joins v on the
  * answer 0 when the disk replica still belongs to v (mc_master_copy_done), else it is freed
  * and dropped. The disk replica stays. Nothing happens when a copy of v is open already,
- * PROMOTE_OPEN_MAX are, v is hard-pinned (its blocks are counted as such) or the node
- * has no DRAM room even after evicting: the GET reads the disk as before.
+ * PROMOTE_OPEN_MAX are, v is hard-pinned (its blocks are counted as such), the block would
+ * take the tenant past its quota, or the node has no DRAM room even after evicting: the GET
+ * reads the disk as before.
  */
 void mc_drain_promote(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now)
 {
@@ -497,6 +498,11 @@ void mc_drain_promote(struct mc_master *m, struct obj *o, struct ver *v, uint32_
         return;
     need = mc_shm_alloc_len(v->size, (o->flags & OF_NO_CSUM) == 0);
     if (need > mc_alloc_capacity(dram->alloc))
+        return;
+    /* a quota bounds the tenant's memory: a promotion takes only room under it (it evicts
+     * within the segment, not down to the quota) */
+    if (m->tenants[dram->tenant].quota != 0 &&
+        mc_master__tenant_used(m, dram->tenant) + need > m->tenants[dram->tenant].quota)
         return;
     c = malloc(sizeof(*c) + o->key_len);
     if (c == NULL)

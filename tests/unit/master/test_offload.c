@@ -412,6 +412,14 @@ static bool t_disk_only(struct mc_master *m, const char *key)
 #define PROMO_SZ (30 * KiB)
 #define PROMO_N 80
 
+static uint64_t t_dram_used(struct mc_master *m, uint32_t seg)
+{
+    struct mc_master_seg_info si;
+
+    ck_assert_int_eq(mc_master_segment_info(m, seg, &si), 0);
+    return si.size - si.free_bytes;
+}
+
 /* PROMO_N x 30 KiB into 1 MiB of DRAM, every offload answered: the early ones end on disk
  * only. */
 static struct t_node t_promote_setup(bool promote)
@@ -549,8 +557,8 @@ START_TEST(test_promote_removed_or_replaced_meanwhile)
 }
 END_TEST
 
-/* At most PROMOTE_OPEN_MAX (16) promotions are open at once; with disk_promote off (the
- * default), a GET of a disk-only object queues nothing. */
+/* At most PROMOTE_OPEN_MAX (16) promotions are open at once; none takes a tenant past its
+ * quota; with disk_promote off (the default), a GET of a disk-only object queues nothing. */
 START_TEST(test_promote_bounded_and_off_by_default)
 {
     struct t_node t = t_promote_setup(true);
@@ -574,6 +582,35 @@ START_TEST(test_promote_bounded_and_off_by_default)
     ck_assert_int_gt(ndisk, 16);
     ck_assert_uint_eq(mc_master_copies_take(t.m, c, 64), 16);
     mc_master_destroy(t.m);
+
+    /* a tenant at its quota: no promotion takes it past (the segment has room) */
+    {
+        struct mc_master_config cfg;
+        int i;
+
+        mc_master_config_defaults(&cfg);
+        cfg.disk_promote = true;
+        t.m = t_master_cfg(&cfg);
+        t.node = t_node(t.m, "n0", NULL);
+        t.dram = t_mount(t.m, t.node, MC_SEG_DRAM, 2 * MiB, NULL, 512 * KiB);
+        t.disk = t_mount(t.m, t.node, MC_SEG_DISK, 64 * MiB, NULL, 0);
+        for (i = 0; i < 40; i++) {
+            struct mc_master_put_grant g;
+
+            snprintf(key, sizeof(key), "q%d", i);
+            while (t_start(t.m, key, PROMO_SZ, 0, t.node, &g) == MC_ERR_NO_SPACE)
+                ck_assert_uint_gt(t_copies_done(t.m, 0), 0);
+            ck_assert_int_eq(t_end(t.m, key, g.version, t.node), 0);
+            t_copies_done(t.m, 0);
+        }
+        ck_assert(t_disk_only(t.m, "q0"));
+        ck_assert_uint_le(t_dram_used(t.m, t.dram), 512 * KiB);
+        ck_assert_uint_gt(t_dram_used(t.m, t.dram) + PROMO_SZ + 64, 512 * KiB); /* at it */
+        ck_assert_uint_eq(t_kinds(t.m, "q0", NULL), 1u << MC_SEG_DISK);
+        ck_assert_uint_eq(mc_master_copies_take(t.m, c, 64), 0);
+        ck_assert_uint_le(t_dram_used(t.m, t.dram), 512 * KiB);
+        mc_master_destroy(t.m);
+    }
 
     t = t_promote_setup(false);
     ck_assert_uint_eq(t_kinds(t.m, "k0", NULL), 1u << MC_SEG_DISK);
