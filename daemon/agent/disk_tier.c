@@ -457,7 +457,7 @@ static int read_image(struct mc_agent *a, uint64_t offset, uint64_t version, voi
     return 0;
 }
 
-/* --- promotion: a record back into a DRAM block of ours ---------------------------------------- */
+/* --- promotion: a record back into a DRAM block of ours --------------------------------------- */
 
 struct dk_promo {
     struct mc_agent *a;

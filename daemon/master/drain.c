@@ -440,7 +440,7 @@ bool mc_drain_offload(struct mc_master *m, struct seg *s, struct ver *v, uint32_
     return offload_victim(m, s, v, now);
 }
 
-/* --- promotion: a disk hit copied back into DRAM on the disk's node ---------------------------- */
+/* --- promotion: a disk hit copied back into DRAM on the disk's node --------------------------- */
 
 /* The DRAM segment of disk segment s's node for s's tenant, taking data, or NULL. */
 static struct seg *dram_of(struct mc_master *m, const struct seg *s)

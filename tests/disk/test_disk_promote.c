@@ -24,7 +24,8 @@ static void standalone(bool promote, bool delayed)
     mc_client_t *c;
     int n = 5;
 
-    snprintf(dir, sizeof(dir), "%s/mc-promote-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+    snprintf(dir, sizeof(dir), "%s/mc-promote-XXXXXX",
+             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/S.disk", dir);
     extra[n++] = promote ? "disk_promote=true" : "disk_promote=false";
