@@ -21,6 +21,10 @@
  * the latest put_release_ms after the copy began. The object itself is simply met again by
  * a later pass of the walk. A failed offload copy's DRAM source stays too until the fence
  * is answered (the owner answers BUSY while its disk write still reads the block).
+ *
+ * The same records carry offloads (a DRAM victim to its node's disk, offload_victim) and
+ * promotions (a disk-only object's record back to DRAM on its node, on a GET with
+ * disk_promote on: mc_drain_promote); neither is released by put_release_ms.
  */
 #include "daemon/master/drain.h"
 
