@@ -316,6 +316,7 @@ struct dk_read {
     uint8_t *dst;
     uint64_t size;
     bool csum;
+    bool promo;               /* a promotion's read: not a disk hit */
     size_t key_len;
     char key[MC_DIR_KEY_MAX];
 };
@@ -343,7 +344,8 @@ static void read_done(struct mc_disk_op *op, int res)
         return;
     }
     if (res == 0) {
-        k->st.disk_hits++;
+        if (!r->promo)
+            k->st.disk_hits++;
     } else {
         if (res == MC_ERR_CORRUPT)
             k->st.read_corrupt++;
@@ -406,8 +408,17 @@ static int read_start(struct mc_agent *a, const struct mc_master_get_result *g, 
     return 0;
 }
 
+static int read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
+                      uint64_t len, bool promo, agent_disk_read_fn done, void *ctx);
+
 int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
                           uint64_t len, agent_disk_read_fn done, void *ctx)
+{
+    return read_image(a, offset, version, dst, len, false, done, ctx);
+}
+
+static int read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
+                      uint64_t len, bool promo, agent_disk_read_fn done, void *ctx)
 {
     struct agent_disk *k = a->disk;
     struct mc_holdidx_entry e;
@@ -424,6 +435,7 @@ int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version,
     r->k = k;
     r->rdone = done;
     r->ctx = ctx;
+    r->promo = promo;
     r->dst = dst;
     r->size = e.size;
     r->csum = (e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0;
@@ -436,6 +448,99 @@ int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version,
         return err;
     }
     return 0;
+}
+
+/* --- promotion: a record back into a DRAM block of ours --------------------------------------- */
+
+struct dk_promo {
+    struct mc_agent *a;
+    agent_disk_copy_fn done;
+    void *ctx;
+    struct mc_seg *dst;
+    struct mc_holdidx_entry e; /* what the DRAM block will hold; e.key points at key */
+    char key[MC_DIR_KEY_MAX];
+};
+
+/* The record is in the block: indexed there (as a put's replica is), then answered. */
+static void promo_finish(void *ctx)
+{
+    struct dk_promo *pr = ctx;
+    struct agent_disk *k = pr->a->disk;
+
+    pr->e.key = pr->key;
+    (void)mc_holdidx_add(pr->dst->held, &pr->e, mc_agent_now_ms());
+    if (k != NULL)
+        k->st.promotions++;
+    pr->done(pr->ctx, 0);
+    free(pr);
+}
+
+static void promo_cancel(void *ctx)
+{
+    struct dk_promo *pr = ctx;
+
+    pr->done(pr->ctx, MC_ERR_CANCELED);
+    free(pr);
+}
+
+static void promo_read(void *ctx, int status)
+{
+    struct dk_promo *pr = ctx;
+
+    if (status != 0) {
+        pr->done(pr->ctx, status); /* the block holds nothing the master will list */
+        free(pr);
+        return;
+    }
+    /* the test seam: a window between the read and the answer (remove the key there) */
+    if (!mc_fault_defer(&pr->a->fault, MC_FAULT_PROMOTE, promo_finish, promo_cancel, pr))
+        promo_finish(pr);
+}
+
+int agent_disk_promote(struct mc_agent *a, const struct agent_disk_promote *p,
+                       agent_disk_copy_fn done, void *ctx)
+{
+    struct mc_seg *dst = agent_seg(a, p->dst_seg);
+    struct mc_holdidx_entry e;
+    struct dk_promo *pr;
+    uint64_t now = mc_agent_now_ms(), len;
+    int err;
+
+    if (a->disk == NULL || !mc_holdidx_find(a->disk_seg->held, p->src_offset, &e) ||
+        e.version != p->version || e.key_len != p->key_len ||
+        memcmp(e.key, p->key, p->key_len) != 0)
+        return MC_ERR_NOT_FOUND;
+    len = mc_shm_alloc_len(e.size, (e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0);
+    if (dst == NULL || dst->kind != MC_SEG_DRAM || dst->base == NULL || dst->held == NULL ||
+        p->dst_offset > dst->size || p->dst_len > dst->size - p->dst_offset ||
+        len > p->dst_len)
+        return MC_ERR_INVALID;
+    if (e.ttl_ms != 0 && e.ttl_ms <= now)
+        return MC_ERR_NOT_FOUND; /* expired: the master frees it */
+    pr = calloc(1, sizeof(*pr));
+    if (pr == NULL)
+        return MC_ERR_NOMEM;
+    *pr = (struct dk_promo){.a = a, .done = done, .ctx = ctx, .dst = dst};
+    memcpy(pr->key, e.key, e.key_len);
+    pr->e = (struct mc_holdidx_entry){.key_len = e.key_len, .offset = p->dst_offset,
+                                      .alloc_len = p->dst_len, .size = e.size,
+                                      .version = e.version, .flags = e.flags,
+                                      .ttl_ms = e.ttl_ms != 0 ? e.ttl_ms - now : 0};
+    /* straight into the block: it is no version's until the master hears our answer */
+    err = read_image(a, p->src_offset, p->version, dst->base + p->dst_offset, len, true,
+                     promo_read, pr);
+    if (err != 0)
+        free(pr);
+    return err;
+}
+
+void agent_disk_unpromote(struct mc_agent *a, uint32_t dst_seg, uint64_t dst_offset,
+                          uint64_t version)
+{
+    struct mc_seg *dst = agent_seg(a, dst_seg);
+
+    if (dst != NULL && dst->held != NULL)
+        (void)mc_holdidx_drop(dst->held, dst_offset, version, mc_agent_now_ms());
 }
 
 static int tier_write(void *impl, const struct mc_rio_write *w, mc_rio_write_fn done, void *ctx)
@@ -617,11 +722,23 @@ void agent_disk_local_copies(struct mc_agent *a)
         if (lc != NULL) {
             *lc = (struct local_copy){.a = a, .id = c[i].id, .dst_seg = c[i].dst.seg,
                                       .dst_alloc = c[i].dst.alloc};
-            err = c[i].dst.seg == a->disk_seg_id ? agent_disk_copy(a, &cp, local_copy_done, lc)
-                                                 : MC_ERR_INVALID;
+            if (c[i].dst.seg == a->disk_seg_id)
+                err = agent_disk_copy(a, &cp, local_copy_done, lc);
+            else if (c[i].src.seg == a->disk_seg_id)
+                err = agent_disk_promote(a,
+                                         &(struct agent_disk_promote){
+                                             .src_offset = c[i].src.offset,
+                                             .dst_seg = c[i].dst.seg,
+                                             .dst_offset = c[i].dst.offset,
+                                             .dst_len = c[i].dst.len,
+                                             .version = c[i].version, .key = c[i].key,
+                                             .key_len = c[i].key_len},
+                                         local_copy_done, lc);
+            else
+                err = MC_ERR_INVALID;
         }
         if (err != 0) {
-            if (a->disk != NULL)
+            if (a->disk != NULL && c[i].dst.seg == a->disk_seg_id)
                 a->disk->st.offload_errors++;
             free(lc);
             mc_master_copy_done(a->master, c[i].id, err);
@@ -718,7 +835,7 @@ json_t *agent_disk_stats_json(struct mc_agent *a)
     json_object_set_new(o, "offloads", json_integer((json_int_t)k->st.offloads));
     json_object_set_new(o, "offload_errors", json_integer((json_int_t)k->st.offload_errors));
     json_object_set_new(o, "disk_hits", json_integer((json_int_t)k->st.disk_hits));
-    json_object_set_new(o, "promotions", json_integer(0));
+    json_object_set_new(o, "promotions", json_integer((json_int_t)k->st.promotions));
     json_object_set_new(o, "read_bytes", json_integer((json_int_t)ds.read_bytes));
     json_object_set_new(o, "write_bytes", json_integer((json_int_t)ds.write_bytes));
     json_object_set_new(o, "read_corrupt", json_integer((json_int_t)k->st.read_corrupt));

@@ -38,6 +38,7 @@ struct agent_disk_stats {
     uint64_t disk_hits;       /* GETs served from a record */
     uint64_t read_corrupt;    /* ... answered MC_ERR_CORRUPT */
     uint64_t erases;          /* tombstones written for blocks the master freed */
+    uint64_t promotions;      /* records read back into a DRAM block of ours (disk_promote) */
 };
 
 /* Open the store of cfg.disk (if set) and make its segment: a->disk, a->disk_seg. Errors:
@@ -78,6 +79,31 @@ typedef void (*agent_disk_copy_fn)(void *ctx, int status);
  * MC_ERR_NOMEM. */
 int agent_disk_copy(struct mc_agent *a, const struct agent_disk_copy *cp,
                     agent_disk_copy_fn done, void *ctx);
+
+/*
+ * A promotion (disk_promote, docs/disk.md): the master copies a disk-only object back to
+ * DRAM, a COPY whose source is our disk segment and whose target a block of our own DRAM
+ * segment. The record at src_offset (of `version`, named `key`) is read, checked, into
+ * the block as a reader lands it (bytes, then the checksum trailer), then indexed there.
+ * done runs exactly once: 0 (indexed), MC_ERR_CORRUPT (the block holds nothing to serve),
+ * MC_ERR_IO, MC_ERR_CANCELED (the agent is stopping). Until then the block may be written.
+ * Returns 0, or (done never runs) MC_ERR_NOT_FOUND (no such record), MC_ERR_INVALID (the
+ * target is not a DRAM block of ours that fits the image), MC_ERR_NOMEM.
+ */
+struct agent_disk_promote {
+    uint64_t src_offset;
+    uint32_t dst_seg;
+    uint64_t dst_offset, dst_len;
+    uint64_t version;
+    const char *key;
+    size_t key_len;
+};
+int agent_disk_promote(struct mc_agent *a, const struct agent_disk_promote *p,
+                       agent_disk_copy_fn done, void *ctx);
+/* A promotion answered 0 that must not stand (its copy was fenced meanwhile): the DRAM
+ * block's index entry goes. */
+void agent_disk_unpromote(struct mc_agent *a, uint32_t dst_seg, uint64_t dst_offset,
+                          uint64_t version);
 
 /*
  * A peer's READ of the record at `offset` of our disk segment, of `version`: the object's

@@ -504,7 +504,9 @@ struct diskcopy {
     uint64_t request_id;
     uint32_t seg, alloc;      /* the target, as the master names it in a FENCE */
     uint64_t id;              /* the copy: a FENCE's version */
-    uint64_t offset;          /* the extent's */
+    uint64_t offset;          /* the extent's (a promotion: the DRAM block's) */
+    uint64_t version;         /* a promotion: the object's */
+    bool promote;             /* our disk record into our DRAM block (disk_promote) */
     bool fenced;              /* a FENCE came meanwhile: the record must not stand */
 };
 
@@ -547,7 +549,10 @@ static void disk_copied(void *ctx, int status)
     if (dc->fenced && status == 0) {
         /* the master gave this copy up (its extent may be handed out again once the
          * fence is answered): the record goes, and the copy failed */
-        agent_disk_drop(cl->a, dc->offset, 0);
+        if (dc->promote)
+            agent_disk_unpromote(cl->a, dc->seg, dc->offset, dc->version);
+        else
+            agent_disk_drop(cl->a, dc->offset, 0);
         status = MC_ERR_CANCELED;
     }
     if (!cl->destroying && dc->master == cl->master && cl->master != NULL)
@@ -588,6 +593,43 @@ static void copy_to_disk(struct cluster *cl, struct mc_ucx_ep *ep, const struct 
     }
 }
 
+/* A COPY from our disk segment into our own DRAM segment: a promotion (disk_promote). Listed
+ * until the read ended, so that a FENCE of the DRAM block meanwhile is answered BUSY (the
+ * read may still write it) and the promotion then fails instead of standing. */
+static void promote_local(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                          const struct mc_proto_copy_req *req)
+{
+    struct agent_disk_promote p = {
+        .src_offset = req->src_offset, .dst_seg = req->dst_seg, .dst_offset = req->dst_offset,
+        .dst_len = req->len, .version = req->version, .key = (const char *)req->key.p,
+        .key_len = req->key.len,
+    };
+    struct diskcopy *dc;
+    int err;
+
+    if (cl->destroying || cl->leaving) {
+        reply_status(ep, hdr, MC_ERR_INVALID);
+        return;
+    }
+    dc = malloc(sizeof(*dc));
+    if (dc == NULL) {
+        reply_status(ep, hdr, MC_ERR_NOMEM);
+        return;
+    }
+    *dc = (struct diskcopy){.cl = cl, .master = ep, .request_id = hdr->request_id,
+                            .seg = req->dst_seg, .alloc = req->dst_alloc, .id = req->id,
+                            .offset = req->dst_offset, .version = req->version,
+                            .promote = true};
+    dc->next = cl->diskcopies;
+    cl->diskcopies = dc;
+    err = agent_disk_promote(cl->a, &p, disk_copied, dc);
+    if (err != 0) {
+        diskcopy_unlink(cl, dc);
+        free(dc);
+        reply_status(ep, hdr, err);
+    }
+}
+
 /* COPY from the master (our node drains): write [src_offset, +len) of our segment into
  * another node's block with the ordinary remote write; answered when that write is. */
 static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
@@ -607,6 +649,10 @@ static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
     }
     if (a->disk_seg != NULL && req.dst_seg == a->disk_seg_id) {
         copy_to_disk(cl, ep, hdr, &req);
+        return;
+    }
+    if (a->disk_seg != NULL && req.src_seg == a->disk_seg_id) {
+        promote_local(cl, ep, hdr, &req);
         return;
     }
     src = seg_span(a, req.src_seg, req.src_offset, req.len);

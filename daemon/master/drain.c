@@ -21,6 +21,10 @@
  * the latest put_release_ms after the copy began. The object itself is simply met again by
  * a later pass of the walk. A failed offload copy's DRAM source stays too until the fence
  * is answered (the owner answers BUSY while its disk write still reads the block).
+ *
+ * The same records carry offloads (a DRAM victim to its node's disk, offload_victim) and
+ * promotions (a disk-only object's record back to DRAM on its node, on a GET with
+ * disk_promote on: mc_drain_promote); neither is released by put_release_ms.
  */
 #include "daemon/master/drain.h"
 
@@ -31,9 +35,11 @@
 
 #include "daemon/master/alloc.h"
 #include "daemon/master/master_int.h"
+#include "shm/ring.h"
 
 #define FENCE_RETRY_MS 2000u /* a fence the owner did not acknowledge is asked again */
 #define OFFLOAD_OPEN_MAX 256u /* offload copies queued or sent at once */
+#define PROMOTE_OPEN_MAX 16u  /* promotions (disk back to DRAM) queued or sent at once */
 
 enum copy_state {
     CS_QUEUED,  /* made by the tick, not handed to the front end yet */
@@ -50,6 +56,7 @@ struct copy {
     uint64_t fence_ms; /* CS_FENCING: when the fence was last queued */
     bool hard;         /* the version is hard-pinned: the target block counts as such */
     bool offload;      /* DRAM to the node's disk segment (an eviction), not a drain's */
+    bool promote;      /* the node's disk segment back to its DRAM (a GET's promotion) */
     struct rep src, tgt;
     uint16_t key_len;
     char key[];
@@ -61,6 +68,7 @@ struct mc_drain {
     uint32_t open; /* drain copies QUEUED or SENT */
     uint32_t open_max;
     uint32_t offload_open; /* offload copies QUEUED or SENT */
+    uint32_t promote_open; /* promotions QUEUED or SENT */
     uint32_t queued;       /* copies QUEUED (of both kinds) */
 };
 
@@ -148,6 +156,8 @@ static void copy_closed(struct mc_drain *d, const struct copy *c)
         d->queued--;
     if (c->offload)
         d->offload_open--;
+    else if (c->promote)
+        d->promote_open--;
     else
         d->open--;
 }
@@ -309,10 +319,10 @@ void mc_drain_tick(struct mc_master *m)
         next = c->next;
         if (seg_of_rep(m, &c->tgt) == NULL) {
             copy_remove(d, c); /* the target's segment is gone: nothing to fence or free */
-        } else if (!c->offload && ms - c->start_ms >= m->cfg.put_release_ms) {
+        } else if (!c->offload && !c->promote && ms - c->start_ms >= m->cfg.put_release_ms) {
             /* no write of it can still be in flight this long after it began (a disk
-             * write has no such deadline: an offload copy ends by its answer, its fence's
-             * answer, or its segment's unmount) */
+             * write or read has no such deadline: an offload copy or a promotion ends by
+             * its answer, its fence's answer, or its segment's unmount) */
             mc_master__rep_release(m, &c->tgt, c->hard);
             copy_remove(d, c);
         } else if (c->state == CS_FENCING && ms - c->fence_ms >= FENCE_RETRY_MS) {
@@ -434,6 +444,87 @@ bool mc_drain_offload(struct mc_master *m, struct seg *s, struct ver *v, uint32_
     return offload_victim(m, s, v, now);
 }
 
+/* --- promotion: a disk hit copied back into DRAM on the disk's node --------------------------- */
+
+/* The DRAM segment of disk segment s's node for s's tenant, taking data, or NULL. */
+static struct seg *dram_of(struct mc_master *m, const struct seg *s)
+{
+    uint32_t i;
+
+    for (i = 0; i < m->nsegs; i++) {
+        struct seg *t = &m->segs[i];
+
+        if (t->state == SEG_MOUNTED && t->kind == MC_SEG_DRAM && t->node == s->node &&
+            t->tenant == s->tenant && !seg_restoring(m, t) && !node_draining(m, t->node))
+            return t;
+    }
+    return NULL;
+}
+
+/*
+ * A GET was granted on v (o's readable version). With disk_promote on and every live
+ * replica of v on disk, a DRAM block is allocated on the node of v's (first) disk replica,
+ * evicting there as a put would, and a copy queued from the disk record to it; its owner
+ * reads the record (checked) into the block and answers. The block belongs to no version
+ * while the copy runs (the clock cannot pick it, readers cannot see it); it joins v on the
+ * answer 0 when the disk replica still belongs to v (mc_master_copy_done), else it is freed
+ * and dropped. The disk replica stays. Nothing happens when a copy of v is open already,
+ * PROMOTE_OPEN_MAX are, v is hard-pinned (its blocks are counted as such), the block would
+ * take the tenant past its quota, or the node has no DRAM room even after evicting: the GET
+ * reads the disk as before.
+ */
+void mc_drain_promote(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now)
+{
+    struct mc_drain *d = m->drain;
+    struct rep *reps = ver_reps(v);
+    struct rep src = {0}, tgt = {0};
+    struct seg *disk = NULL, *dram;
+    struct copy *c;
+    uint64_t need;
+    uint32_t i;
+
+    if (!m->cfg.disk_promote || d->promote_open >= PROMOTE_OPEN_MAX ||
+        (o->flags & OF_PIN_HARD) || v != &o->v)
+        return;
+    for (i = 0; i < v->nrep; i++) {
+        struct seg *s = seg_of_rep(m, &reps[i]);
+
+        if (s == NULL)
+            continue;
+        if (s->kind != MC_SEG_DISK)
+            return; /* a replica in memory: reads use it */
+        if (disk == NULL) {
+            disk = s;
+            src = reps[i];
+        }
+    }
+    if (disk == NULL || copy_of_version(d, v->id) != NULL || (dram = dram_of(m, disk)) == NULL)
+        return;
+    need = mc_shm_alloc_len(v->size, (o->flags & OF_NO_CSUM) == 0);
+    if (need > mc_alloc_capacity(dram->alloc))
+        return;
+    /* a quota bounds the tenant's memory: a promotion takes only room under it (it evicts
+     * within the segment, not down to the quota) */
+    if (m->tenants[dram->tenant].quota != 0 &&
+        mc_master__tenant_used(m, dram->tenant) + need > m->tenants[dram->tenant].quota)
+        return;
+    c = malloc(sizeof(*c) + o->key_len);
+    if (c == NULL)
+        return;
+    /* evicts other objects of that segment if it must (their last replicas may go to this
+     * very disk): v has no block there, and the new one is no version's until the copy
+     * is answered, so this cannot evict what it promotes */
+    if (mc_master__seg_alloc(m, dram, need, now, &tgt.alloc) != 0) {
+        free(c);
+        return;
+    }
+    tgt.seg = (uint16_t)(dram - m->segs);
+    tgt.gen = dram->gen;
+    copy_queue(m, c, o, v, &src, &tgt, false);
+    c->promote = true;
+    d->promote_open++;
+}
+
 /* --- the public part (master.h) ---------------------------------------------------------- */
 
 size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, size_t max)
@@ -459,7 +550,9 @@ size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, si
         o->version = c->version;
         o->key = c->key;
         o->key_len = c->key_len;
-        o->len = mc_alloc_len(s->alloc, c->src.alloc);
+        /* a promotion's source is a disk extent: the target's block bounds the image */
+        o->len = c->promote ? mc_alloc_len(seg_of_rep(m, &c->tgt)->alloc, c->tgt.alloc)
+                            : mc_alloc_len(s->alloc, c->src.alloc);
         mc_master__fill_replica(m, &c->src, &o->src);
         mc_master__fill_replica(m, &c->tgt, &o->dst);
         k++;
@@ -503,6 +596,9 @@ void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)
     o = check_key(c->key, c->key_len) == 0 ? lookup(m, c->key, c->key_len) : NULL;
     if (o != NULL && obj_is_visible(m, o) && o->v.id == c->version)
         v = &o->v;
+    /* hard-pinned meanwhile: its blocks are counted as such, the target was not */
+    if (c->promote && v != NULL && (ver_flags(v) & OF_PIN_HARD))
+        v = NULL;
     /* the bytes were read from the source block: they are the version's only while that
      * block still belongs to it (not evicted, not dropped, not reused meanwhile) */
     for (i = 0; v != NULL && i < v->nrep; i++)
@@ -511,8 +607,8 @@ void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)
         struct seg *ts = seg_of_rep(m, &c->tgt);
 
         /* a record written to disk for nothing: its owner erases it (a DROP), or a restart
-         * would find it */
-        if (c->offload && m->drops_on)
+         * would find it; a promotion's owner indexed its DRAM block: it forgets it */
+        if ((c->offload || c->promote) && m->drops_on)
             mc_master__drop_push(m, rep_seg_id(&c->tgt), mc_alloc_offset(ts->alloc, c->tgt.alloc),
                                  c->version);
         mc_master__rep_release(m, &c->tgt, c->hard); /* the write is over: safe to reuse */

@@ -26,6 +26,10 @@ void mc_drain_tick(struct mc_master *m);
 struct seg;
 struct ver;
 bool mc_drain_offload(struct mc_master *m, struct seg *s, struct ver *v, uint32_t now);
+/* A GET was granted on v, o's readable version: with disk_promote on and v on disk only, a
+ * copy back into DRAM on the disk's node is queued (bounded; docs/disk.md, Promotion). */
+struct obj;
+void mc_drain_promote(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now);
 /* A fence acknowledgement for a failed copy's target block: frees it and returns true.
  * False when (seg, alloc, version) names no copy (the caller handles it as a put's). */
 bool mc_drain_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version);

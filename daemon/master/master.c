@@ -401,6 +401,8 @@ static int lease_grant(struct mc_master *m, const char *key, size_t key_len, uin
     res_p->lease.epoch = v->epoch;
     /* from the 64-bit clock: the 32-bit tick count may have wrapped since t0 */
     res_p->lease.expires_ms = now_ms(m) + (uint64_t)(uint32_t)(v->lease_exp - now) * CT_MS;
+    if (!pin)
+        mc_drain_promote(m, o, v, now); /* after res_p: it may evict (never v's blocks) */
     return 0;
 }
 

@@ -133,6 +133,16 @@ const struct mc_config_entry mc_master_config_table[] = {
                "pinned objects always). docs/disk.md.",
     },
     {
+        .name = "disk_promote",
+        .type = MC_CFG_BOOL,
+        .def = "false",
+        .offset = FIELD(disk_promote),
+        .doc = "A GET of an object whose replicas are all on disk also copies it back into "
+               "DRAM on the disk's own node (evicting there as a put would), so later GETs "
+               "read memory; the disk record stays. Off by default: a promotion takes DRAM a "
+               "one-off read never uses again. docs/disk.md.",
+    },
+    {
         .name = "hard_pin_max_ratio",
         .type = MC_CFG_DOUBLE,
         .def = "0.5",

@@ -30,6 +30,7 @@ struct mc_master_config {
     uint64_t restore_window_ms; /* a segment mounted as restoring takes no new data until
                                    its owner reported it, or this long (30 s) */
     int disk_admission;         /* MC_MASTER_DISK_ADMIT_*: which DRAM victims go to disk */
+    bool disk_promote;          /* a GET of a disk-only object copies it back to DRAM */
 };
 
 /* disk_admission: a DRAM victim with no other replica goes to its node's disk segment ... */

@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/unit/master/t_master.h"
 
@@ -396,6 +397,230 @@ START_TEST(test_offload_quota_counts_memory_only)
 }
 END_TEST
 
+/* --- promotion (disk_promote): a GET of a disk-only object copies it back to DRAM ------ */
+
+/* Whether key is present with every replica on disk (mc_master_stat: no lease, no GET). */
+static bool t_disk_only(struct mc_master *m, const char *key)
+{
+    struct mc_master_stat st;
+
+    if (mc_master_stat(m, key, strlen(key), &st) != 0)
+        return false;
+    return st.replicas > 0 && st.replicas == st.disk_replicas;
+}
+
+#define PROMO_SZ (30 * KiB)
+#define PROMO_N 80
+
+static uint64_t t_dram_used(struct mc_master *m, uint32_t seg)
+{
+    struct mc_master_seg_info si;
+
+    ck_assert_int_eq(mc_master_segment_info(m, seg, &si), 0);
+    return si.size - si.free_bytes;
+}
+
+/* PROMO_N x 30 KiB into 1 MiB of DRAM, every offload answered: the early ones end on disk
+ * only. */
+static struct t_node t_promote_setup(bool promote)
+{
+    struct mc_master_config cfg;
+    struct t_node t;
+    char key[32];
+
+    mc_master_config_defaults(&cfg);
+    cfg.disk_promote = promote;
+    t = t_node_cfg(&cfg, 1 * MiB, 64 * MiB);
+    for (int i = 0; i < PROMO_N; i++) {
+        struct mc_master_put_grant g;
+
+        snprintf(key, sizeof(key), "k%d", i);
+        while (t_start(t.m, key, PROMO_SZ, 0, t.node, &g) == MC_ERR_NO_SPACE)
+            ck_assert_uint_gt(t_copies_done(t.m, 0), 0);
+        ck_assert_int_eq(t_end(t.m, key, g.version, t.node), 0);
+        t_copies_done(t.m, 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        ck_assert(t_disk_only(t.m, key));
+    }
+    return t;
+}
+
+/* The GET is answered from disk as before and queues one copy, disk record to a DRAM block
+ * of the same node; a second GET meanwhile queues none; once answered, the object has both
+ * tiers and reads list DRAM first; evicted from DRAM again, it is not offloaded again (its
+ * record is there) and simply goes back to disk only. */
+START_TEST(test_promote_queues_one_copy_to_dram)
+{
+    struct t_node t = t_promote_setup(true);
+    struct mc_master_get_result r;
+    struct mc_master_copy c[64];
+    uint64_t version;
+    uint32_t first;
+    size_t n;
+
+    ck_assert_int_eq(t_get(t.m, "k0", &r), 0);
+    ck_assert_uint_eq(r.nrep, 1);
+    ck_assert_uint_eq(r.rep[0].kind, MC_SEG_DISK);
+    version = r.version;
+    t_release(t.m, "k0", &r);
+    ck_assert_uint_eq(mc_master_copies_take(t.m, c, 64), 1);
+    ck_assert_uint_eq(c[0].version, version);
+    ck_assert_uint_eq(c[0].src.kind, MC_SEG_DISK);
+    ck_assert_uint_eq(c[0].src.offset, r.rep[0].offset);
+    ck_assert_uint_eq(c[0].dst.kind, MC_SEG_DRAM);
+    ck_assert_uint_eq(c[0].dst.node, t.node);
+    ck_assert_uint_ge(c[0].len, PROMO_SZ + 8 * 2);
+    ck_assert_uint_eq(c[0].len, c[0].dst.len);
+    /* a second GET while the copy runs: still disk only, no second copy */
+    ck_assert_uint_eq(t_kinds(t.m, "k0", NULL), 1u << MC_SEG_DISK);
+    ck_assert_uint_eq(mc_master_copies_take(t.m, c + 1, 63), 0);
+    mc_master_copy_done(t.m, c[0].id, 0);
+    ck_assert_uint_eq(t_kinds(t.m, "k0", &first), (1u << MC_SEG_DRAM) | (1u << MC_SEG_DISK));
+    ck_assert_uint_eq(first, MC_SEG_DRAM);
+    ck_assert_uint_eq(mc_master_copies_take(t.m, c, 64), 0); /* in memory now: no copy */
+    /* new puts evict k0's DRAM block: never copied to disk again */
+    for (int i = 100; i < 100 + PROMO_N; i++) {
+        struct mc_master_put_grant g;
+        char key[32];
+
+        snprintf(key, sizeof(key), "n%d", i);
+        while (t_start(t.m, key, PROMO_SZ, 0, t.node, &g) == MC_ERR_NO_SPACE) {
+            n = mc_master_copies_take(t.m, c, 64);
+            ck_assert_uint_gt(n, 0);
+            for (size_t k = 0; k < n; k++) {
+                ck_assert_uint_ne(c[k].version, version);
+                mc_master_copy_done(t.m, c[k].id, 0);
+            }
+        }
+        ck_assert_int_eq(t_end(t.m, key, g.version, t.node), 0);
+        n = mc_master_copies_take(t.m, c, 64);
+        for (size_t k = 0; k < n; k++) {
+            ck_assert_uint_ne(c[k].version, version);
+            mc_master_copy_done(t.m, c[k].id, 0);
+        }
+    }
+    ck_assert(t_disk_only(t.m, "k0"));
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+/* Removed, or replaced by a newer put, while its promotion runs: the copy's answer 0 adds
+ * nothing (the target is freed), the key stays removed, the new version is untouched. A
+ * failed promotion frees its block only once fenced. Hard-pinned objects are not promoted. */
+START_TEST(test_promote_removed_or_replaced_meanwhile)
+{
+    struct t_node t = t_promote_setup(true);
+    struct mc_master_get_result r;
+    struct mc_master_copy c[4];
+    struct mc_master_fence f[8];
+    struct mc_master_put_grant g;
+    uint64_t used;
+    size_t nf;
+
+    used = t_used(t.m);
+    ck_assert_uint_eq(t_kinds(t.m, "k1", NULL), 1u << MC_SEG_DISK);
+    ck_assert_uint_eq(mc_master_copies_take(t.m, c, 4), 1);
+    ck_assert_int_eq(mc_master_remove(t.m, "k1", 2), 0);
+    mc_master_copy_done(t.m, c[0].id, 0);
+    ck_assert_int_eq(t_exist(t.m, "k1"), 0);
+    ck_assert_int_eq(t_get(t.m, "k1", &r), MC_ERR_NOT_FOUND);
+    ck_assert_uint_le(t_used(t.m), used); /* the promotion's block went back */
+
+    /* replaced: the new version keeps its own replica, the copy adds nothing */
+    ck_assert_uint_eq(t_kinds(t.m, "k2", NULL), 1u << MC_SEG_DISK);
+    ck_assert_uint_eq(mc_master_copies_take(t.m, c, 4), 1);
+    while (t_start(t.m, "k2", 50 * KiB, MC_MASTER_PUT_UPSERT, t.node, &g) == MC_ERR_NO_SPACE)
+        ck_assert_uint_gt(t_copies_done(t.m, 0), 0);
+    ck_assert_int_eq(t_end(t.m, "k2", g.version, t.node), 0);
+    mc_master_copy_done(t.m, c[0].id, 0);
+    ck_assert_int_eq(t_get(t.m, "k2", &r), 0);
+    ck_assert_uint_eq(r.version, g.version);
+    ck_assert_uint_eq(r.nrep, 1);
+    ck_assert_uint_eq(r.size, 50 * KiB);
+    t_release(t.m, "k2", &r);
+
+    /* failed (a corrupt record, say): its block waits for the fence's answer */
+    ck_assert_uint_eq(t_kinds(t.m, "k3", NULL), 1u << MC_SEG_DISK);
+    ck_assert_uint_eq(mc_master_copies_take(t.m, c, 4), 1);
+    used = t_used(t.m);
+    mc_master_copy_done(t.m, c[0].id, MC_ERR_CORRUPT);
+    ck_assert_uint_eq(t_used(t.m), used);
+    nf = mc_master_fences_take(t.m, f, 8);
+    ck_assert_uint_eq(nf, 1);
+    ck_assert_uint_eq(f[0].version, c[0].id);
+    ck_assert(t_disk_only(t.m, "k3"));
+    ck_assert_int_eq(mc_master_fence_ack(t.m, f[0].seg, f[0].alloc, f[0].version), 0);
+    ck_assert_uint_lt(t_used(t.m), used);
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+/* At most PROMOTE_OPEN_MAX (16) promotions are open at once; none takes a tenant past its
+ * quota; with disk_promote off (the default), a GET of a disk-only object queues nothing. */
+START_TEST(test_promote_bounded_and_off_by_default)
+{
+    struct t_node t = t_promote_setup(true);
+    struct mc_master_copy c[64];
+    char key[32];
+    int ndisk = 0;
+
+    /* room for more than 16 promotions: the objects still in DRAM go */
+    for (int i = 0; i < PROMO_N; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        if (!t_disk_only(t.m, key))
+            ck_assert_int_eq(mc_master_remove(t.m, key, strlen(key)), 0);
+    }
+    for (int i = 0; i < PROMO_N; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        if (!t_disk_only(t.m, key))
+            continue;
+        ndisk++;
+        (void)t_kinds(t.m, key, NULL);
+    }
+    ck_assert_int_gt(ndisk, 16);
+    ck_assert_uint_eq(mc_master_copies_take(t.m, c, 64), 16);
+    mc_master_destroy(t.m);
+
+    /* a tenant at its quota: no promotion takes it past (the segment has room) */
+    {
+        struct mc_master_config cfg;
+        int i;
+
+        mc_master_config_defaults(&cfg);
+        cfg.disk_promote = true;
+        t.m = t_master_cfg(&cfg);
+        t.node = t_node(t.m, "n0", NULL);
+        t.dram = t_mount(t.m, t.node, MC_SEG_DRAM, 2 * MiB, NULL, 512 * KiB);
+        t.disk = t_mount(t.m, t.node, MC_SEG_DISK, 64 * MiB, NULL, 0);
+        for (i = 0; i < 40; i++) {
+            struct mc_master_put_grant g;
+
+            snprintf(key, sizeof(key), "q%d", i);
+            while (t_start(t.m, key, PROMO_SZ, 0, t.node, &g) == MC_ERR_NO_SPACE)
+                ck_assert_uint_gt(t_copies_done(t.m, 0), 0);
+            ck_assert_int_eq(t_end(t.m, key, g.version, t.node), 0);
+            t_copies_done(t.m, 0);
+        }
+        ck_assert(t_disk_only(t.m, "q0"));
+        ck_assert_uint_le(t_dram_used(t.m, t.dram), 512 * KiB);
+        ck_assert_uint_gt(t_dram_used(t.m, t.dram) + PROMO_SZ + 64, 512 * KiB); /* at it */
+        ck_assert_uint_eq(t_kinds(t.m, "q0", NULL), 1u << MC_SEG_DISK);
+        ck_assert_uint_eq(mc_master_copies_take(t.m, c, 64), 0);
+        ck_assert_uint_le(t_dram_used(t.m, t.dram), 512 * KiB);
+        mc_master_destroy(t.m);
+    }
+
+    t = t_promote_setup(false);
+    ck_assert_uint_eq(t_kinds(t.m, "k0", NULL), 1u << MC_SEG_DISK);
+    ck_assert_uint_eq(mc_master_copies_take(t.m, c, 64), 0);
+    ck_assert(t_disk_only(t.m, "k0"));
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+
 int main(void)
 {
     Suite *s = suite_create("offload");
@@ -411,6 +636,9 @@ int main(void)
     tcase_add_test(tc, test_offload_failed_copy_waits_for_fence);
     tcase_add_test(tc, test_offload_disk_evicts_its_own);
     tcase_add_test(tc, test_offload_quota_counts_memory_only);
+    tcase_add_test(tc, test_promote_queues_one_copy_to_dram);
+    tcase_add_test(tc, test_promote_removed_or_replaced_meanwhile);
+    tcase_add_test(tc, test_promote_bounded_and_off_by_default);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

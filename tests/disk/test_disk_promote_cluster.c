@@ -1,0 +1,109 @@
+/*
+ * Promotion (disk_promote, docs/disk.md) in cluster mode: mc-master with MC_DISK_PROMOTE=true,
+ * an owner with 16 MiB of DRAM and a disk, a --dram 0 client node whose every get is a
+ * remote read. The scenario of t_promote.h; mcctl stat names both tiers after a promotion;
+ * a promotion held open by the owner while its key is removed or replaced.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <mc/mc.h>
+
+#include "tests/lib/t_fcluster.h"
+#include "tests/disk/t_promote.h"
+
+#define TTL_MS 3000u
+
+static void cluster(bool delayed)
+{
+    struct t_fc fc;
+    struct t_proc a, c;
+    char path[300];
+    const char *extra[8] = {"--disk", path, "--disk-size", "64M"};
+    mc_client_t *ca, *cc;
+
+    memset(&a, 0, sizeof(a));
+    memset(&c, 0, sizeof(c));
+    if (delayed) {
+        extra[4] = "--test-fault";
+        extra[5] = "promote_delay_ms=1500";
+    }
+    t_fc_init(&fc, delayed ? "disk_promote_cluster_rm" : "disk_promote_cluster", TTL_MS);
+    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
+    setenv("MC_DISK_PROMOTE", "true", 1); /* mc-master's setting */
+    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
+    unsetenv("MC_DISK_PROMOTE");
+    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", extra);
+    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
+    t_fc_agent_wait(&a);
+    t_fc_agent_wait(&c);
+    ca = t_fc_conn(&a);
+    cc = t_fc_conn(&c);
+    t_promote_scenario(ca, cc, true, delayed);
+    if (!delayed) {
+        /* mcctl stat names both tiers */
+        char cmd[600], out[4096];
+        size_t got;
+        FILE *p;
+        int k = 0;
+        uint32_t reps, disk;
+
+        for (; k < N; k++) {
+            tiers(cc, "p", k, &reps, &disk);
+            if (reps == 2 && disk == 1)
+                break;
+        }
+        ck_assert_int_lt(k, N);
+        snprintf(cmd, sizeof(cmd), "%s --socket %s stat p/%d", t_env_bin("MCCTL"), c.sock, k);
+        p = popen(cmd, "r");
+        ck_assert_ptr_nonnull(p);
+        got = fread(out, 1, sizeof(out) - 1, p);
+        out[got] = '\0';
+        ck_assert_int_eq(pclose(p), 0);
+        ck_assert_msg(strstr(out, "\"tiers\": [\"dram\", \"disk\"]") != NULL ||
+                          strstr(out, "\"tiers\":[\"dram\",\"disk\"]") != NULL,
+                      "mcctl stat: %s", out);
+    }
+    mc_close(ca);
+    mc_close(cc);
+    t_fc_finish(&fc);
+}
+
+START_TEST(test_disk_promote_cluster)
+{
+    cluster(false);
+}
+END_TEST
+
+START_TEST(test_disk_promote_cluster_removed_meanwhile)
+{
+    cluster(true);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("disk_promote_cluster");
+    TCase *tc = tcase_create("cluster");
+    SRunner *sr;
+    int failed;
+
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_disk_promote_cluster);
+    tcase_add_test(tc, test_disk_promote_cluster_removed_meanwhile);
+    suite_add_tcase(s, tc);
+    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (t_fc_records == MAP_FAILED)
+        t_fc_records = NULL;
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    t_fc_dump_failed();
+    return failed == 0 ? 0 : 1;
+}
