@@ -30,6 +30,7 @@ _Static_assert(MC_MASTER_DISK_BLOCK == MC_DISK_BLOCK, "the master's disk block i
 
 struct dk_erase;
 struct dk_write;
+struct dk_barrier;
 
 struct agent_disk {
     struct mc_agent *a;
@@ -38,7 +39,10 @@ struct agent_disk {
     struct mc_loop_ev ev;
     bool polling;
     bool closing;              /* callbacks only free their op */
-    struct dk_erase *erasing;  /* erases in flight */
+    struct dk_erase *erasing;  /* erases in flight (or waiting for the fault seam) */
+    uint64_t erase_seq;        /* erases started so far: the last one's number */
+    struct dk_barrier *barriers; /* answers waiting for erases to be durable */
+    uint64_t peer_reads;       /* agent_disk_read_image's under way (disk_peer_reads) */
     struct dk_write *waiting;  /* writes waiting for an erase of an extent they overlap */
     struct agent_disk_stats st;
 };
@@ -64,6 +68,15 @@ struct dk_erase {
     struct agent_disk *k;
     struct dk_erase *next;
     uint64_t off, len;
+    uint64_t seq;         /* k->erase_seq when it started */
+};
+
+/* An answer held until every erase numbered up to `mark` has ended (agent_disk_after_erases) */
+struct dk_barrier {
+    struct dk_barrier *next;
+    uint64_t mark;
+    agent_disk_erased_fn fn;
+    void *ctx;
 };
 
 static bool overlaps(uint64_t a_off, uint64_t a_len, uint64_t b_off, uint64_t b_len)
@@ -227,6 +240,69 @@ int agent_disk_copy(struct mc_agent *a, const struct agent_disk_copy *cp,
 
 /* --- erases ----------------------------------------------------------------------------------- */
 
+/* The answers whose erases have all ended run, oldest mark first. */
+static void barriers_release(struct agent_disk *k)
+{
+    uint64_t lowest = UINT64_MAX;
+    struct dk_barrier **pp = &k->barriers;
+
+    for (const struct dk_erase *e = k->erasing; e != NULL; e = e->next) {
+        if (e->seq < lowest)
+            lowest = e->seq;
+    }
+    while (*pp != NULL) {
+        struct dk_barrier *b = *pp;
+
+        if (b->mark >= lowest) {
+            pp = &b->next;
+            continue;
+        }
+        *pp = b->next;
+        b->fn(b->ctx, 0);
+        free(b);
+        pp = &k->barriers; /* fn may have added or released others */
+    }
+}
+
+uint64_t agent_disk_erase_mark(const struct mc_agent *a)
+{
+    return a->disk != NULL ? a->disk->erase_seq : 0;
+}
+
+bool agent_disk_after_erases(struct mc_agent *a, uint64_t mark, agent_disk_erased_fn fn,
+                             void *ctx)
+{
+    struct agent_disk *k = a->disk;
+    struct dk_barrier *b;
+    bool any = false;
+
+    if (k == NULL || k->closing)
+        return false;
+    for (const struct dk_erase *e = k->erasing; e != NULL && !any; e = e->next)
+        any = e->seq <= mark;
+    if (!any)
+        return false;
+    b = malloc(sizeof(*b));
+    if (b == NULL)
+        return false; /* answered now: the window of a crash stays open for this one */
+    *b = (struct dk_barrier){.next = k->barriers, .mark = mark, .fn = fn, .ctx = ctx};
+    k->barriers = b;
+    return true;
+}
+
+void agent_disk_cancel_waiters(struct mc_agent *a)
+{
+    struct agent_disk *k = a->disk;
+
+    while (k != NULL && k->barriers != NULL) {
+        struct dk_barrier *b = k->barriers;
+
+        k->barriers = b->next;
+        b->fn(b->ctx, MC_ERR_CANCELED);
+        free(b);
+    }
+}
+
 static void erase_done(struct mc_disk_op *op, int res)
 {
     struct dk_erase *e = (struct dk_erase *)op;
@@ -245,6 +321,29 @@ static void erase_done(struct mc_disk_op *op, int res)
         waiting_retry(k);
     }
     free(e);
+    if (!k->closing)
+        barriers_release(k);
+}
+
+static void erase_submit(void *ctx)
+{
+    struct dk_erase *e = ctx;
+    int err = mc_disk_erase(e->k->d, &e->op, e->off, e->len);
+
+    if (err != 0)
+        erase_done(&e->op, err);
+}
+
+static void erase_dropped(void *ctx)
+{
+    struct dk_erase *e = ctx;
+    struct agent_disk *k = e->k;
+    struct dk_erase **pp;
+
+    for (pp = &k->erasing; *pp != e; pp = &(*pp)->next)
+        ;
+    *pp = e->next;
+    free(e);
 }
 
 /* Write a tombstone over [offset, +len) (the index no longer names it). */
@@ -252,18 +351,27 @@ static void erase_start(struct agent_disk *k, uint64_t offset, uint64_t len)
 {
     struct dk_erase *e = calloc(1, sizeof(*e));
 
-    if (e == NULL)
-        return; /* the record may come back after a restart: the master decides then */
+    if (e == NULL) {
+        mc_warn("disk: no memory to erase the record at %" PRIu64 ": a restart may report "
+                "it again", offset);
+        return;
+    }
     e->k = k;
     e->off = offset;
     e->len = len;
+    e->seq = ++k->erase_seq;
     e->op.done = erase_done;
-    if (mc_disk_erase(k->d, &e->op, offset, len) != 0) {
-        free(e);
-        return;
-    }
     e->next = k->erasing;
     k->erasing = e;
+    /* tests: a slow disk (the erase starts late; answers waiting for it wait longer) */
+    if (!mc_fault_defer(&k->a->fault, MC_FAULT_DISK, erase_submit, erase_dropped, e))
+        erase_submit(e);
+}
+
+/* seg_disk.h's on_forget: a record the master refused at a restore */
+static void forgotten(void *ctx, uint64_t offset, uint64_t len)
+{
+    erase_start(ctx, offset, len);
 }
 
 void agent_disk_erase_extent(struct mc_agent *a, uint64_t offset, uint64_t len)
@@ -310,6 +418,7 @@ struct dk_read {
     void *ctx;
     struct mc_alloc *land;
     uint32_t land_id, rep;
+    uint64_t off, version;    /* what mc_disk_read is given (read_submit) */
     uint8_t *dst;
     uint64_t size;
     bool csum;
@@ -340,6 +449,8 @@ static void read_done(struct mc_disk_op *op, int res)
     struct dk_read *r = (struct dk_read *)op;
     struct agent_disk *k = r->k;
 
+    if (r->rdone != NULL)
+        k->peer_reads--;
     if (k->closing) {
         if (r->rdone != NULL)
             r->rdone(r->ctx, MC_ERR_CANCELED); /* its owner frees what it holds */
@@ -364,6 +475,34 @@ static void read_done(struct mc_disk_op *op, int res)
         r->done(r->ctx, res, 0, r->rep);
     }
     free(r);
+}
+
+static void read_submit(void *ctx)
+{
+    struct dk_read *r = ctx;
+    int err = mc_disk_read(r->k->d, &r->op, r->off, r->key, (uint32_t)r->key_len, r->version,
+                           r->dst, r->size);
+
+    if (err != 0)
+        read_done(&r->op, err);
+}
+
+static void read_dropped(void *ctx)
+{
+    struct dk_read *r = ctx;
+
+    read_done(&r->op, MC_ERR_CANCELED); /* the agent stops before the read started */
+}
+
+/* Start r (its op filled): at once (0, or mc_disk_read's refusal: read_done will not
+ * run), or late when the fault seam makes the disk slow (0; a late refusal goes to
+ * read_done). */
+static int read_go(struct dk_read *r)
+{
+    if (mc_fault_defer(&r->k->a->fault, MC_FAULT_DISK, read_submit, read_dropped, r))
+        return 0;
+    return mc_disk_read(r->k->d, &r->op, r->off, r->key, (uint32_t)r->key_len, r->version,
+                        r->dst, r->size);
 }
 
 /* Read replica j of g (in our disk segment) into a landing block of the tenant. 0 (done
@@ -403,14 +542,14 @@ static int read_start(struct mc_agent *a, const struct mc_master_get_result *g, 
     r->key_len = e.key_len;
     memcpy(r->key, e.key, e.key_len);
     r->op.done = read_done;
-    err = mc_disk_read(k->d, &r->op, g->rep[j].offset, r->key, (uint32_t)r->key_len,
-                       g->version, r->dst, g->size);
+    r->off = g->rep[j].offset;
+    r->version = g->version;
+    err = read_go(r);
     if (err != 0) {
         mc_alloc_free(t->land, r->land_id);
         free(r);
-        return err;
     }
-    return 0;
+    return err;
 }
 
 int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
@@ -425,6 +564,12 @@ int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version,
         return MC_ERR_NOT_FOUND;
     if (len != mc_shm_alloc_len(e.size, (e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0))
         return MC_ERR_INVALID;
+    /* bounded: each holds the object's bytes, and a slow disk must not let peers pile up
+     * reads without end */
+    if (k->peer_reads >= a->cfg.disk_peer_reads) {
+        k->st.peer_reads_busy++;
+        return MC_ERR_BUSY;
+    }
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         return MC_ERR_NOMEM;
@@ -437,12 +582,15 @@ int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version,
     r->key_len = e.key_len;
     memcpy(r->key, e.key, e.key_len);
     r->op.done = read_done;
-    err = mc_disk_read(k->d, &r->op, offset, r->key, (uint32_t)r->key_len, version, dst, e.size);
+    r->off = offset;
+    r->version = version;
+    k->peer_reads++;
+    err = read_go(r);
     if (err != 0) {
+        k->peer_reads--;
         free(r);
-        return err;
     }
-    return 0;
+    return err;
 }
 
 static int tier_write(void *impl, const struct mc_rio_write *w, mc_rio_write_fn done, void *ctx)
@@ -683,6 +831,7 @@ int agent_disk_create(struct mc_agent *a)
         return err;
     }
     a->disk = k;
+    mc_seg_disk_on_forget(a->disk_seg, forgotten, k);
     mc_info("disk %s: %zu records found", cfg->disk, mc_holdidx_count(a->disk_seg->held));
     return 0;
 }
@@ -732,6 +881,8 @@ json_t *agent_disk_stats_json(struct mc_agent *a)
     json_object_set_new(o, "corrupt_dropped", json_integer((json_int_t)ds.scan_dropped));
     json_object_set_new(o, "found_at_open", json_integer((json_int_t)ds.scan_found));
     json_object_set_new(o, "erases", json_integer((json_int_t)k->st.erases));
+    json_object_set_new(o, "peer_reads", json_integer((json_int_t)k->peer_reads));
+    json_object_set_new(o, "peer_reads_busy", json_integer((json_int_t)k->st.peer_reads_busy));
     json_object_set_new(o, "pending", json_integer((json_int_t)mc_disk_pending(k->d)));
     return o;
 }

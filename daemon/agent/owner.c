@@ -743,6 +743,26 @@ out:
     free(results);
 }
 
+/* A DROP's reply held until the erases it started are durable: a reply is the master's
+ * word that the record will never be reported again (docs/disk.md, "Frees and erases"). */
+struct drop_reply {
+    struct cluster *cl;
+    struct mc_ucx_ep *ep;
+    struct mc_wire_hdr hdr;
+    uint32_t n;
+    int results[];
+};
+
+static void drop_erased(void *ctx, int status)
+{
+    struct drop_reply *d = ctx;
+
+    /* the master endpoint it came on, still ours: else the master sends the DROP again */
+    if (status == 0 && !d->cl->destroying && d->cl->master == d->ep)
+        reply_results(d->ep, &d->hdr, d->n, d->results);
+    free(d);
+}
+
 /* DROP from the master: blocks of published objects it freed. */
 static void h_drop(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                    const void *pl)
@@ -751,6 +771,7 @@ static void h_drop(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
     int *results = malloc(MC_PROTO_BATCH_MAX * sizeof(*results));
     uint64_t now = mc_agent_now_ms();
     uint32_t n, i;
+    bool disk = false;
 
     if (items == NULL || results == NULL) {
         reply_status(ep, hdr, MC_ERR_NOMEM);
@@ -767,11 +788,25 @@ static void h_drop(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
         if (s != NULL && s->kind == MC_SEG_DISK) {
             agent_disk_drop(cl->a, items[i].offset, items[i].version); /* erased, too */
             cl->st.drops_in++;
+            disk = true;
         } else if (s != NULL && s->held != NULL) {
             /* entries removed, not tries: a repeat finds nothing left to remove */
             if (mc_holdidx_drop(s->held, items[i].offset, items[i].version, now))
                 cl->st.drops_in++;
         }
+    }
+    /* also when this try erased nothing itself: an earlier try's erase may still run */
+    if (disk) {
+        struct drop_reply *d = malloc(sizeof(*d) + n * sizeof(d->results[0]));
+
+        if (d != NULL) {
+            *d = (struct drop_reply){.cl = cl, .ep = ep, .hdr = *hdr, .n = n};
+            memcpy(d->results, results, n * sizeof(d->results[0]));
+            if (agent_disk_after_erases(cl->a, agent_disk_erase_mark(cl->a), drop_erased, d))
+                goto out;
+            free(d);
+        }
+        /* no memory: answered now, the window of a crash open for these records */
     }
     reply_results(ep, hdr, n, results);
 out:

@@ -1,0 +1,112 @@
+/*
+ * dropmemo.h: an open-addressing set of versions (linear probing, deletion by backward
+ * shift: no tombstones) sized for twice the bound, and a ring of the versions in the order
+ * they came, whose oldest leaves the set when the bound is reached (a version already
+ * deleted is simply not found then).
+ */
+#include "daemon/mcmaster/dropmemo.h"
+
+#include <stdlib.h>
+
+#include <mc/mc_status.h>
+
+#define SLOTS (2u * DROPMEMO_MAX) /* a power of two */
+
+struct mc_dropmemo {
+    uint64_t slot[SLOTS];      /* 0: empty */
+    uint64_t ring[DROPMEMO_MAX];
+    uint32_t head, nring;      /* the oldest, how many in the ring */
+    uint64_t n, forgotten;
+};
+
+static uint32_t home(uint64_t v)
+{
+    v ^= v >> 33;
+    v *= 0xff51afd7ed558ccdull;
+    v ^= v >> 33;
+    return (uint32_t)v & (SLOTS - 1);
+}
+
+int mc_dropmemo_create(struct mc_dropmemo **m_p)
+{
+    struct mc_dropmemo *m = calloc(1, sizeof(*m));
+
+    if (m == NULL)
+        return MC_ERR_NOMEM;
+    *m_p = m;
+    return 0;
+}
+
+void mc_dropmemo_destroy(struct mc_dropmemo *m)
+{
+    free(m);
+}
+
+bool mc_dropmemo_has(const struct mc_dropmemo *m, uint64_t v)
+{
+    for (uint32_t i = home(v); v != 0 && m->slot[i] != 0; i = (i + 1) & (SLOTS - 1)) {
+        if (m->slot[i] == v)
+            return true;
+    }
+    return false;
+}
+
+void mc_dropmemo_del(struct mc_dropmemo *m, uint64_t v)
+{
+    uint32_t i = home(v), j;
+
+    if (v == 0)
+        return;
+    while (m->slot[i] != v) {
+        if (m->slot[i] == 0)
+            return;
+        i = (i + 1) & (SLOTS - 1);
+    }
+    m->slot[i] = 0;
+    m->n--;
+    /* backward shift: an entry after the hole that may sit in it moves there */
+    for (j = (i + 1) & (SLOTS - 1); m->slot[j] != 0; j = (j + 1) & (SLOTS - 1)) {
+        uint32_t h = home(m->slot[j]);
+
+        /* it stays when its home lies cyclically in (i, j] */
+        if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+            continue;
+        m->slot[i] = m->slot[j];
+        m->slot[j] = 0;
+        i = j;
+    }
+}
+
+void mc_dropmemo_add(struct mc_dropmemo *m, uint64_t v)
+{
+    uint32_t i;
+
+    if (v == 0 || mc_dropmemo_has(m, v))
+        return;
+    if (m->nring == DROPMEMO_MAX) {
+        uint64_t old = m->ring[m->head];
+
+        m->head = (m->head + 1) % DROPMEMO_MAX;
+        m->nring--;
+        if (mc_dropmemo_has(m, old)) {
+            mc_dropmemo_del(m, old);
+            m->forgotten++;
+        }
+    }
+    m->ring[(m->head + m->nring) % DROPMEMO_MAX] = v;
+    m->nring++;
+    for (i = home(v); m->slot[i] != 0; i = (i + 1) & (SLOTS - 1))
+        ;
+    m->slot[i] = v;
+    m->n++;
+}
+
+uint64_t mc_dropmemo_count(const struct mc_dropmemo *m)
+{
+    return m->n;
+}
+
+uint64_t mc_dropmemo_forgotten(const struct mc_dropmemo *m)
+{
+    return m->forgotten;
+}
