@@ -226,6 +226,7 @@ static void on_tick(struct mc_loop_ev *ev, int res, uint32_t flags)
     (void)res;
     (void)flags;
     a->mode->tick(a);
+    agent_disk_tick(a, now);
     clients_tick(&a->cs, now);
     for (c = a->cs.list; c != NULL; c = c->next) {
         if (c->state != CL_ACTIVE)

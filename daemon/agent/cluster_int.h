@@ -138,6 +138,8 @@ struct diskread {
     uint64_t request_id, xfer, len;
     struct readbatch *batch;   /* the READ_BATCH it is item idx of, or NULL (a READ) */
     uint32_t idx;
+    uint64_t deadline_ms;      /* answered MC_ERR_TIMEOUT then (cl_owner_tick), if not read */
+    bool answered;             /* ... it was: its end only frees it (bytes held until then) */
     uint8_t bytes[];
 };
 
@@ -252,6 +254,7 @@ struct cluster {
         uint64_t writes_in, write_bytes_in, reads_in, refused, peer_errors, failovers;
         uint64_t hedged, copies_out;
         uint64_t published_out, published_in, drops_in; /* the owners' indexes (holdidx.h) */
+        uint64_t disk_read_timeouts; /* peers' reads of our disk answered MC_ERR_TIMEOUT */
         uint64_t staged_out, staged_in; /* reads and writes of GPU segments, via host memory */
         uint64_t direct_out, direct_in; /* the same, UCX moving the segment's memory itself */
     } st;

@@ -31,6 +31,7 @@ _Static_assert(MC_MASTER_DISK_BLOCK == MC_DISK_BLOCK, "the master's disk block i
 struct dk_erase;
 struct dk_write;
 struct dk_barrier;
+struct dk_read;
 
 struct agent_disk {
     struct mc_agent *a;
@@ -43,6 +44,7 @@ struct agent_disk {
     uint64_t erase_seq;        /* erases started so far: the last one's number */
     struct dk_barrier *barriers; /* answers waiting for erases to be durable */
     uint64_t peer_reads;       /* agent_disk_read_image's under way (disk_peer_reads) */
+    struct dk_read *local_reads; /* GETs of ours under way (their deadlines) */
     struct dk_write *waiting;  /* writes waiting for an erase of an extent they overlap */
     struct agent_disk_stats st;
 };
@@ -419,6 +421,11 @@ struct dk_read {
     struct mc_alloc *land;
     uint32_t land_id, rep;
     uint64_t off, version;    /* what mc_disk_read is given (read_submit) */
+    /* a GET of ours: answered MC_ERR_TIMEOUT at its deadline (agent_disk_tick) while the
+     * read goes on; its landing block is freed only by read_done, the op's final end */
+    uint64_t deadline_ms;
+    bool answered;
+    struct dk_read *lnext, *lprev;
     uint8_t *dst;
     uint64_t size;
     bool csum;
@@ -449,8 +456,22 @@ static void read_done(struct mc_disk_op *op, int res)
     struct dk_read *r = (struct dk_read *)op;
     struct agent_disk *k = r->k;
 
-    if (r->rdone != NULL)
+    if (r->rdone != NULL) {
         k->peer_reads--;
+    } else {
+        if (r->lprev != NULL)
+            r->lprev->lnext = r->lnext;
+        else
+            k->local_reads = r->lnext;
+        if (r->lnext != NULL)
+            r->lnext->lprev = r->lprev;
+        if (r->answered) {
+            /* its GET was answered MC_ERR_TIMEOUT: the landing block is free only now */
+            mc_alloc_free(r->land, r->land_id);
+            free(r);
+            return;
+        }
+    }
     if (k->closing) {
         if (r->rdone != NULL)
             r->rdone(r->ctx, MC_ERR_CANCELED); /* its owner frees what it holds */
@@ -509,7 +530,7 @@ static int read_go(struct dk_read *r)
  * runs later), MC_ERR_NOT_FOUND (our index does not hold that record), MC_ERR_BUSY (the
  * landing segment is full), MC_ERR_NOMEM. */
 static int read_start(struct mc_agent *a, const struct mc_master_get_result *g, uint32_t j,
-                      uint32_t tenant, mc_rio_read_fn done, void *ctx)
+                      uint32_t tenant, uint64_t deadline_ms, mc_rio_read_fn done, void *ctx)
 {
     struct agent_disk *k = a->disk;
     struct agent_tenant *t = &a->ten[tenant];
@@ -544,12 +565,33 @@ static int read_start(struct mc_agent *a, const struct mc_master_get_result *g, 
     r->op.done = read_done;
     r->off = g->rep[j].offset;
     r->version = g->version;
+    r->deadline_ms = deadline_ms;
     err = read_go(r);
     if (err != 0) {
         mc_alloc_free(t->land, r->land_id);
         free(r);
+        return err;
     }
-    return err;
+    r->lnext = k->local_reads;
+    if (r->lnext != NULL)
+        r->lnext->lprev = r;
+    k->local_reads = r;
+    return 0;
+}
+
+void agent_disk_tick(struct mc_agent *a, uint64_t now)
+{
+    struct agent_disk *k = a->disk;
+
+    if (k == NULL || k->closing)
+        return;
+    for (struct dk_read *r = k->local_reads; r != NULL; r = r->lnext) {
+        if (r->answered || r->deadline_ms == 0 || now < r->deadline_ms)
+            continue;
+        r->answered = true;
+        k->st.read_timeouts++;
+        r->done(r->ctx, MC_ERR_TIMEOUT, 0, r->rep);
+    }
 }
 
 int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
@@ -628,7 +670,7 @@ static int tier_read(void *impl, const struct mc_master_get_result *g, uint32_t 
     for (j = 0; j < g->nrep; j++) {
         if (!(mine >> j & 1))
             continue;
-        err = read_start(a, g, j, tenant, done, ctx);
+        err = read_start(a, g, j, tenant, deadline_ms, done, ctx);
         if (err != MC_ERR_NOT_FOUND && err != MC_ERR_INVALID)
             return err;
     }
@@ -882,6 +924,7 @@ json_t *agent_disk_stats_json(struct mc_agent *a)
     json_object_set_new(o, "found_at_open", json_integer((json_int_t)ds.scan_found));
     json_object_set_new(o, "erases", json_integer((json_int_t)k->st.erases));
     json_object_set_new(o, "peer_reads", json_integer((json_int_t)k->peer_reads));
+    json_object_set_new(o, "read_timeouts", json_integer((json_int_t)k->st.read_timeouts));
     json_object_set_new(o, "peer_reads_busy", json_integer((json_int_t)k->st.peer_reads_busy));
     json_object_set_new(o, "pending", json_integer((json_int_t)mc_disk_pending(k->d)));
     return o;

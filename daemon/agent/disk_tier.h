@@ -37,6 +37,8 @@ struct agent_disk_stats {
     uint64_t read_corrupt;    /* ... answered MC_ERR_CORRUPT */
     uint64_t erases;          /* tombstones written for blocks the master freed */
     uint64_t peer_reads_busy; /* peers' reads refused MC_ERR_BUSY (disk_peer_reads) */
+    uint64_t read_timeouts;   /* reads answered MC_ERR_TIMEOUT at their deadline, the I/O
+                                 still under way (GETs here; peers' reads: owner.c) */
 };
 
 /* Open the store of cfg.disk (if set) and make its segment: a->disk, a->disk_seg. Errors:
@@ -51,6 +53,9 @@ int agent_disk_rio_wrap(struct mc_agent *a);
 int agent_disk_loop_start(struct mc_agent *a);
 /* Every loop turn: run completed ops. True when any ran. */
 bool agent_disk_turn(struct mc_agent *a);
+/* On the tick: GETs of our disk records past their deadline are answered MC_ERR_TIMEOUT
+ * (the read goes on; its landing block is freed when it ends). */
+void agent_disk_tick(struct mc_agent *a, uint64_t now);
 /* Standalone, on the tick: run the copies the in-process master made. */
 void agent_disk_local_copies(struct mc_agent *a);
 /* The master freed the block at `offset` of our disk segment that held `version` (0: any):

@@ -309,6 +309,10 @@ static void diskread_done(void *ctx, int status)
 
     if (cl != NULL)
         diskread_unlink(cl, r);
+    if (r->answered) {
+        free(r); /* answered MC_ERR_TIMEOUT at its deadline: the disk has let go of it now */
+        return;
+    }
     if (cl == NULL || r->ep == NULL || cl->destroying) {
         err = MC_ERR_UNAVAILABLE; /* nobody to send to, or the cluster went meanwhile */
     } else if (err == 0) {
@@ -338,7 +342,8 @@ static int read_disk(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t request_
     if (r == NULL)
         return MC_ERR_NOMEM;
     *r = (struct diskread){.cl = cl, .ep = ep, .request_id = request_id, .xfer = req->xfer,
-                           .len = req->len, .batch = b, .idx = idx};
+                           .len = req->len, .batch = b, .idx = idx,
+                           .deadline_ms = mc_agent_now_ms() + cl->a->cfg.op_timeout_ms};
     r->next = cl->diskreads;
     if (r->next != NULL)
         r->next->prev = r;
@@ -1144,8 +1149,31 @@ static void fence_send(struct cluster *cl)
 }
 
 
+/* A peer's read of our disk past its deadline (a slow disk): answered MC_ERR_TIMEOUT now
+ * (the READ, or its batch item: the batch's other items are not held hostage), as a slow
+ * owner's read times out at the reader; the reader tries another replica. The read itself
+ * goes on: its buffer is the store's destination until diskread_done frees it. */
+static void diskreads_expire(struct cluster *cl, uint64_t now)
+{
+    for (struct diskread *r = cl->diskreads; r != NULL; r = r->next) {
+        struct mc_wire_hdr hdr = {.request_id = r->request_id, .type = MC_WIRE_READ};
+        struct readbatch *b = r->batch;
+
+        if (r->answered || now < r->deadline_ms)
+            continue;
+        r->answered = true;
+        r->batch = NULL;
+        cl->st.disk_read_timeouts++;
+        if (b != NULL)
+            readbatch_item_done(b, r->idx, MC_ERR_TIMEOUT);
+        else if (r->ep != NULL && !cl->destroying)
+            reply_status(r->ep, &hdr, MC_ERR_TIMEOUT);
+    }
+}
+
 void cl_owner_tick(struct cluster *cl, uint64_t now)
 {
+    diskreads_expire(cl, now);
     if (now >= cl->next_fence_ms) {
         cl->next_fence_ms = now + FENCE_RETRY_MS;
         fence_send(cl);

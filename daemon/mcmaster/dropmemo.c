@@ -10,6 +10,8 @@
 
 #include <mc/mc_status.h>
 
+#include "daemon/master/master.h"
+
 #define SLOTS (2u * DROPMEMO_MAX) /* a power of two */
 
 struct mc_dropmemo {
@@ -109,4 +111,30 @@ uint64_t mc_dropmemo_count(const struct mc_dropmemo *m)
 uint64_t mc_dropmemo_forgotten(const struct mc_dropmemo *m)
 {
     return m->forgotten;
+}
+
+uint32_t mc_dropmemo_filter(const struct mc_dropmemo *m, struct mc_master_restore_req *reqs,
+                            uint32_t n, bool (*is_disk)(void *ctx, uint32_t seg), void *ctx,
+                            bool *refused)
+{
+    uint32_t i, k = 0;
+
+    for (i = 0; i < n; i++) {
+        refused[i] = m->n > 0 && mc_dropmemo_has(m, reqs[i].version) &&
+                     is_disk(ctx, reqs[i].seg);
+        if (!refused[i])
+            reqs[k++] = reqs[i];
+    }
+    return k;
+}
+
+void mc_dropmemo_merge(int *results, uint32_t n, const bool *refused, int refusal)
+{
+    uint32_t k = 0, i;
+
+    for (i = 0; i < n; i++)
+        k += !refused[i];
+    /* backwards: a kept result moves up to its place, never over one not yet moved */
+    for (i = n; i-- > 0;)
+        results[i] = refused[i] ? refusal : results[--k];
 }

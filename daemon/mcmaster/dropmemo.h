@@ -28,6 +28,15 @@ void mc_dropmemo_add(struct mc_dropmemo *m, uint64_t v);
 /* Its DROP was answered: the owner's tombstone is durable. */
 void mc_dropmemo_del(struct mc_dropmemo *m, uint64_t v);
 bool mc_dropmemo_has(const struct mc_dropmemo *m, uint64_t v);
+/* A RESTORE batch: the items of a disk segment (is_disk) whose version is remembered are
+ * taken out (refused[i] set), the others moved to the front in order; returns how many
+ * remain. merge puts the remaining items' results (results[0..remaining)) back in the
+ * batch's order and gives the refused ones `refusal`. */
+struct mc_master_restore_req;
+uint32_t mc_dropmemo_filter(const struct mc_dropmemo *m, struct mc_master_restore_req *reqs,
+                            uint32_t n, bool (*is_disk)(void *ctx, uint32_t seg), void *ctx,
+                            bool *refused);
+void mc_dropmemo_merge(int *results, uint32_t n, const bool *refused, int refusal);
 uint64_t mc_dropmemo_count(const struct mc_dropmemo *m);
 uint64_t mc_dropmemo_forgotten(const struct mc_dropmemo *m); /* evicted by the bound */
 

@@ -205,6 +205,11 @@ static bool seg_is_disk(struct mc_mcmaster_server *s, uint32_t seg)
     return seg_info(s, seg, &info) == 0 && info.kind == MC_SEG_DISK;
 }
 
+static bool seg_is_disk_fn(void *ctx, uint32_t seg)
+{
+    return seg_is_disk(ctx, seg);
+}
+
 /* dropq.h's silent: the owner of seg did not answer a DROP (it may have died, and UCX
  * may free the endpoint it connected with by itself: calling it again before its TTL
  * declares it dead would touch freed memory). Its DROPs wait until it speaks again. */
@@ -595,36 +600,6 @@ static int h_fence(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
 }
 
-/* A disk record whose DROP was never answered (dropmemo.h): its restore is refused
- * (MC_ERR_CANCELED: the owner forgets and erases it). The batch keeps its other items, in
- * order, at the front of s->restores; returns how many were refused. */
-static uint32_t restore_memo_filter(struct mc_mcmaster_server *s, struct mc_master_req *x)
-{
-    uint32_t i, k = 0;
-
-    for (i = 0; i < x->n; i++) {
-        bool refuse = mc_dropmemo_has(s->dropmemo, s->restores[i].version) &&
-                      seg_is_disk(s, s->restores[i].seg);
-
-        s->restore_refused[i] = refuse;
-        if (!refuse)
-            s->restores[k++] = s->restores[i];
-    }
-    i = x->n - k;
-    x->n = k;
-    return i;
-}
-
-/* The results back in the batch's order. */
-static void restore_memo_merge(struct mc_mcmaster_server *s, const struct mc_master_req *x,
-                               uint32_t n)
-{
-    uint32_t k = x->n;
-
-    for (uint32_t i = n; i-- > 0;)
-        s->results[i] = s->restore_refused[i] ? MC_ERR_CANCELED : s->results[--k];
-}
-
 /* RESTORE_BATCH: what a node's segments hold, after it (re)joined. A node speaks for its own
  * node only, and the executor refuses an item naming another node's segment. */
 static int h_restore(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
@@ -641,9 +616,12 @@ static int h_restore(struct mc_mcmaster_server *s, struct peer *p, const void *p
         return MC_ERR_DENIED;
     x = (struct mc_master_req){.op = MC_MASTER_OP_RESTORE, .node = p->node, .n = req.n,
                                .results = s->results, .in.restore = s->restores};
-    if (restore_memo_filter(s, &x) != req.n)
+    /* a disk record whose DROP was never answered: refused, the others go on (dropmemo.h) */
+    x.n = mc_dropmemo_filter(s->dropmemo, s->restores, req.n, seg_is_disk_fn, s,
+                             s->restore_refused);
+    if (x.n > 0)
         (void)mc_master_exec(s->m, &x);
-    restore_memo_merge(s, &x, req.n);
+    mc_dropmemo_merge(s->results, req.n, s->restore_refused, MC_ERR_CANCELED);
     for (uint32_t i = 0; i < req.n; i++)
         ok += s->results[i] == 0;
     mc_debug("node %u: %u of %u replicas restored", p->node, ok, req.n);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -418,6 +419,64 @@ START_TEST(test_disk_removed_stays_removed_after_kill)
 }
 END_TEST
 
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/*
+ * A slow disk (each read starts 3 s late) and a get with a 1 s deadline (op_timeout_ms):
+ * the get of a disk-resident object is answered MC_ERR_TIMEOUT at its deadline, not when
+ * the disk is done; the read goes on, its landing block held until it ends (then freed:
+ * the agent has nothing pending, and serves on). Without the deadline the get waited the
+ * 3 s and succeeded.
+ */
+START_TEST(test_disk_slow_read_times_out)
+{
+    const char *slow[] = {"--set", "op_timeout_ms=1000", "--test-fault", "disk_delay_ms=3000",
+                          NULL};
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    const size_t len = 64 * KIB;
+    uint8_t *buf = malloc(len);
+    size_t got = 0;
+    uint64_t t0, ms;
+    mc_obj_info_t info;
+    json_t *st;
+    int err;
+
+    ck_assert_ptr_nonnull(buf);
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "128M", slow);
+    c = t_connect(&a);
+    put_range(c, "slow", 0, 384, len);
+    disk_settle(c);
+    ck_assert_int_eq(mc_stat(c, "slow/0", &info), 0);
+    ck_assert_uint_eq(MC_OBJ_DISK_REPLICAS(info.flags), info.replicas); /* on disk only */
+    t0 = now_ms();
+    err = mc_get(c, "slow/0", buf, len, &got);
+    ms = now_ms() - t0;
+    ck_assert_msg(err == MC_ERR_TIMEOUT, "get of a record on a slow disk: %s after %llu ms",
+                  mc_strerror(err), (unsigned long long)ms);
+    ck_assert_msg(ms < 2500, "answered after %llu ms, past its deadline",
+                  (unsigned long long)ms);
+    st = stats(c);
+    ck_assert_int_ge(disk_stat(st, "read_timeouts"), 1);
+    json_decref(st);
+    /* the read ends later; the agent lets go of it then and goes on serving */
+    usleep(3500 * 1000);
+    disk_settle(c);
+    ck_assert_int_eq(get_range(c, "slow", 380, 384, len), 4); /* in DRAM still */
+    free(buf);
+    t_client_and_agent_stop(&a, &c);
+    dfile_remove(&f);
+}
+END_TEST
+
 /* Flip one payload byte of one record in the file: the get of that object says
  * MC_ERR_CORRUPT, never bytes; its neighbours read back exactly. */
 START_TEST(test_disk_torn_record_dropped)
@@ -607,6 +666,7 @@ int main(void)
     tcase_add_test(tc, test_disk_fill_4x_tmpfs_threads);
     tcase_add_test(tc, test_disk_restart_keeps_objects);
     tcase_add_test(tc, test_disk_removed_stays_removed_after_kill);
+    tcase_add_test(tc, test_disk_slow_read_times_out);
     tcase_add_test(tc, test_disk_torn_record_dropped);
     tcase_add_test(tc, test_disk_full_evicts_oldest);
     tcase_add_test(tc, test_disk_refuses_foreign_file);
