@@ -477,6 +477,48 @@ START_TEST(test_disk_slow_read_times_out)
 }
 END_TEST
 
+/*
+ * A slow disk (each offload write starts 100 ms late) under a writer that outruns it: the
+ * DRAM fills with objects waiting for their copies, and a put then waits (within its
+ * deadline) for room instead of failing at once with MC_ERR_NO_SPACE. Every plain put,
+ * never retried, succeeds; the stats show puts that waited; every object reads back.
+ * Without the wait, puts failed with MC_ERR_NO_SPACE.
+ */
+START_TEST(test_disk_put_waits_for_offload)
+{
+    const char *slow[] = {"--test-fault", "disk_write_delay_ms=100", NULL};
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    const size_t len = 64 * KIB;
+    const int n = 768; /* 48 MiB through 16 MiB of DRAM */
+    uint8_t *buf = malloc(len);
+    json_t *st;
+
+    ck_assert_ptr_nonnull(buf);
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "128M", slow);
+    c = t_connect(&a);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        int err;
+
+        snprintf(key, sizeof(key), "pw/%d", i);
+        t_fill(buf, len, (uint64_t)i * 7919u + len);
+        err = mc_put(c, key, buf, len, NULL);
+        ck_assert_msg(err == 0, "put %s: %s", key, mc_strerror(err));
+    }
+    st = stats(c);
+    ck_assert_int_gt(disk_stat(st, "put_waits"), 0);
+    json_decref(st);
+    disk_settle(c);
+    ck_assert_int_eq(get_range(c, "pw", 0, n, len), n);
+    free(buf);
+    t_client_and_agent_stop(&a, &c);
+    dfile_remove(&f);
+}
+END_TEST
+
 /* Flip one payload byte of one record in the file: the get of that object says
  * MC_ERR_CORRUPT, never bytes; its neighbours read back exactly. */
 START_TEST(test_disk_torn_record_dropped)
@@ -667,6 +709,7 @@ int main(void)
     tcase_add_test(tc, test_disk_restart_keeps_objects);
     tcase_add_test(tc, test_disk_removed_stays_removed_after_kill);
     tcase_add_test(tc, test_disk_slow_read_times_out);
+    tcase_add_test(tc, test_disk_put_waits_for_offload);
     tcase_add_test(tc, test_disk_torn_record_dropped);
     tcase_add_test(tc, test_disk_full_evicts_oldest);
     tcase_add_test(tc, test_disk_refuses_foreign_file);
