@@ -75,7 +75,8 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
      .offset = FIELD(disk_peer_reads),
      .doc = "Reads of this node's disk records for other nodes (READ, READ_BATCH items) under "
             "way at most; each holds a buffer of the object's size until its bytes are read. "
-            "One more is answered MC_ERR_BUSY, and the reader tries another replica."},
+            "More wait in a queue (16 per place, without a buffer); beyond it a read is "
+            "answered MC_ERR_BUSY, and the reader tries another replica."},
     {.name = "disk_chunk", .type = MC_CFG_SIZE, .def = "1M", .min = 4096, .max = 64 << 20,
      .offset = FIELD(disk_chunk),
      .doc = "Bytes of one disk I/O (one staging buffer), a multiple of 4 KiB; disk_depth of "

@@ -140,6 +140,9 @@ struct diskread {
     uint32_t idx;
     uint64_t deadline_ms;      /* answered MC_ERR_TIMEOUT then (cl_owner_tick), if not read */
     bool answered;             /* ... it was: its end only frees it (bytes held until then) */
+    uint64_t offset, version;  /* the record (a queued read starts with them later) */
+    struct diskread *qnext;    /* queued (cl->diskq): disk_peer_reads under way already;
+                                * allocated without bytes until it starts */
     uint8_t bytes[];
 };
 
@@ -227,6 +230,8 @@ struct cluster {
     uint64_t next_id;
     struct inwrite *inwrites;
     struct diskread *diskreads;   /* peers' reads of our disk records under way */
+    struct diskread *diskq, *diskq_tail; /* ... and waiting for one of them to end */
+    uint32_t ndiskq;
     struct diskcopy *diskcopies;  /* the master's COPYs into our disk segment under way */
     struct xfer *moving;          /* transfers UCX holds, for the peer hard deadline */
     struct fence *fences;
@@ -290,6 +295,12 @@ static inline void cl_inwrites_forget_ep(struct cluster *cl, const struct mc_ucx
     for (struct diskread *r = cl->diskreads; r != NULL; r = r->next) {
         if (r->ep == ep)
             r->ep = NULL; /* reads of the disk from ep, likewise */
+        if (r->batch != NULL && r->batch->ep == ep)
+            r->batch->ep = NULL;
+    }
+    for (struct diskread *r = cl->diskq; r != NULL; r = r->qnext) {
+        if (r->ep == ep)
+            r->ep = NULL;
         if (r->batch != NULL && r->batch->ep == ep)
             r->batch->ep = NULL;
     }

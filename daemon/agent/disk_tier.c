@@ -49,6 +49,7 @@ struct agent_disk {
     uint64_t peer_reads;       /* agent_disk_read_image's under way (disk_peer_reads) */
     struct dk_read *local_reads; /* GETs of ours under way (their deadlines) */
     struct ml_req *parked;     /* standalone: PUT_STARTs waiting for offloads to make room */
+    uint64_t writing;          /* offload writes accepted and not ended (fault seam included) */
     struct dk_write *waiting;  /* writes waiting for an erase of an extent they overlap */
     struct agent_disk_stats st;
 };
@@ -105,6 +106,7 @@ static void write_done(struct mc_disk_op *op, int res)
     struct agent_disk *k = w->k;
     struct mc_agent *a = k->a;
 
+    k->writing--;
     if (k->closing) {
         free(w);
         return;
@@ -258,6 +260,7 @@ int agent_disk_copy(struct mc_agent *a, const struct agent_disk_copy *cp,
     w->xxh3 = mc_disk_payload_hash(src, e.size);
     w->key_len = cp->key_len;
     memcpy(w->key, cp->key, cp->key_len);
+    k->writing++; /* from here write_done runs exactly once */
     if (erase_blocks(k, w)) {
         w->next = k->waiting;
         k->waiting = w;
@@ -808,8 +811,7 @@ bool agent_disk_put_may_wait(const struct mc_agent *a)
     const struct agent_disk *k = a->disk;
 
     return k != NULL && a->master != NULL && !k->closing &&
-           (mc_disk_pending(k->d) > 0 || k->waiting != NULL ||
-            mc_master_copies_pending(a->master));
+           (k->writing > 0 || mc_master_copies_pending(a->master));
 }
 
 void agent_disk_put_wait(struct mc_agent *a, struct ml_req *r)

@@ -36,7 +36,8 @@ struct agent_disk_stats {
     uint64_t disk_hits;       /* GETs served from a record */
     uint64_t read_corrupt;    /* ... answered MC_ERR_CORRUPT */
     uint64_t erases;          /* tombstones written for blocks the master freed */
-    uint64_t peer_reads_busy; /* peers' reads refused MC_ERR_BUSY (disk_peer_reads) */
+    uint64_t peer_reads_busy; /* peers' reads refused MC_ERR_BUSY (disk_peer_reads): the
+                                 owner queues them (owner.c) */
     uint64_t put_waits;       /* standalone: tries of puts parked for room (offloads) */
     uint64_t read_timeouts;   /* reads answered MC_ERR_TIMEOUT at their deadline, the I/O
                                  still under way (GETs here; peers' reads: owner.c) */
@@ -115,7 +116,7 @@ int agent_disk_copy(struct mc_agent *a, const struct agent_disk_copy *cp,
  * MC_ERR_CORRUPT (dst must not be sent), MC_ERR_IO, MC_ERR_CANCELED (the agent is
  * stopping). Returns 0, or (done never runs) MC_ERR_NOT_FOUND (no such record here),
  * MC_ERR_INVALID (len is not the image's), MC_ERR_NOMEM, MC_ERR_BUSY (disk_peer_reads of
- * them are under way already: the reader tries another replica).
+ * them are under way already: try again when one ended).
  */
 typedef void (*agent_disk_read_fn)(void *ctx, int status);
 int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,

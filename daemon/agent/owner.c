@@ -241,6 +241,12 @@ static void diskread_unlink(struct cluster *cl, struct diskread *r)
     r->next = r->prev = NULL;
 }
 
+/* Peers' disk reads that may wait for a place, per place (disk_peer_reads): beyond, one
+ * more is answered MC_ERR_BUSY. */
+#define DISKQ_PER_PLACE 16u
+
+static void diskq_start(struct cluster *cl);
+
 static void diskread_sent(void *ctx, int status)
 {
     struct diskread *r = ctx;
@@ -311,6 +317,8 @@ static void diskread_done(void *ctx, int status)
         diskread_unlink(cl, r);
     if (r->answered) {
         free(r); /* answered MC_ERR_TIMEOUT at its deadline: the disk has let go of it now */
+        if (cl != NULL && !cl->destroying)
+            diskq_start(cl); /* a place is free */
         return;
     }
     if (cl == NULL || r->ep == NULL || cl->destroying) {
@@ -326,6 +334,58 @@ static void diskread_done(void *ctx, int status)
         reply_status(r->ep, &hdr, err);
     if (!sending)
         free(r);
+    if (cl != NULL && !cl->destroying)
+        diskq_start(cl);
+}
+
+/* A queued read's end before it started (its deadline, an error, the cluster going). */
+static void diskq_end(struct cluster *cl, struct diskread *r, int status)
+{
+    struct mc_wire_hdr hdr = {.request_id = r->request_id, .type = MC_WIRE_READ};
+
+    if (r->batch != NULL)
+        readbatch_item_done(r->batch, r->idx, status);
+    else if (r->ep != NULL && cl != NULL && !cl->destroying)
+        reply_status(r->ep, &hdr, status);
+    free(r);
+}
+
+/* Start the reads waiting for a place (disk_peer_reads), oldest first, while the disk
+ * tier takes them. */
+static void diskq_start(struct cluster *cl)
+{
+    while (cl->diskq != NULL) {
+        struct diskread *q = cl->diskq, *r;
+        int err;
+
+        r = realloc(q, sizeof(*q) + q->len);
+        if (r == NULL)
+            return; /* later (another read's end, or its deadline) */
+        cl->diskq = r->qnext;
+        if (cl->diskq == NULL)
+            cl->diskq_tail = NULL;
+        cl->ndiskq--;
+        r->qnext = NULL;
+        r->prev = NULL;
+        r->next = cl->diskreads;
+        if (r->next != NULL)
+            r->next->prev = r;
+        cl->diskreads = r;
+        err = agent_disk_read_image(cl->a, r->offset, r->version, r->bytes, r->len,
+                                    diskread_done, r);
+        if (err == 0)
+            continue;
+        diskread_unlink(cl, r);
+        if (err == MC_ERR_BUSY) {
+            r->qnext = cl->diskq; /* still no place: first in line again */
+            cl->diskq = r;
+            if (cl->diskq_tail == NULL)
+                cl->diskq_tail = r;
+            cl->ndiskq++;
+            return;
+        }
+        diskq_end(cl, r, err);
+    }
 }
 
 /* A read of a record in our disk segment started: 0, and its end is diskread_done's (which
@@ -343,17 +403,35 @@ static int read_disk(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t request_
         return MC_ERR_NOMEM;
     *r = (struct diskread){.cl = cl, .ep = ep, .request_id = request_id, .xfer = req->xfer,
                            .len = req->len, .batch = b, .idx = idx,
-                           .deadline_ms = mc_agent_now_ms() + cl->a->cfg.op_timeout_ms};
+                           .deadline_ms = mc_agent_now_ms() + cl->a->cfg.op_timeout_ms,
+                           .offset = req->offset, .version = req->version};
     r->next = cl->diskreads;
     if (r->next != NULL)
         r->next->prev = r;
     cl->diskreads = r;
     err = agent_disk_read_image(cl->a, req->offset, req->version, r->bytes, req->len,
                                 diskread_done, r);
-    if (err != 0) {
+    if (err != 0)
         diskread_unlink(cl, r);
-        free(r);
+    if (err == MC_ERR_BUSY && cl->ndiskq < DISKQ_PER_PLACE * cl->a->cfg.disk_peer_reads) {
+        /* disk_peer_reads under way: it waits for one to end, without its buffer (its
+         * deadline runs: diskreads_expire) */
+        struct diskread *q = realloc(r, sizeof(*r));
+
+        if (q != NULL)
+            r = q;
+        r->next = r->prev = NULL;
+        r->qnext = NULL;
+        if (cl->diskq_tail != NULL)
+            cl->diskq_tail->qnext = r;
+        else
+            cl->diskq = r;
+        cl->diskq_tail = r;
+        cl->ndiskq++;
+        return 0;
     }
+    if (err != 0)
+        free(r);
     return err;
 }
 
@@ -1155,6 +1233,22 @@ static void fence_send(struct cluster *cl)
  * goes on: its buffer is the store's destination until diskread_done frees it. */
 static void diskreads_expire(struct cluster *cl, uint64_t now)
 {
+    struct diskread **pp = &cl->diskq, *last = NULL;
+
+    while (*pp != NULL) {
+        struct diskread *r = *pp;
+
+        if (now < r->deadline_ms) {
+            last = r;
+            pp = &r->qnext;
+            continue;
+        }
+        *pp = r->qnext;
+        cl->ndiskq--;
+        cl->st.disk_read_timeouts++;
+        diskq_end(cl, r, MC_ERR_TIMEOUT); /* never started: nothing holds its memory */
+    }
+    cl->diskq_tail = last;
     for (struct diskread *r = cl->diskreads; r != NULL; r = r->next) {
         struct mc_wire_hdr hdr = {.request_id = r->request_id, .type = MC_WIRE_READ};
         struct readbatch *b = r->batch;
@@ -1203,6 +1297,15 @@ void cl_owner_register(struct cluster *cl)
 
 void cl_owner_destroy(struct cluster *cl)
 {
+    /* queued reads never started: ended unanswered (the cluster goes) */
+    while (cl->diskq != NULL) {
+        struct diskread *r = cl->diskq;
+
+        cl->diskq = r->qnext;
+        diskq_end(cl, r, MC_ERR_UNAVAILABLE);
+    }
+    cl->diskq_tail = NULL;
+    cl->ndiskq = 0;
     /* reads of the disk still under way end later (agent_disk_destroy): orphaned here */
     while (cl->diskreads != NULL) {
         struct diskread *r = cl->diskreads;
