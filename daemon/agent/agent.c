@@ -160,15 +160,16 @@ static bool local_hook(void *ctx, struct ml_req *r)
     if (a->disk == NULL || (r->kind != ML_REMOVE && r->kind != ML_REMOVE_PREFIX &&
                             r->kind != ML_PUT_END))
         return false;
-    mark = agent_disk_erase_mark(a);
     local_drops(a);
-    if (agent_disk_erase_mark(a) == mark)
-        return false; /* it freed nothing on the disk */
+    /* every erase under way, not only this call's: one the tick started (a record the
+     * disk evicted, a lease that ended) may be an older version of this very key (review
+     * D4); none running: answered now */
+    mark = agent_disk_erase_mark(a);
     h = malloc(sizeof(*h));
     if (h == NULL)
         return false;
     *h = (struct local_held){.a = a, .r = r};
-    if (agent_disk_after_erases(a, agent_disk_erase_mark(a), local_erased, h))
+    if (agent_disk_after_erases(a, mark, local_erased, h))
         return true;
     free(h);
     return false;

@@ -43,10 +43,12 @@ struct agent_disk {
     struct mc_loop_ev ev;
     bool polling;
     bool closing;              /* callbacks only free their op */
+    bool stopping;             /* the agent is being destroyed (agent_disk_cancel_waiters) */
     struct dk_erase *erasing;  /* erases in flight (or waiting for the fault seam) */
     uint64_t erase_seq;        /* erases started so far: the last one's number */
     struct dk_barrier *barriers; /* answers waiting for erases to be durable */
     uint64_t peer_reads;       /* agent_disk_read_image's under way (disk_peer_reads) */
+    uint64_t peer_reads_max;   /* ... the most at once (a high-water mark) */
     struct dk_read *local_reads; /* GETs of ours under way (their deadlines) */
     struct ml_req *parked;     /* standalone: PUT_STARTs waiting for offloads to make room */
     uint64_t writing;          /* offload writes accepted and not ended (fault seam included) */
@@ -326,6 +328,8 @@ void agent_disk_cancel_waiters(struct mc_agent *a)
 {
     struct agent_disk *k = a->disk;
 
+    if (k != NULL)
+        k->stopping = true;
     parked_retry(a, MC_ERR_CANCELED);
     while (k != NULL && k->barriers != NULL) {
         struct dk_barrier *b = k->barriers;
@@ -404,7 +408,13 @@ static void erase_start(struct agent_disk *k, uint64_t offset, uint64_t len)
 /* seg_disk.h's on_forget: a record the master refused at a restore */
 static void forgotten(void *ctx, uint64_t offset, uint64_t len)
 {
-    erase_start(ctx, offset, len);
+    struct agent_disk *k = ctx;
+
+    /* only a refusal the master sent while we run: an agent that stops ends its link's
+     * requests unanswered, and must never erase a record on their account (review D2) */
+    if (k->stopping || k->closing || k->a->stopping)
+        return;
+    erase_start(k, offset, len);
 }
 
 void agent_disk_erase_extent(struct mc_agent *a, uint64_t offset, uint64_t len)
@@ -658,7 +668,8 @@ int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version,
     r->op.done = read_done;
     r->off = offset;
     r->version = version;
-    k->peer_reads++;
+    if (++k->peer_reads > k->peer_reads_max)
+        k->peer_reads_max = k->peer_reads;
     err = read_go(r);
     if (err != 0) {
         k->peer_reads--;
@@ -999,6 +1010,7 @@ json_t *agent_disk_stats_json(struct mc_agent *a)
     json_object_set_new(o, "found_at_open", json_integer((json_int_t)ds.scan_found));
     json_object_set_new(o, "erases", json_integer((json_int_t)k->st.erases));
     json_object_set_new(o, "peer_reads", json_integer((json_int_t)k->peer_reads));
+    json_object_set_new(o, "peer_reads_max", json_integer((json_int_t)k->peer_reads_max));
     json_object_set_new(o, "read_timeouts", json_integer((json_int_t)k->st.read_timeouts));
     json_object_set_new(o, "put_waits", json_integer((json_int_t)k->st.put_waits));
     json_object_set_new(o, "peer_reads_busy", json_integer((json_int_t)k->st.peer_reads_busy));

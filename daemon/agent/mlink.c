@@ -723,7 +723,9 @@ void ml_destroy(struct mlink *ml)
 
     if (ml == NULL)
         return;
-    ml_reset(ml, NULL, MC_ERR_CANCELED);
+    /* UNAVAILABLE, not CANCELED: a request ended here got no answer, and CANCELED is the
+     * master's own refusal (a RESTORE refused: the walk forgets, the disk tier erases) */
+    ml_reset(ml, NULL, MC_ERR_UNAVAILABLE);
     while ((r = ml->free_reqs) != NULL) {
         ml->free_reqs = r->next;
         free(r);

@@ -377,6 +377,9 @@ static void diskq_start(struct cluster *cl)
             continue;
         diskread_unlink(cl, r);
         if (err == MC_ERR_BUSY) {
+            q = realloc(r, sizeof(*r)); /* queued without its buffer again */
+            if (q != NULL)
+                r = q;
             r->qnext = cl->diskq; /* still no place: first in line again */
             cl->diskq = r;
             if (cl->diskq_tail == NULL)
@@ -403,7 +406,10 @@ static int read_disk(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t request_
         return MC_ERR_NOMEM;
     *r = (struct diskread){.cl = cl, .ep = ep, .request_id = request_id, .xfer = req->xfer,
                            .len = req->len, .batch = b, .idx = idx,
-                           .deadline_ms = mc_agent_now_ms() + cl->a->cfg.op_timeout_ms,
+                           /* the request names no deadline, and the reader's began
+                            * earlier: half of ours leaves it time to try another replica
+                            * (review D6) */
+                           .deadline_ms = mc_agent_now_ms() + cl->a->cfg.op_timeout_ms / 2,
                            .offset = req->offset, .version = req->version};
     r->next = cl->diskreads;
     if (r->next != NULL)

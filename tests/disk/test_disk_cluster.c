@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -490,7 +491,79 @@ START_TEST(test_disk_cluster_peer_reads_capped)
     }
     ck_assert_int_eq(rc, N);
     ck_assert_int_gt(disk_stat(a.sock, "peer_reads_busy"), 0); /* the cap was met */
-    ck_assert_int_le(disk_stat(a.sock, "peer_reads"), 2);
+    ck_assert_int_eq(disk_stat(a.sock, "peer_reads_max"), 2); /* the cap, reached, kept */
+    ck_assert_int_eq(disk_stat(a.sock, "peer_reads"), 0);
+    mc_close(ca);
+    mc_close(cc);
+    t_fc_finish(&fc);
+}
+END_TEST
+
+/*
+ * A peer's read of a slow disk (each read starts 3 s late) is answered MC_ERR_TIMEOUT by
+ * the owner after half its op_timeout_ms (1 s here), so the reader ends its get well
+ * before the disk is done and well within its own 5 s deadline (with no other replica,
+ * as MC_ERR_TIMEOUT). The read goes on at the owner, its buffer held; once the disk is
+ * done the owner has nothing under way any more. Without the owner's deadline the get
+ * waited the 3 s and succeeded.
+ */
+START_TEST(test_disk_cluster_slow_peer_read_times_out)
+{
+    struct t_fc fc;
+    struct t_proc a, c;
+    char path[300];
+    const char *extra[] = {"--disk", path, "--disk-size", "128M", "--set", "op_timeout_ms=1000",
+                           "--test-fault", "disk_delay_ms=3000", NULL};
+    mc_client_t *ca, *cc;
+    const size_t len = 64 * KIB;
+    uint8_t *buf = malloc(len);
+    mc_obj_info_t info;
+    struct timespec t0, t1;
+    size_t got = 0;
+    long ms;
+    int err;
+
+    ck_assert_ptr_nonnull(buf);
+    memset(&a, 0, sizeof(a));
+    memset(&c, 0, sizeof(c));
+    t_fc_init(&fc, "disk_cluster_slowread", TTL_MS);
+    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
+    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", extra);
+    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
+    t_fc_agent_wait(&a);
+    t_fc_agent_wait(&c);
+    ca = t_fc_conn(&a);
+    cc = t_fc_conn(&c);
+    put_range(ca, "sr", 0, 384, len);
+    disk_settle(a.sock);
+    for (int more = 0; more < 40; more++) {
+        ck_assert_int_eq(mc_stat(cc, "sr/0", &info), 0);
+        if (MC_OBJ_DISK_REPLICAS(info.flags) == info.replicas)
+            break;
+        put_range(ca, "srx", more * 16, more * 16 + 16, len);
+        disk_settle(a.sock);
+    }
+    ck_assert_uint_eq(MC_OBJ_DISK_REPLICAS(info.flags), info.replicas);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    err = mc_get(cc, "sr/0", buf, len, &got);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    ck_assert_msg(err == MC_ERR_TIMEOUT, "get through a slow owner's disk: %s after %ld ms",
+                  mc_strerror(err), ms);
+    ck_assert_msg(ms < 2500, "answered after %ld ms: the owner waited for its disk", ms);
+    {
+        json_t *j = t_fc_stats(a.sock);
+
+        ck_assert_int_ge(json_integer_value(json_object_get(j, "disk_read_timeouts")), 1);
+        json_decref(j);
+    }
+    /* the read ends at the owner later, and lets go of its buffer then */
+    t_fc_sleep_ms(3500);
+    for (int i = 0; i < 100 && disk_stat(a.sock, "peer_reads") != 0; i++)
+        t_fc_sleep_ms(50);
+    ck_assert_int_eq(disk_stat(a.sock, "peer_reads"), 0);
+    free(buf);
     mc_close(ca);
     mc_close(cc);
     t_fc_finish(&fc);
@@ -509,6 +582,7 @@ int main(void)
     tcase_add_test(tc, test_disk_cluster_full_exist_agrees);
     tcase_add_test(tc, test_disk_cluster_removed_stays_removed);
     tcase_add_test(tc, test_disk_cluster_peer_reads_capped);
+    tcase_add_test(tc, test_disk_cluster_slow_peer_read_times_out);
     suite_add_tcase(s, tc);
     t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
