@@ -1,8 +1,8 @@
 /*
- * dropmemo.h: an open-addressing set of versions (linear probing, deletion by backward
- * shift: no tombstones) sized for twice the bound, and a ring of the versions in the order
- * they came, whose oldest leaves the set when the bound is reached (a version already
- * deleted is simply not found then).
+ * dropmemo.h: an open-addressing table of versions with a count of blocks each (linear
+ * probing, deletion by backward shift: no tombstones) sized for twice the bound, and a ring
+ * of the adds in the order they came, whose oldest counts its version down when the bound
+ * is reached (a version already gone is simply not found then).
  */
 #include "daemon/mcmaster/dropmemo.h"
 
@@ -16,6 +16,7 @@
 
 struct mc_dropmemo {
     uint64_t slot[SLOTS];      /* 0: empty */
+    uint32_t cnt[SLOTS];       /* the blocks of that version whose DROP is unanswered */
     uint64_t ring[DROPMEMO_MAX];
     uint32_t head, nring;      /* the oldest, how many in the ring */
     uint64_t n, forgotten;
@@ -44,27 +45,27 @@ void mc_dropmemo_destroy(struct mc_dropmemo *m)
     free(m);
 }
 
-bool mc_dropmemo_has(const struct mc_dropmemo *m, uint64_t v)
+/* The slot of v, or SLOTS. */
+static uint32_t find(const struct mc_dropmemo *m, uint64_t v)
 {
     for (uint32_t i = home(v); v != 0 && m->slot[i] != 0; i = (i + 1) & (SLOTS - 1)) {
         if (m->slot[i] == v)
-            return true;
+            return i;
     }
-    return false;
+    return SLOTS;
 }
 
-void mc_dropmemo_del(struct mc_dropmemo *m, uint64_t v)
+bool mc_dropmemo_has(const struct mc_dropmemo *m, uint64_t v)
 {
-    uint32_t i = home(v), j;
+    return find(m, v) != SLOTS;
+}
 
-    if (v == 0)
-        return;
-    while (m->slot[i] != v) {
-        if (m->slot[i] == 0)
-            return;
-        i = (i + 1) & (SLOTS - 1);
-    }
+static void slot_remove(struct mc_dropmemo *m, uint32_t i)
+{
+    uint32_t j;
+
     m->slot[i] = 0;
+    m->cnt[i] = 0;
     m->n--;
     /* backward shift: an entry after the hole that may sit in it moves there */
     for (j = (i + 1) & (SLOTS - 1); m->slot[j] != 0; j = (j + 1) & (SLOTS - 1)) {
@@ -74,32 +75,57 @@ void mc_dropmemo_del(struct mc_dropmemo *m, uint64_t v)
         if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
             continue;
         m->slot[i] = m->slot[j];
+        m->cnt[i] = m->cnt[j];
         m->slot[j] = 0;
+        m->cnt[j] = 0;
         i = j;
     }
+}
+
+/* One block of v answered (or forgotten): v leaves when none is left. */
+static bool count_down(struct mc_dropmemo *m, uint64_t v)
+{
+    uint32_t i = find(m, v);
+
+    if (i == SLOTS)
+        return false;
+    if (--m->cnt[i] == 0) {
+        slot_remove(m, i);
+        return true;
+    }
+    return false;
+}
+
+void mc_dropmemo_del(struct mc_dropmemo *m, uint64_t v)
+{
+    (void)count_down(m, v);
 }
 
 void mc_dropmemo_add(struct mc_dropmemo *m, uint64_t v)
 {
     uint32_t i;
 
-    if (v == 0 || mc_dropmemo_has(m, v))
+    if (v == 0)
         return;
     if (m->nring == DROPMEMO_MAX) {
         uint64_t old = m->ring[m->head];
 
         m->head = (m->head + 1) % DROPMEMO_MAX;
         m->nring--;
-        if (mc_dropmemo_has(m, old)) {
-            mc_dropmemo_del(m, old);
+        if (count_down(m, old))
             m->forgotten++;
-        }
     }
     m->ring[(m->head + m->nring) % DROPMEMO_MAX] = v;
     m->nring++;
+    i = find(m, v);
+    if (i != SLOTS) {
+        m->cnt[i]++; /* another block of it (a version with replicas on two disks) */
+        return;
+    }
     for (i = home(v); m->slot[i] != 0; i = (i + 1) & (SLOTS - 1))
         ;
     m->slot[i] = v;
+    m->cnt[i] = 1;
     m->n++;
 }
 

@@ -7,7 +7,7 @@
  * (the owner then erases it). A version names one put, never reused, so remembering it
  * longer than needed refuses nothing that should stand.
  *
- * Bounded: DROPMEMO_MAX versions; past that the oldest are forgotten (counted). Lives as
+ * Bounded: DROPMEMO_MAX blocks; past that the oldest are forgotten (counted). Lives as
  * long as the mc-master process: a master that restarted knows none of them (docs/disk.md
  * says what then). One thread.
  */
@@ -23,9 +23,11 @@ struct mc_dropmemo;
 
 int mc_dropmemo_create(struct mc_dropmemo **m_p);
 void mc_dropmemo_destroy(struct mc_dropmemo *m); /* accepts NULL */
-/* Remember version v (> 0) as freed from a disk, its DROP not yet answered. */
+/* Remember a block of version v (> 0) freed from a disk, its DROP not yet answered. A
+ * version may have blocks on several disks: each is counted. */
 void mc_dropmemo_add(struct mc_dropmemo *m, uint64_t v);
-/* Its DROP was answered: the owner's tombstone is durable. */
+/* One block's DROP was answered (its owner's tombstone is durable): v is forgotten once
+ * every block of it was answered (review D3: one owner's answer must not clear another's). */
 void mc_dropmemo_del(struct mc_dropmemo *m, uint64_t v);
 bool mc_dropmemo_has(const struct mc_dropmemo *m, uint64_t v);
 /* A RESTORE batch: the items of a disk segment (is_disk) whose version is remembered are
