@@ -298,10 +298,8 @@ int mc_agent_run(struct mc_agent *a)
     if (err != 0)
         return err;
     a->last_active_ns = mc_agent_now_ns();
-    if (a->metrics != NULL) {
+    if (a->metrics != NULL)
         agent_metrics_publish(a);
-        mc_metrics_set_ready(a->metrics, true); /* the ready file is written: we serve */
-    }
     while (!a->stopping) {
         bool work = serve_clients(a);
         uint64_t t;
@@ -622,6 +620,11 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
             a->mode->name, a->socket_path, agent_dram_bytes(a),
             agent_huge(a) ? " (huge pages)" : "", mc_loop_name(&a->loop),
             mc_loop_has_futex(&a->loop) ? "yes" : "no");
+    /* joined and listening: /ready says so before the ready file is written (main.c), so
+     * that whoever saw the file never sees 503 (connections wait in the backlog until the
+     * loop runs) */
+    if (a->metrics != NULL)
+        mc_metrics_set_ready(a->metrics, true);
     *a_p = a;
     return 0;
 

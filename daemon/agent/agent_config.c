@@ -79,8 +79,10 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
             "answered MC_ERR_BUSY, and the reader tries another replica."},
     {.name = "disk_chunk", .type = MC_CFG_SIZE, .def = "1M", .min = 4096, .max = 64 << 20,
      .offset = FIELD(disk_chunk),
-     .doc = "Bytes of one disk I/O (one staging buffer), a multiple of 4 KiB; disk_depth of "
-            "them are allocated at start."},
+     .doc = "Bytes of one staging buffer and of the disk I/Os through it (headers, writes), "
+            "a multiple of 4 KiB; disk_depth of them are allocated at start. Reads of disk "
+            "hits land in block-aligned memory directly, in I/Os of up to 16 MiB (or "
+            "disk_chunk if larger)."},
     {.name = "op_timeout_ms", .type = MC_CFG_MS, .def = "5000", .min = 1, .max = 3600000,
      .offset = FIELD(op_timeout_ms),
      .doc = "Deadline of an operation whose client named none: it then ends with "

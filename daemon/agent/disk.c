@@ -20,6 +20,7 @@
 
 #include "common/err.h"
 #include "daemon/common/log.h"
+#include "shm/ring.h" /* the object image's layout (mc_disk_read_image) */
 
 /* a staging buffer and the one request it carries */
 struct slot {
@@ -28,9 +29,12 @@ struct slot {
     struct mc_disk_op *op;
     uint64_t pos;        /* payload offset of the chunk, or HDR_POS */
     uint32_t n;          /* payload bytes in it */
+    bool direct;         /* the I/O lands in the op's dst, not in buf */
     struct slot *next_free;
 };
 #define HDR_POS UINT64_MAX
+/* the largest read landing straight in the reader's memory (with a larger chunk: chunk) */
+#define DIRECT_MAX (16u << 20)
 
 /* a write's phases (struct mc_disk_op.phase) */
 enum { W_PENDING, W_BODY, W_COMMIT, W_ERASE };
@@ -107,15 +111,17 @@ static void wait_pop(struct mc_disk *d)
 
 static void io_done(struct mc_disk_io_req *r, int res);
 
+/* direct: the memory the read lands in instead of the slot's buffer (NULL: the buffer) */
 static void slot_issue(struct mc_disk *d, struct slot *s, struct mc_disk_op *op, uint64_t pos,
-                       uint32_t n, bool write)
+                       uint32_t n, bool write, uint8_t *direct)
 {
     s->op = op;
     s->pos = pos;
     s->n = n;
+    s->direct = direct != NULL;
     s->req.done = io_done;
-    s->req.buf = s->buf;
-    s->req.buf_index = (int)(s - d->slots);
+    s->req.buf = direct != NULL ? direct : s->buf;
+    s->req.buf_index = direct != NULL ? -1 : (int)(s - d->slots);
     s->req.write = write;
     if (pos == HDR_POS) {
         s->req.off = file_off(op->off);
@@ -151,21 +157,34 @@ static void issue_one(struct mc_disk *d, struct mc_disk_op *op, struct slot *s)
         /* the encode cannot fail: the op's start checked the key and the lengths */
         (void)mc_disk_hdr_encode(&h, d->sb.secret, s->buf);
         op->header_done = true;
-        slot_issue(d, s, op, HDR_POS, 0, true);
+        slot_issue(d, s, op, HDR_POS, 0, true, NULL);
     } else if (!op->write && !op->header_done) {
         op->header_done = true;
-        slot_issue(d, s, op, HDR_POS, 0, false);
+        slot_issue(d, s, op, HDR_POS, 0, false, NULL);
     } else {
         uint64_t left = op->size - op->issued;
         uint32_t n = left < d->chunk ? (uint32_t)left : d->chunk;
 
+        if (!op->write && left >= MC_DISK_BLOCK &&
+            (uintptr_t)(op->dst + op->issued) % MC_DISK_BLOCK == 0) {
+            /* whole blocks into aligned memory: straight there, in I/Os of up to
+             * DIRECT_MAX (no buffer bounds them; the device rewards large requests). The
+             * slot carries the request and counts against the depth; its buffer stays
+             * unused. */
+            uint32_t most = d->chunk > DIRECT_MAX ? d->chunk : DIRECT_MAX;
+
+            n = (uint32_t)(left < most ? left : most) & ~(MC_DISK_BLOCK - 1);
+            slot_issue(d, s, op, op->issued, n, false, op->dst + op->issued);
+            op->issued += n;
+            return;
+        }
         if (op->write) {
             uint32_t padded = (n + MC_DISK_BLOCK - 1) & ~(MC_DISK_BLOCK - 1);
 
             memcpy(s->buf, op->src + op->issued, n);
             memset(s->buf + n, 0, padded - n);
         }
-        slot_issue(d, s, op, op->issued, n, op->write);
+        slot_issue(d, s, op, op->issued, n, op->write, NULL);
         op->issued += n;
     }
 }
@@ -173,6 +192,10 @@ static void issue_one(struct mc_disk *d, struct mc_disk_op *op, struct slot *s)
 static void op_complete(struct mc_disk *d, struct mc_disk_op *op, int res)
 {
     d->ops--;
+    if (op->trailer_owned)
+        free(op->trailer);
+    op->trailer = NULL;
+    op->trailer_owned = false;
     if (op->write && op->phase == W_ERASE) {
         if (res == 0)
             d->st.erases++;
@@ -216,6 +239,23 @@ static void pump(struct mc_disk *d)
     mc_disk_io_flush(d->io);
 }
 
+/* A read's bytes are all in: check them against the record's trailer (format 2) or its
+ * XXH3 (format 1); an image gets its padding, and its trailer where the record had none. */
+static int read_check(struct mc_disk_op *op)
+{
+    if (op->trailer != NULL) {
+        if (!mc_disk_trailer_check(op->dst, op->size, op->trailer))
+            return MC_ERR_CORRUPT;
+    } else if (mc_disk_payload_hash(op->dst, op->size) != op->h.payload_xxh3) {
+        return MC_ERR_CORRUPT;
+    } else if (op->image) {
+        mc_disk_trailer_make(op->dst, op->size, op->dst + mc_shm_trailer_off(op->size));
+    }
+    if (op->image)
+        memset(op->dst + op->size, 0, mc_shm_trailer_off(op->size) - op->size);
+    return 0;
+}
+
 /* the last unit of op finished: the next phase, or the end */
 static void op_settle(struct mc_disk *d, struct mc_disk_op *op)
 {
@@ -229,10 +269,27 @@ static void op_settle(struct mc_disk *d, struct mc_disk_op *op)
         wait_push(d, op);
         return;
     }
-    if (op->err == 0 && !op->write &&
-        mc_disk_payload_hash(op->dst, op->size) != op->h.payload_xxh3)
-        op->err = MC_ERR_CORRUPT;
+    if (op->err == 0 && !op->write)
+        op->err = read_check(op);
     op_complete(d, op, op->err);
+}
+
+/* a format-2 header read: its trailer kept for the check (an image's goes where the image
+ * has it, past the payload: no read lands there) */
+static bool trailer_keep(struct mc_disk_op *op, const struct mc_disk_hdr *h)
+{
+    uint64_t len = mc_disk_trailer_len(op->size);
+
+    if (op->image) {
+        op->trailer = op->dst + mc_shm_trailer_off(op->size);
+    } else {
+        op->trailer = malloc(len);
+        if (op->trailer == NULL)
+            return false;
+        op->trailer_owned = true;
+    }
+    memcpy(op->trailer, h->trailer, len);
+    return true;
 }
 
 static void io_done(struct mc_disk_io_req *r, int res)
@@ -249,6 +306,8 @@ static void io_done(struct mc_disk_io_req *r, int res)
         d->st.write_bytes += r->len;
     } else {
         d->st.read_bytes += r->len;
+        if (s->direct)
+            d->st.read_direct_bytes += r->len;
         if (s->pos == HDR_POS) {
             struct mc_disk_hdr h;
 
@@ -260,8 +319,10 @@ static void io_done(struct mc_disk_io_req *r, int res)
                     op->err = MC_ERR_CORRUPT;
             } else {
                 op->h.payload_xxh3 = h.payload_xxh3;
+                if (h.trailer != NULL && !trailer_keep(op, &h) && op->err == 0)
+                    op->err = MC_ERR_NOMEM;
             }
-        } else if (op->err == 0) {
+        } else if (op->err == 0 && !s->direct) {
             memcpy(op->dst + s->pos, s->buf, s->n);
         }
     }
@@ -289,9 +350,17 @@ static int op_start(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, uint
     op->err = 0;
     op->header_done = false;
     op->phase = W_PENDING;
+    op->image = false;
+    op->trailer = NULL;
+    op->trailer_owned = false;
     d->ops++;
     return 0;
 }
+
+static int write_op(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const void *key,
+                    uint32_t key_len, uint64_t version, uint32_t flags, uint64_t expire_ms,
+                    const void *src, uint64_t size, uint64_t payload_xxh3,
+                    const uint8_t *trailer);
 
 int mc_disk_write(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const void *key,
                   uint32_t key_len, uint64_t version, uint32_t flags, uint64_t expire_ms,
@@ -305,6 +374,15 @@ int mc_disk_write_hashed(struct mc_disk *d, struct mc_disk_op *op, uint64_t off,
                          const void *key, uint32_t key_len, uint64_t version, uint32_t flags,
                          uint64_t expire_ms, const void *src, uint64_t size,
                          uint64_t payload_xxh3)
+{
+    return write_op(d, op, off, key, key_len, version, flags, expire_ms, src, size,
+                    payload_xxh3, NULL);
+}
+
+static int write_op(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const void *key,
+                    uint32_t key_len, uint64_t version, uint32_t flags, uint64_t expire_ms,
+                    const void *src, uint64_t size, uint64_t payload_xxh3,
+                    const uint8_t *trailer)
 {
     int err = op_start(d, op, off, size, key_len);
 
@@ -324,10 +402,27 @@ int mc_disk_write_hashed(struct mc_disk *d, struct mc_disk_op *op, uint64_t off,
         .expire_ms = expire_ms,
         .payload_xxh3 = payload_xxh3,
         .key_len = key_len,
+        .trailer = trailer,
     };
     wait_push(d, op);
     pump(d);
     return 0;
+}
+
+int mc_disk_write_image(struct mc_disk *d, struct mc_disk_op *op, uint64_t off,
+                        const void *key, uint32_t key_len, uint64_t version, uint32_t flags,
+                        uint64_t expire_ms, const void *src, uint64_t size,
+                        const uint8_t *trailer)
+{
+    uint64_t last;
+
+    /* checked here: the header's encode, later, cannot fail */
+    if (trailer == NULL || !mc_disk_trailer_fits(size, key_len) ||
+        !mc_disk_trailer_whole(trailer, size))
+        return MC_ERR_INVALID;
+    memcpy(&last, trailer + mc_disk_trailer_len(size) - 8, 8);
+    return write_op(d, op, off, key, key_len, version, flags, expire_ms, src, size, last,
+                    trailer);
 }
 
 int mc_disk_erase(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, uint64_t alloc_len)
@@ -358,14 +453,15 @@ int mc_disk_erase(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, uint64
     return 0;
 }
 
-int mc_disk_read(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const void *key,
-                 uint32_t key_len, uint64_t version, void *dst, uint64_t size)
+static int read_op(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const void *key,
+                   uint32_t key_len, uint64_t version, void *dst, uint64_t size, bool image)
 {
     int err = op_start(d, op, off, size, key_len);
 
     if (err != 0)
         return err;
     op->write = false;
+    op->image = image;
     op->key = key;
     op->src = NULL;
     op->dst = dst;
@@ -374,6 +470,19 @@ int mc_disk_read(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const v
     wait_push(d, op);
     pump(d);
     return 0;
+}
+
+int mc_disk_read(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const void *key,
+                 uint32_t key_len, uint64_t version, void *dst, uint64_t size)
+{
+    return read_op(d, op, off, key, key_len, version, dst, size, false);
+}
+
+int mc_disk_read_image(struct mc_disk *d, struct mc_disk_op *op, uint64_t off,
+                       const void *key, uint32_t key_len, uint64_t version, void *dst,
+                       uint64_t size)
+{
+    return read_op(d, op, off, key, key_len, version, dst, size, true);
 }
 
 int mc_disk_fd(const struct mc_disk *d)

@@ -4,10 +4,11 @@
  * once open (the scan at open is the one synchronous pass, before anything is served).
  *
  * Space in the data region is the master's to hand out (alloc.c), as for every segment: a
- * writer is told the extent [off, off + mc_disk_rec_len(size)) and fills it. Every byte goes
- * through the staging buffers (depth buffers of chunk bytes, block-aligned, registered with
- * io_uring): caller memory (a DRAM segment, a client's buffer) has no alignment O_DIRECT
- * would accept. A write makes a pending header durable, then the payload, then the committed
+ * writer is told the extent [off, off + mc_disk_rec_len(size)) and fills it. Headers, writes
+ * and reads into unaligned memory go through the staging buffers (depth buffers of chunk
+ * bytes, block-aligned, registered with io_uring): O_DIRECT accepts no other; a read into
+ * block-aligned memory (a landing block) lands its whole blocks there directly, each such
+ * I/O still taking one of the depth slots (the queue depth stays the knob). A write makes a pending header durable, then the payload, then the committed
  * header (O_DSYNC writes; disk_fmt.h says why three steps): the record is complete when its
  * done callback says 0. A read checks the header (key,
  * version, size) and the payload's XXH3: a mismatch is MC_ERR_CORRUPT and the bytes in dst
@@ -43,6 +44,7 @@ struct mc_disk_stats {
     uint64_t region;           /* bytes the master may allocate */
     uint64_t writes, reads;    /* records written and read (completed, successfully) */
     uint64_t write_bytes, read_bytes; /* device bytes moved, headers and padding included */
+    uint64_t read_direct_bytes; /* of read_bytes, landed straight in the reader's memory */
     uint64_t erases;           /* records erased */
     uint64_t write_errors, read_errors;
     uint64_t read_corrupt;     /* reads answered MC_ERR_CORRUPT */
@@ -102,6 +104,9 @@ struct mc_disk_op {
     const uint8_t *src;
     uint8_t *dst;
     uint64_t version;
+    bool image;           /* a read of the object's image (mc_disk_read_image) */
+    uint8_t *trailer;     /* a read of a format-2 record: its trailer, kept for the check */
+    bool trailer_owned;   /* ... in memory of the store's (a payload-only read) */
 };
 
 /*
@@ -123,6 +128,17 @@ int mc_disk_write_hashed(struct mc_disk *d, struct mc_disk_op *op, uint64_t off,
                          const void *key, uint32_t key_len, uint64_t version, uint32_t flags,
                          uint64_t expire_ms, const void *src, uint64_t size,
                          uint64_t payload_xxh3);
+/* mc_disk_write of an object with checksums, storing its checksum trailer (trailer:
+ * mc_disk_trailer_len(size) bytes, valid and unchanged until done runs) in the record
+ * (format 2, disk_fmt.h): no pass over the payload here, and a reader hands out this very
+ * trailer. The caller checked src against trailer when it read src (the bytes written are
+ * then the ones it vouched for, or a record that fails its check: MC_ERR_CORRUPT on read).
+ * MC_ERR_INVALID also when the trailer does not fit beside the key (mc_disk_trailer_fits)
+ * or is not whole. */
+int mc_disk_write_image(struct mc_disk *d, struct mc_disk_op *op, uint64_t off,
+                        const void *key, uint32_t key_len, uint64_t version, uint32_t flags,
+                        uint64_t expire_ms, const void *src, uint64_t size,
+                        const uint8_t *trailer);
 /*
  * Erase the record whose extent is [off, off + alloc_len): a tombstone header (newer than
  * anything there) is written durably at off, so no scan finds the record again, nor any
@@ -140,5 +156,19 @@ int mc_disk_erase(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, uint64
  */
 int mc_disk_read(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, const void *key,
                  uint32_t key_len, uint64_t version, void *dst, uint64_t size);
+/*
+ * mc_disk_read of the object's image as a DRAM segment holds it (shm/ring.h): dst has room
+ * for mc_shm_alloc_len(size, true) bytes, and done(op, 0) means dst holds the payload, zero
+ * padding and the checksum trailer. A format-2 record's payload is checked against its
+ * stored trailer, which is handed out as it is (one pass over the payload); a format-1
+ * record's against its XXH3, and the trailer then computed (two).
+ *
+ * Both reads land the payload's whole blocks straight in dst where dst is block-aligned
+ * (no staging copy; only a last partial block goes through a staging buffer), so dst must
+ * stay the caller's, untouched by anyone else, until done ran, whatever the outcome.
+ */
+int mc_disk_read_image(struct mc_disk *d, struct mc_disk_op *op, uint64_t off,
+                       const void *key, uint32_t key_len, uint64_t version, void *dst,
+                       uint64_t size);
 
 #endif /* MC_AGENT_DISK_H */

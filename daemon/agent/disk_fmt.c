@@ -11,6 +11,7 @@
 /* payloads are hashed like objects: through libxxhash's AVX2 / AVX-512 dispatcher (the same
  * values as the SSE2 entry points, at about twice their speed: shm/checksum.h) */
 #include "shm/checksum.h"
+#include "shm/ring.h" /* the checksum trailer's layout */
 
 #include <mc/mc_status.h>
 
@@ -105,27 +106,98 @@ int mc_disk_sb_decode(const uint8_t *block, size_t len, struct mc_disk_sb *sb_p)
     return 0;
 }
 
-static uint64_t hdr_mac(const uint8_t *block, uint32_t key_len, const uint8_t *secret)
+/* format 2: where the trailer starts in the header block (8-aligned after the key) */
+static uint64_t trailer_at(uint32_t key_len)
 {
-    /* the fixed part before the MAC and the key, which follows the MAC: hashed as one run
-     * with the MAC's 8 bytes left out */
+    return MC_DISK_HDR_FIXED + (((uint64_t)key_len + 7) & ~UINT64_C(7));
+}
+
+uint64_t mc_disk_trailer_len(uint64_t size)
+{
+    return 8 * (mc_shm_nchunks(size) + 1);
+}
+
+bool mc_disk_trailer_fits(uint64_t size, uint32_t key_len)
+{
+    return key_len <= MC_DISK_KEY_MAX && size <= UINT64_MAX / 2 &&
+           mc_shm_nchunks(size) < MC_DISK_BLOCK / 8 &&
+           trailer_at(key_len) + mc_disk_trailer_len(size) <= MC_DISK_BLOCK;
+}
+
+void mc_disk_trailer_make(const uint8_t *payload, uint64_t size, uint8_t *trailer)
+{
+    uint64_t n = mc_shm_nchunks(size), v;
+
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t len = i + 1 < n ? MC_SHM_CHUNK : size - i * MC_SHM_CHUNK;
+
+        v = XXH3_64bits(payload + i * MC_SHM_CHUNK, len);
+        memcpy(trailer + 8 * i, &v, 8);
+    }
+    v = XXH3_64bits(trailer, n * 8);
+    memcpy(trailer + 8 * n, &v, 8);
+}
+
+static bool trailer_whole(const uint8_t *trailer, uint64_t n)
+{
+    uint64_t v;
+
+    memcpy(&v, trailer + 8 * n, 8);
+    return XXH3_64bits(trailer, n * 8) == v;
+}
+
+bool mc_disk_trailer_whole(const uint8_t *trailer, uint64_t size)
+{
+    return trailer_whole(trailer, mc_shm_nchunks(size));
+}
+
+bool mc_disk_trailer_check(const uint8_t *payload, uint64_t size, const uint8_t *trailer)
+{
+    uint64_t n = mc_shm_nchunks(size), v;
+
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t len = i + 1 < n ? MC_SHM_CHUNK : size - i * MC_SHM_CHUNK;
+
+        memcpy(&v, trailer + 8 * i, 8);
+        if (XXH3_64bits(payload + i * MC_SHM_CHUNK, len) != v)
+            return false;
+    }
+    return trailer_whole(trailer, n);
+}
+
+/* The MAC: keyed XXH3 of the fixed part before the MAC, then the key, which follows the MAC
+ * (the MAC's 8 bytes left out), then in format 2 the key's padding and the trailer. */
+static uint64_t hdr_mac(const uint8_t *block, uint32_t key_len, uint64_t tail,
+                        const uint8_t *secret)
+{
     XXH3_state_t st;
 
     XXH3_64bits_reset_withSecret(&st, secret, MC_DISK_SECRET_LEN);
     XXH3_64bits_update(&st, block, H_MAC);
-    XXH3_64bits_update(&st, block + MC_DISK_HDR_FIXED, key_len);
+    XXH3_64bits_update(&st, block + MC_DISK_HDR_FIXED, key_len + tail);
     return XXH3_64bits_digest(&st);
 }
 
 int mc_disk_hdr_encode(const struct mc_disk_hdr *h, const uint8_t *secret, uint8_t *block)
 {
+    uint64_t tail = 0, payload = h->payload_xxh3;
+
     if (h->key_len == 0 || h->key_len > MC_DISK_KEY_MAX || h->key == NULL ||
         h->state > MC_DISK_REC_ERASED ||
         h->alloc_len == 0 || h->alloc_len != mc_disk_rec_len(h->size))
         return MC_ERR_INVALID;
+    if (h->trailer != NULL) {
+        uint64_t n = mc_shm_nchunks(h->size);
+
+        if (!mc_disk_trailer_fits(h->size, h->key_len) || !trailer_whole(h->trailer, n))
+            return MC_ERR_INVALID;
+        memcpy(&payload, h->trailer + 8 * n, 8);
+        tail = trailer_at(h->key_len) - MC_DISK_HDR_FIXED - h->key_len +
+               mc_disk_trailer_len(h->size);
+    }
     memset(block, 0, MC_DISK_BLOCK);
     memcpy(block, rec_magic, sizeof(rec_magic));
-    put32(block + H_FORMAT, MC_DISK_FORMAT);
+    put32(block + H_FORMAT, h->trailer != NULL ? MC_DISK_REC_FORMAT_TRAILER : MC_DISK_FORMAT);
     put32(block + H_KEYLEN, h->key_len);
     put64(block + H_SEQ, h->seq);
     put64(block + H_VERSION, h->version);
@@ -134,9 +206,11 @@ int mc_disk_hdr_encode(const struct mc_disk_hdr *h, const uint8_t *secret, uint8
     put32(block + H_FLAGS, h->flags);
     put32(block + H_STATE, h->state);
     put64(block + H_EXPIRE, h->expire_ms);
-    put64(block + H_PAYLOAD, h->payload_xxh3);
+    put64(block + H_PAYLOAD, payload);
     memcpy(block + MC_DISK_HDR_FIXED, h->key, h->key_len);
-    put64(block + H_MAC, hdr_mac(block, h->key_len, secret));
+    if (h->trailer != NULL)
+        memcpy(block + trailer_at(h->key_len), h->trailer, mc_disk_trailer_len(h->size));
+    put64(block + H_MAC, hdr_mac(block, h->key_len, tail, secret));
     return 0;
 }
 
@@ -149,18 +223,32 @@ int mc_disk_hdr_decode(const uint8_t *block, size_t len, const uint8_t *secret,
                        struct mc_disk_hdr *h_p)
 {
     struct mc_disk_hdr h;
+    uint32_t format;
+    uint64_t tail = 0;
 
-    if (len < MC_DISK_BLOCK || !is_rec_magic(block) ||
-        get32(block + H_FORMAT) != MC_DISK_FORMAT || get32(block + H_STATE) > MC_DISK_REC_ERASED)
+    if (len < MC_DISK_BLOCK || !is_rec_magic(block))
+        return MC_ERR_CORRUPT;
+    format = get32(block + H_FORMAT);
+    if ((format != MC_DISK_FORMAT && format != MC_DISK_REC_FORMAT_TRAILER) ||
+        get32(block + H_STATE) > MC_DISK_REC_ERASED)
         return MC_ERR_CORRUPT;
     h.key_len = get32(block + H_KEYLEN);
     if (h.key_len == 0 || h.key_len > MC_DISK_KEY_MAX)
         return MC_ERR_CORRUPT;
-    if (get64(block + H_MAC) != hdr_mac(block, h.key_len, secret))
+    h.size = get64(block + H_SIZE);
+    h.trailer = NULL;
+    if (format == MC_DISK_REC_FORMAT_TRAILER) {
+        /* the size places the trailer: checked before the MAC reads that far */
+        if (!mc_disk_trailer_fits(h.size, h.key_len))
+            return MC_ERR_CORRUPT;
+        tail = trailer_at(h.key_len) - MC_DISK_HDR_FIXED - h.key_len +
+               mc_disk_trailer_len(h.size);
+        h.trailer = block + trailer_at(h.key_len);
+    }
+    if (get64(block + H_MAC) != hdr_mac(block, h.key_len, tail, secret))
         return MC_ERR_CORRUPT;
     h.seq = get64(block + H_SEQ);
     h.version = get64(block + H_VERSION);
-    h.size = get64(block + H_SIZE);
     h.alloc_len = get64(block + H_ALLOC);
     h.flags = get32(block + H_FLAGS);
     h.expire_ms = get64(block + H_EXPIRE);
@@ -171,6 +259,13 @@ int mc_disk_hdr_decode(const uint8_t *block, size_t len, const uint8_t *secret,
      * have been written by another build */
     if (h.alloc_len == 0 || h.alloc_len != mc_disk_rec_len(h.size))
         return MC_ERR_CORRUPT;
+    if (h.trailer != NULL) {
+        uint64_t n = mc_shm_nchunks(h.size), v;
+
+        memcpy(&v, h.trailer + 8 * n, 8);
+        if (v != h.payload_xxh3 || !trailer_whole(h.trailer, n))
+            return MC_ERR_CORRUPT;
+    }
     *h_p = h;
     return 0;
 }
@@ -225,6 +320,7 @@ int mc_disk_scan_block(struct mc_disk_scan *sc, uint64_t off, const uint8_t *blo
     r->h = h;
     memcpy(r->key, h.key, h.key_len);
     r->h.key = NULL; /* the block is the caller's: r->key holds the key */
+    r->h.trailer = NULL; /* (a reader takes it from the header it reads) */
     r->dropped = false;
     return 0;
 }

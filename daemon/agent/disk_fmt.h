@@ -6,9 +6,21 @@
  *   block 0             superblock: magic, format, block size, region size, a random
  *                       secret of MC_DISK_SECRET_LEN bytes, XXH3 of the rest
  *   region offset off   a record: one header block (magic, format, key length, sequence
- *                       number, object version, size, extent length, flags, expiry, XXH3 of
- *                       the payload, a MAC of the header, the key), then the payload padded
- *                       to the block: alloc_len = MC_DISK_BLOCK + round_up(size, MC_DISK_BLOCK)
+ *                       number, object version, size, extent length, flags, expiry, the
+ *                       payload's check, a MAC of the header, the key, and in format 2 the
+ *                       object's checksum trailer), then the payload padded to the block:
+ *                       alloc_len = MC_DISK_BLOCK + round_up(size, MC_DISK_BLOCK)
+ *
+ * Two record formats share one header layout and one superblock (MC_DISK_FORMAT):
+ *   - format 1: the payload's check is XXH3 of the whole payload;
+ *   - format 2 (MC_DISK_REC_FORMAT_TRAILER): the header block also carries the object's
+ *     checksum trailer as the DRAM image has it (shm/ring.h: one XXH3 per MC_SHM_CHUNK of
+ *     payload, then XXH3 of those values), 8-aligned after the key, covered by the MAC; the
+ *     payload's check is the trailer's last value. A reader checks the payload against the
+ *     trailer (one pass) and hands out the trailer as it is, so a client's checksum comes
+ *     from the writer's bytes, never recomputed. Written where the trailer fits in the
+ *     block beside the key (objects up to a few hundred MiB); format 1 elsewhere. An older
+ *     build reads a format-2 header as a bad one: the scan drops it (never wrong bytes).
  *
  * A record becomes visible only when its header is durable: the writer first writes the
  * header marked pending, then the payload, then the header again marked committed, each
@@ -39,7 +51,8 @@
 #include <stdint.h>
 
 #define MC_DISK_BLOCK 4096u     /* alignment of every extent and I/O (O_DIRECT) */
-#define MC_DISK_FORMAT 1u
+#define MC_DISK_FORMAT 1u               /* the superblock's, and format-1 records' */
+#define MC_DISK_REC_FORMAT_TRAILER 2u   /* a record that carries the checksum trailer */
 #define MC_DISK_SECRET_LEN 192u /* >= XXH3_SECRET_SIZE_MIN (136) */
 #define MC_DISK_HDR_FIXED 80u   /* header bytes before the key */
 #define MC_DISK_KEY_MAX (MC_DISK_BLOCK - MC_DISK_HDR_FIXED)
@@ -63,11 +76,25 @@ struct mc_disk_hdr {
     uint64_t alloc_len;  /* bytes of the extent, header block included */
     uint32_t flags;      /* MC_MASTER_PUT_* as stored */
     uint64_t expire_ms;  /* wall-clock expiry (ms since the epoch), 0 = none */
-    uint64_t payload_xxh3;
+    uint64_t payload_xxh3; /* format 1: XXH3 of the payload; format 2: the trailer's
+                            * object value (the encoder takes it from the trailer) */
     uint32_t state;      /* MC_DISK_REC_*: only a committed record is complete */
     uint32_t key_len;
     const uint8_t *key;  /* decode: points into the block given */
+    const uint8_t *trailer; /* NULL: format 1; else mc_disk_trailer_len(size) bytes, the
+                             * object's checksum trailer (format 2; decode: into the block) */
 };
+
+/* Bytes of the checksum trailer of an object of size bytes (shm/ring.h's layout). */
+uint64_t mc_disk_trailer_len(uint64_t size);
+/* Whether a format-2 header of this key and size fits in a block. */
+bool mc_disk_trailer_fits(uint64_t size, uint32_t key_len);
+/* The trailer of payload[0, size) into trailer (mc_disk_trailer_len(size) bytes). */
+void mc_disk_trailer_make(const uint8_t *payload, uint64_t size, uint8_t *trailer);
+/* Whether the trailer's object value is that of its chunk values. */
+bool mc_disk_trailer_whole(const uint8_t *trailer, uint64_t size);
+/* Whether payload[0, size) matches trailer: every chunk's value and the object value. */
+bool mc_disk_trailer_check(const uint8_t *payload, uint64_t size, const uint8_t *trailer);
 
 /* The extent a record of size bytes needs. 0 when size is too large to express. */
 uint64_t mc_disk_rec_len(uint64_t size);
@@ -77,11 +104,12 @@ void mc_disk_sb_encode(const struct mc_disk_sb *sb, uint8_t *block);
 /* 0, or MC_ERR_CORRUPT (not a superblock of this format, bad checksum, bad region). */
 int mc_disk_sb_decode(const uint8_t *block, size_t len, struct mc_disk_sb *sb_p);
 
-/* Writes MC_DISK_BLOCK bytes (zero past the key). MC_ERR_INVALID: key_len 0 or above
- * MC_DISK_KEY_MAX, or alloc_len not mc_disk_rec_len(size). */
+/* Writes MC_DISK_BLOCK bytes (zero past the key, or the trailer). MC_ERR_INVALID: key_len 0
+ * or above MC_DISK_KEY_MAX, alloc_len not mc_disk_rec_len(size), a trailer that does not
+ * fit (mc_disk_trailer_fits) or whose object value is not that of its chunk values. */
 int mc_disk_hdr_encode(const struct mc_disk_hdr *h, const uint8_t *secret, uint8_t *block);
-/* Checks magic, format, lengths and the MAC; h_p->key points into block. 0 or
- * MC_ERR_CORRUPT. */
+/* Checks magic, format, lengths, the MAC and (format 2) the trailer's object value; h_p->key
+ * and h_p->trailer point into block. 0 or MC_ERR_CORRUPT. */
 int mc_disk_hdr_decode(const uint8_t *block, size_t len, const uint8_t *secret,
                        struct mc_disk_hdr *h_p);
 

@@ -26,6 +26,7 @@
 
 /* the master allocates a record's extent by its own copy of the format's rule */
 _Static_assert(MC_MASTER_DISK_BLOCK == MC_DISK_BLOCK, "the master's disk block is the store's");
+_Static_assert(MC_SHM_CHUNK % MC_DISK_BLOCK == 0, "checksum chunks are whole disk blocks");
 
 #define LOCAL_COPIES 64 /* copies taken from the in-process master per tick, at most */
 
@@ -66,6 +67,8 @@ struct dk_write {
     void *ctx;
     uint64_t off, len, size, version, ttl_ms;
     uint64_t xxh3;        /* the payload's, taken when agent_disk_copy read the source */
+    bool trailer;         /* the record stores the image's trailer (tr), not xxh3 */
+    uint8_t tr[MC_DISK_BLOCK]; /* ... as agent_disk_copy checked it against the source */
     uint32_t flags;
     const uint8_t *src;
     size_t key_len;
@@ -173,8 +176,12 @@ static void write_go(struct agent_disk *k, struct dk_write *w)
     /* whatever the index had there was freed by the master: its bytes are going */
     (void)mc_holdidx_overwrite(k->a->disk_seg->held, w->off, w->len, w->version);
     w->op.done = write_done;
-    err = mc_disk_write_hashed(k->d, &w->op, w->off, w->key, (uint32_t)w->key_len,
-                               w->version, w->flags, expire, w->src, w->size, w->xxh3);
+    if (w->trailer)
+        err = mc_disk_write_image(k->d, &w->op, w->off, w->key, (uint32_t)w->key_len,
+                                  w->version, w->flags, expire, w->src, w->size, w->tr);
+    else
+        err = mc_disk_write_hashed(k->d, &w->op, w->off, w->key, (uint32_t)w->key_len,
+                                   w->version, w->flags, expire, w->src, w->size, w->xxh3);
     if (err != 0)
         write_done(&w->op, err);
 }
@@ -196,22 +203,11 @@ static void waiting_retry(struct agent_disk *k)
 }
 
 /* The DRAM image's chunk checksums and object checksum (shm/ring.h): an offload must not
- * bless bytes that went bad in memory (the disk record's own XXH3 is taken from them). */
+ * bless bytes that went bad in memory (the disk record stores that trailer, or an XXH3 taken
+ * from the bytes). */
 static bool image_ok(const uint8_t *img, uint64_t size)
 {
-    uint64_t n = mc_shm_nchunks(size), i;
-    uint64_t tr[1];
-    const uint8_t *trailer = img + mc_shm_trailer_off(size);
-
-    for (i = 0; i < n; i++) {
-        uint64_t len = i + 1 < n ? MC_SHM_CHUNK : size - i * MC_SHM_CHUNK;
-
-        memcpy(tr, trailer + 8 * i, 8);
-        if (XXH3_64bits(img + i * MC_SHM_CHUNK, len) != tr[0])
-            return false;
-    }
-    memcpy(tr, trailer + 8 * n, 8);
-    return XXH3_64bits(trailer, n * 8) == tr[0];
+    return mc_disk_trailer_check(img, size, img + mc_shm_trailer_off(size));
 }
 
 int agent_disk_copy(struct mc_agent *a, const struct agent_disk_copy *cp,
@@ -257,9 +253,16 @@ int agent_disk_copy(struct mc_agent *a, const struct agent_disk_copy *cp,
     w->flags = e.flags;
     w->ttl_ms = e.ttl_ms != 0 ? e.ttl_ms - now : 0;
     w->src = src; /* the master keeps the DRAM block allocated until the copy is answered */
-    /* hashed now, while the index vouches for the source (a write that waits for an erase
-     * would otherwise hash whatever the block holds after the wait) */
-    w->xxh3 = mc_disk_payload_hash(src, e.size);
+    /* the source's check taken now, while the index vouches for it (a write that waits for
+     * an erase would otherwise vouch for whatever the block holds after the wait): the
+     * image's trailer, just checked, where the record has room for it (format 2: no second
+     * pass, and readers get this very trailer back), else the payload's XXH3 */
+    w->trailer = (e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0 &&
+                 mc_disk_trailer_fits(e.size, (uint32_t)cp->key_len);
+    if (w->trailer)
+        memcpy(w->tr, src + mc_shm_trailer_off(e.size), mc_disk_trailer_len(e.size));
+    else
+        w->xxh3 = mc_disk_payload_hash(src, e.size);
     w->key_len = cp->key_len;
     memcpy(w->key, cp->key, cp->key_len);
     k->writing++; /* from here write_done runs exactly once */
@@ -461,7 +464,7 @@ struct dk_read {
     void *ctx;
     struct mc_alloc *land;
     uint32_t land_id, rep;
-    uint64_t off, version;    /* what mc_disk_read is given (read_submit) */
+    uint64_t off, version;    /* what read_record is given (read_submit) */
     /* a GET of ours: answered MC_ERR_TIMEOUT at its deadline (agent_disk_tick) while the
      * read goes on; its landing block is freed only by read_done, the op's final end */
     uint64_t deadline_ms;
@@ -474,22 +477,15 @@ struct dk_read {
     char key[MC_DIR_KEY_MAX];
 };
 
-/* The checksum trailer a reader verifies (shm/ring.h), over bytes the record's XXH3 just
- * vouched for. */
-static void trailer_fill(uint8_t *img, uint64_t size)
+/* A read into dst of the record's image (with its checksum trailer) or its bytes alone. */
+static int read_record(struct agent_disk *k, struct dk_read *r, uint64_t offset,
+                       uint64_t version)
 {
-    uint64_t n = mc_shm_nchunks(size), i, v;
-    uint8_t *tr = img + mc_shm_trailer_off(size);
-
-    memset(img + size, 0, mc_shm_trailer_off(size) - size);
-    for (i = 0; i < n; i++) {
-        uint64_t len = i + 1 < n ? MC_SHM_CHUNK : size - i * MC_SHM_CHUNK;
-
-        v = XXH3_64bits(img + i * MC_SHM_CHUNK, len);
-        memcpy(tr + 8 * i, &v, 8);
-    }
-    v = XXH3_64bits(tr, n * 8);
-    memcpy(tr + 8 * n, &v, 8);
+    if (r->csum)
+        return mc_disk_read_image(k->d, &r->op, offset, r->key, (uint32_t)r->key_len, version,
+                                  r->dst, r->size);
+    return mc_disk_read(k->d, &r->op, offset, r->key, (uint32_t)r->key_len, version, r->dst,
+                        r->size);
 }
 
 static void read_done(struct mc_disk_op *op, int res)
@@ -520,8 +516,6 @@ static void read_done(struct mc_disk_op *op, int res)
         return;
     }
     if (res == 0) {
-        if (r->csum)
-            trailer_fill(r->dst, r->size);
         k->st.disk_hits++;
     } else {
         if (res == MC_ERR_CORRUPT)
@@ -542,8 +536,7 @@ static void read_done(struct mc_disk_op *op, int res)
 static void read_submit(void *ctx)
 {
     struct dk_read *r = ctx;
-    int err = mc_disk_read(r->k->d, &r->op, r->off, r->key, (uint32_t)r->key_len, r->version,
-                           r->dst, r->size);
+    int err = read_record(r->k, r, r->off, r->version);
 
     if (err != 0)
         read_done(&r->op, err);
@@ -556,15 +549,14 @@ static void read_dropped(void *ctx)
     read_done(&r->op, MC_ERR_CANCELED); /* the agent stops before the read started */
 }
 
-/* Start r (its op filled): at once (0, or mc_disk_read's refusal: read_done will not
+/* Start r (its op filled): at once (0, or read_record's refusal: read_done will not
  * run), or late when the fault seam makes the disk slow (0; a late refusal goes to
  * read_done). */
 static int read_go(struct dk_read *r)
 {
     if (mc_fault_defer(&r->k->a->fault, MC_FAULT_DISK, read_submit, read_dropped, r))
         return 0;
-    return mc_disk_read(r->k->d, &r->op, r->off, r->key, (uint32_t)r->key_len, r->version,
-                        r->dst, r->size);
+    return read_record(r->k, r, r->off, r->version);
 }
 
 /* Read replica j of g (in our disk segment) into a landing block of the tenant. 0 (done

@@ -8,7 +8,9 @@
  *     our DRAM segment into an extent of the disk segment it allocated; the record is
  *     written, then indexed, then the copy answered;
  *   - reads: a GET whose replica is in our disk segment and in no memory reads the record
- *     into the reader's landing block (as a peer's read lands), its XXH3 checked: a record
+ *     into the reader's landing block (as a peer's read lands), as the object's image: the
+ *     payload straight from the device, checked against the checksum trailer the record
+ *     stores (format 2; a format-1 record: its XXH3, then the trailer computed): a record
  *     that fails is MC_ERR_CORRUPT, never bytes;
  *   - erases: a disk block the master freed (a DROP: evicted from disk, removed, expired)
  *     gets a tombstone, so that a restart does not find it again; a write to an extent

@@ -136,21 +136,23 @@ int leader_start(const char *endpoints, const char *cluster_id, const char *name
                  uint32_t nsegs, uint64_t poll_ms, struct agent_leader **l_p)
 {
     struct agent_leader *l;
-    size_t n = cluster_id != NULL ? strlen(cluster_id) : 0;
+    char rest[160];
     pthread_condattr_t ca;
     int err;
 
-    if (n == 0 || n > 63 || poll_ms == 0 || name == NULL || name[0] == '\0' ||
-        strlen(name) > 128 || strpbrk(name, "/ ") != NULL ||
-        strspn(cluster_id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
-            n)
+    if (poll_ms == 0 || name == NULL || name[0] == '\0' || strlen(name) > 128 ||
+        strpbrk(name, "/ ") != NULL)
         return MC_ERR_INVALID;
     l = calloc(1, sizeof(*l));
     if (l == NULL)
         return MC_ERR_NOMEM;
-    snprintf(l->key, sizeof(l->key), "/mcstore/%s/leader", cluster_id);
-    snprintf(l->members, sizeof(l->members), "/mcstore/%s/members/", cluster_id);
-    snprintf(l->agent_key, sizeof(l->agent_key), "/mcstore/%s/agents/%s", cluster_id, name);
+    snprintf(rest, sizeof(rest), "agents/%s", name);
+    if (mc_etcd_cluster_key(cluster_id, "leader", l->key, sizeof(l->key)) != 0 ||
+        mc_etcd_cluster_key(cluster_id, "members/", l->members, sizeof(l->members)) != 0 ||
+        mc_etcd_cluster_key(cluster_id, rest, l->agent_key, sizeof(l->agent_key)) != 0) {
+        free(l);
+        return MC_ERR_INVALID;
+    }
     snprintf(l->agent_val, sizeof(l->agent_val), "%u %s", nsegs, name);
     l->poll_ms = poll_ms;
     l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

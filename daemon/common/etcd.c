@@ -41,6 +41,19 @@ static void curl_init_once(void)
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
+int mc_etcd_cluster_key(const char *cluster_id, const char *rest, char *buf, size_t cap)
+{
+    size_t n = cluster_id != NULL ? strlen(cluster_id) : 0;
+
+    if (n == 0 || n > 63 || rest == NULL ||
+        strspn(cluster_id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+            n)
+        return MC_ERR_INVALID;
+    if ((size_t)snprintf(buf, cap, "/mcstore/%s/%s", cluster_id, rest) >= cap)
+        return MC_ERR_INVALID;
+    return 0;
+}
+
 void mc_etcd_b64_encode(const void *in, size_t n, char *out)
 {
     const uint8_t *p = in;

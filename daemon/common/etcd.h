@@ -67,6 +67,11 @@ int mc_etcd_put_if(struct mc_etcd *e, const char *key, const char *value, const 
 /* Delete key only if it is still the one created at create_rev; *deleted says whether. */
 int mc_etcd_delete_if(struct mc_etcd *e, const char *key, int64_t create_rev, bool *deleted);
 
+/* The one home of a cluster's key layout in etcd: "/mcstore/<cluster_id>/<rest>" into buf
+ * (rest: "leader", "versions", "members/", "agents/<name>", ...). MC_ERR_INVALID when
+ * cluster_id is not 1..63 of [A-Za-z0-9_.-] or the key does not fit cap. */
+int mc_etcd_cluster_key(const char *cluster_id, const char *rest, char *buf, size_t cap);
+
 /* base64 (RFC 4648, padded) of n bytes into out (cap >= 4 * ((n + 2) / 3) + 1), NUL-ended. */
 void mc_etcd_b64_encode(const void *in, size_t n, char *out);
 /* Decodes; returns the length, or -1 when it is not padded base64 or does not fit cap. */

@@ -200,6 +200,29 @@ static void drop_draining(struct mc_master *m, struct ver *v)
     }
 }
 
+/* Fill c (allocated for o's key) as a QUEUED copy of v from src to tgt, with a fresh id, and
+ * put it on the list. The caller counts it as open in its own kind. */
+static void copy_queue(struct mc_master *m, struct copy *c, const struct obj *o,
+                       const struct ver *v, const struct rep *src, const struct rep *tgt,
+                       bool offload)
+{
+    struct mc_drain *d = m->drain;
+
+    memset(c, 0, sizeof(*c));
+    c->state = CS_QUEUED;
+    d->queued++;
+    c->id = ++m->next_version;
+    c->version = v->id;
+    c->start_ms = now_ms(m);
+    c->offload = offload;
+    c->src = *src;
+    c->tgt = *tgt;
+    c->key_len = o->key_len;
+    memcpy(c->key, o->key, o->key_len);
+    c->next = d->copies;
+    d->copies = c;
+}
+
 /* Place a block for a copy of v (whose live replicas all sit on draining nodes) and queue
  * the copy. Nothing happens when no other node has room: a later pass tries again. */
 static void copy_start(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now)
@@ -237,19 +260,8 @@ static void copy_start(struct mc_master *m, struct obj *o, struct ver *v, uint32
         free(c);
         return;
     }
-    memset(c, 0, sizeof(*c));
-    c->state = CS_QUEUED;
-    d->queued++;
-    c->id = ++m->next_version;
-    c->version = v->id;
-    c->start_ms = now_ms(m);
+    copy_queue(m, c, o, v, &src, &tgt, false);
     c->hard = hard;
-    c->src = src;
-    c->tgt = tgt;
-    c->key_len = o->key_len;
-    memcpy(c->key, o->key, o->key_len);
-    c->next = d->copies;
-    d->copies = c;
     d->open++;
 }
 
@@ -412,19 +424,7 @@ static bool offload_victim(struct mc_master *m, struct seg *s, struct ver *v, ui
     }
     tgt.seg = (uint16_t)(disk - m->segs);
     tgt.gen = disk->gen;
-    memset(c, 0, sizeof(*c));
-    c->state = CS_QUEUED;
-    d->queued++;
-    c->id = ++m->next_version;
-    c->version = v->id;
-    c->start_ms = now_ms(m);
-    c->offload = true;
-    c->src = src;
-    c->tgt = tgt;
-    c->key_len = o->key_len;
-    memcpy(c->key, o->key, o->key_len);
-    c->next = d->copies;
-    d->copies = c;
+    copy_queue(m, c, o, v, &src, &tgt, true);
     d->offload_open++;
     return true;
 }

@@ -65,56 +65,22 @@ uint64_t mc_elect_now_ms(void)
 
 int mc_elect_key(const char *cluster_id, char *buf, size_t cap)
 {
-    size_t n = cluster_id != NULL ? strlen(cluster_id) : 0;
-
-    if (n == 0 || n > 63)
-        return MC_ERR_INVALID;
-    for (size_t i = 0; i < n; i++) {
-        char c = cluster_id[i];
-
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.' || c == '-'))
-            return MC_ERR_INVALID;
-    }
-    if ((size_t)snprintf(buf, cap, "/mcstore/%s/leader", cluster_id) >= cap)
-        return MC_ERR_INVALID;
-    return 0;
+    return mc_etcd_cluster_key(cluster_id, "leader", buf, cap);
 }
 
 int mc_elect_members_prefix(const char *cluster_id, char *buf, size_t cap)
 {
-    char k[128];
-    int err = mc_elect_key(cluster_id, k, sizeof(k)); /* checks cluster_id */
-
-    if (err != 0)
-        return err;
-    if ((size_t)snprintf(buf, cap, "/mcstore/%s/members/", cluster_id) >= cap)
-        return MC_ERR_INVALID;
-    return 0;
+    return mc_etcd_cluster_key(cluster_id, "members/", buf, cap);
 }
 
 int mc_elect_versions_key(const char *cluster_id, char *buf, size_t cap)
 {
-    char k[128];
-    int err = mc_elect_key(cluster_id, k, sizeof(k)); /* checks cluster_id */
-
-    if (err != 0)
-        return err;
-    if ((size_t)snprintf(buf, cap, "/mcstore/%s/versions", cluster_id) >= cap)
-        return MC_ERR_INVALID;
-    return 0;
+    return mc_etcd_cluster_key(cluster_id, "versions", buf, cap);
 }
 
 int mc_elect_agents_prefix(const char *cluster_id, char *buf, size_t cap)
 {
-    char k[128];
-    int err = mc_elect_key(cluster_id, k, sizeof(k)); /* checks cluster_id */
-
-    if (err != 0)
-        return err;
-    if ((size_t)snprintf(buf, cap, "/mcstore/%s/agents/", cluster_id) >= cap)
-        return MC_ERR_INVALID;
-    return 0;
+    return mc_etcd_cluster_key(cluster_id, "agents/", buf, cap);
 }
 
 int mc_elect_agent_parse(const char *value, struct mc_elect_agent *out)
@@ -220,9 +186,28 @@ uint64_t mc_elect_versions_next_end(uint64_t last, uint64_t end)
  * and this covers the rate difference of two clocks and a late wake-up. */
 static uint64_t margin_ms(uint64_t ttl_ms)
 {
-    uint64_t m = ttl_ms / 4;
+    uint64_t m = ttl_ms / 8;
 
     return m < 250 ? 250 : m;
+}
+
+/* The bound of one etcd call: a local etcd answers a keep-alive in a few ms; a call that
+ * has not answered in this is retried (or the next endpoint tried). */
+static uint64_t call_ms(uint64_t ttl_ms)
+{
+    return ttl_ms / 4 < 250 ? ttl_ms / 4 : 250;
+}
+
+/* When a leader renews, counted from its last renewal: as late as leaves two whole etcd
+ * calls (and the 50 ms between them) before it must stop serving (margin_ms). A later
+ * renewal is a shorter failover: etcd lapses the lease TTL after the last renewal it saw,
+ * so a leader killed at a random moment leaves on average TTL - every / 2 to wait
+ * (docs/decisions.md, "When the leader renews"). */
+uint64_t mc_elect_renew_every_ms(uint64_t ttl_ms)
+{
+    uint64_t keep = margin_ms(ttl_ms) + 2 * call_ms(ttl_ms) + 100;
+
+    return ttl_ms > keep + 100 ? ttl_ms - keep : 100;
 }
 
 static void set_view(struct mc_elect *e, bool leading, uint64_t epoch, uint64_t until,
@@ -467,12 +452,14 @@ static void *elect_main(void *arg)
         if (!v.leading) {
             campaign(e);
             mc_elect_view(e, &v);
-            wait = v.leading ? e->ttl_ms / 5 : e->cfg.poll_ms;
+            wait = v.leading ? mc_elect_renew_every_ms(e->ttl_ms) : e->cfg.poll_ms;
         } else {
             renew(e);
             mc_elect_view(e, &v);
             /* a failed renewal is tried again at once (the deadline keeps running) */
-            wait = !v.leading ? 0 : e->renew_failed ? 50 : e->ttl_ms / 5;
+            wait = !v.leading       ? 0
+                   : e->renew_failed ? 50
+                                     : mc_elect_renew_every_ms(e->ttl_ms);
         }
         if (nap(e, wait))
             break;
@@ -506,8 +493,8 @@ int mc_elect_start(const struct mc_elect_config *cfg, struct mc_elect **e_p)
         (err = mc_elect_members_prefix(cfg->cluster_id, e->member_key,
                                        sizeof(e->member_key))) != 0 ||
         strlen(e->member_key) + strlen(cfg->advertise) >= sizeof(e->member_key) ||
-        (err = mc_etcd_create(cfg->endpoints, cfg->ttl_ms / 4, &e->etcd)) != 0 ||
-        (err = mc_etcd_create(cfg->endpoints, cfg->ttl_ms / 4, &e->member_etcd)) != 0) {
+        (err = mc_etcd_create(cfg->endpoints, call_ms(cfg->ttl_ms), &e->etcd)) != 0 ||
+        (err = mc_etcd_create(cfg->endpoints, call_ms(cfg->ttl_ms), &e->member_etcd)) != 0) {
         bool oom = e->agents == NULL || e->agents_scratch == NULL;
 
         mc_etcd_destroy(e->etcd);

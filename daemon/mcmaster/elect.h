@@ -76,6 +76,10 @@ int mc_elect_key(const char *cluster_id, char *buf, size_t cap);
 int mc_elect_members_prefix(const char *cluster_id, char *buf, size_t cap);
 
 uint64_t mc_elect_now_ms(void);
+/* How long a leader waits after a renewal of a lease of ttl_ms before the next: as late as
+ * leaves two whole etcd calls (each bounded by min(ttl_ms / 4, 250 ms)) and 100 ms before
+ * it stops serving, ttl_ms - max(250, ttl_ms / 8) after the last renewal was sent. */
+uint64_t mc_elect_renew_every_ms(uint64_t ttl_ms);
 
 /* The agents registered (/mcstore/<cluster-id>/agents/<name>, value "NSEGS NAME": how
  * many segments it mounts, and its node name; daemon/agent/leader.h) when this process

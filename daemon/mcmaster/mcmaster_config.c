@@ -88,8 +88,9 @@ const struct mc_config_entry mc_mcmaster_own_config_table[] = {
      .max = 60000,
      .offset = FIELD(etcd_ttl_ms),
      .doc = "With etcd: the leader's lease (whole seconds at etcd, which may raise it to its "
-            "minimum). The leader renews it every fifth and stops answering a quarter of it "
-            "(at least 250 ms) before it could lapse, by its own clock."},
+            "minimum). The leader renews it as late as leaves two etcd calls of room and stops "
+            "answering an eighth of it (at least 250 ms) before it could lapse, by its own "
+            "clock."},
     {.name = "etcd_poll_ms",
      .type = MC_CFG_MS,
      .def = "100",

@@ -139,8 +139,9 @@ int main(int argc, char **argv)
     for (uint64_t i = 0; i < size; i++)
         src[i] = (uint8_t)(i * 131 + (i >> 12));
     for (uint64_t i = 0; i < batch; i++) {
-        dst[i] = malloc(size);
-        if (dst[i] == NULL)
+        /* block-aligned, as the agent's landing blocks are: whole blocks land there
+         * straight from the device (mc_disk_read), only a last partial one is copied */
+        if (posix_memalign((void **)&dst[i], 4096, size != 0 ? size : 1) != 0)
             return 1;
         /* fault in before timing; not with zeros, which the compiler may turn (with the
          * malloc) into a calloc that leaves the pages untouched */

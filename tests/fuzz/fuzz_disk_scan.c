@@ -3,7 +3,8 @@
  *   1. The input's first block, as it is, goes through the superblock and header decoders;
  *      a header that decodes re-encodes byte-identical.
  *   2. The rest is a program of 8-byte records (offset, size, sequence number, a damage
- *      byte, a key byte): each becomes a header made by the real encoder, perhaps damaged,
+ *      byte, a key byte): each becomes a header made by the real encoder (format 1, or
+ *      format 2 with a checksum trailer), perhaps damaged,
  *      fed to the scan at its offset; the scan's verdicts are then checked against a
  *      brute-force model: a record is kept exactly when it is committed and no other
  *      collected record overlaps it with a sequence number >= its own, kept records never
@@ -33,8 +34,13 @@ static void check_decoders(const uint8_t *data, size_t size)
     if (mc_disk_hdr_decode(block, BLK, secret, &h) == 0) {
         /* only reachable with a MAC the input computed with our secret: the re-encode
          * must agree, key and all */
-        if (mc_disk_hdr_encode(&h, secret, again) != 0 ||
-            memcmp(again, block, MC_DISK_HDR_FIXED + h.key_len) != 0)
+        /* the whole header: the fixed part, the key and (format 2) the trailer after it */
+        size_t n = h.trailer == NULL
+                       ? MC_DISK_HDR_FIXED + h.key_len
+                       : MC_DISK_HDR_FIXED + ((h.key_len + 7u) & ~7u) +
+                             (size_t)mc_disk_trailer_len(h.size);
+
+        if (n > BLK || mc_disk_hdr_encode(&h, secret, again) != 0 || memcmp(again, block, n) != 0)
             abort();
     }
     (void)mc_disk_hdr_decode(data, size, secret, &h);
@@ -47,7 +53,7 @@ static uint64_t end_of(const struct mc_disk_rec *r)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static uint8_t block[BLK];
+    static uint8_t block[BLK], zeros[16 * BLK], trailer[BLK];
     struct mc_disk_scan sc;
     size_t nprog, collected;
     long kept;
@@ -74,6 +80,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint64_t off = (uint64_t)(p[0] % (REGION_BLOCKS + 4)) * BLK; /* some past the end */
 
         h.alloc_len = mc_disk_rec_len(h.size);
+        if (p[5] & 0x08) {
+            /* a format-2 header: the checksum trailer of a zero payload of that size */
+            mc_disk_trailer_make(zeros, h.size, trailer);
+            h.trailer = trailer;
+        }
         if (mc_disk_hdr_encode(&h, secret, block) != 0)
             abort();
         switch (p[5] & 7) {

@@ -92,6 +92,62 @@ START_TEST(test_disk_fmt_header_roundtrip_and_every_flip_fails)
 }
 END_TEST
 
+/* Format 2: the header block carries the object's checksum trailer after the key, under the
+ * MAC; every byte up to the trailer's end matters, and the encoder refuses a trailer that is
+ * not whole or does not fit. */
+START_TEST(test_disk_fmt_trailer_header_roundtrip)
+{
+    uint8_t block[BLK], copy[BLK], payload[3 * 4096 + 7], tr[8 * 3];
+    const uint64_t size = sizeof(payload);
+    struct mc_disk_hdr h = {.seq = 4, .version = 8, .size = size, .key_len = 3,
+                            .key = (const uint8_t *)"abc", .trailer = tr};
+    struct mc_disk_hdr out;
+    uint64_t tlen = mc_disk_trailer_len(size), end, last;
+
+    t_fill_secret();
+    t_pattern(payload, size, 5);
+    ck_assert_uint_eq(tlen, 16); /* one chunk value, then the object value */
+    mc_disk_trailer_make(payload, size, tr);
+    ck_assert(mc_disk_trailer_check(payload, size, tr));
+    ck_assert(mc_disk_trailer_whole(tr, size));
+    h.alloc_len = mc_disk_rec_len(size);
+    ck_assert_int_eq(mc_disk_hdr_encode(&h, t_secret, block), 0);
+    ck_assert_int_eq(mc_disk_hdr_decode(block, BLK, t_secret, &out), 0);
+    ck_assert_ptr_nonnull(out.trailer);
+    ck_assert_mem_eq(out.trailer, tr, tlen);
+    memcpy(&last, tr + 8, 8);
+    ck_assert_uint_eq(out.payload_xxh3, last);
+    ck_assert_mem_eq(out.key, "abc", 3);
+    /* the key padded to 8, then the trailer: all of it under the MAC */
+    end = MC_DISK_HDR_FIXED + 8 + tlen;
+    ck_assert_mem_eq(block + MC_DISK_HDR_FIXED + 8, tr, tlen);
+    for (unsigned i = 0; i < end; i++) {
+        memcpy(copy, block, BLK);
+        copy[i] ^= 0x01;
+        ck_assert_msg(mc_disk_hdr_decode(copy, BLK, t_secret, &out) == MC_ERR_CORRUPT,
+                      "byte %u", i);
+    }
+    /* a payload byte off: the trailer says so */
+    payload[4096] ^= 1;
+    ck_assert(!mc_disk_trailer_check(payload, size, tr));
+    payload[4096] ^= 1;
+    /* a trailer whose object value is not its chunks': refused */
+    tr[0] ^= 1;
+    ck_assert(!mc_disk_trailer_whole(tr, size));
+    ck_assert_int_eq(mc_disk_hdr_encode(&h, t_secret, block), MC_ERR_INVALID);
+    tr[0] ^= 1;
+    /* what fits: 8-aligned key, then 8 bytes per MiB chunk and one */
+    ck_assert(mc_disk_trailer_fits(0, MC_DISK_KEY_MAX - 8));
+    ck_assert(!mc_disk_trailer_fits(0, MC_DISK_KEY_MAX - 7));
+    /* key of 1: the trailer at 88, 4008 bytes left: 500 chunk values and the object's */
+    ck_assert(mc_disk_trailer_fits((uint64_t)500 << 20, 1));
+    ck_assert(!mc_disk_trailer_fits(((uint64_t)500 << 20) + 1, 1));
+    ck_assert(!mc_disk_trailer_fits(UINT64_MAX - 5, 1));
+    h.key_len = MC_DISK_KEY_MAX - 7;
+    ck_assert_int_eq(mc_disk_hdr_encode(&h, t_secret, block), MC_ERR_INVALID);
+}
+END_TEST
+
 START_TEST(test_disk_fmt_superblock_roundtrip_and_corrupt)
 {
     struct mc_disk_sb sb = {.region = 1u << 20}, out;
@@ -348,6 +404,137 @@ static void t_roundtrip(enum t_where w, enum mc_disk_engine e, const char *engin
     }
     unlink(t_path);
 }
+
+/* Format 2 through the store: images written with their trailer and read back whole (payload,
+ * zero padding, the very trailer), into block-aligned memory (whole blocks land there
+ * directly: read_direct_bytes) and into unaligned memory (through the staging buffers);
+ * a format-1 record read as an image gets its trailer computed; a payload-only read of a
+ * format-2 record checks it too; a payload byte flipped on disk reads as MC_ERR_CORRUPT. */
+START_TEST(test_disk_image_roundtrip_direct_and_staged)
+{
+    enum t_where w = (enum t_where)_i;
+    /* the last is read in several direct I/Os (each at most 16 MiB) */
+    static const uint64_t sizes[] = {0, 100, BLK, BLK + 1, CHUNK + 4096, (1u << 20) + 3,
+                                     (5u << 20) / 2, (40u << 20) + 5};
+    enum { N = sizeof(sizes) / sizeof(sizes[0]) };
+    uint8_t *src[N], *want[N], *dst;
+    uint64_t off[N], at = 0, direct = 0;
+    char keys[N][16];
+    struct mc_disk_stats st;
+    struct mc_disk *d;
+    size_t cap = (40u << 20) + 4 * BLK;
+
+    t_make_path(w);
+    d = t_open(w, MC_DISK_ENGINE_AUTO, 64u << 20);
+    ck_assert_int_eq(posix_memalign((void **)&dst, BLK, cap), 0);
+    for (unsigned i = 0; i < N; i++) {
+        uint64_t img = mc_disk_trailer_len(sizes[i]) + ((sizes[i] + 7) & ~UINT64_C(7));
+        struct t_op t = {.op.done = t_done};
+
+        src[i] = malloc(sizes[i] + 1);
+        want[i] = calloc(1, img);
+        t_pattern(src[i], sizes[i], 40 + i);
+        memcpy(want[i], src[i], sizes[i]);
+        mc_disk_trailer_make(src[i], sizes[i], want[i] + ((sizes[i] + 7) & ~UINT64_C(7)));
+        snprintf(keys[i], sizeof(keys[i]), "img-%u", i);
+        off[i] = at;
+        at += mc_disk_rec_len(sizes[i]);
+        if (i == 1) { /* one format-1 record */
+            ck_assert_int_eq(t_write(d, off[i], keys[i], 7, src[i], sizes[i]), 0);
+            continue;
+        }
+        ck_assert_int_eq(mc_disk_write_image(d, &t.op, off[i], keys[i],
+                                             (uint32_t)strlen(keys[i]), 7, 0, 0, src[i],
+                                             sizes[i], want[i] + ((sizes[i] + 7) & ~UINT64_C(7))),
+                         0);
+        mc_disk_drain(d);
+        ck_assert(t.ran);
+        ck_assert_int_eq(t.res, 0);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        uint8_t *to = dst + (pass == 0 ? 0 : 8); /* aligned, then not */
+
+        for (unsigned i = 0; i < N; i++) {
+            uint64_t img = mc_disk_trailer_len(sizes[i]) + ((sizes[i] + 7) & ~UINT64_C(7));
+            struct t_op t = {.op.done = t_done};
+
+            memset(dst, 0xee, cap);
+            ck_assert_int_eq(mc_disk_read_image(d, &t.op, off[i], keys[i],
+                                                (uint32_t)strlen(keys[i]), 7, to, sizes[i]),
+                             0);
+            mc_disk_drain(d);
+            ck_assert(t.ran);
+            ck_assert_msg(t.res == 0, "size %" PRIu64 ": %d", sizes[i], t.res);
+            ck_assert_msg(memcmp(to, want[i], img) == 0, "image of %" PRIu64, sizes[i]);
+            ck_assert_uint_eq(to[img], 0xee); /* nothing past the image */
+            if (pass == 0)
+                direct += sizes[i] & ~(uint64_t)(BLK - 1);
+        }
+        mc_disk_get_stats(d, &st);
+        ck_assert_uint_eq(st.read_direct_bytes, direct); /* the unaligned pass adds none */
+    }
+    ck_assert_uint_gt(direct, 0);
+    /* a payload-only read of a format-2 record: checked against its trailer all the same */
+    memset(dst, 0, cap);
+    ck_assert_int_eq(t_read(d, off[5], keys[5], 7, dst, sizes[5]), 0);
+    ck_assert(memcmp(dst, src[5], sizes[5]) == 0);
+    mc_disk_close(d);
+
+    /* one payload byte flipped in the second MiB chunk of record 6: CORRUPT, whichever way
+     * it is read; its neighbours read fine; the scan keeps every record (headers intact) */
+    {
+        int fd = open(t_path, O_RDWR);
+        uint8_t b;
+        off_t at6 = (off_t)(BLK + off[6] + BLK + (1u << 20) + 77);
+        /* and one in record 7's second direct I/O */
+        off_t at7 = (off_t)(BLK + off[7] + BLK + (20u << 20) + 77);
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(pread(fd, &b, 1, at6), 1);
+        b ^= 0x40;
+        ck_assert_int_eq(pwrite(fd, &b, 1, at6), 1);
+        ck_assert_int_eq(pread(fd, &b, 1, at7), 1);
+        b ^= 0x02;
+        ck_assert_int_eq(pwrite(fd, &b, 1, at7), 1);
+        close(fd);
+    }
+    d = t_open(w, MC_DISK_ENGINE_AUTO, 0);
+    {
+        const struct mc_disk_rec *recs;
+        struct t_op t = {.op.done = t_done};
+
+        ck_assert_uint_eq(mc_disk_found(d, &recs), N);
+        ck_assert_int_eq(mc_disk_read_image(d, &t.op, off[6], keys[6],
+                                            (uint32_t)strlen(keys[6]), 7, dst, sizes[6]),
+                         0);
+        mc_disk_drain(d);
+        ck_assert_int_eq(t.res, MC_ERR_CORRUPT);
+        ck_assert_int_eq(t_read(d, off[6], keys[6], 7, dst, sizes[6]), MC_ERR_CORRUPT);
+        t = (struct t_op){.op.done = t_done};
+        ck_assert_int_eq(mc_disk_read_image(d, &t.op, off[7], keys[7],
+                                            (uint32_t)strlen(keys[7]), 7, dst, sizes[7]),
+                         0);
+        mc_disk_drain(d);
+        ck_assert_int_eq(t.res, MC_ERR_CORRUPT);
+        t = (struct t_op){.op.done = t_done};
+        ck_assert_int_eq(mc_disk_read_image(d, &t.op, off[5], keys[5],
+                                            (uint32_t)strlen(keys[5]), 7, dst, sizes[5]),
+                         0);
+        mc_disk_drain(d);
+        ck_assert_int_eq(t.res, 0);
+        ck_assert(memcmp(dst, want[5], mc_disk_trailer_len(sizes[5]) + sizes[5] + 5) == 0);
+        mc_disk_get_stats(d, &st);
+        ck_assert_uint_eq(st.read_corrupt, 3);
+    }
+    mc_disk_close(d);
+    for (unsigned i = 0; i < N; i++) {
+        free(src[i]);
+        free(want[i]);
+    }
+    free(dst);
+    unlink(t_path);
+}
+END_TEST
 
 START_TEST(test_disk_roundtrip_io_uring_direct)
 {
@@ -882,6 +1069,7 @@ static Suite *t_suite(void)
     TCase *tc = tcase_create("core");
 
     tcase_add_test(tc, test_disk_fmt_header_roundtrip_and_every_flip_fails);
+    tcase_add_test(tc, test_disk_fmt_trailer_header_roundtrip);
     tcase_add_test(tc, test_disk_fmt_superblock_roundtrip_and_corrupt);
     tcase_add_test(tc, test_disk_scan_drops_what_a_later_record_overwrote);
     tcase_add_test(tc, test_disk_roundtrip_io_uring_direct);
@@ -889,6 +1077,7 @@ static Suite *t_suite(void)
     tcase_add_test(tc, test_disk_roundtrip_threads_buffered);
     tcase_add_test(tc, test_disk_roundtrip_tmpfs_falls_back);
     tcase_add_test(tc, test_disk_uring_refused_without_direct);
+    tcase_add_loop_test(tc, test_disk_image_roundtrip_direct_and_staged, T_DIRECT, T_TMPFS + 1);
     tcase_add_loop_test(tc, test_disk_torn_record_dropped, T_DIRECT, T_TMPFS + 1);
     tcase_add_test(tc, test_disk_reuse_and_mismatch);
     tcase_add_test(tc, test_disk_refuses_a_foreign_file);

@@ -7,9 +7,11 @@
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <mc/mc_status.h>
 
+#include "daemon/common/etcd.h"
 #include "daemon/master/master.h"
 #include "daemon/mcmaster/elect.h"
 
@@ -105,6 +107,53 @@ START_TEST(test_versions_key)
 }
 END_TEST
 
+/* One home for the key layout: the masters' keys and the agents' are built the same way,
+ * and a cluster id that could leave /mcstore/<id>/ is refused everywhere. */
+START_TEST(test_cluster_key_layout)
+{
+    char buf[128], big[70];
+
+    ck_assert_int_eq(mc_elect_key("c-1.x_Y", buf, sizeof(buf)), 0);
+    ck_assert_str_eq(buf, "/mcstore/c-1.x_Y/leader");
+    ck_assert_int_eq(mc_elect_members_prefix("c1", buf, sizeof(buf)), 0);
+    ck_assert_str_eq(buf, "/mcstore/c1/members/");
+    ck_assert_int_eq(mc_elect_agents_prefix("c1", buf, sizeof(buf)), 0);
+    ck_assert_str_eq(buf, "/mcstore/c1/agents/");
+    ck_assert_int_eq(mc_etcd_cluster_key("c1", "agents/n1", buf, sizeof(buf)), 0);
+    ck_assert_str_eq(buf, "/mcstore/c1/agents/n1");
+    ck_assert_int_eq(mc_etcd_cluster_key("", "leader", buf, sizeof(buf)), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_etcd_cluster_key(NULL, "leader", buf, sizeof(buf)), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_etcd_cluster_key("..", "leader", buf, sizeof(buf)), 0); /* a name */
+    ck_assert_int_eq(mc_etcd_cluster_key("a b", "leader", buf, sizeof(buf)), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_etcd_cluster_key("a\n", "leader", buf, sizeof(buf)), MC_ERR_INVALID);
+    memset(big, 'a', 64);
+    big[64] = '\0';
+    ck_assert_int_eq(mc_etcd_cluster_key(big, "leader", buf, sizeof(buf)), MC_ERR_INVALID);
+    big[63] = '\0';
+    ck_assert_int_eq(mc_etcd_cluster_key(big, "leader", buf, sizeof(buf)), 0);
+    ck_assert_int_eq(mc_elect_key("c1", buf, 16), MC_ERR_INVALID);
+}
+END_TEST
+
+/* The renewal schedule: late, for a short failover (a killed leader's lease lapses TTL
+ * after its last renewal), yet two whole etcd calls and 50 ms between them always fit
+ * before the leader must stop serving. */
+START_TEST(test_renew_schedule)
+{
+    for (uint64_t ttl = 1000; ttl <= 60000; ttl += 500) {
+        uint64_t every = mc_elect_renew_every_ms(ttl);
+        uint64_t margin = ttl / 8 < 250 ? 250 : ttl / 8;
+        uint64_t call = ttl / 4 < 250 ? ttl / 4 : 250;
+
+        ck_assert_uint_ge(every, 100);
+        ck_assert_uint_le(every + 2 * call + 50, ttl - margin);
+    }
+    /* the 2 s default: a renewal every 1150 ms, so a kill leaves 1.4-2 s to the lapse */
+    ck_assert_uint_eq(mc_elect_renew_every_ms(2000), 1150);
+    ck_assert_uint_eq(mc_elect_renew_every_ms(1000), 150);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("elect_versions");
@@ -116,6 +165,8 @@ int main(void)
     tcase_add_test(tc, test_versions_parse);
     tcase_add_test(tc, test_versions_next_end);
     tcase_add_test(tc, test_versions_key);
+    tcase_add_test(tc, test_cluster_key_layout);
+    tcase_add_test(tc, test_renew_schedule);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
