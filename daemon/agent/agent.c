@@ -131,6 +131,50 @@ static void local_drops(struct mc_agent *a)
     }
 }
 
+struct local_held {
+    struct mc_agent *a;
+    struct ml_req *r;
+};
+
+static void local_erased(void *ctx, int status)
+{
+    struct local_held *h = ctx;
+
+    (void)status; /* CANCELED: the agent stops; done sees its client closing */
+    ml_req_end(h->a->ml, h->r);
+    free(h);
+}
+
+/*
+ * The in-process master's answers that free disk records (a remove, a put replacing an
+ * object) wait until their tombstones are durable: the master dies with us, so a record
+ * whose erase a kill -9 cut short would come back at the restart with nothing to refuse
+ * it (docs/disk.md, "Frees and erases").
+ */
+static bool local_hook(void *ctx, struct ml_req *r)
+{
+    struct mc_agent *a = ctx;
+    struct local_held *h;
+    uint64_t mark;
+
+    if (a->disk == NULL || (r->kind != ML_REMOVE && r->kind != ML_REMOVE_PREFIX &&
+                            r->kind != ML_PUT_END))
+        return false;
+    local_drops(a);
+    /* every erase under way, not only this call's: one the tick started (a record the
+     * disk evicted, a lease that ended) may be an older version of this very key (review
+     * D4); none running: answered now */
+    mark = agent_disk_erase_mark(a);
+    h = malloc(sizeof(*h));
+    if (h == NULL)
+        return false;
+    *h = (struct local_held){.a = a, .r = r};
+    if (agent_disk_after_erases(a, mark, local_erased, h))
+        return true;
+    free(h);
+    return false;
+}
+
 static void local_tick(struct mc_agent *a)
 {
     mc_master_node_heartbeat(a->master, a->node);
@@ -183,6 +227,7 @@ static void on_tick(struct mc_loop_ev *ev, int res, uint32_t flags)
     (void)res;
     (void)flags;
     a->mode->tick(a);
+    agent_disk_tick(a, now);
     clients_tick(&a->cs, now);
     for (c = a->cs.list; c != NULL; c = c->next) {
         if (c->state != CL_ACTIVE)
@@ -407,8 +452,10 @@ static int standalone_create(struct mc_agent *a)
         err = agent_disk_mount_local(a, a->master);
     if (err == 0)
         err = ml_create_local(a->master, &a->ml);
-    if (err == 0)
+    if (err == 0) {
+        ml_set_local_hook(a->ml, local_hook, a);
         report_held(a);
+    }
     a->rio = (struct mc_rio){.ops = &mc_rio_local_ops, .impl = a};
     a->mode = &standalone_mode;
     return err;
@@ -593,7 +640,8 @@ void mc_agent_destroy(struct mc_agent *a)
     mc_fault_cleanup(&a->fault);
     clients_close_all(&a->cs);
     /* transfers and master calls under way end now (their callbacks see closing clients),
-     * before the clients they hold go */
+     * before the clients they hold go; answers waiting for disk erases too */
+    agent_disk_cancel_waiters(a);
     if (a->mode != NULL)
         a->mode->leave(a);
     cluster_destroy(a);

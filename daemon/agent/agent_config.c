@@ -71,6 +71,12 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
     {.name = "disk_depth", .type = MC_CFG_U64, .def = "32", .min = 1, .max = 1024,
      .offset = FIELD(disk_depth),
      .doc = "Disk I/Os in flight at most (the disk tier's staging buffers): the bandwidth knob."},
+    {.name = "disk_peer_reads", .type = MC_CFG_U64, .def = "64", .min = 1, .max = 65536,
+     .offset = FIELD(disk_peer_reads),
+     .doc = "Reads of this node's disk records for other nodes (READ, READ_BATCH items) under "
+            "way at most; each holds a buffer of the object's size until its bytes are read. "
+            "More wait in a queue (16 per place, without a buffer); beyond it a read is "
+            "answered MC_ERR_BUSY, and the reader tries another replica."},
     {.name = "disk_chunk", .type = MC_CFG_SIZE, .def = "1M", .min = 4096, .max = 64 << 20,
      .offset = FIELD(disk_chunk),
      .doc = "Bytes of one staging buffer and of the disk I/Os through it (headers, writes), "

@@ -29,6 +29,7 @@ struct mc_agent_config {
     int disk_engine;           /* enum mc_disk_engine: auto, io_uring, threads */
     uint64_t disk_depth;       /* disk I/Os in flight at most (staging buffers) */
     uint64_t disk_chunk;       /* bytes of one staging buffer */
+    uint64_t disk_peer_reads;  /* peers' reads of our disk records under way at most */
     uint64_t op_timeout_ms;    /* deadline of an op that names none */
     uint64_t agent_spin_us;    /* poll SQs in memory this long after the last activity */
     bool adaptive_wait;        /* poll only while the host is quiet (spin.h) */

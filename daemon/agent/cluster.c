@@ -947,6 +947,8 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "publish_queued", json_integer((json_int_t)cl->pubq.n));
     json_object_set_new(o, "published_in", json_integer((json_int_t)cl->st.published_in));
     json_object_set_new(o, "drops_in", json_integer((json_int_t)cl->st.drops_in));
+    json_object_set_new(o, "disk_read_timeouts",
+                        json_integer((json_int_t)cl->st.disk_read_timeouts));
 }
 
 const char *cluster_health(const struct mc_agent *a)

@@ -138,6 +138,11 @@ struct diskread {
     uint64_t request_id, xfer, len;
     struct readbatch *batch;   /* the READ_BATCH it is item idx of, or NULL (a READ) */
     uint32_t idx;
+    uint64_t deadline_ms;      /* answered MC_ERR_TIMEOUT then (cl_owner_tick), if not read */
+    bool answered;             /* ... it was: its end only frees it (bytes held until then) */
+    uint64_t offset, version;  /* the record (a queued read starts with them later) */
+    struct diskread *qnext;    /* queued (cl->diskq): disk_peer_reads under way already;
+                                * allocated without bytes until it starts */
     uint8_t bytes[];
 };
 
@@ -225,6 +230,8 @@ struct cluster {
     uint64_t next_id;
     struct inwrite *inwrites;
     struct diskread *diskreads;   /* peers' reads of our disk records under way */
+    struct diskread *diskq, *diskq_tail; /* ... and waiting for one of them to end */
+    uint32_t ndiskq;
     struct diskcopy *diskcopies;  /* the master's COPYs into our disk segment under way */
     struct xfer *moving;          /* transfers UCX holds, for the peer hard deadline */
     struct fence *fences;
@@ -252,6 +259,7 @@ struct cluster {
         uint64_t writes_in, write_bytes_in, reads_in, refused, peer_errors, failovers;
         uint64_t hedged, copies_out;
         uint64_t published_out, published_in, drops_in; /* the owners' indexes (holdidx.h) */
+        uint64_t disk_read_timeouts; /* peers' reads of our disk answered MC_ERR_TIMEOUT */
         uint64_t staged_out, staged_in; /* reads and writes of GPU segments, via host memory */
         uint64_t direct_out, direct_in; /* the same, UCX moving the segment's memory itself */
     } st;
@@ -287,6 +295,12 @@ static inline void cl_inwrites_forget_ep(struct cluster *cl, const struct mc_ucx
     for (struct diskread *r = cl->diskreads; r != NULL; r = r->next) {
         if (r->ep == ep)
             r->ep = NULL; /* reads of the disk from ep, likewise */
+        if (r->batch != NULL && r->batch->ep == ep)
+            r->batch->ep = NULL;
+    }
+    for (struct diskread *r = cl->diskq; r != NULL; r = r->qnext) {
+        if (r->ep == ep)
+            r->ep = NULL;
         if (r->batch != NULL && r->batch->ep == ep)
             r->batch->ep = NULL;
     }

@@ -38,8 +38,8 @@
  * Space is reused without the old header being erased, so a scan can find stale headers; the
  * sequence number orders them: a record that overlaps any record with a higher sequence
  * number was overwritten (its space was freed and handed out again) and is dropped.
- * mc_disk_scan_resolve applies that rule. A deleted object whose space was never reused can
- * come back after a restart (the master decides then: a newer version makes it stale).
+ * mc_disk_scan_resolve applies that rule. Freed space is erased (a tombstone) before the
+ * removal is answered (disk_tier.h); a record whose erase was never written comes back.
  *
  * Integers are little-endian on disk.
  */

@@ -18,6 +18,7 @@
 #include "daemon/agent/disk.h"
 #include "daemon/agent/disk_fmt.h"
 #include "daemon/agent/holdidx.h"
+#include "daemon/agent/mlink.h"
 #include "daemon/agent/seg_disk.h"
 #include "daemon/common/log.h"
 #include "shm/checksum.h"
@@ -31,6 +32,10 @@ _Static_assert(MC_SHM_CHUNK % MC_DISK_BLOCK == 0, "checksum chunks are whole dis
 
 struct dk_erase;
 struct dk_write;
+struct dk_barrier;
+struct dk_read;
+
+static void parked_retry(struct mc_agent *a, int res);
 
 struct agent_disk {
     struct mc_agent *a;
@@ -39,7 +44,15 @@ struct agent_disk {
     struct mc_loop_ev ev;
     bool polling;
     bool closing;              /* callbacks only free their op */
-    struct dk_erase *erasing;  /* erases in flight */
+    bool stopping;             /* the agent is being destroyed (agent_disk_cancel_waiters) */
+    struct dk_erase *erasing;  /* erases in flight (or waiting for the fault seam) */
+    uint64_t erase_seq;        /* erases started so far: the last one's number */
+    struct dk_barrier *barriers; /* answers waiting for erases to be durable */
+    uint64_t peer_reads;       /* agent_disk_read_image's under way (disk_peer_reads) */
+    uint64_t peer_reads_max;   /* ... the most at once (a high-water mark) */
+    struct dk_read *local_reads; /* GETs of ours under way (their deadlines) */
+    struct ml_req *parked;     /* standalone: PUT_STARTs waiting for offloads to make room */
+    uint64_t writing;          /* offload writes accepted and not ended (fault seam included) */
     struct dk_write *waiting;  /* writes waiting for an erase of an extent they overlap */
     struct agent_disk_stats st;
 };
@@ -67,6 +80,15 @@ struct dk_erase {
     struct agent_disk *k;
     struct dk_erase *next;
     uint64_t off, len;
+    uint64_t seq;         /* k->erase_seq when it started */
+};
+
+/* An answer held until every erase numbered up to `mark` has ended (agent_disk_after_erases) */
+struct dk_barrier {
+    struct dk_barrier *next;
+    uint64_t mark;
+    agent_disk_erased_fn fn;
+    void *ctx;
 };
 
 static bool overlaps(uint64_t a_off, uint64_t a_len, uint64_t b_off, uint64_t b_len)
@@ -89,6 +111,7 @@ static void write_done(struct mc_disk_op *op, int res)
     struct agent_disk *k = w->k;
     struct mc_agent *a = k->a;
 
+    k->writing--;
     if (k->closing) {
         free(w);
         return;
@@ -121,8 +144,31 @@ static void write_done(struct mc_disk_op *op, int res)
     free(w);
 }
 
-/* Start w now (nothing erases under it). Failures go to its callback. */
+static void write_go(struct agent_disk *k, struct dk_write *w);
+
+static void write_due(void *ctx)
+{
+    struct dk_write *w = ctx;
+
+    write_go(w->k, w);
+}
+
+static void write_dropped(void *ctx)
+{
+    struct dk_write *w = ctx;
+
+    write_done(&w->op, MC_ERR_CANCELED); /* the agent stops before the write started */
+}
+
+/* Start w now (nothing erases under it), or late when the fault seam makes the disk slow.
+ * Failures go to its callback. */
 static void write_start(struct agent_disk *k, struct dk_write *w)
+{
+    if (!mc_fault_defer(&k->a->fault, MC_FAULT_DISK_WRITE, write_due, write_dropped, w))
+        write_go(k, w);
+}
+
+static void write_go(struct agent_disk *k, struct dk_write *w)
 {
     uint64_t expire = w->ttl_ms != 0 ? mc_seg_disk_wall_ms() + w->ttl_ms : 0;
     int err;
@@ -219,6 +265,7 @@ int agent_disk_copy(struct mc_agent *a, const struct agent_disk_copy *cp,
         w->xxh3 = mc_disk_payload_hash(src, e.size);
     w->key_len = cp->key_len;
     memcpy(w->key, cp->key, cp->key_len);
+    k->writing++; /* from here write_done runs exactly once */
     if (erase_blocks(k, w)) {
         w->next = k->waiting;
         k->waiting = w;
@@ -229,6 +276,72 @@ int agent_disk_copy(struct mc_agent *a, const struct agent_disk_copy *cp,
 }
 
 /* --- erases ----------------------------------------------------------------------------------- */
+
+/* The answers whose erases have all ended run, oldest mark first. */
+static void barriers_release(struct agent_disk *k)
+{
+    uint64_t lowest = UINT64_MAX;
+    struct dk_barrier **pp = &k->barriers;
+
+    for (const struct dk_erase *e = k->erasing; e != NULL; e = e->next) {
+        if (e->seq < lowest)
+            lowest = e->seq;
+    }
+    while (*pp != NULL) {
+        struct dk_barrier *b = *pp;
+
+        if (b->mark >= lowest) {
+            pp = &b->next;
+            continue;
+        }
+        *pp = b->next;
+        b->fn(b->ctx, 0);
+        free(b);
+        pp = &k->barriers; /* fn may have added or released others */
+    }
+}
+
+uint64_t agent_disk_erase_mark(const struct mc_agent *a)
+{
+    return a->disk != NULL ? a->disk->erase_seq : 0;
+}
+
+bool agent_disk_after_erases(struct mc_agent *a, uint64_t mark, agent_disk_erased_fn fn,
+                             void *ctx)
+{
+    struct agent_disk *k = a->disk;
+    struct dk_barrier *b;
+    bool any = false;
+
+    if (k == NULL || k->closing)
+        return false;
+    for (const struct dk_erase *e = k->erasing; e != NULL && !any; e = e->next)
+        any = e->seq <= mark;
+    if (!any)
+        return false;
+    b = malloc(sizeof(*b));
+    if (b == NULL)
+        return false; /* answered now: the window of a crash stays open for this one */
+    *b = (struct dk_barrier){.next = k->barriers, .mark = mark, .fn = fn, .ctx = ctx};
+    k->barriers = b;
+    return true;
+}
+
+void agent_disk_cancel_waiters(struct mc_agent *a)
+{
+    struct agent_disk *k = a->disk;
+
+    if (k != NULL)
+        k->stopping = true;
+    parked_retry(a, MC_ERR_CANCELED);
+    while (k != NULL && k->barriers != NULL) {
+        struct dk_barrier *b = k->barriers;
+
+        k->barriers = b->next;
+        b->fn(b->ctx, MC_ERR_CANCELED);
+        free(b);
+    }
+}
 
 static void erase_done(struct mc_disk_op *op, int res)
 {
@@ -248,6 +361,29 @@ static void erase_done(struct mc_disk_op *op, int res)
         waiting_retry(k);
     }
     free(e);
+    if (!k->closing)
+        barriers_release(k);
+}
+
+static void erase_submit(void *ctx)
+{
+    struct dk_erase *e = ctx;
+    int err = mc_disk_erase(e->k->d, &e->op, e->off, e->len);
+
+    if (err != 0)
+        erase_done(&e->op, err);
+}
+
+static void erase_dropped(void *ctx)
+{
+    struct dk_erase *e = ctx;
+    struct agent_disk *k = e->k;
+    struct dk_erase **pp;
+
+    for (pp = &k->erasing; *pp != e; pp = &(*pp)->next)
+        ;
+    *pp = e->next;
+    free(e);
 }
 
 /* Write a tombstone over [offset, +len) (the index no longer names it). */
@@ -255,18 +391,33 @@ static void erase_start(struct agent_disk *k, uint64_t offset, uint64_t len)
 {
     struct dk_erase *e = calloc(1, sizeof(*e));
 
-    if (e == NULL)
-        return; /* the record may come back after a restart: the master decides then */
+    if (e == NULL) {
+        mc_warn("disk: no memory to erase the record at %" PRIu64 ": a restart may report "
+                "it again", offset);
+        return;
+    }
     e->k = k;
     e->off = offset;
     e->len = len;
+    e->seq = ++k->erase_seq;
     e->op.done = erase_done;
-    if (mc_disk_erase(k->d, &e->op, offset, len) != 0) {
-        free(e);
-        return;
-    }
     e->next = k->erasing;
     k->erasing = e;
+    /* tests: a slow disk (the erase starts late; answers waiting for it wait longer) */
+    if (!mc_fault_defer(&k->a->fault, MC_FAULT_DISK, erase_submit, erase_dropped, e))
+        erase_submit(e);
+}
+
+/* seg_disk.h's on_forget: a record the master refused at a restore */
+static void forgotten(void *ctx, uint64_t offset, uint64_t len)
+{
+    struct agent_disk *k = ctx;
+
+    /* only a refusal the master sent while we run: an agent that stops ends its link's
+     * requests unanswered, and must never erase a record on their account (review D2) */
+    if (k->stopping || k->closing || k->a->stopping)
+        return;
+    erase_start(k, offset, len);
 }
 
 void agent_disk_erase_extent(struct mc_agent *a, uint64_t offset, uint64_t len)
@@ -313,6 +464,12 @@ struct dk_read {
     void *ctx;
     struct mc_alloc *land;
     uint32_t land_id, rep;
+    uint64_t off, version;    /* what read_record is given (read_submit) */
+    /* a GET of ours: answered MC_ERR_TIMEOUT at its deadline (agent_disk_tick) while the
+     * read goes on; its landing block is freed only by read_done, the op's final end */
+    uint64_t deadline_ms;
+    bool answered;
+    struct dk_read *lnext, *lprev;
     uint8_t *dst;
     uint64_t size;
     bool csum;
@@ -337,6 +494,22 @@ static void read_done(struct mc_disk_op *op, int res)
     struct dk_read *r = (struct dk_read *)op;
     struct agent_disk *k = r->k;
 
+    if (r->rdone != NULL) {
+        k->peer_reads--;
+    } else {
+        if (r->lprev != NULL)
+            r->lprev->lnext = r->lnext;
+        else
+            k->local_reads = r->lnext;
+        if (r->lnext != NULL)
+            r->lnext->lprev = r->lprev;
+        if (r->answered) {
+            /* its GET was answered MC_ERR_TIMEOUT: the landing block is free only now */
+            mc_alloc_free(r->land, r->land_id);
+            free(r);
+            return;
+        }
+    }
     if (k->closing) {
         if (r->rdone != NULL)
             r->rdone(r->ctx, MC_ERR_CANCELED); /* its owner frees what it holds */
@@ -362,11 +535,37 @@ static void read_done(struct mc_disk_op *op, int res)
     free(r);
 }
 
+static void read_submit(void *ctx)
+{
+    struct dk_read *r = ctx;
+    int err = read_record(r->k, r, r->off, r->version);
+
+    if (err != 0)
+        read_done(&r->op, err);
+}
+
+static void read_dropped(void *ctx)
+{
+    struct dk_read *r = ctx;
+
+    read_done(&r->op, MC_ERR_CANCELED); /* the agent stops before the read started */
+}
+
+/* Start r (its op filled): at once (0, or read_record's refusal: read_done will not
+ * run), or late when the fault seam makes the disk slow (0; a late refusal goes to
+ * read_done). */
+static int read_go(struct dk_read *r)
+{
+    if (mc_fault_defer(&r->k->a->fault, MC_FAULT_DISK, read_submit, read_dropped, r))
+        return 0;
+    return read_record(r->k, r, r->off, r->version);
+}
+
 /* Read replica j of g (in our disk segment) into a landing block of the tenant. 0 (done
  * runs later), MC_ERR_NOT_FOUND (our index does not hold that record), MC_ERR_BUSY (the
  * landing segment is full), MC_ERR_NOMEM. */
 static int read_start(struct mc_agent *a, const struct mc_master_get_result *g, uint32_t j,
-                      uint32_t tenant, mc_rio_read_fn done, void *ctx)
+                      uint32_t tenant, uint64_t deadline_ms, mc_rio_read_fn done, void *ctx)
 {
     struct agent_disk *k = a->disk;
     struct agent_tenant *t = &a->ten[tenant];
@@ -399,13 +598,36 @@ static int read_start(struct mc_agent *a, const struct mc_master_get_result *g, 
     r->key_len = e.key_len;
     memcpy(r->key, e.key, e.key_len);
     r->op.done = read_done;
-    err = read_record(k, r, g->rep[j].offset, g->version);
+    r->off = g->rep[j].offset;
+    r->version = g->version;
+    r->deadline_ms = deadline_ms;
+    err = read_go(r);
     if (err != 0) {
         mc_alloc_free(t->land, r->land_id);
         free(r);
         return err;
     }
+    r->lnext = k->local_reads;
+    if (r->lnext != NULL)
+        r->lnext->lprev = r;
+    k->local_reads = r;
     return 0;
+}
+
+void agent_disk_tick(struct mc_agent *a, uint64_t now)
+{
+    struct agent_disk *k = a->disk;
+
+    if (k == NULL || k->closing)
+        return;
+    parked_retry(a, 0); /* their deadlines are put_granted's to check */
+    for (struct dk_read *r = k->local_reads; r != NULL; r = r->lnext) {
+        if (r->answered || r->deadline_ms == 0 || now < r->deadline_ms)
+            continue;
+        r->answered = true;
+        k->st.read_timeouts++;
+        r->done(r->ctx, MC_ERR_TIMEOUT, 0, r->rep);
+    }
 }
 
 static int read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
@@ -429,6 +651,12 @@ static int read_image(struct mc_agent *a, uint64_t offset, uint64_t version, voi
         return MC_ERR_NOT_FOUND;
     if (len != mc_shm_alloc_len(e.size, (e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0))
         return MC_ERR_INVALID;
+    /* bounded: each holds the object's bytes, and a slow disk must not let peers pile up
+     * reads without end */
+    if (!promo && k->peer_reads >= a->cfg.disk_peer_reads) { /* promotions: the master's cap */
+        k->st.peer_reads_busy++;
+        return MC_ERR_BUSY;
+    }
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         return MC_ERR_NOMEM;
@@ -442,12 +670,16 @@ static int read_image(struct mc_agent *a, uint64_t offset, uint64_t version, voi
     r->key_len = e.key_len;
     memcpy(r->key, e.key, e.key_len);
     r->op.done = read_done;
-    err = read_record(k, r, offset, version);
+    r->off = offset;
+    r->version = version;
+    if (++k->peer_reads > k->peer_reads_max)
+        k->peer_reads_max = k->peer_reads;
+    err = read_go(r);
     if (err != 0) {
+        k->peer_reads--;
         free(r);
-        return err;
     }
-    return 0;
+    return err;
 }
 
 /* --- promotion: a record back into a DRAM block of ours --------------------------------------- */
@@ -578,7 +810,7 @@ static int tier_read(void *impl, const struct mc_master_get_result *g, uint32_t 
     for (j = 0; j < g->nrep; j++) {
         if (!(mine >> j & 1))
             continue;
-        err = read_start(a, g, j, tenant, done, ctx);
+        err = read_start(a, g, j, tenant, deadline_ms, done, ctx);
         if (err != MC_ERR_NOT_FOUND && err != MC_ERR_INVALID)
             return err;
     }
@@ -680,6 +912,47 @@ bool agent_disk_turn(struct mc_agent *a)
     return mc_disk_reap(k->d) > 0;
 }
 
+/* --- standalone: puts waiting for room ---------------------------------------------------------- */
+
+bool agent_disk_put_may_wait(const struct mc_agent *a)
+{
+    const struct agent_disk *k = a->disk;
+
+    return k != NULL && a->master != NULL && !k->closing &&
+           (k->writing > 0 || mc_master_copies_pending(a->master));
+}
+
+void agent_disk_put_wait(struct mc_agent *a, struct ml_req *r)
+{
+    a->disk->st.put_waits++;
+    r->next = a->disk->parked;
+    a->disk->parked = r;
+}
+
+/* The parked PUT_STARTs ask the master again (each may park again: the list is taken
+ * first). res CANCELED: the agent stops (their puts end so). */
+static void parked_retry(struct mc_agent *a, int res)
+{
+    struct ml_req *r = a->disk != NULL ? a->disk->parked : NULL;
+
+    if (r == NULL)
+        return;
+    a->disk->parked = NULL;
+    while (r != NULL) {
+        struct ml_req *next = r->next;
+
+        r->next = NULL;
+        if (res != 0) {
+            r->res = res;
+            ml_req_end(a->ml, r);
+        } else {
+            r->res = 0;
+            ml_submit(a->ml, r);
+        }
+        r = next;
+    }
+}
+
 /* --- standalone: the in-process master's copies ------------------------------------------------ */
 
 struct local_copy {
@@ -699,6 +972,8 @@ static void local_copy_done(void *ctx, int status)
         if (status != 0)
             (void)mc_master_fence_ack(m, lc->dst_seg, lc->dst_alloc, lc->id);
     }
+    if (m != NULL && !lc->a->disk->closing)
+        parked_retry(lc->a, 0); /* a DRAM block may be free now */
     free(lc);
 }
 
@@ -793,6 +1068,7 @@ int agent_disk_create(struct mc_agent *a)
         return err;
     }
     a->disk = k;
+    mc_seg_disk_on_forget(a->disk_seg, forgotten, k);
     mc_info("disk %s: %zu records found", cfg->disk, mc_holdidx_count(a->disk_seg->held));
     return 0;
 }
@@ -842,6 +1118,11 @@ json_t *agent_disk_stats_json(struct mc_agent *a)
     json_object_set_new(o, "corrupt_dropped", json_integer((json_int_t)ds.scan_dropped));
     json_object_set_new(o, "found_at_open", json_integer((json_int_t)ds.scan_found));
     json_object_set_new(o, "erases", json_integer((json_int_t)k->st.erases));
+    json_object_set_new(o, "peer_reads", json_integer((json_int_t)k->peer_reads));
+    json_object_set_new(o, "peer_reads_max", json_integer((json_int_t)k->peer_reads_max));
+    json_object_set_new(o, "read_timeouts", json_integer((json_int_t)k->st.read_timeouts));
+    json_object_set_new(o, "put_waits", json_integer((json_int_t)k->st.put_waits));
+    json_object_set_new(o, "peer_reads_busy", json_integer((json_int_t)k->st.peer_reads_busy));
     json_object_set_new(o, "pending", json_integer((json_int_t)mc_disk_pending(k->d)));
     return o;
 }

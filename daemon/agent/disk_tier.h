@@ -39,6 +39,11 @@ struct agent_disk_stats {
     uint64_t read_corrupt;    /* ... answered MC_ERR_CORRUPT */
     uint64_t erases;          /* tombstones written for blocks the master freed */
     uint64_t promotions;      /* records read back into a DRAM block of ours (disk_promote) */
+    uint64_t peer_reads_busy; /* peers' reads refused MC_ERR_BUSY (disk_peer_reads): the
+                                 owner queues them (owner.c) */
+    uint64_t put_waits;       /* standalone: tries of puts parked for room (offloads) */
+    uint64_t read_timeouts;   /* reads answered MC_ERR_TIMEOUT at their deadline, the I/O
+                                 still under way (GETs here; peers' reads: owner.c) */
 };
 
 /* Open the store of cfg.disk (if set) and make its segment: a->disk, a->disk_seg. Errors:
@@ -53,12 +58,39 @@ int agent_disk_rio_wrap(struct mc_agent *a);
 int agent_disk_loop_start(struct mc_agent *a);
 /* Every loop turn: run completed ops. True when any ran. */
 bool agent_disk_turn(struct mc_agent *a);
+/* On the tick: GETs of our disk records past their deadline are answered MC_ERR_TIMEOUT
+ * (the read goes on; its landing block is freed when it ends). */
+void agent_disk_tick(struct mc_agent *a, uint64_t now);
+/* Standalone: a put the master answered MC_ERR_NO_SPACE while its DRAM waits for offload
+ * copies may wait for them (may_wait), bounded by its deadline: its PUT_START request is
+ * parked (put_wait) and submitted again when a copy ends or on the tick; the put checks
+ * its deadline each time (put.c). Parked requests of an agent that stops end
+ * MC_ERR_CANCELED (agent_disk_cancel_waiters). */
+struct ml_req;
+bool agent_disk_put_may_wait(const struct mc_agent *a);
+void agent_disk_put_wait(struct mc_agent *a, struct ml_req *r);
 /* Standalone, on the tick: run the copies the in-process master made. */
 void agent_disk_local_copies(struct mc_agent *a);
 /* The master freed the block at `offset` of our disk segment that held `version` (0: any):
  * it leaves the index, and is erased, when the index holds exactly that version there; a
  * drop naming another version (a record written there since) is ignored. */
 void agent_disk_drop(struct mc_agent *a, uint64_t offset, uint64_t version);
+/*
+ * Durable erases before answers (docs/disk.md, "Frees and erases"): an answer that tells
+ * someone a disk record is gone (a client's remove or replacing put standalone, a DROP's
+ * reply in a cluster) waits until the tombstones of the erases started so far are durable,
+ * so that a kill -9 after the answer never brings the record back. mark: the number of the
+ * last erase started (agent_disk_erase_mark, read after starting them); after_erases:
+ * false when none numbered up to mark is still running (answer now), else fn(ctx, 0) runs
+ * once they all have ended (an erase that failed with an I/O error is logged), or
+ * fn(ctx, MC_ERR_CANCELED) from agent_disk_cancel_waiters (the agent is stopping: free,
+ * do not answer).
+ */
+typedef void (*agent_disk_erased_fn)(void *ctx, int status);
+uint64_t agent_disk_erase_mark(const struct mc_agent *a);
+bool agent_disk_after_erases(struct mc_agent *a, uint64_t mark, agent_disk_erased_fn fn,
+                             void *ctx);
+void agent_disk_cancel_waiters(struct mc_agent *a);
 /* Whatever record is at [offset, +len) of our disk segment leaves the index and is erased
  * (a copy that must not stand: fenced, or refused by the index). */
 void agent_disk_erase_extent(struct mc_agent *a, uint64_t offset, uint64_t len);
@@ -111,7 +143,8 @@ void agent_disk_unpromote(struct mc_agent *a, uint32_t dst_seg, uint64_t dst_off
  * bytes) into dst, which stays valid until done ran. done runs exactly once: 0,
  * MC_ERR_CORRUPT (dst must not be sent), MC_ERR_IO, MC_ERR_CANCELED (the agent is
  * stopping). Returns 0, or (done never runs) MC_ERR_NOT_FOUND (no such record here),
- * MC_ERR_INVALID (len is not the image's), MC_ERR_NOMEM.
+ * MC_ERR_INVALID (len is not the image's), MC_ERR_NOMEM, MC_ERR_BUSY (disk_peer_reads of
+ * them are under way already: try again when one ended).
  */
 typedef void (*agent_disk_read_fn)(void *ctx, int status);
 int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,

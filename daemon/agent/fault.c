@@ -82,6 +82,8 @@ int mc_fault_parse(struct mc_fault *f, const char *spec)
         [MC_FAULT_GET_ANSWER] = "get_delay_ms=",
         [MC_FAULT_PUT_END] = "put_end_delay_ms=",
         [MC_FAULT_PROMOTE] = "promote_delay_ms=",
+        [MC_FAULT_DISK] = "disk_delay_ms=",
+        [MC_FAULT_DISK_WRITE] = "disk_write_delay_ms=",
         [MC_FAULT__KINDS + MC_FAULT_LOSE_PUBLISH] = "publish_lose=",
         [MC_FAULT__KINDS + MC_FAULT_LOSE_DROP] = "drop_lose=",
     };

@@ -15,6 +15,10 @@ enum mc_fault_kind {
     MC_FAULT_GET_ANSWER, /* a GET's answer (its bytes are readable already) */
     MC_FAULT_PUT_END,    /* a put's publication (its bytes are in place already) */
     MC_FAULT_PROMOTE,    /* a promotion's end (its record read into the DRAM block already) */
+    MC_FAULT_DISK,       /* the start of each disk read and erase of the tier (a slow
+                          * disk): it waits that long before it goes to the store, its
+                          * memory held all along */
+    MC_FAULT_DISK_WRITE, /* the same for each offload write */
     MC_FAULT__KINDS,
 };
 
@@ -35,8 +39,8 @@ struct mc_fault {
 
 typedef void (*mc_fault_fn)(void *ctx);
 
-/* Arms one fault: "get_delay_ms=MS", "put_end_delay_ms=MS" or "promote_delay_ms=MS" (MS at
- * most 60000), or
+/* Arms one fault: "get_delay_ms=MS", "put_end_delay_ms=MS", "promote_delay_ms=MS",
+ * "disk_delay_ms=MS" or "disk_write_delay_ms=MS" (MS at most 60000), or
  * "publish_lose=N" or "drop_lose=N" (N at most 60000). 0, or MC_ERR_INVALID. */
 int mc_fault_parse(struct mc_fault *f, const char *spec);
 

@@ -64,6 +64,8 @@ static void usage(FILE *f)
             "  --test-fault SPEC  tests only: hold answers back (get_delay_ms=MS,\n"
             "                     put_end_delay_ms=MS, promote_delay_ms=MS), to act inside\n"
             "                     the window;\n"
+            "                     a slow disk (disk_delay_ms=MS: reads and erases start late,\n"
+            "                     disk_write_delay_ms=MS: offload writes);\n"
             "                     lose the first N requests (publish_lose=N, drop_lose=N)\n"
             "  --help             this text\n"
             "Every setting is listed in docs/config.md; MC_<KEY> environment variables apply.\n",
@@ -120,7 +122,8 @@ static int run(const struct mc_agent_config *cfg, const char *ready, char **faul
     for (int i = 0; i < nfaults; i++) {
         if (mc_agent_test_fault(a, faults[i]) != 0) {
             mc_error("--test-fault %s: expected get_delay_ms=MS, put_end_delay_ms=MS, "
-                     "promote_delay_ms=MS, publish_lose=N or drop_lose=N",
+                     "promote_delay_ms=MS, disk_delay_ms=MS, disk_write_delay_ms=MS, "
+                     "publish_lose=N or drop_lose=N",
                      faults[i]);
             mc_agent_destroy(a);
             return 2;

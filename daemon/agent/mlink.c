@@ -31,6 +31,8 @@ struct batch {
 
 struct mlink {
     struct mc_master *m;       /* in-process, or NULL */
+    ml_local_hook_fn hook;     /* in-process: ml_set_local_hook */
+    void *hook_ctx;
     struct mc_ucx_ep *ep;      /* remote */
     uint32_t node;
     uint64_t op_timeout_ms;
@@ -133,6 +135,17 @@ static void req_end(struct mlink *ml, struct ml_req *r)
         ml_req_free(ml, r);
 }
 
+void ml_req_end(struct mlink *ml, struct ml_req *r)
+{
+    req_end(ml, r);
+}
+
+void ml_set_local_hook(struct mlink *ml, ml_local_hook_fn hook, void *ctx)
+{
+    ml->hook = hook;
+    ml->hook_ctx = ctx;
+}
+
 /* --- in-process ------------------------------------------------------------------------ */
 
 /* Each request is a batch of one through the master's executor, the path mc-master's RPC
@@ -224,6 +237,8 @@ static void run_local(struct mlink *ml, struct ml_req *r)
     default:
         break;
     }
+    if (ml->hook != NULL && ml->hook(ml->hook_ctx, r))
+        return;
     req_end(ml, r);
 }
 
@@ -708,7 +723,9 @@ void ml_destroy(struct mlink *ml)
 
     if (ml == NULL)
         return;
-    ml_reset(ml, NULL, MC_ERR_CANCELED);
+    /* UNAVAILABLE, not CANCELED: a request ended here got no answer, and CANCELED is the
+     * master's own refusal (a RESTORE refused: the walk forgets, the disk tier erases) */
+    ml_reset(ml, NULL, MC_ERR_UNAVAILABLE);
     while ((r = ml->free_reqs) != NULL) {
         ml->free_reqs = r->next;
         free(r);

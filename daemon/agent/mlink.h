@@ -5,7 +5,8 @@
  *
  * A caller takes a request (ml_req_new), fills its inputs, and submits it; its done
  * callback runs once with r->res and the outputs set, then the caller frees the request
- * (ml_req_free). In-process, done runs inside ml_submit; remote, requests wait in one queue
+ * (ml_req_free). In-process, done runs inside ml_submit (unless the local hook holds it back:
+ * REMOVE and PUT_END of a standalone agent with a disk); remote, requests wait in one queue
  * per kind and go out as one batch RPC per kind at the end of the loop turn (ml_flush),
  * several batches in flight, and done runs from the UCX progress that brought the reply.
  * A request with done == NULL is fire-and-forget (lease releases, revokes): the link frees
@@ -85,6 +86,13 @@ typedef void (*ml_event_fn)(void *ctx, enum ml_event ev);
 
 /* In-process: every call goes to `m` (not owned). */
 int ml_create_local(struct mc_master *m, struct mlink **ml_p);
+/* In-process only: after each master call, before its done runs, hook(ctx, r) may take the
+ * request over (true): it then ends it later with ml_req_end (done runs then: the answer
+ * waits, e.g. for the disk erases the call caused). */
+typedef bool (*ml_local_hook_fn)(void *ctx, struct ml_req *r);
+void ml_set_local_hook(struct mlink *ml, ml_local_hook_fn hook, void *ctx);
+/* Runs r's done (or frees it): a request a local hook took over. */
+void ml_req_end(struct mlink *ml, struct ml_req *r);
 /* Remote: calls go to mc-master on `ep` (not owned) as node `node`; op_timeout_ms bounds
  * each batch. */
 int ml_create_remote(struct mc_ucx_ep *ep, uint32_t node, uint64_t op_timeout_ms,

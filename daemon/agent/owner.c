@@ -241,6 +241,12 @@ static void diskread_unlink(struct cluster *cl, struct diskread *r)
     r->next = r->prev = NULL;
 }
 
+/* Peers' disk reads that may wait for a place, per place (disk_peer_reads): beyond, one
+ * more is answered MC_ERR_BUSY. */
+#define DISKQ_PER_PLACE 16u
+
+static void diskq_start(struct cluster *cl);
+
 static void diskread_sent(void *ctx, int status)
 {
     struct diskread *r = ctx;
@@ -309,6 +315,12 @@ static void diskread_done(void *ctx, int status)
 
     if (cl != NULL)
         diskread_unlink(cl, r);
+    if (r->answered) {
+        free(r); /* answered MC_ERR_TIMEOUT at its deadline: the disk has let go of it now */
+        if (cl != NULL && !cl->destroying)
+            diskq_start(cl); /* a place is free */
+        return;
+    }
     if (cl == NULL || r->ep == NULL || cl->destroying) {
         err = MC_ERR_UNAVAILABLE; /* nobody to send to, or the cluster went meanwhile */
     } else if (err == 0) {
@@ -322,6 +334,61 @@ static void diskread_done(void *ctx, int status)
         reply_status(r->ep, &hdr, err);
     if (!sending)
         free(r);
+    if (cl != NULL && !cl->destroying)
+        diskq_start(cl);
+}
+
+/* A queued read's end before it started (its deadline, an error, the cluster going). */
+static void diskq_end(struct cluster *cl, struct diskread *r, int status)
+{
+    struct mc_wire_hdr hdr = {.request_id = r->request_id, .type = MC_WIRE_READ};
+
+    if (r->batch != NULL)
+        readbatch_item_done(r->batch, r->idx, status);
+    else if (r->ep != NULL && cl != NULL && !cl->destroying)
+        reply_status(r->ep, &hdr, status);
+    free(r);
+}
+
+/* Start the reads waiting for a place (disk_peer_reads), oldest first, while the disk
+ * tier takes them. */
+static void diskq_start(struct cluster *cl)
+{
+    while (cl->diskq != NULL) {
+        struct diskread *q = cl->diskq, *r;
+        int err;
+
+        r = realloc(q, sizeof(*q) + q->len);
+        if (r == NULL)
+            return; /* later (another read's end, or its deadline) */
+        cl->diskq = r->qnext;
+        if (cl->diskq == NULL)
+            cl->diskq_tail = NULL;
+        cl->ndiskq--;
+        r->qnext = NULL;
+        r->prev = NULL;
+        r->next = cl->diskreads;
+        if (r->next != NULL)
+            r->next->prev = r;
+        cl->diskreads = r;
+        err = agent_disk_read_image(cl->a, r->offset, r->version, r->bytes, r->len,
+                                    diskread_done, r);
+        if (err == 0)
+            continue;
+        diskread_unlink(cl, r);
+        if (err == MC_ERR_BUSY) {
+            q = realloc(r, sizeof(*r)); /* queued without its buffer again */
+            if (q != NULL)
+                r = q;
+            r->qnext = cl->diskq; /* still no place: first in line again */
+            cl->diskq = r;
+            if (cl->diskq_tail == NULL)
+                cl->diskq_tail = r;
+            cl->ndiskq++;
+            return;
+        }
+        diskq_end(cl, r, err);
+    }
 }
 
 /* A read of a record in our disk segment started: 0, and its end is diskread_done's (which
@@ -338,17 +405,39 @@ static int read_disk(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t request_
     if (r == NULL)
         return MC_ERR_NOMEM;
     *r = (struct diskread){.cl = cl, .ep = ep, .request_id = request_id, .xfer = req->xfer,
-                           .len = req->len, .batch = b, .idx = idx};
+                           .len = req->len, .batch = b, .idx = idx,
+                           /* the request names no deadline, and the reader's began
+                            * earlier: half of ours leaves it time to try another replica
+                            * (review D6) */
+                           .deadline_ms = mc_agent_now_ms() + cl->a->cfg.op_timeout_ms / 2,
+                           .offset = req->offset, .version = req->version};
     r->next = cl->diskreads;
     if (r->next != NULL)
         r->next->prev = r;
     cl->diskreads = r;
     err = agent_disk_read_image(cl->a, req->offset, req->version, r->bytes, req->len,
                                 diskread_done, r);
-    if (err != 0) {
+    if (err != 0)
         diskread_unlink(cl, r);
-        free(r);
+    if (err == MC_ERR_BUSY && cl->ndiskq < DISKQ_PER_PLACE * cl->a->cfg.disk_peer_reads) {
+        /* disk_peer_reads under way: it waits for one to end, without its buffer (its
+         * deadline runs: diskreads_expire) */
+        struct diskread *q = realloc(r, sizeof(*r));
+
+        if (q != NULL)
+            r = q;
+        r->next = r->prev = NULL;
+        r->qnext = NULL;
+        if (cl->diskq_tail != NULL)
+            cl->diskq_tail->qnext = r;
+        else
+            cl->diskq = r;
+        cl->diskq_tail = r;
+        cl->ndiskq++;
+        return 0;
     }
+    if (err != 0)
+        free(r);
     return err;
 }
 
@@ -789,6 +878,26 @@ out:
     free(results);
 }
 
+/* A DROP's reply held until the erases it started are durable: a reply is the master's
+ * word that the record will never be reported again (docs/disk.md, "Frees and erases"). */
+struct drop_reply {
+    struct cluster *cl;
+    struct mc_ucx_ep *ep;
+    struct mc_wire_hdr hdr;
+    uint32_t n;
+    int results[];
+};
+
+static void drop_erased(void *ctx, int status)
+{
+    struct drop_reply *d = ctx;
+
+    /* the master endpoint it came on, still ours: else the master sends the DROP again */
+    if (status == 0 && !d->cl->destroying && d->cl->master == d->ep)
+        reply_results(d->ep, &d->hdr, d->n, d->results);
+    free(d);
+}
+
 /* DROP from the master: blocks of published objects it freed. */
 static void h_drop(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                    const void *pl)
@@ -797,6 +906,7 @@ static void h_drop(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
     int *results = malloc(MC_PROTO_BATCH_MAX * sizeof(*results));
     uint64_t now = mc_agent_now_ms();
     uint32_t n, i;
+    bool disk = false;
 
     if (items == NULL || results == NULL) {
         reply_status(ep, hdr, MC_ERR_NOMEM);
@@ -813,11 +923,25 @@ static void h_drop(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
         if (s != NULL && s->kind == MC_SEG_DISK) {
             agent_disk_drop(cl->a, items[i].offset, items[i].version); /* erased, too */
             cl->st.drops_in++;
+            disk = true;
         } else if (s != NULL && s->held != NULL) {
             /* entries removed, not tries: a repeat finds nothing left to remove */
             if (mc_holdidx_drop(s->held, items[i].offset, items[i].version, now))
                 cl->st.drops_in++;
         }
+    }
+    /* also when this try erased nothing itself: an earlier try's erase may still run */
+    if (disk) {
+        struct drop_reply *d = malloc(sizeof(*d) + n * sizeof(d->results[0]));
+
+        if (d != NULL) {
+            *d = (struct drop_reply){.cl = cl, .ep = ep, .hdr = *hdr, .n = n};
+            memcpy(d->results, results, n * sizeof(d->results[0]));
+            if (agent_disk_after_erases(cl->a, agent_disk_erase_mark(cl->a), drop_erased, d))
+                goto out;
+            free(d);
+        }
+        /* no memory: answered now, the window of a crash open for these records */
     }
     reply_results(ep, hdr, n, results);
 out:
@@ -1155,8 +1279,47 @@ static void fence_send(struct cluster *cl)
 }
 
 
+/* A peer's read of our disk past its deadline (a slow disk): answered MC_ERR_TIMEOUT now
+ * (the READ, or its batch item: the batch's other items are not held hostage), as a slow
+ * owner's read times out at the reader; the reader tries another replica. The read itself
+ * goes on: its buffer is the store's destination until diskread_done frees it. */
+static void diskreads_expire(struct cluster *cl, uint64_t now)
+{
+    struct diskread **pp = &cl->diskq, *last = NULL;
+
+    while (*pp != NULL) {
+        struct diskread *r = *pp;
+
+        if (now < r->deadline_ms) {
+            last = r;
+            pp = &r->qnext;
+            continue;
+        }
+        *pp = r->qnext;
+        cl->ndiskq--;
+        cl->st.disk_read_timeouts++;
+        diskq_end(cl, r, MC_ERR_TIMEOUT); /* never started: nothing holds its memory */
+    }
+    cl->diskq_tail = last;
+    for (struct diskread *r = cl->diskreads; r != NULL; r = r->next) {
+        struct mc_wire_hdr hdr = {.request_id = r->request_id, .type = MC_WIRE_READ};
+        struct readbatch *b = r->batch;
+
+        if (r->answered || now < r->deadline_ms)
+            continue;
+        r->answered = true;
+        r->batch = NULL;
+        cl->st.disk_read_timeouts++;
+        if (b != NULL)
+            readbatch_item_done(b, r->idx, MC_ERR_TIMEOUT);
+        else if (r->ep != NULL && !cl->destroying)
+            reply_status(r->ep, &hdr, MC_ERR_TIMEOUT);
+    }
+}
+
 void cl_owner_tick(struct cluster *cl, uint64_t now)
 {
+    diskreads_expire(cl, now);
     if (now >= cl->next_fence_ms) {
         cl->next_fence_ms = now + FENCE_RETRY_MS;
         fence_send(cl);
@@ -1186,6 +1349,15 @@ void cl_owner_register(struct cluster *cl)
 
 void cl_owner_destroy(struct cluster *cl)
 {
+    /* queued reads never started: ended unanswered (the cluster goes) */
+    while (cl->diskq != NULL) {
+        struct diskread *r = cl->diskq;
+
+        cl->diskq = r->qnext;
+        diskq_end(cl, r, MC_ERR_UNAVAILABLE);
+    }
+    cl->diskq_tail = NULL;
+    cl->ndiskq = 0;
     /* reads of the disk still under way end later (agent_disk_destroy): orphaned here */
     while (cl->diskreads != NULL) {
         struct diskread *r = cl->diskreads;

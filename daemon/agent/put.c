@@ -16,6 +16,7 @@
 #include <mc/mc_status.h>
 
 #include "daemon/agent/agent_int.h"
+#include "daemon/agent/disk_tier.h"
 #include "daemon/agent/client.h"
 #include "daemon/agent/fault.h"
 #include "daemon/agent/holdidx.h"
@@ -321,6 +322,15 @@ static void put_granted(void *ctx, struct ml_req *r)
     struct mc_agent *a = agent_of(c);
     uint32_t h = (uint32_t)(p - c->puts);
     int err = r->res;
+
+    /* standalone with a disk: no room only because the DRAM waits for its offloads to
+     * finish -- room comes as they do; the put waits for it within its deadline instead
+     * of failing at once (docs/disk.md, "Back-pressure") */
+    if (err == MC_ERR_NO_SPACE && c->state == CL_ACTIVE && mc_agent_now_ms() < p->deadline_ms &&
+        agent_disk_put_may_wait(a)) {
+        agent_disk_put_wait(a, r);
+        return; /* put_granted runs again with the master's next answer */
+    }
 
     /* the master takes us for no live writer: it declared us dead and our heartbeat has
      * not told us yet (we join again then). Retryable, not "not found" */

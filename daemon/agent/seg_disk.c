@@ -18,6 +18,8 @@
 struct disk_seg {
     struct mc_seg s;
     struct mc_disk *d;
+    mc_seg_disk_forget_fn on_forget;
+    void *on_forget_ctx;
     /* the keys of the last page of holdings, valid until the next call (seg.h) */
     char keys[HOLDINGS_MAX][MC_DIR_KEY_MAX];
 };
@@ -85,8 +87,8 @@ static int disk_holdings(struct mc_seg *s, uint64_t *cursor, struct mc_seg_holdi
 }
 
 /* The master refused the record (it knows a newer version, or the key was removed): it is
- * neither served nor reported again. Its bytes stay until the space is reused (a restart
- * reports it once more, and the master refuses it again). */
+ * neither served nor reported again, and erased (on_forget): a later master may not know
+ * better, and must never be offered it. */
 static void disk_forget(struct mc_seg *s, uint64_t offset, uint64_t version)
 {
     struct disk_seg *g = (struct disk_seg *)s;
@@ -95,8 +97,19 @@ static void disk_forget(struct mc_seg *s, uint64_t offset, uint64_t version)
     /* exactly that record (disk_tier.c: (offset, version) identifies one; no tombstone) */
     if (!mc_holdidx_find(s->held, offset, &e) || (version != 0 && e.version != version))
         return;
-    if (mc_holdidx_drop(s->held, offset, version, mc_seg_disk_now_ms()))
+    if (mc_holdidx_drop(s->held, offset, version, mc_seg_disk_now_ms())) {
         mc_disk_forget(g->d, offset);
+        if (g->on_forget != NULL)
+            g->on_forget(g->on_forget_ctx, offset, e.alloc_len);
+    }
+}
+
+void mc_seg_disk_on_forget(struct mc_seg *s, mc_seg_disk_forget_fn fn, void *ctx)
+{
+    struct disk_seg *g = (struct disk_seg *)s;
+
+    g->on_forget = fn;
+    g->on_forget_ctx = ctx;
 }
 
 static void disk_destroy(struct mc_seg *s)

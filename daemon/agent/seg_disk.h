@@ -19,6 +19,11 @@
 
 /* A segment over d's region (d must outlive it). Errors: MC_ERR_NOMEM. */
 int mc_seg_disk_create(struct mc_disk *d, struct mc_seg **s_p);
+/* What forget (a record the master refused at a restore) calls with the record's extent,
+ * after it left the index: the tier erases it, so that no later restart finds it (the
+ * master that refused it may be gone by then). Unset: the record is only forgotten. */
+typedef void (*mc_seg_disk_forget_fn)(void *ctx, uint64_t off, uint64_t alloc_len);
+void mc_seg_disk_on_forget(struct mc_seg *s, mc_seg_disk_forget_fn fn, void *ctx);
 /* The store of a disk segment. */
 struct mc_disk *mc_seg_disk_store(struct mc_seg *s);
 /* Wall-clock milliseconds (record expiry is kept in it: it survives restarts). */

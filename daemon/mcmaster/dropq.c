@@ -20,6 +20,8 @@
 struct mc_dropq {
     struct mc_resend rq;
     mc_dropq_route_fn route;
+    mc_dropq_acked_fn acked;
+    mc_dropq_silent_fn silent;
     void *ctx;
     uint64_t gen;     /* bumped by a reset: tries of an older one are settled */
     bool closing;
@@ -46,6 +48,12 @@ int mc_dropq_create(mc_dropq_route_fn route, void *ctx, struct mc_dropq **q_p)
     return 0;
 }
 
+void mc_dropq_on_acked(struct mc_dropq *q, mc_dropq_acked_fn acked, mc_dropq_silent_fn silent)
+{
+    q->acked = acked;
+    q->silent = silent;
+}
+
 void mc_dropq_destroy(struct mc_dropq *q)
 {
     if (q == NULL)
@@ -60,6 +68,7 @@ static void drop_done(void *ctx, int status, const struct mc_wire_hdr *hdr, cons
     struct mc_resend_item *it = ctx;
     struct mc_dropq *q = it->ctx;
     struct mc_proto_batch_rep rep;
+    bool answered = status == 0; /* else the try brought no answer (the transport's) */
 
     (void)hdr;
     /* one status per block: what the owner said of each settles it (a segment not its own
@@ -70,6 +79,12 @@ static void drop_done(void *ctx, int status, const struct mc_wire_hdr *hdr, cons
         else
             status = rep.status;
     }
+    if (status == 0 && q->acked != NULL)
+        q->acked(q->ctx, (const struct mc_proto_drop_item *)it->data,
+                 it->len / sizeof(struct mc_proto_drop_item));
+    if (!answered && q->silent != NULL &&
+        it->len >= sizeof(struct mc_proto_drop_item) && it->tag == q->gen && !q->closing)
+        q->silent(q->ctx, ((const struct mc_proto_drop_item *)it->data)->seg);
     if (status == 0 || status == MC_ERR_PROTO || status == MC_ERR_INVALID || q->closing ||
         it->tag != q->gen) {
         mc_resend_done(&q->rq, it);

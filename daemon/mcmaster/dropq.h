@@ -38,6 +38,12 @@ struct mc_dropq_stats {
 };
 
 int mc_dropq_create(mc_dropq_route_fn route, void *ctx, struct mc_dropq **q_p);
+/* Told (with the route's ctx) the blocks of every try its owner answered: an owner
+ * answers a DROP of a disk block once its erase is durable. */
+typedef void (*mc_dropq_acked_fn)(void *ctx, const struct mc_proto_drop_item *items, size_t n);
+/* Told the segment of a try that brought no answer (timed out, or its endpoint failed). */
+typedef void (*mc_dropq_silent_fn)(void *ctx, uint32_t seg);
+void mc_dropq_on_acked(struct mc_dropq *q, mc_dropq_acked_fn acked, mc_dropq_silent_fn silent);
 /* Every try still out must have ended (the UCX worker destroyed) before. */
 void mc_dropq_destroy(struct mc_dropq *q);
 

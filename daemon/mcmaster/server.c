@@ -36,6 +36,7 @@
 #include "daemon/common/notify.h"
 #include "daemon/master/exec.h"
 #include "daemon/master/master.h"
+#include "daemon/mcmaster/dropmemo.h"
 #include "daemon/mcmaster/dropq.h"
 #include "daemon/mcmaster/elect.h"
 #include "daemon/mcmaster/mcmaster_metrics.h"
@@ -54,6 +55,7 @@ struct peer {
     uint64_t session; /* of the HELLO that authenticated it (ucx.h, sessions) */
     uint64_t incarnation; /* the agent process behind it, as its HELLO said */
     uint32_t node;
+    bool silent;      /* a DROP to it went unanswered: no more until it speaks again */
     struct peer *prev, *next;
 };
 
@@ -114,12 +116,14 @@ struct mc_mcmaster_server {
     struct mc_master_restore_req restores[MC_PROTO_BATCH_MAX];
     uint32_t seg_ids[MC_PROTO_BATCH_MAX];
     struct mc_dropq *dropq;                                     /* DROPs until answered */
+    struct mc_dropmemo *dropmemo; /* disk records freed, their DROP not answered yet */
     struct mc_master_drop drops[MC_PROTO_BATCH_MAX];            /* drops_send */
     struct mc_proto_drop_item drop_items[MC_PROTO_BATCH_MAX];
     struct mc_proto_seg_entry seg_page[MC_PROTO_SEG_PAGE_MAX];
     struct mc_master_node_info node_info[MC_PROTO_NODE_PAGE_MAX];
     struct mc_proto_node_entry node_page[MC_PROTO_NODE_PAGE_MAX];
     int results[MC_PROTO_BATCH_MAX];
+    bool restore_refused[MC_PROTO_BATCH_MAX];
     uint64_t counts[MC_PROTO_BATCH_MAX];
     uint8_t out[MC_PROTO_PAYLOAD_MAX];
 };
@@ -193,6 +197,45 @@ static int seg_info(struct mc_mcmaster_server *s, uint32_t seg, struct mc_master
         *info_p = x.u.seg_info.info;
     return rc;
 }
+
+static bool seg_is_disk(struct mc_mcmaster_server *s, uint32_t seg)
+{
+    struct mc_master_seg_info info;
+
+    return seg_info(s, seg, &info) == 0 && info.kind == MC_SEG_DISK;
+}
+
+static bool seg_is_disk_fn(void *ctx, uint32_t seg)
+{
+    return seg_is_disk(ctx, seg);
+}
+
+/* dropq.h's silent: the owner of seg did not answer a DROP (it may have died, and UCX
+ * may free the endpoint it connected with by itself: calling it again before its TTL
+ * declares it dead would touch freed memory). Its DROPs wait until it speaks again. */
+static void drops_silent(void *ctx, uint32_t seg)
+{
+    struct mc_mcmaster_server *s = ctx;
+    struct mc_master_seg_info info;
+
+    if (seg_info(s, seg, &info) != 0)
+        return;
+    for (struct peer *p = s->peers; p != NULL; p = p->next) {
+        if (p->authed && p->node == info.node)
+            p->silent = true;
+    }
+}
+
+/* dropq.h's acked: an owner's answer to a DROP of a disk block says its erase is durable */
+static void drops_acked(void *ctx, const struct mc_proto_drop_item *items, size_t n)
+{
+    struct mc_mcmaster_server *s = ctx;
+
+    for (size_t i = 0; i < n; i++)
+        mc_dropmemo_del(s->dropmemo, items[i].version);
+}
+
+
 
 static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p);
 
@@ -573,7 +616,12 @@ static int h_restore(struct mc_mcmaster_server *s, struct peer *p, const void *p
         return MC_ERR_DENIED;
     x = (struct mc_master_req){.op = MC_MASTER_OP_RESTORE, .node = p->node, .n = req.n,
                                .results = s->results, .in.restore = s->restores};
-    (void)mc_master_exec(s->m, &x);
+    /* a disk record whose DROP was never answered: refused, the others go on (dropmemo.h) */
+    x.n = mc_dropmemo_filter(s->dropmemo, s->restores, req.n, seg_is_disk_fn, s,
+                             s->restore_refused);
+    if (x.n > 0)
+        (void)mc_master_exec(s->m, &x);
+    mc_dropmemo_merge(s->results, req.n, s->restore_refused, MC_ERR_CANCELED);
     for (uint32_t i = 0; i < req.n; i++)
         ok += s->results[i] == 0;
     mc_debug("node %u: %u of %u replicas restored", p->node, ok, req.n);
@@ -959,6 +1007,7 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         peer_drop(s, p, false); /* keep nothing for a peer without the token */
         return;
     }
+    p->silent = false;
     fn = hdr->type < MC_WIRE__COUNT ? rpc_handlers[hdr->type] : NULL;
     rc = fn != NULL ? fn(s, p, pl, len, &out_len) : MC_ERR_PROTO; /* WRITE, READ: peers' */
     if (rc == MC_ERR_PROTO)
@@ -1075,6 +1124,10 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
     }
     s->mcfg = cfg->master;
     err = mc_dropq_create(drop_route, s, &s->dropq);
+    if (err == 0) {
+        mc_dropq_on_acked(s->dropq, drops_acked, drops_silent);
+        err = mc_dropmemo_create(&s->dropmemo);
+    }
     if (err == 0)
         err = mc_master_create(&cfg->master, NULL, NULL, &s->m);
     if (err == 0) {
@@ -1252,6 +1305,8 @@ static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p)
         return -1; /* gone, and its owner's holdings with it */
     for (struct peer *p = s->peers; p != NULL; p = p->next) {
         if (p->authed && p->node == info.node) {
+            if (p->silent)
+                return 1; /* maybe dead, its endpoint gone inside UCX: later */
             *ep_p = p->ep;
             return 0;
         }
@@ -1270,9 +1325,12 @@ static void drops_send(struct mc_mcmaster_server *s)
     size_t n, i;
 
     while ((n = mc_master_drops_take(s->m, d, DROP_BATCH)) > 0) {
-        for (i = 0; i < n; i++)
+        for (i = 0; i < n; i++) {
             items[i] = (struct mc_proto_drop_item){
                 .seg = d[i].seg, .offset = d[i].offset, .version = d[i].version};
+            if (seg_is_disk(s, d[i].seg))
+                mc_dropmemo_add(s->dropmemo, d[i].version);
+        }
         mc_dropq_send(s->dropq, items, n, now);
     }
     mc_dropq_tick(s->dropq, now);
@@ -1518,6 +1576,7 @@ void mc_mcmaster_server_destroy(struct mc_mcmaster_server *s)
         peer_drop(s, s->peers, true);
     mc_ucx_destroy(s->u);
     mc_dropq_destroy(s->dropq); /* every try has ended with the worker */
+    mc_dropmemo_destroy(s->dropmemo);
     free(s->expect);
     mc_master_destroy(s->m);
     for (i = 0; i < s->nsegs; i++)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -278,6 +279,271 @@ START_TEST(test_disk_restart_keeps_objects)
 }
 END_TEST
 
+/* Puts keys prefix/0..n-1 of len bytes filled from seed + i, all in one batch. */
+static void batch_put_seeded(mc_client_t *c, const char *prefix, int n, size_t len, uint64_t seed)
+{
+    char keys[64][64];
+    const char *kp[64];
+    const void *bp[64];
+    size_t lens[64];
+    int results[64], rc;
+    uint8_t *bufs = malloc((size_t)n * len);
+    mc_put_opts_t o = MC_PUT_OPTS_INIT;
+
+    o.flags = MC_PUT_UPSERT; /* a new version of a key that has one */
+    ck_assert_ptr_nonnull(bufs);
+    ck_assert_int_le(n, 64);
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "%s/%d", prefix, i);
+        kp[i] = keys[i];
+        t_fill(bufs + (size_t)i * len, len, seed + (uint64_t)i);
+        bp[i] = bufs + (size_t)i * len;
+        lens[i] = len;
+    }
+    for (int tries = 0; tries < 2000; tries++) {
+        rc = mc_batch_put(c, (size_t)n, kp, bp, lens, &o, results);
+        if (rc == n)
+            break;
+        for (int i = 0; i < n; i++)
+            ck_assert_msg(results[i] == 0 || results[i] == MC_ERR_NO_SPACE, "batch put %s: %s",
+                          keys[i], mc_strerror(results[i]));
+        usleep(2000);
+    }
+    ck_assert_int_eq(rc, n);
+    free(bufs);
+}
+
+/* 0: the key is absent; 1: it holds the bytes of seed; 2: of old_seed (never acceptable). */
+static int get_seeded(mc_client_t *c, const char *key, size_t len, uint64_t seed,
+                      uint64_t old_seed)
+{
+    uint8_t *buf = malloc(len);
+    size_t got = 0;
+    int err, r;
+
+    ck_assert_ptr_nonnull(buf);
+    err = mc_get(c, key, buf, len, &got);
+    if (err == MC_ERR_NOT_FOUND) {
+        free(buf);
+        return 0;
+    }
+    ck_assert_msg(err == 0, "get %s: %s", key, mc_strerror(err));
+    ck_assert_uint_eq(got, len);
+    r = t_check_fill(buf, len, seed) ? 1 : t_check_fill(buf, len, old_seed) ? 2 : -1;
+    ck_assert_msg(r > 0, "wrong bytes of %s", key);
+    free(buf);
+    return r;
+}
+
+static void assert_on_disk(mc_client_t *c, const char *prefix, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        mc_obj_info_t info;
+
+        snprintf(key, sizeof(key), "%s/%d", prefix, i);
+        /* the master sends its copies as it makes them: give the last ones a moment */
+        for (int tries = 0; tries < 100; tries++) {
+            ck_assert_int_eq(mc_stat(c, key, &info), 0);
+            if (MC_OBJ_DISK_REPLICAS(info.flags) >= 1)
+                break;
+            usleep(50000);
+        }
+        ck_assert_msg(MC_OBJ_DISK_REPLICAS(info.flags) >= 1, "%s not on disk yet", key);
+    }
+}
+
+/*
+ * A removed or replaced object never comes back after a kill -9 (review of issue 12: the
+ * answer of a remove, or of a put replacing an object, waits until the old record's
+ * tombstone is durable). The disk is slow (each erase starts 2 s late: --test-fault
+ * disk_delay_ms), and the agent is killed right after the answers: without the wait, the
+ * erases had not happened and the restart's scan found the records again.
+ *   rm/N  on disk, removed: NOT_FOUND after the restart;
+ *   rpa/N on disk, replaced, the new versions pushed to disk too: the new bytes;
+ *   rpb/N on disk, replaced just before the kill (the new versions in DRAM only, lost
+ *         with it): NOT_FOUND, never the old bytes.
+ */
+START_TEST(test_disk_removed_stays_removed_after_kill)
+{
+    const char *slow[] = {"--test-fault", "disk_delay_ms=2000", NULL};
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    const size_t len = 64 * KIB;
+    const int n = 16;
+    const uint64_t old = 1000, new = 5000;
+    uint64_t removed = 0;
+
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "128M", slow);
+    c = t_connect(&a);
+    batch_put_seeded(c, "rm", n, len, old);
+    batch_put_seeded(c, "rpa", n, len, old);
+    batch_put_seeded(c, "rpb", n, len, old);
+    put_range(c, "fill", 0, 384, len); /* 24 MiB more through 16 MiB: the above go to disk */
+    disk_settle(c);
+    assert_on_disk(c, "rm", n);
+    assert_on_disk(c, "rpa", n);
+    assert_on_disk(c, "rpb", n);
+
+    batch_put_seeded(c, "rpa", n, len, new);
+    put_range(c, "fill2", 0, 384, len); /* the new versions of rpa/N go to disk */
+    disk_settle(c);
+    assert_on_disk(c, "rpa", n);
+
+    batch_put_seeded(c, "rpb", n, len, new);
+    ck_assert_int_eq(mc_remove_prefix(c, "rm/", &removed), 0);
+    ck_assert_uint_eq(removed, (uint64_t)n);
+    t_agent_kill(&a); /* at once: no time for an erase that was not waited for */
+    mc_close(c);
+    t_agent_rmdir(&a);
+
+    start(&a, "16M", &f, "128M", NULL);
+    c = t_connect(&a);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+
+        snprintf(key, sizeof(key), "rm/%d", i);
+        ck_assert_msg(get_seeded(c, key, len, old + (uint64_t)i, old + (uint64_t)i) == 0,
+                      "%s was removed, and came back after the restart", key);
+        snprintf(key, sizeof(key), "rpa/%d", i);
+        ck_assert_msg(get_seeded(c, key, len, new + (uint64_t)i, old + (uint64_t)i) == 1,
+                      "%s: not the bytes of its last put after the restart", key);
+        snprintf(key, sizeof(key), "rpb/%d", i);
+        ck_assert_msg(get_seeded(c, key, len, new + (uint64_t)i, old + (uint64_t)i) != 2,
+                      "%s: the bytes it had before it was replaced came back", key);
+    }
+    t_client_and_agent_stop(&a, &c);
+    dfile_remove(&f);
+}
+END_TEST
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/*
+ * A slow disk (each read starts 3 s late) and a get with a 1 s deadline (the client's):
+ * the get of a disk-resident object is answered MC_ERR_TIMEOUT at its deadline, not when
+ * the disk is done; the read goes on, its landing block held until it ends (then freed:
+ * the agent has nothing pending, and serves on). libmc ends the caller's call at its
+ * deadline by itself; what fails without the agent's deadline is its own answer
+ * (read_timeouts stays 0: the GET waited the 3 s).
+ */
+START_TEST(test_disk_slow_read_times_out)
+{
+    const char *slow[] = {"--set", "op_timeout_ms=1000", "--test-fault", "disk_delay_ms=3000",
+                          NULL};
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c, *c1;
+    const size_t len = 64 * KIB;
+    uint8_t *buf = malloc(len);
+    size_t got = 0;
+    uint64_t t0, ms;
+    mc_obj_info_t info;
+    json_t *st;
+    int err;
+
+    ck_assert_ptr_nonnull(buf);
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "128M", slow);
+    c = t_connect(&a);
+    put_range(c, "slow", 0, 384, len);
+    disk_settle(c);
+    /* on disk only: its DRAM replica goes once the clock passes it again (more puts) */
+    for (int more = 0; more < 40; more++) {
+        ck_assert_int_eq(mc_stat(c, "slow/0", &info), 0);
+        if (MC_OBJ_DISK_REPLICAS(info.flags) == info.replicas)
+            break;
+        put_range(c, "slowx", more * 16, more * 16 + 16, len);
+        disk_settle(c);
+    }
+    ck_assert_uint_eq(MC_OBJ_DISK_REPLICAS(info.flags), info.replicas);
+    /* a client whose ops have 1 s (its deadline travels with each op) */
+    setenv("MC_OP_TIMEOUT_MS", "1000", 1);
+    c1 = t_connect(&a);
+    unsetenv("MC_OP_TIMEOUT_MS");
+    t0 = now_ms();
+    err = mc_get(c1, "slow/0", buf, len, &got);
+    ms = now_ms() - t0;
+    mc_close(c1);
+    ck_assert_msg(err == MC_ERR_TIMEOUT, "get of a record on a slow disk: %s after %llu ms",
+                  mc_strerror(err), (unsigned long long)ms);
+    ck_assert_msg(ms < 2500, "answered after %llu ms, past its deadline",
+                  (unsigned long long)ms);
+    /* libmc ends the call at its deadline on its own; the agent answers the GET too, on
+     * its next tick, and lets go of everything but the read's landing block */
+    for (int i = 0; i < 100; i++) {
+        long long t;
+
+        st = stats(c);
+        t = disk_stat(st, "read_timeouts");
+        json_decref(st);
+        if (t >= 1)
+            break;
+        usleep(20000);
+    }
+    st = stats(c);
+    ck_assert_int_ge(disk_stat(st, "read_timeouts"), 1);
+    json_decref(st);
+    /* the read ends later; the agent lets go of it then and goes on serving */
+    usleep(3500 * 1000);
+    disk_settle(c);
+    ck_assert_int_eq(get_range(c, "slow", 383, 384, len), 1); /* in DRAM still */
+    free(buf);
+    t_client_and_agent_stop(&a, &c);
+    dfile_remove(&f);
+}
+END_TEST
+
+/*
+ * A slow disk (each offload write starts 100 ms late) under a writer that outruns it: the
+ * DRAM fills with objects waiting for their copies, and a put then waits (within its
+ * deadline) for room instead of failing at once with MC_ERR_NO_SPACE. Every plain put,
+ * never retried, succeeds; the stats show puts that waited; every object reads back.
+ * Without the wait, puts failed with MC_ERR_NO_SPACE.
+ */
+START_TEST(test_disk_put_waits_for_offload)
+{
+    const char *slow[] = {"--test-fault", "disk_write_delay_ms=100", NULL};
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    const size_t len = 64 * KIB;
+    const int n = 768; /* 48 MiB through 16 MiB of DRAM */
+    uint8_t *buf = malloc(len);
+    json_t *st;
+
+    ck_assert_ptr_nonnull(buf);
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "128M", slow);
+    c = t_connect(&a);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        int err;
+
+        snprintf(key, sizeof(key), "pw/%d", i);
+        t_fill(buf, len, (uint64_t)i * 7919u + len);
+        err = mc_put(c, key, buf, len, NULL);
+        ck_assert_msg(err == 0, "put %s: %s", key, mc_strerror(err));
+    }
+    st = stats(c);
+    ck_assert_int_gt(disk_stat(st, "put_waits"), 0);
+    json_decref(st);
+    disk_settle(c);
+    ck_assert_int_eq(get_range(c, "pw", 0, n, len), n);
+    free(buf);
+    t_client_and_agent_stop(&a, &c);
+    dfile_remove(&f);
+}
+END_TEST
+
 /* Flip one payload byte of one record in the file: the get of that object says
  * MC_ERR_CORRUPT, never bytes; its neighbours read back exactly. */
 START_TEST(test_disk_torn_record_dropped)
@@ -466,6 +732,9 @@ int main(void)
     tcase_add_test(tc, test_disk_fill_4x_reads_back);
     tcase_add_test(tc, test_disk_fill_4x_tmpfs_threads);
     tcase_add_test(tc, test_disk_restart_keeps_objects);
+    tcase_add_test(tc, test_disk_removed_stays_removed_after_kill);
+    tcase_add_test(tc, test_disk_slow_read_times_out);
+    tcase_add_test(tc, test_disk_put_waits_for_offload);
     tcase_add_test(tc, test_disk_torn_record_dropped);
     tcase_add_test(tc, test_disk_full_evicts_oldest);
     tcase_add_test(tc, test_disk_refuses_foreign_file);

@@ -189,6 +189,27 @@ START_TEST(test_report_forgets_only_what_master_refuses)
 }
 END_TEST
 
+/* The link goes away (the agent stops) with RESTOREs still queued: they end without the
+ * master's word, and nothing is forgotten (a disk segment erases what it forgets: a
+ * graceful stop during a walk must not erase valid records; review D2). */
+START_TEST(test_report_link_gone_forgets_nothing)
+{
+    struct t_seg *t = t_seg_new(100);
+    struct report_stats st = {0};
+    struct mlink *ml;
+
+    /* a remote link that never sends: every RESTORE stays queued */
+    ck_assert_int_eq(ml_create_remote(NULL, 1, 1000, &ml), 0);
+    ck_assert_int_eq(report_seg(ml, &t->s, 7, &st), 0);
+    ck_assert_uint_eq(st.restored, 0);
+    ml_destroy(ml);
+    ck_assert_uint_eq(t->forgets, 0);
+    ck_assert_uint_eq(st.forgotten, 0);
+    ck_assert_uint_gt(st.failed, 0);
+    free(t);
+}
+END_TEST
+
 START_TEST(test_report_segment_without_holdings)
 {
     struct t_env e = t_env_new();
@@ -216,6 +237,7 @@ int main(void)
     tcase_add_test(tc, test_report_restores_every_holding);
     tcase_add_test(tc, test_report_forgets_only_what_master_refuses);
     tcase_add_test(tc, test_report_segment_without_holdings);
+    tcase_add_test(tc, test_report_link_gone_forgets_nothing);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
