@@ -699,7 +699,10 @@ static void reply_results(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, u
     free(out);
 }
 
-/* PUBLISH from a writer: objects it published with a replica in our segments. */
+/* PUBLISH from a writer: objects it published with a replica in our segments. An item
+ * names our segment by the id of the reign it was made in (carry.c maps an earlier one's);
+ * one carried over a change of master and indexed after our report to the new master began
+ * is told to that master before it is answered (cl_publish_late: MC_ERR_BUSY meanwhile). */
 static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                       const void *pl)
 {
@@ -718,7 +721,9 @@ static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_
     }
     for (i = 0; i < n; i++) {
         const struct mc_proto_publish_item *it = &items[i];
-        struct mc_seg *s = agent_seg(cl->a, it->seg);
+        uint32_t local = 0;
+        bool earlier = false;
+        struct mc_seg *s = cl_publish_seg(cl, it, &local, &earlier);
         struct mc_holdidx_entry e = {
             .key = (const char *)it->key.p, .key_len = it->key.len, .offset = it->offset,
             .alloc_len = it->alloc_len, .size = it->size, .version = it->version,
@@ -735,6 +740,11 @@ static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_
             results[i] = mc_holdidx_add(s->held, &e, now);
             /* entries indexed, not tries: a repeat (a resent try) is not counted */
             cl->st.published_in += mc_holdidx_added(s->held) - before;
+            /* of an earlier reign, while our report to the master we follow now is under
+             * way or over (M_UP: it began at our last MOUNT): the report may miss it. Before
+             * that, the report to come tells it */
+            if (results[i] == 0 && earlier && cl->mstate == M_UP)
+                results[i] = cl_publish_late(cl, local, it);
         }
     }
     reply_results(ep, hdr, n, results);
@@ -1115,6 +1125,7 @@ void cl_owner_tick(struct cluster *cl, uint64_t now)
         cl->next_fence_ms = now + FENCE_RETRY_MS;
         fence_send(cl);
         fenced_expire(cl, now);
+        cl_late_tick(cl, now);
         for (uint32_t i = 0; i < cl->a->ntenants; i++) {
             if (cl->a->ten[i].seg != NULL && cl->a->ten[i].seg->held != NULL)
                 mc_holdidx_expire(cl->a->ten[i].seg->held, now);
@@ -1158,4 +1169,5 @@ void cl_owner_destroy(struct cluster *cl)
     }
     cl_fences_forget(cl);
     fenced_expire(cl, UINT64_MAX);
+    cl_late_destroy(cl);
 }

@@ -557,8 +557,12 @@ static int h_fence(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
 }
 
+static void ha_window_sync(struct mc_mcmaster_server *s);
+
 /* RESTORE_BATCH: what a node's segments hold, after it (re)joined. A node speaks for its own
- * node only, and the executor refuses an item naming another node's segment. */
+ * node only, and the executor refuses an item naming another node's segment. A late item
+ * (MC_MASTER_RESTORE_LATE) is taken into a reported segment only inside the recovery
+ * window (ha_window_sync). */
 static int h_restore(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
                      size_t *out_len)
 {
@@ -571,6 +575,7 @@ static int h_restore(struct mc_mcmaster_server *s, struct peer *p, const void *p
         return MC_ERR_PROTO;
     if (req.node != p->node)
         return MC_ERR_DENIED;
+    ha_window_sync(s);
     x = (struct mc_master_req){.op = MC_MASTER_OP_RESTORE, .node = p->node, .n = req.n,
                                .results = s->results, .in.restore = s->restores};
     (void)mc_master_exec(s->m, &x);
@@ -824,6 +829,14 @@ static int ha_gate(struct mc_mcmaster_server *s, uint16_t type)
     }
 }
 
+/* Tells the directory whether this reign's recovery window is open (no data operation
+ * served since the reign began): late restores are taken only then. Never without etcd. */
+static void ha_window_sync(struct mc_mcmaster_server *s)
+{
+    mc_master_recovering_set(s->m, s->elect != NULL && s->reign != 0 && s->led &&
+                                       mc_elect_now_ms() < s->recovery_until_ms);
+}
+
 /* Drop every peer and start an empty directory: a new reign learns everything again from
  * the agents (they rejoin and report), and a master that stepped down keeps nobody. */
 static int ha_reset(struct mc_mcmaster_server *s, const struct mc_elect_view *v)
@@ -920,6 +933,7 @@ static void ha_tick(struct mc_mcmaster_server *s)
             peer_drop(s, s->peers, true);
     }
     s->led = serving;
+    ha_window_sync(s);
 }
 
 static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,

@@ -21,6 +21,9 @@
 #include "daemon/proto/proto_base.h"
 
 struct mc_proto_publish_item {
+    /* the master reign the writer published in: seg is that master's id of the segment
+     * (ids change with each reign; the owner maps an earlier reign's to its own segment) */
+    uint64_t m_epoch, m_incarnation;
     uint32_t seg;
     uint32_t flags;     /* MC_MASTER_PUT_FLAGS_ALL bits */
     uint64_t offset, alloc_len, size, version;

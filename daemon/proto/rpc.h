@@ -123,8 +123,8 @@
  * the master tells an owner that a block it held was freed. */
 #define MC_PROTO_HOLD_RPCS(X)                                                                      \
     X(PUBLISH, publish, 37, MC_RPC_PEER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                        \
-      "u32 n (1..1024), n * {u32 seg, u32 flags, u64 offset, u64 alloc_len, u64 size, "            \
-      "u64 version, u64 ttl_ms, blob key}",                                                        \
+      "u32 n (1..1024), n * {u64 m_epoch, u64 m_incarnation, u32 seg, u32 flags, u64 offset, "     \
+      "u64 alloc_len, u64 size, u64 version, u64 ttl_ms, blob key}",                                                        \
       "i32 status [u32 n, n * i32 status]")                                                        \
     X(DROP, drop, 39, MC_RPC_TO_OWNER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                          \
       "u32 n (1..1024), n * {u32 seg, u64 offset, u64 version (> 0)}",                             \
