@@ -951,6 +951,8 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "publish_given_up", json_integer((json_int_t)cl->pubq.given_up));
     json_object_set_new(o, "publish_queued", json_integer((json_int_t)cl->pubq.n));
     json_object_set_new(o, "published_in", json_integer((json_int_t)cl->st.published_in));
+    json_object_set_new(o, "late_restored", json_integer((json_int_t)cl->st.late_restored));
+    json_object_set_new(o, "late_refused", json_integer((json_int_t)cl->st.late_refused));
     json_object_set_new(o, "drops_in", json_integer((json_int_t)cl->st.drops_in));
 }
 

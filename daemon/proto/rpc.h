@@ -92,7 +92,7 @@
       "i32 status")                                                                                \
     X(RESTORE_BATCH, restore, 35, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,             \
       "u32 node, u32 n, n * {blob key, u32 seg, u64 offset, u64 alloc_len, u64 size, "             \
-      "u64 version, u32 flags, u64 ttl_ms}",                                                       \
+      "u64 version, u32 flags (as stored; 0x80000000: late), u64 ttl_ms}",                         \
       "i32 status [u32 n, n * i32 status]")                                                        \
     X(RESTORE_DONE, restore_done, 41, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,         \
       "u32 node, u32 n, n * u32 seg (mounted restoring: its report is complete)",                 \

@@ -18,6 +18,9 @@
  *                                          serves nobody.
  *   test_ha_etcd_member_lost               3 etcd members: one lost changes nothing;
  *                                          quorum lost: data ops fail fast, then return.
+ *   test_ha_publish_carried_over           PUBLISHes undelivered at a master change are
+ *                                          carried over: the new master learns the
+ *                                          owners' replicas, nothing is lost.
  *
  *   test_ha_rebuild_figure                 (by name only) a figure: T_HA_REBUILD_N small
  *                                          objects (1 M) rebuilt by a new master.
@@ -711,10 +714,12 @@ struct t_ha_cl {
 
 static const char *const t_ha_names[T_HA_AGENTS] = {"A", "B", "C"};
 
-/* etcd (members), three masters, three agents that follow the leader, a client on each. */
-static void t_ha_cluster_start(struct t_ha_cl *h, const char *test, int members)
+/* etcd (members), three masters, three agents that follow the leader, a client on each;
+ * more[i] (may be NULL): agent i's further flags, NULL-terminated (at most 4). */
+static void t_ha_cluster_start_with(struct t_ha_cl *h, const char *test, int members,
+                                    const char *const *const more[T_HA_AGENTS])
 {
-    const char *extra[8];
+    const char *extra[12];
 
     t_fc_init(&h->fm, test, T_HA_TTL_MS);
     t_ha_etcd_start(&h->etcd, h->fm.dir, members);
@@ -726,14 +731,24 @@ static void t_ha_cluster_start(struct t_ha_cl *h, const char *test, int members)
     extra[3] = h->ms.cluster;
     extra[4] = "--set";
     extra[5] = "connect_timeout_ms=20000";
-    extra[6] = NULL;
-    for (int i = 0; i < T_HA_AGENTS; i++)
+    for (int i = 0; i < T_HA_AGENTS; i++) {
+        int k = 6;
+
+        for (int j = 0; more != NULL && more[i] != NULL && more[i][j] != NULL && j < 4; j++)
+            extra[k++] = more[i][j];
+        extra[k] = NULL;
         t_fc_agent_spawn(&h->fm, &h->agents[i], NULL, "127.0.0.1", t_ha_names[i], NULL, "64M",
                          extra);
+    }
     for (int i = 0; i < T_HA_AGENTS; i++)
         t_fc_agent_wait(&h->agents[i]);
     for (int i = 0; i < T_HA_AGENTS; i++)
         h->cl[i] = t_fc_conn(&h->agents[i]);
+}
+
+static void t_ha_cluster_start(struct t_ha_cl *h, const char *test, int members)
+{
+    t_ha_cluster_start_with(h, test, members, NULL);
 }
 
 static void t_ha_cluster_finish(struct t_ha_cl *h)
@@ -1200,6 +1215,106 @@ START_TEST(test_ha_etcd_member_lost)
 }
 END_TEST
 
+/* --- a PUBLISH carried over a change of master -------------------------------------------- */
+
+#define T6_N 24
+
+/*
+ * B and C lose every PUBLISH until they follow another master (--test-fault
+ * publish_lose_masters=1). Objects put through A with two replicas (A's own, one on B or C):
+ * A's PUBLISHes to B and C go unanswered. The leader is killed (-9): a standby leads. A
+ * carries its PUBLISHes over the change and B and C index them, telling the new master
+ * (late RESTOREs, inside its recovery window, which A's report keeps open). Then A is
+ * killed too: every object reads back, byte-exact, through B and C from their replica
+ * alone -- none lost because its only surviving replica's PUBLISH was undelivered at the
+ * master change. Before the fix, A gave up its PUBLISHes at the change, and the new master
+ * never learnt of B's and C's replicas.
+ */
+START_TEST(test_ha_publish_carried_over)
+{
+    static struct t_ha_cl h;
+    static struct t_ha_obj objs[T6_N];
+    static const char *const lossy[] = {"--test-fault", "publish_lose_masters=1", NULL};
+    const char *const *const more[T_HA_AGENTS] = {NULL, lossy, lossy};
+    uint64_t salt = t_fc_salt(), t0;
+    json_int_t n;
+    char key[48];
+    int old, now, i, k, err;
+
+    if (t_ha_etcd_bin() == NULL)
+        return;
+    t_ha_cluster_start_with(&h, __func__, 1, more);
+    for (i = 0; i < T6_N; i++) {
+        snprintf(key, sizeof(key), "carry/%d", i);
+        t_ha_obj_make(&objs[i], key, 3000 + (size_t)i * 733, salt + (uint64_t)i);
+        t0 = t_now_ms();
+        for (;;) {
+            mc_put_opts_t opts = MC_PUT_OPTS_INIT;
+
+            opts.replicas = 2;
+            err = mc_put(h.cl[0], objs[i].key, objs[i].data, objs[i].len, &opts);
+            if (err != MC_ERR_UNAVAILABLE || t_now_ms() - t0 > 10000)
+                break;
+            t_fc_sleep_ms(50);
+        }
+        ck_assert_msg(err == 0, "put %s: %s", objs[i].key, mc_strerror(err));
+    }
+    /* the PUBLISHes to B and C are lost and tried again */
+    t0 = t_now_ms();
+    while (t_fc_stat(h.agents[0].sock, "publish_retries") < T6_N && t_now_ms() - t0 < 10000)
+        t_fc_sleep_ms(100);
+    ck_assert_int_ge(t_fc_stat(h.agents[0].sock, "publish_retries"), T6_N);
+    ck_assert_int_eq(t_fc_stat(h.agents[1].sock, "published_in") +
+                         t_fc_stat(h.agents[2].sock, "published_in"),
+                     0);
+    ck_assert_int_eq(t_fc_stat(h.agents[0].sock, "publish_queued"), T6_N);
+
+    old = t_ha_leader(&h.ms, NULL);
+    ck_assert_int_ge(old, 0);
+    ck_assert_int_eq(kill(h.ms.p[old].pid, SIGKILL), 0);
+    now = t_ha_wait_leader(&h.ms, old, 10000);
+    ck_assert_msg(now >= 0, "no standby took over");
+    (void)t_proc_reap(&h.ms.p[old], t_now_ms() + 5000);
+
+    /* B and C index every object at last: A kept the PUBLISHes across the change */
+    t0 = t_now_ms();
+    while ((n = t_fc_stat(h.agents[1].sock, "published_in") +
+                t_fc_stat(h.agents[2].sock, "published_in")) < T6_N) {
+        ck_assert_msg(t_now_ms() - t0 < 20000,
+                      "B and C indexed %lld of %d objects 20 s after the master change: the "
+                      "PUBLISHes were given up",
+                      (long long)n, T6_N);
+        t_fc_sleep_ms(100);
+    }
+    for (i = 0; i < T6_N; i++)
+        for (k = 0; k < T_HA_AGENTS; k++)
+            ck_assert_msg(t_ha_get_until(h.cl[k], &objs[i], 15000) == 0,
+                          "%s through %s after the master change", objs[i].key,
+                          t_ha_names[k]);
+    /* A goes: B's and C's replicas are all that is left, and the new master knows them */
+    ck_assert_int_eq(kill(h.agents[0].pid, SIGKILL), 0);
+    ck_assert(t_proc_reap(&h.agents[0], t_now_ms() + 5000));
+    h.agents[0].pid = 0;
+    for (i = 0; i < T6_N; i++)
+        for (k = 1; k < T_HA_AGENTS; k++) {
+            t0 = t_now_ms();
+            do {
+                err = t_ha_get(h.cl[k], &objs[i]);
+                if (err != 0)
+                    t_fc_sleep_ms(50);
+            } while (err != 0 && err != MC_ERR_NOT_FOUND && t_now_ms() - t0 < 15000);
+            ck_assert_msg(err == 0, "%s through %s with A gone: %s (its replica on B or C "
+                          "unknown to the new master?)",
+                          objs[i].key, t_ha_names[k], mc_strerror(err));
+        }
+    for (i = 0; i < T6_N; i++) {
+        free(objs[i].data);
+        objs[i].data = NULL;
+    }
+    t_ha_cluster_finish(&h);
+}
+END_TEST
+
 /* --- main -------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -1212,6 +1327,7 @@ int main(int argc, char **argv)
         test_ha_leader_killed_under_load,
         test_ha_leader_sigstop,
         test_ha_etcd_member_lost,
+        test_ha_publish_carried_over,
         test_ha_rebuild_figure, /* by name only: a figure, not a test of the suite */
     };
     const char *only = argc > 1 ? argv[1] : NULL;
