@@ -93,6 +93,7 @@ int mc_fault_parse(struct mc_fault *f, const char *spec)
         [MC_FAULT_PUT_END] = "put_end_delay_ms=",
         [MC_FAULT__KINDS + MC_FAULT_LOSE_PUBLISH] = "publish_lose=",
         [MC_FAULT__KINDS + MC_FAULT_LOSE_DROP] = "drop_lose=",
+        [MC_FAULT__KINDS + MC_FAULT_NOMEM_PUBLISH] = "publish_nomem=",
     };
 
     if (strncmp(spec, lose_masters, sizeof(lose_masters) - 1) == 0) {

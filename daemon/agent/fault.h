@@ -21,6 +21,7 @@ enum mc_fault_kind {
 enum mc_fault_lose_kind {
     MC_FAULT_LOSE_PUBLISH, /* PUBLISH from a writer */
     MC_FAULT_LOSE_DROP,    /* DROP from the master */
+    MC_FAULT_NOMEM_PUBLISH, /* PUBLISH answered MC_ERR_NOMEM whole (not lost: refused) */
     MC_FAULT_LOSE__KINDS,
 };
 
@@ -37,7 +38,8 @@ struct mc_fault {
 typedef void (*mc_fault_fn)(void *ctx);
 
 /* Arms one fault: "get_delay_ms=MS" or "put_end_delay_ms=MS" (MS at most 60000), or
- * "publish_lose=N" or "drop_lose=N" (N at most 60000), or "publish_lose_masters=N" (every
+ * "publish_lose=N", "drop_lose=N" or "publish_nomem=N" (N at most 60000), or
+ * "publish_lose_masters=N" (every
  * PUBLISH lost until N changes of master were followed, N at most 60000). 0, or
  * MC_ERR_INVALID. */
 int mc_fault_parse(struct mc_fault *f, const char *spec);

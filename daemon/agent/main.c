@@ -64,6 +64,7 @@ static void usage(FILE *f)
             "  --test-fault SPEC  tests only: hold answers back (get_delay_ms=MS,\n"
             "                     put_end_delay_ms=MS), to kill a process inside the window;\n"
             "                     lose the first N requests (publish_lose=N, drop_lose=N),\n"
+            "                     answer the first N MC_ERR_NOMEM (publish_nomem=N),\n"
             "                     every PUBLISH until N master changes (publish_lose_masters=N)\n"
             "  --help             this text\n"
             "Every setting is listed in docs/config.md; MC_<KEY> environment variables apply.\n",
@@ -120,7 +121,7 @@ static int run(const struct mc_agent_config *cfg, const char *ready, char **faul
     for (int i = 0; i < nfaults; i++) {
         if (mc_agent_test_fault(a, faults[i]) != 0) {
             mc_error("--test-fault %s: expected get_delay_ms=MS, put_end_delay_ms=MS, "
-                     "publish_lose=N, drop_lose=N or publish_lose_masters=N",
+                     "publish_lose=N, drop_lose=N, publish_nomem=N or publish_lose_masters=N",
                      faults[i]);
             mc_agent_destroy(a);
             return 2;

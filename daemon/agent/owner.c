@@ -837,7 +837,9 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         if (!mc_fault_lose(&cl->a->fault, MC_FAULT_LOSE_DROP)) /* tests: lost on the way */
             h_drop(cl, ep, hdr, pl);
     } else if (hdr->type == MC_WIRE_PUBLISH) {
-        if (!mc_fault_lose(&cl->a->fault, MC_FAULT_LOSE_PUBLISH))
+        if (mc_fault_lose(&cl->a->fault, MC_FAULT_NOMEM_PUBLISH))
+            reply_status(ep, hdr, MC_ERR_NOMEM); /* tests: as if short of memory */
+        else if (!mc_fault_lose(&cl->a->fault, MC_FAULT_LOSE_PUBLISH))
             h_publish(cl, ep, hdr, pl);
     }
     else

@@ -98,6 +98,9 @@ START_TEST(test_fault_parse)
     ck_assert(mc_fault_lose(&f, MC_FAULT_LOSE_DROP));
     ck_assert(!mc_fault_lose(&f, MC_FAULT_LOSE_DROP));
     ck_assert(!mc_fault_lose(&f, MC_FAULT_LOSE__KINDS));
+    ck_assert_int_eq(mc_fault_parse(&f, "publish_nomem=1"), 0);
+    ck_assert(mc_fault_lose(&f, MC_FAULT_NOMEM_PUBLISH));
+    ck_assert(!mc_fault_lose(&f, MC_FAULT_NOMEM_PUBLISH));
     /* every PUBLISH until the agent followed N more masters */
     ck_assert_int_eq(mc_fault_parse(&f, "publish_lose_masters=x"), MC_ERR_INVALID);
     ck_assert_int_eq(mc_fault_parse(&f, "publish_lose_masters=60001"), MC_ERR_INVALID);
