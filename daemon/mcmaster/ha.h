@@ -17,15 +17,15 @@
 #include "daemon/mcmaster/elect.h"
 
 struct mc_ha {
-    struct mc_elect *elect;         /* NULL: no etcd, the master serves alone */
-    uint64_t reign;                 /* the reign the directory belongs to (0: none yet) */
-    uint64_t epoch;                 /* its epoch (HELLO tells it) */
-    bool led;                       /* served as leader at the last tick */
+    struct mc_elect *elect; /* NULL: no etcd, the master serves alone */
+    uint64_t reign;         /* the reign the directory belongs to (0: none yet) */
+    uint64_t epoch;         /* its epoch (HELLO tells it) */
+    bool led;               /* served as leader at the last tick */
     uint64_t recovery_ms, recovery_until_ms;
     bool recovery_done, recovery_longer; /* this reign's window: closed early; lengthened */
-    uint64_t reign_ms;              /* when this reign's directory began */
-    struct mc_elect_agent *expect;  /* the agents whose reports end the window early */
-    int nexpect;                    /* how many (-1: not known: the window runs out) */
+    uint64_t reign_ms;                   /* when this reign's directory began */
+    struct mc_elect_agent *expect;       /* the agents whose reports end the window early */
+    int nexpect;                         /* how many (-1: not known: the window runs out) */
 };
 
 /* Whether a request of wire type `type` may be served now (m: the directory): 0, or the
