@@ -4,10 +4,12 @@
  * it, and keeps a PUBLISH not yet answered across a change of master (xfer.c). The owner
  * remembers, for the last REIGNS_KEPT masters it followed, which id each of its segments
  * had (cl_reign_remember, before a new master's MOUNTs change them), so that such a
- * PUBLISH still finds its segment. Indexed after the owner's report to the new master
- * began, the object is told to that master on its own (a RESTORE flagged
- * MC_MASTER_RESTORE_LATE, taken while the new master's recovery window is open), and the
- * writer is answered MC_ERR_BUSY (tried again) until the master answered that RESTORE.
+ * PUBLISH still finds its segment. Its report to the new master may miss the object (the
+ * walk under way or over, or the segment mounted as holding nothing, so not RESTORING,
+ * where a report is refused), so the object is told to that master on its own once the
+ * owner is joined (a RESTORE flagged MC_MASTER_RESTORE_LATE, taken while the new master's
+ * recovery window is open), and the writer is answered MC_ERR_BUSY (tried again) until the
+ * master answered that RESTORE.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +128,8 @@ int cl_publish_late(struct cluster *cl, uint32_t local, const struct mc_proto_pu
         if (lp->local == local && lp->offset == it->offset && lp->version == it->version)
             return lp->pending ? MC_ERR_BUSY : lp->result;
     }
+    if (cl->mstate != M_UP)
+        return MC_ERR_BUSY; /* rejoining: told once joined (the writer asks again) */
     if (agent_seg_at(cl->a, local, NULL, &id) == NULL || cl->nlatepubs >= LATE_MAX ||
         cl->a->ml == NULL || (lp = calloc(1, sizeof(*lp))) == NULL)
         return MC_ERR_BUSY; /* asked again later */

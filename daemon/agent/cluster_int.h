@@ -201,8 +201,8 @@ struct reign_ids {
     uint32_t ids[REIGN_SEGS_MAX];      /* by agent_seg_at's index; UINT32_MAX: none */
 };
 
-/* A carried-over PUBLISH indexed after our report to the new master began: told to it on
- * its own (a late RESTORE); the writer is answered once the master answered. Kept
+/* A carried-over PUBLISH: told to the new master on its own (a late RESTORE); the writer
+ * is answered once the master answered. Kept
  * LATE_KEEP_MS after that answer (for the writer's next try), at most LATE_MAX at once. */
 #define LATE_KEEP_MS 60000u
 #define LATE_MAX 4096u
@@ -375,9 +375,9 @@ void cl_reign_remember(struct cluster *cl);
  * in: *local_p its agent_seg_at index; *earlier_p: that reign is not the master we follow. */
 struct mc_seg *cl_publish_seg(struct cluster *cl, const struct mc_proto_publish_item *it,
                               uint32_t *local_p, bool *earlier_p);
-/* A carried-over item just indexed while our report to the master runs or is over: tell the
- * master (a late RESTORE). 0: it took it; 1: it refused (the entry is forgotten);
- * MC_ERR_BUSY: under way, ask again. */
+/* A carried-over item just indexed: tell the master we follow (a late RESTORE, once we are
+ * joined). 0: it took it; 1: it refused (the entry is forgotten); MC_ERR_BUSY: not yet, or
+ * under way: ask again. */
 int cl_publish_late(struct cluster *cl, uint32_t local, const struct mc_proto_publish_item *it);
 void cl_late_tick(struct cluster *cl, uint64_t now);
 void cl_late_destroy(struct cluster *cl);

@@ -701,8 +701,8 @@ static void reply_results(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, u
 
 /* PUBLISH from a writer: objects it published with a replica in our segments. An item
  * names our segment by the id of the reign it was made in (carry.c maps an earlier one's);
- * one carried over a change of master and indexed after our report to the new master began
- * is told to that master before it is answered (cl_publish_late: MC_ERR_BUSY meanwhile). */
+ * one carried over a change of master is told to the master we follow now before it is
+ * answered (cl_publish_late: MC_ERR_BUSY meanwhile). */
 static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                       const void *pl)
 {
@@ -740,10 +740,10 @@ static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_
             results[i] = mc_holdidx_add(s->held, &e, now);
             /* entries indexed, not tries: a repeat (a resent try) is not counted */
             cl->st.published_in += mc_holdidx_added(s->held) - before;
-            /* of an earlier reign, while our report to the master we follow now is under
-             * way or over (M_UP: it began at our last MOUNT): the report may miss it. Before
-             * that, the report to come tells it */
-            if (results[i] == 0 && earlier && cl->mstate == M_UP)
+            /* of an earlier reign: our report to the master we follow now may miss it
+             * (under way or over, or the segment already mounted as holding nothing, hence
+             * not RESTORING): told on its own, once we are joined */
+            if (results[i] == 0 && earlier)
                 results[i] = cl_publish_late(cl, local, it);
         }
     }
