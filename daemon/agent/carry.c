@@ -150,7 +150,10 @@ int cl_publish_late(struct cluster *cl, uint32_t local, const struct mc_proto_pu
     cl->nlatepubs++;
     r->in.restore = (struct mc_master_restore_req){
         .seg = *id, .offset = it->offset, .alloc_len = it->alloc_len, .size = it->size,
-        .version = it->version, .flags = it->flags | MC_MASTER_RESTORE_LATE,
+        .version = it->version,
+        .flags = (it->flags & (MC_MASTER_PUT_PIN_SOFT | MC_MASTER_PUT_PIN_HARD |
+                               MC_MASTER_PUT_NO_CHECKSUM)) |
+                 MC_MASTER_RESTORE_LATE,
         .ttl_ms = it->ttl_ms};
     ml_submit(cl->a->ml, r); /* may answer inside */
     return MC_ERR_BUSY;
