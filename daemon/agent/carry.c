@@ -97,7 +97,8 @@ static void late_answered(void *ctx, struct ml_req *r)
     if (res == 0) {
         lp->result = 0;
         cl->st.late_restored++;
-    } else if (res == MC_ERR_CANCELED || res == MC_ERR_EXISTS || res == MC_ERR_INVALID) {
+    } else if (res == MC_ERR_CANCELED || res == MC_ERR_EXISTS || res == MC_ERR_INVALID ||
+               res == MC_ERR_NOT_FOUND) {
         /* the master knows better, or its window closed: never served or told again */
         struct mc_seg *s = agent_seg_at(cl->a, lp->local, NULL, NULL);
 
@@ -116,6 +117,18 @@ static void late_answered(void *ctx, struct ml_req *r)
     }
     lp->pending = false;
     lp->until_ms = mc_agent_now_ms() + LATE_KEEP_MS;
+}
+
+int cl_publish_late_busy(const struct cluster *cl, uint32_t local,
+                         const struct mc_proto_publish_item *it)
+{
+    for (const struct latepub *lp = cl->latepubs; lp != NULL; lp = lp->next) {
+        if (lp->local == local && lp->offset == it->offset && lp->version == it->version)
+            return 0; /* under way or answered: cl_publish_late says which */
+    }
+    if (cl->mstate != M_UP || cl->nlatepubs >= LATE_MAX || cl->a->ml == NULL)
+        return MC_ERR_BUSY; /* rejoining (review H2), or too many under way (L2) */
+    return 0;
 }
 
 int cl_publish_late(struct cluster *cl, uint32_t local, const struct mc_proto_publish_item *it)

@@ -174,13 +174,10 @@ static void rejoined(struct cluster *cl)
     ml_reset(a->ml, cl->master, MC_ERR_UNAVAILABLE);
     ml_set_node(a->ml, cl->node);
     cl->next_hb_ms = 0;
-    /* a master that forgot us learns again what our segments hold; with PUBLISHes carried
-     * over, once they are settled (cluster_tick): our segments stay RESTORING until then,
-     * which keeps the new master's recovery window open for their owners' late RESTOREs */
-    if (cl->carry_until_ms != 0)
-        cl->report_deferred = true;
-    else
-        report_held(a);
+    /* a master that forgot us learns again what our segments hold, at once (also with
+     * PUBLISHes carried over: what keeps the window open for their owners' late RESTOREs
+     * is our "carrying" flag, in HELLO and HEARTBEAT, not our report: review M1, M2) */
+    report_held(a);
     mc_info("rejoined the master as node %u%s", cl->node,
             agent_dram_bytes(a) != 0 ? ", DRAM segments mounted" : "");
 }
@@ -456,7 +453,9 @@ void cluster_tick(struct mc_agent *a)
 
     if (!cl->hb_busy && now >= cl->next_hb_ms && !cl->leaving && cl->master != NULL &&
         cl->mstate == M_UP) {
-        struct mc_proto_heartbeat_req req = {.node = cl->node};
+        struct mc_proto_heartbeat_req req = {
+            .node = cl->node,
+            .flags = cl->carry_until_ms != 0 ? MC_PROTO_HEARTBEAT_F_CARRYING : 0};
         uint8_t buf[16];
         size_t len;
 
@@ -472,14 +471,11 @@ void cluster_tick(struct mc_agent *a)
     }
     if (cl->carry_until_ms != 0 && (now >= cl->carry_until_ms || cl_pubs_carried(cl) == 0)) {
         if (now >= cl->carry_until_ms)
-            mc_warn("%zu carried-over PUBLISHes not settled in %u ms: reporting anyway",
+            mc_warn("%zu carried-over PUBLISHes not settled in %u ms: the master's "
+                    "recovery window is not held for them any more",
                     cl_pubs_carried(cl), PUBLISH_CARRY_MS);
         cl->carry_until_ms = 0;
-    }
-    if (cl->report_deferred && cl->carry_until_ms == 0) {
-        cl->report_deferred = false;
-        if (cl->mstate == M_UP)
-            report_held(a); /* else the next rejoin reports */
+        cl->next_hb_ms = 0; /* the master learns at once that we carry nothing more */
     }
     cl_owner_tick(cl, now);
     cl_xfer_tick(cl, now);
@@ -596,11 +592,8 @@ static int mount_encode(struct cluster *cl, uint32_t i, uint8_t **buf_p, size_t 
         .seg = {.node = cl->node, .kind = s->kind, .base = (uint64_t)(uintptr_t)s->base,
                 .size = s->size, .quota = a->tcfg[t].quota,
                 /* we report what it holds after the MOUNT (report.h): until we say we are
-                 * done, the master places nothing in it (also while PUBLISHes carried over
-                 * a master change are settled: rejoined) */
-                .flags = mc_seg_holds_any(s) || (i < a->ntenants && cl->carry_until_ms != 0)
-                             ? MC_MASTER_SEG_F_RESTORING
-                             : 0},
+                 * done, the master places nothing in it */
+                .flags = mc_seg_holds_any(s) ? MC_MASTER_SEG_F_RESTORING : 0},
     };
     const void *waddr;
     size_t wlen;

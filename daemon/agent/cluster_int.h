@@ -38,10 +38,13 @@
 #define PUBLISH_BACKOFF_MAX_MS 2000u
 #define PUBLISH_GIVE_UP_MS 30000u
 #define PUBLISH_QUEUE_MAX 65536u
-/* After a master change, a writer's report (and the end of its segments' RESTORING) waits
- * at most this long for its carried-over PUBLISHes to be settled: well inside the master's
- * restore_window_ms (30 s by default), which bounds its recovery window */
-#define PUBLISH_CARRY_MS 10000u
+/* After a master change, a writer says it carries PUBLISHes (HELLO, HEARTBEAT: the new
+ * master's recovery window stays open for their owners' late RESTOREs) until they are
+ * settled or this long has passed; its report goes at once all the same. The master holds
+ * its window for it at most restore_window_ms; the data operations of the whole cluster
+ * wait meanwhile, so this is short: carried items reach their owners about 1.5 s after the
+ * change (docs/decisions.md) */
+#define PUBLISH_CARRY_MS 5000u
 #define FENCE_RETRY_MS 1000u
 #define READ_ATTEMPT_MIN_MS 250u /* the shortest turn a replica gets while others are left */
 #define BOOT_BACKLOG 128
@@ -204,7 +207,7 @@ struct reign_ids {
 /* A carried-over PUBLISH: told to the new master on its own (a late RESTORE); the writer
  * is answered once the master answered. Kept
  * LATE_KEEP_MS after that answer (for the writer's next try), at most LATE_MAX at once. */
-#define LATE_KEEP_MS 60000u
+#define LATE_KEEP_MS PUBLISH_GIVE_UP_MS
 #define LATE_MAX 4096u
 struct latepub {
     struct latepub *next;
@@ -270,12 +273,11 @@ struct cluster {
     uint32_t reign_next;
     struct latepub *latepubs;     /* late RESTOREs of carried-over PUBLISHes (carry.c) */
     uint32_t nlatepubs;
-    /* a writer with PUBLISHes carried over a master change: its DRAM segments are mounted
-     * RESTORING and its report waits until they are settled, or until carry_until_ms (0:
-     * none carried), so that the new master's recovery window stays open for their late
-     * RESTOREs (docs/master.md, "High availability") */
+    /* a writer with PUBLISHes carried over a master change: its heartbeats say so until
+     * they are settled, or until carry_until_ms (0: none carried), so that the new
+     * master's recovery window stays open for their late RESTOREs (docs/master.md, "High
+     * availability") */
     uint64_t carry_until_ms;
-    bool report_deferred;
     struct fenced *fenced[FENCED_HASH];
     uint64_t next_hb_ms, next_fence_ms;
     bool hb_busy;
@@ -379,6 +381,12 @@ struct mc_seg *cl_publish_seg(struct cluster *cl, const struct mc_proto_publish_
  * joined). 0: it took it; 1: it refused (the entry is forgotten); MC_ERR_BUSY: not yet, or
  * under way: ask again. */
 int cl_publish_late(struct cluster *cl, uint32_t local, const struct mc_proto_publish_item *it);
+/* Whether a carried-over item may be indexed now (0), or must be answered MC_ERR_BUSY
+ * without being indexed: we are not joined to the master we follow (our report, which
+ * may be refused, would carry it, and a refusal leaves a tombstone that hides it from a
+ * later late RESTORE), or too many late RESTOREs are under way. Called before indexing. */
+int cl_publish_late_busy(const struct cluster *cl, uint32_t local,
+                         const struct mc_proto_publish_item *it);
 void cl_late_tick(struct cluster *cl, uint64_t now);
 void cl_late_destroy(struct cluster *cl);
 

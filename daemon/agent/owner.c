@@ -723,6 +723,7 @@ static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_
         const struct mc_proto_publish_item *it = &items[i];
         uint32_t local = 0;
         bool earlier = false;
+        int busy;
         struct mc_seg *s = cl_publish_seg(cl, it, &local, &earlier);
         struct mc_holdidx_entry e = {
             .key = (const char *)it->key.p, .key_len = it->key.len, .offset = it->offset,
@@ -734,6 +735,11 @@ static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_
         } else if (s->held == NULL || it->offset > s->size ||
                    it->alloc_len > s->size - it->offset) {
             results[i] = MC_ERR_INVALID;
+        } else if (earlier && (busy = cl_publish_late_busy(cl, local, it)) != 0) {
+            /* of an earlier reign, and we cannot tell the master we follow now yet (still
+             * rejoining it, or too many under way): not indexed, so that nothing of it is
+             * left here (our report refused, a tombstone) when the writer asks again */
+            results[i] = busy;
         } else {
             uint64_t before = mc_holdidx_added(s->held);
 
@@ -746,6 +752,7 @@ static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_
             if (results[i] == 0 && earlier)
                 results[i] = cl_publish_late(cl, local, it);
         }
+        results[i] = mc_proto_publish_result_wire(results[i]); /* 1: review M0 */
     }
     reply_results(ep, hdr, n, results);
 out:

@@ -40,6 +40,9 @@ int cl_hello_encode(const struct cluster *cl, void *buf, size_t cap, size_t *len
         .domain = {.p = (const uint8_t *)a->cfg.domain,
                    .len = a->cfg.domain != NULL ? strlen(a->cfg.domain) : 0},
         .incarnation = cl->incarnation,
+        /* PUBLISHes not settled: carried over if this is a new master (segments_forget,
+         * after the answer); said at once, before our first heartbeat (review H1) */
+        .flags = cl->incarnation != 0 && cl->pubq.n > 0 ? MC_PROTO_HELLO_F_CARRYING : 0,
     };
 
     return mc_proto_hello_req_encode(&req, buf, cap, len_p);
@@ -944,8 +947,8 @@ static const uint8_t *pub_addr(const struct mc_resend_item *it, size_t *len_p)
     return it->data + sizeof(*h) + h->plen;
 }
 
-/* A PUBLISH's try ended. Settled: the owner indexed it (0), already knew better (1: a newer
- * object or its drop), or refused it for good (not its segment, not a reign it mounted in,
+/* A PUBLISH's try ended. Settled: the owner indexed it (0), already knew better
+ * (MC_ERR_EXISTS: a newer object or its drop, or the master refused it), or refused it for good (not its segment, not a reign it mounted in,
  * out of range, a codec it does not know). Anything else (no answer in time, the endpoint
  * lost, the owner short of memory or still telling its master: MC_ERR_NOMEM, MC_ERR_BUSY,
  * for the whole batch or the item) is tried again (resend.h) while PUBLISH_GIVE_UP_MS has
@@ -969,7 +972,7 @@ static void publish_done(void *ctx, int status, const struct mc_wire_hdr *hdr, c
         else
             status = result;
     }
-    if (status == 0 || status == 1) {
+    if (mc_proto_publish_result_settled(status)) {
         cl->st.published_out++;
     } else if (!cl->destroying && status != MC_ERR_INVALID && status != MC_ERR_NOT_FOUND &&
                status != MC_ERR_PROTO) {

@@ -48,7 +48,8 @@ void mc_ha_window_sync(const struct mc_ha *h, struct mc_master *m)
                                     mc_elect_now_ms() < h->recovery_until_ms);
 }
 
-void mc_ha_recovery_check(struct mc_ha *h, struct mc_master *m, uint32_t nsegs)
+void mc_ha_recovery_check(struct mc_ha *h, struct mc_master *m, uint32_t nsegs,
+                          const uint32_t *carrying, size_t ncarrying)
 {
     uint64_t now = mc_elect_now_ms();
     uint64_t cap = h->reign_ms + mc_master_config(m)->restore_window_ms;
@@ -61,16 +62,18 @@ void mc_ha_recovery_check(struct mc_ha *h, struct mc_master *m, uint32_t nsegs)
         h->recovery_done = true; /* ran out: not looked at again this reign */
         return;
     }
-    if (mc_recovery_all_reported(m, nsegs, h->expect, (size_t)h->nexpect, &joined)) {
+    if (mc_recovery_all_reported(m, nsegs, h->expect, (size_t)h->nexpect, carrying,
+                                 ncarrying, &joined)) {
         mc_info("recovery over %llu ms into epoch %llu: all %d agents reported",
                 (unsigned long long)(now - h->reign_ms), (unsigned long long)h->epoch,
                 h->nexpect);
         h->recovery_until_ms = now;
         h->recovery_done = true;
     } else if (joined && now < cap && h->recovery_until_ms <= now + 2 * tick) {
-        /* every listed agent is back and some live one is still reporting: wait for its
-         * report (up to restore_window_ms), not only recovery_ms, rather than answer
-         * NOT_FOUND for what it has not reported yet (review finding M2) */
+        /* every listed agent is back and some live one is still reporting, or still carries
+         * PUBLISHes over the change: wait for its report or its owners' late restores (up
+         * to restore_window_ms), not only recovery_ms, rather than answer NOT_FOUND for
+         * what it has not reported yet (review finding M2) */
         if (!h->recovery_longer)
             mc_info("epoch %llu: every listed agent is back, reports still under way: "
                     "recovery goes on (up to restore_window_ms)",
@@ -105,14 +108,15 @@ void mc_ha_reign_failed(struct mc_ha *h)
     h->led = false;
 }
 
-bool mc_ha_tick_end(struct mc_ha *h, struct mc_master *m, uint32_t nsegs, bool serving,
+bool mc_ha_tick_end(struct mc_ha *h, struct mc_master *m, uint32_t nsegs,
+                    const uint32_t *carrying, size_t ncarrying, bool serving,
                     const struct mc_elect_view *v)
 {
     bool stepped_down = h->led && !serving;
 
     if (serving && v->reign == h->reign) {
         mc_elect_versions_used(h->elect, mc_master_version_last(m));
-        mc_ha_recovery_check(h, m, nsegs);
+        mc_ha_recovery_check(h, m, nsegs, carrying, ncarrying);
     }
     if (stepped_down)
         mc_warn("not leading any more (epoch %llu): every peer dropped",

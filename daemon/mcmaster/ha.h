@@ -11,6 +11,7 @@
 #define MC_MCMASTER_HA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "daemon/master/master.h"
@@ -37,8 +38,11 @@ int mc_ha_gate(const struct mc_ha *h, struct mc_master *m, uint16_t type);
 void mc_ha_window_sync(const struct mc_ha *h, struct mc_master *m);
 
 /* Every agent registered in etcd when the reign began has reported: the window closes
- * (from the tick, and after each RESTORE_DONE). nsegs: segment ids to look at. */
-void mc_ha_recovery_check(struct mc_ha *h, struct mc_master *m, uint32_t nsegs);
+ * (from the tick, after each RESTORE_DONE and HEARTBEAT). nsegs: segment ids to look at;
+ * carrying[0..ncarrying): the nodes that said they carry PUBLISHes over the master change
+ * (recovery.h). */
+void mc_ha_recovery_check(struct mc_ha *h, struct mc_master *m, uint32_t nsegs,
+                          const uint32_t *carrying, size_t ncarrying);
 
 /* The tick, first half: what the election thread decided (*v, *serving_p). True: a reign
  * began that this master leads, and the server must start an empty directory for it, then
@@ -48,7 +52,8 @@ void mc_ha_reign_begin(struct mc_ha *h, const struct mc_elect_view *v);
 void mc_ha_reign_failed(struct mc_ha *h);
 /* The second half, with the directory of this reign: true when this master stopped
  * leading (the server drops every peer). */
-bool mc_ha_tick_end(struct mc_ha *h, struct mc_master *m, uint32_t nsegs, bool serving,
+bool mc_ha_tick_end(struct mc_ha *h, struct mc_master *m, uint32_t nsegs,
+                    const uint32_t *carrying, size_t ncarrying, bool serving,
                     const struct mc_elect_view *v);
 
 #endif /* MC_MCMASTER_HA_H */

@@ -54,6 +54,7 @@ struct peer {
     uint64_t session; /* of the HELLO that authenticated it (ucx.h, sessions) */
     uint64_t incarnation; /* the agent process behind it, as its HELLO said */
     uint32_t node;
+    bool carrying; /* carries PUBLISHes over a master change (its last HELLO or HEARTBEAT) */
     struct peer *prev, *next;
 };
 
@@ -80,6 +81,8 @@ struct mc_mcmaster_server {
     struct mc_master_fence fence_retry[MC_MASTER_FENCE_QUEUE]; /* owners said BUSY */
     uint32_t nfence_retry;
     uint64_t max_peers, npeers;
+    uint32_t *carrying; /* carrying_nodes: the nodes of peers that carry PUBLISHes */
+    size_t carrying_cap;
     struct peer *peers;
     struct seg_blobs *segs;
     size_t nsegs;
@@ -267,6 +270,7 @@ static int h_hello(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     p->authed = true;
     p->node = node;
     p->incarnation = req.incarnation;
+    p->carrying = (req.flags & MC_PROTO_HELLO_F_CARRYING) != 0;
     rep.node = node;
     rep.node_ttl_ms = mcfg->node_ttl_ms;
     rep.lease_ttl_ms = mcfg->lease_ttl_ms;
@@ -384,6 +388,7 @@ static int h_heartbeat(struct mc_mcmaster_server *s, struct peer *p, const void 
     } else {
         x.op = MC_MASTER_OP_HEARTBEAT;
         rc = mc_master_exec(s->m, &x);
+        p->carrying = (req.flags & MC_PROTO_HEARTBEAT_F_CARRYING) != 0;
         rep.drain = rc == 0 ? x.u.hb.drain : 0;
     }
     if (rc != 0)
@@ -812,10 +817,34 @@ static int ha_reset(struct mc_mcmaster_server *s, const struct mc_elect_view *v)
 }
 
 /* From the tick: follow what the election thread decided (ha.h). */
+/* The nodes of the peers that said they carry PUBLISHes over a master change (HELLO,
+ * HEARTBEAT), in s->carrying; how many. */
+static size_t carrying_nodes(struct mc_mcmaster_server *s)
+{
+    size_t n = 0;
+
+    for (struct peer *p = s->peers; p != NULL; p = p->next) {
+        if (!p->authed || !p->carrying)
+            continue;
+        if (n == s->carrying_cap) {
+            size_t cap = s->carrying_cap != 0 ? 2 * s->carrying_cap : 16;
+            uint32_t *t = realloc(s->carrying, cap * sizeof(*t));
+
+            if (t == NULL)
+                break; /* the rest wait for the next call */
+            s->carrying = t;
+            s->carrying_cap = cap;
+        }
+        s->carrying[n++] = p->node;
+    }
+    return n;
+}
+
 static void ha_tick(struct mc_mcmaster_server *s)
 {
     struct mc_elect_view v;
     bool serving;
+    size_t ncarrying;
 
     if (mc_ha_tick_begin(&s->ha, &v, &serving)) {
         if (v.version_base == 0 || ha_reset(s, &v) != 0) {
@@ -826,7 +855,9 @@ static void ha_tick(struct mc_mcmaster_server *s)
         }
         mc_ha_reign_begin(&s->ha, &v);
     }
-    if (mc_ha_tick_end(&s->ha, s->m, (uint32_t)s->nsegs, serving, &v)) {
+    ncarrying = carrying_nodes(s);
+    if (mc_ha_tick_end(&s->ha, s->m, (uint32_t)s->nsegs, s->carrying, ncarrying, serving,
+                       &v)) {
         while (s->peers != NULL)
             peer_drop(s, s->peers, true);
     }
@@ -885,8 +916,12 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         peer_drop(s, p, false);
     else if (hdr->type == MC_WIRE_HELLO)
         p->session = MC_UCX_SESSION_OF(hdr->request_id);
-    else if (hdr->type == MC_WIRE_RESTORE_DONE && s->ha.elect != NULL)
-        mc_ha_recovery_check(&s->ha, s->m, (uint32_t)s->nsegs);
+    else if ((hdr->type == MC_WIRE_RESTORE_DONE || hdr->type == MC_WIRE_HEARTBEAT) &&
+             s->ha.elect != NULL) {
+        size_t ncarrying = carrying_nodes(s);
+
+        mc_ha_recovery_check(&s->ha, s->m, (uint32_t)s->nsegs, s->carrying, ncarrying);
+    }
 }
 
 /* --- bootstrap listener ----------------------------------------------------------------- */
@@ -1433,6 +1468,7 @@ void mc_mcmaster_server_destroy(struct mc_mcmaster_server *s)
     for (i = 0; i < s->nsegs; i++)
         blobs_clear(&s->segs[i]);
     free(s->segs);
+    free(s->carrying);
     free(s->boot);
     if (s->listen_fd >= 0)
         close(s->listen_fd);

@@ -44,7 +44,7 @@
 #define MC_PROTO_MASTER_RPCS(X)                                                                    \
     X(HELLO, hello, 1, MC_RPC_TO_MASTER | MC_RPC_PEER | MC_RPC_NO_SESSION, 0,                      \
       "blob token (0..256 bytes), blob name (1..63 graphic ASCII), blob domain (0..63), "          \
-      "u64 incarnation (left out when 0)",                                                         \
+      "u64 incarnation (left out when 0), u32 flags (0x1: carrying; left out when 0)",             \
       "i32 status [u32 node, u64 node_ttl_ms, u64 lease_ttl_ms, "                                 \
       "u64 epoch (the leader's, --etcd; left out when 0 and no incarnation follows), "        \
       "u64 incarnation (the master process's, random; left out when 0)]")                    \
@@ -53,7 +53,7 @@
       "blob rkey (0..4096), blob tenant (0..32 of [A-Za-z0-9_.-]; 0: the default), u64 quota, "   \
       "u32 flags (0x1: restoring)",                                                                \
       "i32 status [u32 seg]")                                                                      \
-    X(HEARTBEAT, heartbeat, 5, MC_RPC_TO_MASTER, 0, "u32 node, u32 flags (0x1: leave)",            \
+    X(HEARTBEAT, heartbeat, 5, MC_RPC_TO_MASTER, 0, "u32 node, u32 flags (0x1: leave, 0x2: carrying)", \
       "i32 status [u32 drain (MC_MASTER_DRAIN_*, left out when 0)]")                               \
     X(PUT_START_BATCH, put_start, 7, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,          \
       "u32 writer, u32 n, n * {blob key (1..512), u64 size, u64 alloc_len, u32 replicas, "         \
