@@ -21,6 +21,8 @@
  *   test_ha_publish_carried_over           PUBLISHes undelivered at a master change are
  *                                          carried over: the new master learns the
  *                                          owners' replicas, nothing is lost.
+ *   test_ha_publish_carried_over_pure_client   the same with a writer of dram 0 (it
+ *                                          holds the new master's window open itself).
  *
  *   test_ha_rebuild_figure                 (by name only) a figure: T_HA_REBUILD_N small
  *                                          objects (1 M) rebuilt by a new master.
@@ -734,6 +736,7 @@ struct t_ha_cl {
 };
 
 static const char *const t_ha_names[T_HA_AGENTS] = {"A", "B", "C"};
+static const char *t_ha_a_dram = "64M"; /* agent A's DRAM ("0": a pure client node) */
 
 /* etcd (members), three masters, three agents that follow the leader, a client on each;
  * more[i] (may be NULL): agent i's further flags, NULL-terminated (at most 4). */
@@ -758,8 +761,8 @@ static void t_ha_cluster_start_with(struct t_ha_cl *h, const char *test, int mem
         for (int j = 0; more != NULL && more[i] != NULL && more[i][j] != NULL && j < 4; j++)
             extra[k++] = more[i][j];
         extra[k] = NULL;
-        t_fc_agent_spawn(&h->fm, &h->agents[i], NULL, "127.0.0.1", t_ha_names[i], NULL, "64M",
-                         extra);
+        t_fc_agent_spawn(&h->fm, &h->agents[i], NULL, "127.0.0.1", t_ha_names[i], NULL,
+                         i == 0 ? t_ha_a_dram : "64M", extra);
     }
     for (int i = 0; i < T_HA_AGENTS; i++)
         t_fc_agent_wait(&h->agents[i]);
@@ -1242,21 +1245,24 @@ END_TEST
 
 /*
  * B and C lose every PUBLISH until they follow another master (--test-fault
- * publish_lose_masters=1). Objects put through A with two replicas (A's own, one on B or C):
- * A's PUBLISHes to B and C go unanswered. The leader is killed (-9): a standby leads. A
- * carries its PUBLISHes over the change and B and C index them, telling the new master
- * (late RESTOREs, inside its recovery window, which A's report keeps open). Then A is
- * killed too: every object reads back, byte-exact, through B and C from their replica
- * alone -- none lost because its only surviving replica's PUBLISH was undelivered at the
- * master change. Before the fix, A gave up its PUBLISHes at the change, and the new master
- * never learnt of B's and C's replicas.
+ * publish_lose_masters=1). Objects put through A with two replicas (A's own and one on B or
+ * C; with a_dram "0", A a pure client node, both on B and C): A's PUBLISHes to B and C go
+ * unanswered. The leader is killed (-9): a standby leads. A carries its PUBLISHes over the
+ * change and B and C index them, telling the new master (late RESTOREs, inside its recovery
+ * window, which A holds open by saying it carries PUBLISHes: HELLO, HEARTBEAT). Then A is
+ * killed too: every object reads back, byte-exact, through B and C from their replicas
+ * alone -- none lost because its PUBLISH was undelivered at the master change. Before the
+ * fix, A gave up its PUBLISHes at the change, and the new master never learnt of B's and
+ * C's replicas; with a_dram "0", before the window was held per node, every late RESTORE
+ * came after the window had closed and was refused (review H1: 24 of 24 lost).
  */
-START_TEST(test_ha_publish_carried_over)
+static void t_ha_carried(const char *test, const char *a_dram)
 {
     static struct t_ha_cl h;
     static struct t_ha_obj objs[T6_N];
     static const char *const lossy[] = {"--test-fault", "publish_lose_masters=1", NULL};
     const char *const *const more[T_HA_AGENTS] = {NULL, lossy, lossy};
+    int remote = strcmp(a_dram, "0") == 0 ? 2 : 1; /* replicas of an object on B and C */
     uint64_t salt = t_fc_salt(), t0, t_kill, t1;
     json_int_t n;
     char key[48];
@@ -1264,7 +1270,8 @@ START_TEST(test_ha_publish_carried_over)
 
     if (t_ha_etcd_bin() == NULL)
         return;
-    t_ha_cluster_start_with(&h, __func__, 1, more);
+    t_ha_a_dram = a_dram;
+    t_ha_cluster_start_with(&h, test, 1, more);
     for (i = 0; i < T6_N; i++) {
         snprintf(key, sizeof(key), "carry/%d", i);
         t_ha_obj_make(&objs[i], key, 3000 + (size_t)i * 733, salt + (uint64_t)i);
@@ -1282,13 +1289,14 @@ START_TEST(test_ha_publish_carried_over)
     }
     /* the PUBLISHes to B and C are lost and tried again */
     t0 = t_now_ms();
-    while (t_fc_stat(h.agents[0].sock, "publish_retries") < T6_N && t_now_ms() - t0 < 10000)
+    while (t_fc_stat(h.agents[0].sock, "publish_retries") < T6_N * remote &&
+           t_now_ms() - t0 < 10000)
         t_fc_sleep_ms(100);
-    ck_assert_int_ge(t_fc_stat(h.agents[0].sock, "publish_retries"), T6_N);
+    ck_assert_int_ge(t_fc_stat(h.agents[0].sock, "publish_retries"), T6_N * remote);
     ck_assert_int_eq(t_fc_stat(h.agents[1].sock, "published_in") +
                          t_fc_stat(h.agents[2].sock, "published_in"),
                      0);
-    ck_assert_int_eq(t_fc_stat(h.agents[0].sock, "publish_queued"), T6_N);
+    ck_assert_int_eq(t_fc_stat(h.agents[0].sock, "publish_queued"), T6_N * remote);
 
     old = t_ha_leader(&h.ms, NULL);
     ck_assert_int_ge(old, 0);
@@ -1301,11 +1309,11 @@ START_TEST(test_ha_publish_carried_over)
     /* B and C index every object at last: A kept the PUBLISHes across the change */
     t0 = t_now_ms();
     while ((n = t_ha_stat_try(h.agents[1].sock, "published_in") +
-                t_ha_stat_try(h.agents[2].sock, "published_in")) < T6_N) {
+                t_ha_stat_try(h.agents[2].sock, "published_in")) < T6_N * remote) {
         ck_assert_msg(t_now_ms() - t0 < 20000,
                       "B and C indexed %lld of %d objects 20 s after the master change: the "
                       "PUBLISHes were given up",
-                      (long long)n, T6_N);
+                      (long long)n, T6_N * remote);
         t_fc_sleep_ms(100);
     }
     t1 = t_now_ms() - t_kill;
@@ -1315,12 +1323,21 @@ START_TEST(test_ha_publish_carried_over)
                           "%s through %s after the master change", objs[i].key,
                           t_ha_names[k]);
     fprintf(stderr,
-            "ha_carried: %d PUBLISHes indexed %llu ms after the kill, %lld of them told the "
-            "new master late; all read back %llu ms after the kill\n",
-            T6_N, (unsigned long long)t1,
+            "ha_carried (A's dram %s): %d PUBLISHes indexed %llu ms after the kill, %lld of "
+            "them told the new master late, %lld refused; all read back %llu ms after the "
+            "kill\n",
+            a_dram, T6_N * remote, (unsigned long long)t1,
             (long long)(t_fc_stat(h.agents[1].sock, "late_restored") +
                         t_fc_stat(h.agents[2].sock, "late_restored")),
+            (long long)(t_fc_stat(h.agents[1].sock, "late_refused") +
+                        t_fc_stat(h.agents[2].sock, "late_refused")),
             (unsigned long long)(t_now_ms() - t_kill));
+    /* A's carried PUBLISHes all settled (none left to its 30 s give-up) */
+    t0 = t_now_ms();
+    while (t_ha_stat_try(h.agents[0].sock, "publish_queued") != 0 && t_now_ms() - t0 < 10000)
+        t_fc_sleep_ms(100);
+    ck_assert_int_eq(t_fc_stat(h.agents[0].sock, "publish_queued"), 0);
+    ck_assert_int_eq(t_fc_stat(h.agents[0].sock, "publish_given_up"), 0);
     /* A goes: B's and C's replicas are all that is left, and the new master knows them */
     ck_assert_int_eq(kill(h.agents[0].pid, SIGKILL), 0);
     ck_assert(t_proc_reap(&h.agents[0], t_now_ms() + 5000));
@@ -1343,6 +1360,19 @@ START_TEST(test_ha_publish_carried_over)
     }
     t_ha_cluster_finish(&h);
 }
+
+START_TEST(test_ha_publish_carried_over)
+{
+    t_ha_carried(__func__, "64M");
+}
+END_TEST
+
+/* The same with A a pure client node (dram 0): it mounts no segment, so only its "carrying"
+ * flag keeps the new master's window open for B's and C's late RESTOREs (review H1). */
+START_TEST(test_ha_publish_carried_over_pure_client)
+{
+    t_ha_carried(__func__, "0");
+}
 END_TEST
 
 /* --- main -------------------------------------------------------------------------------- */
@@ -1358,6 +1388,7 @@ int main(int argc, char **argv)
         test_ha_leader_sigstop,
         test_ha_etcd_member_lost,
         test_ha_publish_carried_over,
+        test_ha_publish_carried_over_pure_client,
         test_ha_rebuild_figure, /* by name only: a figure, not a test of the suite */
     };
     const char *only = argc > 1 ? argv[1] : NULL;
