@@ -999,10 +999,38 @@ static void publish_once_done(void *ctx, int status, const struct mc_wire_hdr *h
         mc_debug("PUBLISH to an owner (unqueued): %s", mc_strerror(status));
 }
 
+/* The payload of a try, with the item's TTL counted from now: it is the TTL left when the
+ * put was published, and sent as is later it would give the object a fresh TTL at the owner
+ * (and at a new master, by a late RESTORE: review finding M3). NULL: the TTL has passed
+ * since, the object is absent for every lookup and nothing is left to publish. tmp: room
+ * for one item. */
+static const uint8_t *publish_payload_now(const struct mc_resend_item *it, uint64_t now,
+                                          uint8_t *tmp, size_t cap, size_t *len_p)
+{
+    struct mc_proto_publish_item pi;
+    uint64_t gone = now > it->first_ms ? now - it->first_ms : 0;
+    const uint8_t *pl = pub_payload(it, len_p);
+    size_t plen = *len_p;
+    uint32_t n = 0;
+
+    if (gone == 0 || mc_proto_publish_req_decode(pl, plen, 1, &n, &pi) != 0 || n != 1 ||
+        pi.ttl_ms == 0)
+        return pl; /* no TTL (0: none), or the item as it was made */
+    if (pi.ttl_ms <= gone)
+        return NULL;
+    pi.ttl_ms -= gone;
+    if (mc_proto_publish_req_encode(1, &pi, tmp, cap, len_p) != 0) {
+        *len_p = plen;
+        return pl;
+    }
+    return tmp;
+}
+
 static void publish_send(struct cluster *cl, struct mc_resend_item *it, uint64_t now)
 {
     const struct pub_head *h = (const void *)it->data;
     const struct segrec *sr = seg_find(cl, it->dest);
+    _Alignas(8) uint8_t tmp[MC_PROTO_KEY_MAX + 128];
     struct segrec carried;
     const uint8_t *pl;
     struct peer *peer;
@@ -1021,7 +1049,11 @@ static void publish_send(struct cluster *cl, struct mc_resend_item *it, uint64_t
         mc_resend_done(&cl->pubq, it);
         return;
     }
-    pl = pub_payload(it, &plen);
+    if ((pl = publish_payload_now(it, now, tmp, sizeof(tmp), &plen)) == NULL) {
+        mc_debug("PUBLISH to the owner of segment %u: its TTL passed, settled", it->dest);
+        mc_resend_done(&cl->pubq, it);
+        return;
+    }
     if ((peer = peer_get(cl, sr)) == NULL ||
         mc_ucx_rpc_call(peer->ep, MC_WIRE_PUBLISH, pl, plen, now + PUBLISH_TIMEOUT_MS,
                         publish_done, it, NULL) != 0)
