@@ -1036,6 +1036,16 @@ static void publish_send(struct cluster *cl, struct mc_resend_item *it, uint64_t
     struct peer *peer;
     size_t plen;
 
+    if (it->tag + 1 < cl->seg_gen) {
+        /* carried over one master change already and not delivered in that reign: the
+         * master of that reign may have freed the object since (a remove it answered, with
+         * a DROP to the owners it knew), and a later master would take it back (review L1).
+         * Given up */
+        mc_warn("PUBLISH to node %u given up: carried over two master changes", h->node);
+        cl->pubq.given_up++;
+        mc_resend_done(&cl->pubq, it);
+        return;
+    }
     if (it->tag != cl->seg_gen) {
         /* made in an earlier reign of the master: its id of the segment means nothing to
          * this one, but the owner maps it to its own segment (owner.c, h_publish). Sent to
