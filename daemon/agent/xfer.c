@@ -929,6 +929,8 @@ static uint32_t owner_hash(const struct segrec *sr)
 struct pub_head {
     uint32_t plen;  /* the payload's bytes */
     uint32_t node;  /* the owner's node id in the reign it was made in (logs) */
+    bool gone;      /* its last try could not reach the owner (no endpoint, or it failed:
+                       the process is gone): not waited for by cl_pubs_carried */
 };
 
 static const uint8_t *pub_payload(const struct mc_resend_item *it, size_t *len_p)
@@ -972,6 +974,9 @@ static void publish_done(void *ctx, int status, const struct mc_wire_hdr *hdr, c
         else
             status = result;
     }
+    ((struct pub_head *)(void *)it->data)->gone =
+        status != 0 && status != MC_ERR_TIMEOUT && status != MC_ERR_BUSY &&
+        status != MC_ERR_NOMEM && !mc_proto_publish_result_settled(status);
     if (mc_proto_publish_result_settled(status)) {
         cl->st.published_out++;
     } else if (!cl->destroying && status != MC_ERR_INVALID && status != MC_ERR_NOT_FOUND &&
@@ -1066,8 +1071,10 @@ static void publish_send(struct cluster *cl, struct mc_resend_item *it, uint64_t
     }
     if ((peer = peer_get(cl, sr)) == NULL ||
         mc_ucx_rpc_call(peer->ep, MC_WIRE_PUBLISH, pl, plen, now + PUBLISH_TIMEOUT_MS,
-                        publish_done, it, NULL) != 0)
+                        publish_done, it, NULL) != 0) {
+        ((struct pub_head *)(void *)it->data)->gone = true;
         (void)mc_resend_failed(&cl->pubq, it, now);
+    }
 }
 
 /* The owner of replica p->r indexes the published object (PUBLISH, hold_proto.h). Sent
@@ -1099,6 +1106,7 @@ static void ucx_publish(void *impl, const struct mc_rio_publish *p)
     }
     h->plen = (uint32_t)len;
     h->node = sr->node;
+    h->gone = false;
     memcpy(buf + sizeof(*h) + len, sr->addr, sr->addr_len);
     ri = mc_resend_new(&cl->pubq, cl, p->r->seg, owner_hash(sr), cl->seg_gen, buf,
                        sizeof(*h) + len + sr->addr_len, NULL, now);
@@ -1141,8 +1149,10 @@ size_t cl_pubs_carried(const struct cluster *cl)
 {
     size_t n = 0;
 
+    /* an owner we cannot reach (its process gone: a restarted one has another address)
+     * is not waited for: the window would be held for nothing (review M1) */
     for (const struct mc_resend_item *it = cl->pubq.head; it != NULL; it = it->next)
-        n += it->tag != cl->seg_gen;
+        n += it->tag != cl->seg_gen && !((const struct pub_head *)(const void *)it->data)->gone;
     return n;
 }
 
