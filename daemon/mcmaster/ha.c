@@ -62,8 +62,8 @@ void mc_ha_recovery_check(struct mc_ha *h, struct mc_master *m, uint32_t nsegs,
         h->recovery_done = true; /* ran out: not looked at again this reign */
         return;
     }
-    if (mc_recovery_all_reported(m, nsegs, h->expect, (size_t)h->nexpect, carrying,
-                                 ncarrying, &joined)) {
+    if (mc_recovery_all_reported(m, nsegs, h->expect, (size_t)h->nexpect, carrying, ncarrying,
+                                 &joined)) {
         mc_info("recovery over %llu ms into epoch %llu: all %d agents reported",
                 (unsigned long long)(now - h->reign_ms), (unsigned long long)h->epoch,
                 h->nexpect);
