@@ -149,6 +149,28 @@ static inline uint32_t agent_nsegs(const struct mc_agent *a)
     return a->ntenants + a->ngpu + (a->disk_seg != NULL ? 1u : 0u);
 }
 
+/* Our segment i in the order we mount them (agent_nsegs: each tenant's DRAM segment, NULL
+ * when that tenant has none here, then the GPU ones, the default tenant's, then the disk
+ * one, the default tenant's); *tenant_p
+ * (may be NULL): its tenant (0 for a GPU or the disk one); *id_p (may be NULL): where its
+ * id at the master is kept. */
+static inline struct mc_seg *agent_seg_at(struct mc_agent *a, uint32_t i, uint32_t *tenant_p,
+                                          uint32_t **id_p)
+{
+    uint32_t t = i < a->ntenants ? i : 0;
+
+    if (tenant_p != NULL)
+        *tenant_p = t;
+    if (i == a->ntenants + a->ngpu) {
+        if (id_p != NULL)
+            *id_p = &a->disk_seg_id;
+        return a->disk_seg;
+    }
+    if (id_p != NULL)
+        *id_p = i < a->ntenants ? &a->ten[i].seg_id : &a->gpu[i - a->ntenants].seg_id;
+    return i < a->ntenants ? a->ten[i].seg : a->gpu[i - a->ntenants].seg;
+}
+
 static inline uint64_t agent_dram_bytes(const struct mc_agent *a)
 {
     uint64_t n = 0;

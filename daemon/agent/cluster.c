@@ -174,14 +174,15 @@ static void rejoined(struct cluster *cl)
     ml_reset(a->ml, cl->master, MC_ERR_UNAVAILABLE);
     ml_set_node(a->ml, cl->node);
     cl->next_hb_ms = 0;
-    report_held(a); /* a master that forgot us learns again what our segments hold */
+    /* a master that forgot us learns again what our segments hold, at once (also with
+     * PUBLISHes carried over: what keeps the window open for their owners' late RESTOREs
+     * is our "carrying" flag, in HELLO and HEARTBEAT, not our report: review M1, M2) */
+    report_held(a);
     mc_info("rejoined the master as node %u%s", cl->node,
             agent_dram_bytes(a) != 0 ? ", DRAM segments mounted" : "");
 }
 
 static int mount_encode(struct cluster *cl, uint32_t t, uint8_t **buf_p, size_t *len_p);
-static struct mc_seg *mount_seg(struct mc_agent *a, uint32_t i, uint32_t *tenant_p,
-                                uint32_t **id_p);
 static void rejoin_mounted(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
                            size_t len);
 
@@ -193,7 +194,7 @@ static void rejoin_mount_from(struct cluster *cl, uint32_t t)
     size_t blen;
     int status;
 
-    while (t < agent_nsegs(cl->a) && mount_seg(cl->a, t, NULL, NULL) == NULL)
+    while (t < agent_nsegs(cl->a) && agent_seg_at(cl->a, t, NULL, NULL) == NULL)
         t++;
     if (t == agent_nsegs(cl->a)) {
         rejoined(cl);
@@ -227,7 +228,7 @@ static void rejoin_mounted(void *ctx, int status, const struct mc_wire_hdr *hdr,
         rejoin_failed(cl, "MOUNT", status);
         return;
     }
-    mount_seg(cl->a, cl->mount_next, NULL, &seg_id);
+    agent_seg_at(cl->a, cl->mount_next, NULL, &seg_id);
     if (rep.seg != *seg_id) {
         mc_info("our segment is %u now (was %u): the master forgot what it held", rep.seg,
                 *seg_id);
@@ -452,7 +453,9 @@ void cluster_tick(struct mc_agent *a)
 
     if (!cl->hb_busy && now >= cl->next_hb_ms && !cl->leaving && cl->master != NULL &&
         cl->mstate == M_UP) {
-        struct mc_proto_heartbeat_req req = {.node = cl->node};
+        struct mc_proto_heartbeat_req req = {
+            .node = cl->node,
+            .flags = cl->carry_until_ms != 0 ? MC_PROTO_HEARTBEAT_F_CARRYING : 0};
         uint8_t buf[16];
         size_t len;
 
@@ -465,6 +468,14 @@ void cluster_tick(struct mc_agent *a)
             cl->hb_busy = true;
             master_asked(cl);
         }
+    }
+    if (cl->carry_until_ms != 0 && (now >= cl->carry_until_ms || cl_pubs_carried(cl) == 0)) {
+        if (now >= cl->carry_until_ms)
+            mc_warn("%zu carried-over PUBLISHes not settled in %u ms: the master's "
+                    "recovery window is not held for them any more",
+                    cl_pubs_carried(cl), PUBLISH_CARRY_MS);
+        cl->carry_until_ms = 0;
+        cl->next_hb_ms = 0; /* the master learns at once that we carry nothing more */
     }
     cl_owner_tick(cl, now);
     cl_xfer_tick(cl, now);
@@ -570,32 +581,13 @@ unsigned cluster_listen_port(const struct mc_agent *a)
 
 /* --- start-up and exit ---------------------------------------------------------------------- */
 
-/* What we mount, in order: each tenant's DRAM segment (NULL: that tenant has none here),
- * then the GPU segments (the default tenant's, gpu.h), then the disk segment (the default
- * tenant's, disk_tier.h). tenant_p, id_p: may be NULL. */
-static struct mc_seg *mount_seg(struct mc_agent *a, uint32_t i, uint32_t *tenant_p,
-                                uint32_t **id_p)
-{
-    uint32_t t = i < a->ntenants ? i : 0;
-
-    if (tenant_p != NULL)
-        *tenant_p = t;
-    if (i == a->ntenants + a->ngpu) {
-        if (id_p != NULL)
-            *id_p = &a->disk_seg_id;
-        return a->disk_seg;
-    }
-    if (id_p != NULL)
-        *id_p = i < a->ntenants ? &a->ten[i].seg_id : &a->gpu[i - a->ntenants].seg_id;
-    return i < a->ntenants ? a->ten[i].seg : a->gpu[i - a->ntenants].seg;
-}
-
-/* MOUNT of segment i (mount_seg) with our worker address, in a malloc'd buffer. */
+/* MOUNT of segment i (agent_seg_at's order: each tenant's DRAM segment, the GPU ones,
+ * the disk one) with our worker address, in a malloc'd buffer. */
 static int mount_encode(struct cluster *cl, uint32_t i, uint8_t **buf_p, size_t *len_p)
 {
     struct mc_agent *a = cl->a;
     uint32_t t;
-    struct mc_seg *s = mount_seg(a, i, &t, NULL);
+    struct mc_seg *s = agent_seg_at(a, i, &t, NULL);
     struct mc_proto_mount_req req = {
         .seg = {.node = cl->node, .kind = s->kind, .base = (uint64_t)(uintptr_t)s->base,
                 .size = s->size, .quota = a->tcfg[t].quota,
@@ -625,8 +617,14 @@ static int mount_encode(struct cluster *cl, uint32_t i, uint8_t **buf_p, size_t 
  * their endpoints are as good as before. */
 static void segments_forget(struct cluster *cl)
 {
+    cl_reign_remember(cl); /* a PUBLISH carried over the change names the old ids */
     cl_segments_forget(cl);
     cl_fences_forget(cl);
+    mc_fault_master_changed(&cl->a->fault);
+    if (cl_pubs_carried(cl) > 0) {
+        cl->carry_until_ms = mc_agent_now_ms() + PUBLISH_CARRY_MS;
+        mc_info("%zu PUBLISHes carried over the master change", cl_pubs_carried(cl));
+    }
 }
 
 #define JOIN_RETRY_MS 200u /* between two HELLOs while our name is held by a live agent */
@@ -707,7 +705,7 @@ static int join(struct cluster *cl, uint64_t deadline)
         uint32_t t, *seg_id;
         uint8_t *mbuf;
 
-        if (mount_seg(a, i, &t, &seg_id) == NULL)
+        if (agent_seg_at(a, i, &t, &seg_id) == NULL)
             continue;
         err = mount_encode(cl, i, &mbuf, &len);
         if (err == 0) {
@@ -810,7 +808,7 @@ int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int sta
         uint32_t nsegs = 0;
 
         for (uint32_t i = 0; i < a->ntenants + a->ngpu; i++)
-            nsegs += mount_seg(a, i, NULL, NULL) != NULL;
+            nsegs += agent_seg_at(a, i, NULL, NULL) != NULL;
         err = leader_start(a->cfg.etcd, a->cfg.cluster_id, cl->name, nsegs, LEADER_POLL_MS,
                            &cl->leader);
         if (err != 0) {
@@ -946,6 +944,8 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "publish_given_up", json_integer((json_int_t)cl->pubq.given_up));
     json_object_set_new(o, "publish_queued", json_integer((json_int_t)cl->pubq.n));
     json_object_set_new(o, "published_in", json_integer((json_int_t)cl->st.published_in));
+    json_object_set_new(o, "late_restored", json_integer((json_int_t)cl->st.late_restored));
+    json_object_set_new(o, "late_refused", json_integer((json_int_t)cl->st.late_refused));
     json_object_set_new(o, "drops_in", json_integer((json_int_t)cl->st.drops_in));
     json_object_set_new(o, "disk_read_timeouts",
                         json_integer((json_int_t)cl->st.disk_read_timeouts));

@@ -14,10 +14,13 @@
 #include <mc/mc_status.h>
 
 #include "daemon/agent/agent_int.h"
+#include "daemon/agent/gpu_cfg.h"
 #include "daemon/agent/loop.h"
 #include "daemon/agent/rio.h"
+#include "daemon/agent/tenant_cfg.h"
 #include "daemon/common/bootstrap.h"
 #include "daemon/common/resend.h"
+#include "daemon/proto/hold_proto.h"
 #include "daemon/proto/master_proto.h"
 #include "daemon/proto/peer_proto.h"
 #include "ucx_backend/ucx.h"
@@ -35,6 +38,13 @@
 #define PUBLISH_BACKOFF_MAX_MS 2000u
 #define PUBLISH_GIVE_UP_MS 30000u
 #define PUBLISH_QUEUE_MAX 65536u
+/* After a master change, a writer says it carries PUBLISHes (HELLO, HEARTBEAT: the new
+ * master's recovery window stays open for their owners' late RESTOREs) until they are
+ * settled or this long has passed; its report goes at once all the same. The master holds
+ * its window for it at most restore_window_ms; the data operations of the whole cluster
+ * wait meanwhile, so this is short: carried items reach their owners about 1.5 s after the
+ * change (docs/decisions.md) */
+#define PUBLISH_CARRY_MS 5000u
 #define FENCE_RETRY_MS 1000u
 #define READ_ATTEMPT_MIN_MS 250u /* the shortest turn a replica gets while others are left */
 #define BOOT_BACKLOG 128
@@ -189,6 +199,32 @@ struct fenced {
 
 #define FENCED_HASH 256u
 
+/* An earlier master's ids of our segments (carry.c): a PUBLISH made in its reign and
+ * carried over a change of master names our segment by them. */
+#define REIGNS_KEPT 4u
+#define REIGN_SEGS_MAX (MC_AGENT_TENANTS_MAX + 1u + MC_AGENT_GPU_MAX + 1u)
+struct reign_ids {
+    uint64_t m_epoch, m_incarnation;
+    uint32_t n;                        /* 0: an empty slot */
+    uint32_t ids[REIGN_SEGS_MAX];      /* by agent_seg_at's index; UINT32_MAX: none */
+};
+
+/* A carried-over PUBLISH: told to the new master on its own (a late RESTORE); the writer
+ * is answered once the master answered. Kept
+ * LATE_KEEP_MS after that answer (for the writer's next try), at most LATE_MAX at once. */
+#define LATE_KEEP_MS PUBLISH_GIVE_UP_MS
+#define LATE_MAX 4096u
+struct latepub {
+    struct latepub *next;
+    struct cluster *cl;       /* NULL: orphaned by cl_late_destroy, its RESTORE frees it */
+    struct mlink *ml;
+    uint32_t local;           /* our segment (agent_seg_at's index) */
+    uint64_t offset, version;
+    bool pending;             /* the RESTORE is out */
+    int result;               /* then: 0 the master took it, 1 it refused (forgotten) */
+    uint64_t until_ms;
+};
+
 struct agent_leader;
 
 struct cluster {
@@ -240,6 +276,15 @@ struct cluster {
     uint64_t seg_gen;             /* bumped when the segment ids change (a new master) */
     uint64_t m_epoch, m_incarnation; /* the master joined last (HELLO): a rejoin to the same
                                         one (both equal, incarnation told) keeps the ids */
+    struct reign_ids reigns[REIGNS_KEPT]; /* the masters followed before (carry.c) */
+    uint32_t reign_next;
+    struct latepub *latepubs;     /* late RESTOREs of carried-over PUBLISHes (carry.c) */
+    uint32_t nlatepubs;
+    /* a writer with PUBLISHes carried over a master change: its heartbeats say so until
+     * they are settled, or until carry_until_ms (0: none carried), so that the new
+     * master's recovery window stays open for their late RESTOREs (docs/master.md, "High
+     * availability") */
+    uint64_t carry_until_ms;
     struct fenced *fenced[FENCED_HASH];
     uint64_t next_hb_ms, next_fence_ms;
     bool hb_busy;
@@ -260,6 +305,7 @@ struct cluster {
         uint64_t hedged, copies_out;
         uint64_t published_out, published_in, drops_in; /* the owners' indexes (holdidx.h) */
         uint64_t disk_read_timeouts; /* peers' reads of our disk answered MC_ERR_TIMEOUT */
+        uint64_t late_restored, late_refused; /* carried-over PUBLISHes told the master */
         uint64_t staged_out, staged_in; /* reads and writes of GPU segments, via host memory */
         uint64_t direct_out, direct_in; /* the same, UCX moving the segment's memory itself */
     } st;
@@ -329,10 +375,34 @@ static inline bool cl_reads_queued(const struct cluster *cl)
 }
 /* The tick: peers past the hard deadline, reads that never started or stalled. */
 void cl_xfer_tick(struct cluster *cl, uint64_t now);
-/* After a master restart the segment ids name other segments: learn them again. */
+/* After a master restart the segment ids name other segments: learn them again. The
+ * PUBLISHes still due are carried over to the owners (they name the reign they were made
+ * in); cl_pubs_carried: how many of those are not settled yet. */
 void cl_segments_forget(struct cluster *cl);
+size_t cl_pubs_carried(const struct cluster *cl);
 /* Exit: every transfer ends (CANCELED), every peer goes. */
 void cl_xfer_destroy(struct cluster *cl);
+
+/* --- carry.c: PUBLISHes carried over a master change, the owner's side ------------------ */
+
+/* Before a new master's MOUNTs: remember the ids the master we followed gave our segments. */
+void cl_reign_remember(struct cluster *cl);
+/* The segment of ours a PUBLISH item names (NULL: none), by the ids of the reign it was made
+ * in: *local_p its agent_seg_at index; *earlier_p: that reign is not the master we follow. */
+struct mc_seg *cl_publish_seg(struct cluster *cl, const struct mc_proto_publish_item *it,
+                              uint32_t *local_p, bool *earlier_p);
+/* A carried-over item just indexed: tell the master we follow (a late RESTORE, once we are
+ * joined). 0: it took it; 1: it refused (the entry is forgotten); MC_ERR_BUSY: not yet, or
+ * under way: ask again. */
+int cl_publish_late(struct cluster *cl, uint32_t local, const struct mc_proto_publish_item *it);
+/* Whether a carried-over item may be indexed now (0), or must be answered MC_ERR_BUSY
+ * without being indexed: we are not joined to the master we follow (our report, which
+ * may be refused, would carry it, and a refusal leaves a tombstone that hides it from a
+ * later late RESTORE), or too many late RESTOREs are under way. Called before indexing. */
+int cl_publish_late_busy(const struct cluster *cl, uint32_t local,
+                         const struct mc_proto_publish_item *it);
+void cl_late_tick(struct cluster *cl, uint64_t now);
+void cl_late_destroy(struct cluster *cl);
 
 /* --- owner.c: what others ask of us ------------------------------------------------------ */
 

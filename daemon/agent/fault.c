@@ -68,8 +68,16 @@ void mc_fault_cleanup(struct mc_fault *f)
     }
 }
 
+void mc_fault_master_changed(struct mc_fault *f)
+{
+    if (f->publish_lose_masters > 0)
+        f->publish_lose_masters--;
+}
+
 bool mc_fault_lose(struct mc_fault *f, enum mc_fault_lose_kind kind)
 {
+    if (kind == MC_FAULT_LOSE_PUBLISH && f->publish_lose_masters > 0)
+        return true;
     if (kind >= MC_FAULT_LOSE__KINDS || f->lose[kind] == 0)
         return false;
     f->lose[kind]--;
@@ -78,6 +86,8 @@ bool mc_fault_lose(struct mc_fault *f, enum mc_fault_lose_kind kind)
 
 int mc_fault_parse(struct mc_fault *f, const char *spec)
 {
+    static const char lose_masters[] = "publish_lose_masters=";
+
     static const char *const names[MC_FAULT__KINDS + MC_FAULT_LOSE__KINDS] = {
         [MC_FAULT_GET_ANSWER] = "get_delay_ms=",
         [MC_FAULT_PUT_END] = "put_end_delay_ms=",
@@ -86,8 +96,22 @@ int mc_fault_parse(struct mc_fault *f, const char *spec)
         [MC_FAULT_DISK_WRITE] = "disk_write_delay_ms=",
         [MC_FAULT__KINDS + MC_FAULT_LOSE_PUBLISH] = "publish_lose=",
         [MC_FAULT__KINDS + MC_FAULT_LOSE_DROP] = "drop_lose=",
+        [MC_FAULT__KINDS + MC_FAULT_NOMEM_PUBLISH] = "publish_nomem=",
     };
 
+    if (strncmp(spec, lose_masters, sizeof(lose_masters) - 1) == 0) {
+        const char *v = spec + sizeof(lose_masters) - 1;
+        unsigned long long n;
+        char *end;
+
+        if (*v < '0' || *v > '9')
+            return MC_ERR_INVALID;
+        n = strtoull(v, &end, 10);
+        if (*end != '\0' || n > 60000)
+            return MC_ERR_INVALID;
+        f->publish_lose_masters = (uint32_t)n;
+        return 0;
+    }
     for (int k = 0; k < MC_FAULT__KINDS + MC_FAULT_LOSE__KINDS; k++) {
         size_t n = strlen(names[k]);
         unsigned long long v;

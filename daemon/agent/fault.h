@@ -26,6 +26,7 @@ enum mc_fault_kind {
 enum mc_fault_lose_kind {
     MC_FAULT_LOSE_PUBLISH, /* PUBLISH from a writer */
     MC_FAULT_LOSE_DROP,    /* DROP from the master */
+    MC_FAULT_NOMEM_PUBLISH, /* PUBLISH answered MC_ERR_NOMEM whole (not lost: refused) */
     MC_FAULT_LOSE__KINDS,
 };
 
@@ -34,6 +35,8 @@ struct mc_fault_item;
 struct mc_fault {
     uint64_t delay_ms[MC_FAULT__KINDS];
     uint32_t lose[MC_FAULT_LOSE__KINDS]; /* how many more of each kind to lose */
+    uint32_t publish_lose_masters; /* every PUBLISH is lost until this many more changes
+                                      of master were followed (mc_fault_master_changed) */
     struct mc_fault_item *pending;
 };
 
@@ -41,12 +44,16 @@ typedef void (*mc_fault_fn)(void *ctx);
 
 /* Arms one fault: "get_delay_ms=MS", "put_end_delay_ms=MS", "promote_delay_ms=MS",
  * "disk_delay_ms=MS" or "disk_write_delay_ms=MS" (MS at most 60000), or
- * "publish_lose=N" or "drop_lose=N" (N at most 60000). 0, or MC_ERR_INVALID. */
+ * "publish_lose=N", "drop_lose=N" or "publish_nomem=N" (N at most 60000), or
+ * "publish_lose_masters=N" (every PUBLISH lost until N changes of master were followed, N at
+ * most 60000). 0, or MC_ERR_INVALID. */
 int mc_fault_parse(struct mc_fault *f, const char *spec);
 
 /* Whether this request of `kind` is to be lost (counted down): the caller drops it
  * unanswered. */
 bool mc_fault_lose(struct mc_fault *f, enum mc_fault_lose_kind kind);
+/* The agent follows another master now (publish_lose_masters counts down). */
+void mc_fault_master_changed(struct mc_fault *f);
 
 /* run(ctx) later, once the delay of `kind` passed; drop(ctx) instead if the seam is
  * cleaned up first (drop may be NULL). Returns false (run nothing, keep nothing) when that

@@ -834,7 +834,10 @@ static void reply_results(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, u
     free(out);
 }
 
-/* PUBLISH from a writer: objects it published with a replica in our segments. */
+/* PUBLISH from a writer: objects it published with a replica in our segments. An item
+ * names our segment by the id of the reign it was made in (carry.c maps an earlier one's);
+ * one carried over a change of master is told to the master we follow now before it is
+ * answered (cl_publish_late: MC_ERR_BUSY meanwhile). */
 static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                       const void *pl)
 {
@@ -853,7 +856,10 @@ static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_
     }
     for (i = 0; i < n; i++) {
         const struct mc_proto_publish_item *it = &items[i];
-        struct mc_seg *s = agent_seg(cl->a, it->seg);
+        uint32_t local = 0;
+        bool earlier = false;
+        int busy;
+        struct mc_seg *s = cl_publish_seg(cl, it, &local, &earlier);
         struct mc_holdidx_entry e = {
             .key = (const char *)it->key.p, .key_len = it->key.len, .offset = it->offset,
             .alloc_len = it->alloc_len, .size = it->size, .version = it->version,
@@ -864,13 +870,24 @@ static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_
         } else if (s->held == NULL || it->offset > s->size ||
                    it->alloc_len > s->size - it->offset) {
             results[i] = MC_ERR_INVALID;
+        } else if (earlier && (busy = cl_publish_late_busy(cl, local, it)) != 0) {
+            /* of an earlier reign, and we cannot tell the master we follow now yet (still
+             * rejoining it, or too many under way): not indexed, so that nothing of it is
+             * left here (our report refused, a tombstone) when the writer asks again */
+            results[i] = busy;
         } else {
             uint64_t before = mc_holdidx_added(s->held);
 
             results[i] = mc_holdidx_add(s->held, &e, now);
             /* entries indexed, not tries: a repeat (a resent try) is not counted */
             cl->st.published_in += mc_holdidx_added(s->held) - before;
+            /* of an earlier reign: our report to the master we follow now may miss it
+             * (under way or over, or the segment already mounted as holding nothing, hence
+             * not RESTORING): told on its own, once we are joined */
+            if (results[i] == 0 && earlier)
+                results[i] = cl_publish_late(cl, local, it);
         }
+        results[i] = mc_proto_publish_result_wire(results[i]); /* 1: review M0 */
     }
     reply_results(ep, hdr, n, results);
 out:
@@ -997,7 +1014,9 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         if (!mc_fault_lose(&cl->a->fault, MC_FAULT_LOSE_DROP)) /* tests: lost on the way */
             h_drop(cl, ep, hdr, pl);
     } else if (hdr->type == MC_WIRE_PUBLISH) {
-        if (!mc_fault_lose(&cl->a->fault, MC_FAULT_LOSE_PUBLISH))
+        if (mc_fault_lose(&cl->a->fault, MC_FAULT_NOMEM_PUBLISH))
+            reply_status(ep, hdr, MC_ERR_NOMEM); /* tests: as if short of memory */
+        else if (!mc_fault_lose(&cl->a->fault, MC_FAULT_LOSE_PUBLISH))
             h_publish(cl, ep, hdr, pl);
     }
     else
@@ -1324,6 +1343,7 @@ void cl_owner_tick(struct cluster *cl, uint64_t now)
         cl->next_fence_ms = now + FENCE_RETRY_MS;
         fence_send(cl);
         fenced_expire(cl, now);
+        cl_late_tick(cl, now);
         for (uint32_t i = 0; i < cl->a->ntenants; i++) {
             if (cl->a->ten[i].seg != NULL && cl->a->ten[i].seg->held != NULL)
                 mc_holdidx_expire(cl->a->ten[i].seg->held, now);
@@ -1376,4 +1396,5 @@ void cl_owner_destroy(struct cluster *cl)
     }
     cl_fences_forget(cl);
     fenced_expire(cl, UINT64_MAX);
+    cl_late_destroy(cl);
 }

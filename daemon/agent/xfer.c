@@ -40,6 +40,9 @@ int cl_hello_encode(const struct cluster *cl, void *buf, size_t cap, size_t *len
         .domain = {.p = (const uint8_t *)a->cfg.domain,
                    .len = a->cfg.domain != NULL ? strlen(a->cfg.domain) : 0},
         .incarnation = cl->incarnation,
+        /* PUBLISHes not settled: carried over if this is a new master (segments_forget,
+         * after the answer); said at once, before our first heartbeat (review H1) */
+        .flags = cl->incarnation != 0 && cl->pubq.n > 0 ? MC_PROTO_HELLO_F_CARRYING : 0,
     };
 
     return mc_proto_hello_req_encode(&req, buf, cap, len_p);
@@ -920,11 +923,38 @@ static uint32_t owner_hash(const struct segrec *sr)
     return h;
 }
 
-/* A PUBLISH's try ended. Settled: the owner indexed it (0), already knew better (1: a newer
- * object or its drop), or refused it for good (not its segment, out of range, a codec it
- * does not know). Anything else (no answer in time, the endpoint lost, the owner short of
- * memory) is tried again (resend.h) while the segment stays the owner's, in this reign of
- * the master, and PUBLISH_GIVE_UP_MS has not passed. */
+/* A queued PUBLISH's data: a header, the request's payload, then the owner's worker
+ * address (a PUBLISH carried over a master change is sent by it: the segment table of
+ * the old reign is gone). */
+struct pub_head {
+    uint32_t plen;  /* the payload's bytes */
+    uint32_t node;  /* the owner's node id in the reign it was made in (logs) */
+    bool gone;      /* its last try could not reach the owner (no endpoint, or it failed:
+                       the process is gone): not waited for by cl_pubs_carried */
+};
+
+static const uint8_t *pub_payload(const struct mc_resend_item *it, size_t *len_p)
+{
+    const struct pub_head *h = (const void *)it->data;
+
+    *len_p = h->plen;
+    return it->data + sizeof(*h);
+}
+
+static const uint8_t *pub_addr(const struct mc_resend_item *it, size_t *len_p)
+{
+    const struct pub_head *h = (const void *)it->data;
+
+    *len_p = it->len - sizeof(*h) - h->plen;
+    return it->data + sizeof(*h) + h->plen;
+}
+
+/* A PUBLISH's try ended. Settled: the owner indexed it (0), already knew better
+ * (MC_ERR_EXISTS: a newer object or its drop, or the master refused it), or refused it for good (not its segment, not a reign it mounted in,
+ * out of range, a codec it does not know). Anything else (no answer in time, the endpoint
+ * lost, the owner short of memory or still telling its master: MC_ERR_NOMEM, MC_ERR_BUSY,
+ * for the whole batch or the item) is tried again (resend.h) while PUBLISH_GIVE_UP_MS has
+ * not passed and, in the reign it was made in, the segment stays the owner's. */
 static void publish_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
                          size_t len)
 {
@@ -934,15 +964,23 @@ static void publish_done(void *ctx, int status, const struct mc_wire_hdr *hdr, c
     int result = 0;
 
     (void)hdr;
-    if (status == 0 && (mc_proto_results_rep_decode(pl, len, 1, &rep, &result) != 0 ||
-                        rep.status != 0 || rep.n != 1))
-        status = MC_ERR_PROTO;
-    if (status == 0)
-        status = result;
-    if (status == 0 || status == 1) {
+    if (status == 0) {
+        if (mc_proto_results_rep_decode(pl, len, 1, &rep, &result) != 0)
+            status = MC_ERR_PROTO;
+        else if (rep.status != 0)
+            status = rep.status; /* the batch refused whole (review M4: NOMEM is not final) */
+        else if (rep.n != 1)
+            status = MC_ERR_PROTO;
+        else
+            status = result;
+    }
+    ((struct pub_head *)(void *)it->data)->gone =
+        status != 0 && status != MC_ERR_TIMEOUT && status != MC_ERR_BUSY &&
+        status != MC_ERR_NOMEM && !mc_proto_publish_result_settled(status);
+    if (mc_proto_publish_result_settled(status)) {
         cl->st.published_out++;
-    } else if (!cl->destroying && it->tag == cl->seg_gen && status != MC_ERR_INVALID &&
-               status != MC_ERR_NOT_FOUND && status != MC_ERR_PROTO) {
+    } else if (!cl->destroying && status != MC_ERR_INVALID && status != MC_ERR_NOT_FOUND &&
+               status != MC_ERR_PROTO) {
         mc_debug("PUBLISH of segment %u, try %u: %s", it->dest, it->tries, mc_strerror(status));
         if (!mc_resend_failed(&cl->pubq, it, mc_ucx_now_ms()))
             mc_warn("PUBLISH to the owner of segment %u given up after %u tries", it->dest,
@@ -966,55 +1004,120 @@ static void publish_once_done(void *ctx, int status, const struct mc_wire_hdr *h
         mc_debug("PUBLISH to an owner (unqueued): %s", mc_strerror(status));
 }
 
+/* The payload of a try, with the item's TTL counted from now: it is the TTL left when the
+ * put was published, and sent as is later it would give the object a fresh TTL at the owner
+ * (and at a new master, by a late RESTORE: review finding M3). NULL: the TTL has passed
+ * since, the object is absent for every lookup and nothing is left to publish. tmp: room
+ * for one item. */
+static const uint8_t *publish_payload_now(const struct mc_resend_item *it, uint64_t now,
+                                          uint8_t *tmp, size_t cap, size_t *len_p)
+{
+    struct mc_proto_publish_item pi;
+    uint64_t gone = now > it->first_ms ? now - it->first_ms : 0;
+    const uint8_t *pl = pub_payload(it, len_p);
+    size_t plen = *len_p;
+    uint32_t n = 0;
+
+    if (gone == 0 || mc_proto_publish_req_decode(pl, plen, 1, &n, &pi) != 0 || n != 1 ||
+        pi.ttl_ms == 0)
+        return pl; /* no TTL (0: none), or the item as it was made */
+    if (pi.ttl_ms <= gone)
+        return NULL;
+    pi.ttl_ms -= gone;
+    if (mc_proto_publish_req_encode(1, &pi, tmp, cap, len_p) != 0) {
+        *len_p = plen;
+        return pl;
+    }
+    return tmp;
+}
+
 static void publish_send(struct cluster *cl, struct mc_resend_item *it, uint64_t now)
 {
+    const struct pub_head *h = (const void *)it->data;
     const struct segrec *sr = seg_find(cl, it->dest);
+    _Alignas(8) uint8_t tmp[MC_PROTO_KEY_MAX + 128];
+    struct segrec carried;
+    const uint8_t *pl;
     struct peer *peer;
+    size_t plen;
 
-    if (sr == NULL || owner_hash(sr) != it->aux || it->tag != cl->seg_gen) {
-        /* its owner is gone (or the master changed: the id names another segment now) */
+    if (it->tag + 1 < cl->seg_gen) {
+        /* carried over one master change already and not delivered in that reign: the
+         * master of that reign may have freed the object since (a remove it answered, with
+         * a DROP to the owners it knew), and a later master would take it back (review L1).
+         * Given up */
+        mc_warn("PUBLISH to node %u given up: carried over two master changes", h->node);
+        cl->pubq.given_up++;
+        mc_resend_done(&cl->pubq, it);
+        return;
+    }
+    if (it->tag != cl->seg_gen) {
+        /* made in an earlier reign of the master: its id of the segment means nothing to
+         * this one, but the owner maps it to its own segment (owner.c, h_publish). Sent to
+         * the owner by its address; an owner that restarted since knows no such reign and
+         * refuses it (MC_ERR_NOT_FOUND: given up) */
+        carried = (struct segrec){.valid = true, .node = h->node};
+        carried.addr = (uint8_t *)pub_addr(it, &carried.addr_len);
+        sr = &carried;
+    } else if (sr == NULL || owner_hash(sr) != it->aux) {
+        /* the segment is gone, or another owner took its id */
+        mc_resend_done(&cl->pubq, it);
+        return;
+    }
+    if ((pl = publish_payload_now(it, now, tmp, sizeof(tmp), &plen)) == NULL) {
+        mc_debug("PUBLISH to the owner of segment %u: its TTL passed, settled", it->dest);
         mc_resend_done(&cl->pubq, it);
         return;
     }
     if ((peer = peer_get(cl, sr)) == NULL ||
-        mc_ucx_rpc_call(peer->ep, MC_WIRE_PUBLISH, it->data, it->len, now + PUBLISH_TIMEOUT_MS,
-                        publish_done, it, NULL) != 0)
+        mc_ucx_rpc_call(peer->ep, MC_WIRE_PUBLISH, pl, plen, now + PUBLISH_TIMEOUT_MS,
+                        publish_done, it, NULL) != 0) {
+        ((struct pub_head *)(void *)it->data)->gone = true;
         (void)mc_resend_failed(&cl->pubq, it, now);
+    }
 }
 
 /* The owner of replica p->r indexes the published object (PUBLISH, hold_proto.h). Sent
  * after put_end was answered and not waited for: the put's caller does not pay for it; a
- * try left unanswered is made again from the tick (cl->pubq). */
+ * try left unanswered is made again from the tick (cl->pubq), also after the master
+ * changed (the item names the reign it was made in). */
 static void ucx_publish(void *impl, const struct mc_rio_publish *p)
 {
     struct cluster *cl = impl;
     const struct segrec *sr = seg_find(cl, p->r->seg);
     struct mc_proto_publish_item it = {
+        .m_epoch = cl->m_epoch, .m_incarnation = cl->m_incarnation,
         .seg = p->r->seg, .flags = p->flags, .offset = p->r->offset, .alloc_len = p->r->len,
         .size = p->size, .version = p->version, .ttl_ms = p->ttl_ms,
         .key = {(const uint8_t *)p->key, p->key_len}};
-    uint8_t buf[MC_PROTO_KEY_MAX + 96];
+    _Alignas(8) uint8_t buf[sizeof(struct pub_head) + MC_PROTO_KEY_MAX + 128 + MC_BOOT_ADDR_MAX];
+    struct pub_head *h = (void *)buf;
     struct mc_resend_item *ri;
     struct peer *peer;
     uint64_t now = mc_ucx_now_ms();
     size_t len;
 
-    if (sr == NULL || cl->destroying ||
-        mc_proto_publish_req_encode(1, &it, buf, sizeof(buf), &len) != 0) {
+    if (sr == NULL || cl->destroying || sr->addr_len > MC_BOOT_ADDR_MAX ||
+        mc_proto_publish_req_encode(1, &it, buf + sizeof(*h), MC_PROTO_KEY_MAX + 128,
+                                    &len) != 0) {
         mc_debug("PUBLISH of version %" PRIu64 " to segment %u not sent", p->version,
                  p->r->seg);
         return;
     }
-    ri = mc_resend_new(&cl->pubq, cl, p->r->seg, owner_hash(sr), cl->seg_gen, buf, len, NULL,
-                       now);
+    h->plen = (uint32_t)len;
+    h->node = sr->node;
+    h->gone = false;
+    memcpy(buf + sizeof(*h) + len, sr->addr, sr->addr_len);
+    ri = mc_resend_new(&cl->pubq, cl, p->r->seg, owner_hash(sr), cl->seg_gen, buf,
+                       sizeof(*h) + len + sr->addr_len, NULL, now);
     if (ri != NULL) {
         publish_send(cl, ri, now);
         return;
     }
     /* the queue is full (or no memory): one try, unqueued */
     if ((peer = peer_get(cl, sr)) == NULL ||
-        mc_ucx_rpc_call(peer->ep, MC_WIRE_PUBLISH, buf, len, now + PUBLISH_TIMEOUT_MS,
-                        publish_once_done, cl, NULL) != 0)
+        mc_ucx_rpc_call(peer->ep, MC_WIRE_PUBLISH, buf + sizeof(*h), len,
+                        now + PUBLISH_TIMEOUT_MS, publish_once_done, cl, NULL) != 0)
         mc_debug("PUBLISH of version %" PRIu64 " to segment %u not sent", p->version,
                  p->r->seg);
 }
@@ -1030,14 +1133,27 @@ const struct mc_rio_ops mc_rio_ucx_ops = {
 
 void cl_segments_forget(struct cluster *cl)
 {
-    /* PUBLISHes name segments by this master's ids: a later one names others */
+    /* segment ids name other segments under a new master. The PUBLISHes still due are
+     * kept: they name their reign, go to their owner by its address and are tried at once
+     * (their backoff starts over); cl_pubs_carried counts them until they are settled */
     cl->seg_gen++;
-    mc_resend_clear_waiting(&cl->pubq);
+    mc_resend_hurry(&cl->pubq, mc_ucx_now_ms());
     for (uint32_t i = 0; i < cl->nsegtab; i++) {
         free(cl->segs[i].addr);
         cl->segs[i].addr = NULL;
         cl->segs[i].valid = false;
     }
+}
+
+size_t cl_pubs_carried(const struct cluster *cl)
+{
+    size_t n = 0;
+
+    /* an owner we cannot reach (its process gone: a restarted one has another address)
+     * is not waited for: the window would be held for nothing (review M1) */
+    for (const struct mc_resend_item *it = cl->pubq.head; it != NULL; it = it->next)
+        n += it->tag != cl->seg_gen && !((const struct pub_head *)(const void *)it->data)->gone;
+    return n;
 }
 
 void cl_xfer_destroy(struct cluster *cl)

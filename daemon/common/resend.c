@@ -172,6 +172,18 @@ void mc_resend_done(struct mc_resend *q, struct mc_resend_item *it)
     free(it);
 }
 
+void mc_resend_hurry(struct mc_resend *q, uint64_t now_ms)
+{
+    for (struct mc_resend_item *it = q->head; it != NULL; it = it->next) {
+        it->tries = 0;
+        if (!it->busy && it->due_ms > now_ms)
+            it->due_ms = now_ms;
+    }
+    /* due times only went down: the heap's order is rebuilt from the bottom up */
+    for (size_t i = q->hn / 2; i-- > 0;)
+        heap_down(q, i);
+}
+
 void mc_resend_clear_waiting(struct mc_resend *q)
 {
     while (q->hn > 0)

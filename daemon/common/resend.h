@@ -66,6 +66,10 @@ bool mc_resend_failed(struct mc_resend *q, struct mc_resend_item *it, uint64_t n
 /* The item is settled (answered, or pointless now): freed. */
 void mc_resend_done(struct mc_resend *q, struct mc_resend_item *it);
 
+/* Every item's backoff starts over (its tries count from 0 again; its first try's time,
+ * hence its give-up, stays), and every waiting one is due at now_ms: after a change that
+ * may let them through at once (a master change: tried at their owners' now). */
+void mc_resend_hurry(struct mc_resend *q, uint64_t now_ms);
 /* Frees every waiting item (none busy: their tries' ends still name them). */
 void mc_resend_clear_waiting(struct mc_resend *q);
 /* Frees every item (and the heap). Only once no try is out any more (their ends would name

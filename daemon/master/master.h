@@ -348,6 +348,16 @@ struct mc_master_restore_req {
     uint64_t ttl_ms;     /* TTL left (0: none) */
 };
 int mc_master_restore(struct mc_master *m, const struct mc_master_restore_req *r);
+/* A restore's flag (beside the stored ones): a replica published in an earlier reign that
+ * its owner learnt of only after its report to this master began (a PUBLISH carried over
+ * the change of master). Taken also into a segment whose report is over, but only while
+ * the master recovers (mc_master_recovering_set); else MC_ERR_CANCELED like any report
+ * there. Not stored. */
+#define MC_MASTER_RESTORE_LATE 0x80000000u
+/* Whether the master is in the recovery window of a new reign: mc-master with --etcd serves
+ * no data operation then (no put, remove or drain), so nothing was placed in or freed from
+ * any segment since the reign began, and a late restore cannot bring back what it freed. */
+void mc_master_recovering_set(struct mc_master *m, bool on);
 /* The owner has reported everything segment `seg` holds: placement may use it. 0 (also when
  * it was not restoring), MC_ERR_NOT_FOUND. */
 int mc_master_restore_done(struct mc_master *m, uint32_t seg);

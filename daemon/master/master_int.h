@@ -157,6 +157,7 @@ struct mc_master {
     struct mc_master_drop *drops;
     size_t drop_head, drop_count, drop_cap;
     bool drops_on;
+    bool recovering; /* mc_master_recovering_set: late restores taken (restore.c) */
     struct mc_drain *drain; /* drain.c: copies in flight, its directory walk */
     /* place.c asks this (drain.c sets it) before evicting the last replica of a version
      * from a DRAM segment: true keeps the block, whose bytes are being copied to the

@@ -22,6 +22,7 @@
 
 #define RESTORE_FLAGS                                                                         \
     (MC_MASTER_PUT_PIN_SOFT | MC_MASTER_PUT_PIN_HARD | MC_MASTER_PUT_NO_CHECKSUM)
+#define RESTORE_REQ_FLAGS (RESTORE_FLAGS | MC_MASTER_RESTORE_LATE)
 
 static int restore_check(const struct mc_master *m, const struct mc_master_restore_req *r,
                          struct seg **s_p)
@@ -31,7 +32,7 @@ static int restore_check(const struct mc_master *m, const struct mc_master_resto
 
     if (r == NULL || check_key(r->key, r->key_len) != 0 || r->size == 0 || r->version == 0 ||
         r->version > MC_MASTER_VERSION_MAX || r->alloc_len < r->size || r->alloc_len > SIZE_MAX_OBJ ||
-        (r->flags & ~RESTORE_FLAGS) != 0 ||
+        (r->flags & ~RESTORE_REQ_FLAGS) != 0 ||
         ((r->flags & MC_MASTER_PUT_PIN_SOFT) && (r->flags & MC_MASTER_PUT_PIN_HARD)) ||
         r->ttl_ms > MC_MASTER_TTL_MAX_MS)
         return MC_ERR_INVALID;
@@ -145,8 +146,15 @@ int mc_master_restore_done(struct mc_master *m, uint32_t seg)
     return 0;
 }
 
-int mc_master_restore(struct mc_master *m, const struct mc_master_restore_req *req)
+void mc_master_recovering_set(struct mc_master *m, bool on)
 {
+    m->recovering = on;
+}
+
+int mc_master_restore(struct mc_master *m, const struct mc_master_restore_req *in)
+{
+    struct mc_master_restore_req rq = *in, *req = &rq;
+    bool late = (in->flags & MC_MASTER_RESTORE_LATE) != 0;
     struct seg *s = NULL;
     struct obj *o;
     struct rep r;
@@ -158,6 +166,7 @@ int mc_master_restore(struct mc_master *m, const struct mc_master_restore_req *r
     err = restore_check(m, req, &s);
     if (err != 0)
         goto out;
+    rq.flags &= ~(uint32_t)MC_MASTER_RESTORE_LATE;
     now = now_ct(m);
     hash = mc_dir_hash(req->key, req->key_len);
     o = mc_dir_find(m->dir, hash, req->key, req->key_len);
@@ -177,9 +186,11 @@ int mc_master_restore(struct mc_master *m, const struct mc_master_restore_req *r
         if (err != 0)
             goto out;
     }
-    if (!seg_restoring(m, s)) {
+    if (!seg_restoring(m, s) && !(late && m->recovering)) {
         /* a segment this master has known all along (or whose report window is over): what
-         * it does not know there, it freed -- the report must not bring it back */
+         * it does not know there, it freed -- the report must not bring it back. Except a
+         * late one while the master recovers: nothing was placed or freed since the reign
+         * began */
         err = MC_ERR_CANCELED;
         goto out;
     }

@@ -15,10 +15,13 @@
 
 /* Whether every agent of expect[0..n) (n > 0) is a live node of m with at least its nsegs
  * segments mounted, and no live node, listed or not, has a segment still RESTORING (its
- * report walk is not done). Segments looked at: ids 0..nsegs_max-1. False as well without
- * memory. *joined_p (may be NULL): whether every listed agent is back with its segments
- * (reports may still be under way). */
+ * report walk is not done) or is one of carrying[0..ncarrying) (nodes that said they carry
+ * PUBLISHes over the master change not settled yet: their owners' late restores are still
+ * to come; carrying may be NULL when ncarrying is 0). Segments looked at: ids
+ * 0..nsegs_max-1. False as well without memory. *joined_p (may be NULL): whether every
+ * listed agent is back with its segments (reports may still be under way). */
 bool mc_recovery_all_reported(struct mc_master *m, uint32_t nsegs_max,
-                              const struct mc_elect_agent *expect, size_t n, bool *joined_p);
+                              const struct mc_elect_agent *expect, size_t n,
+                              const uint32_t *carrying, size_t ncarrying, bool *joined_p);
 
 #endif /* MC_MCMASTER_RECOVERY_H */

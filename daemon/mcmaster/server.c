@@ -39,8 +39,8 @@
 #include "daemon/mcmaster/dropmemo.h"
 #include "daemon/mcmaster/dropq.h"
 #include "daemon/mcmaster/elect.h"
+#include "daemon/mcmaster/ha.h"
 #include "daemon/mcmaster/mcmaster_metrics.h"
-#include "daemon/mcmaster/recovery.h"
 #include "daemon/proto/hold_proto.h"
 #include "daemon/proto/master_proto.h"
 #include "ucx_backend/ucx.h"
@@ -56,6 +56,7 @@ struct peer {
     uint64_t incarnation; /* the agent process behind it, as its HELLO said */
     uint32_t node;
     bool silent;      /* a DROP to it went unanswered: no more until it speaks again */
+    bool carrying; /* carries PUBLISHes over a master change (its last HELLO or HEARTBEAT) */
     struct peer *prev, *next;
 };
 
@@ -70,18 +71,10 @@ struct seg_blobs {
 struct mc_mcmaster_server {
     struct mc_master *m;
     struct mc_master_config mcfg;   /* to start a new directory with each reign */
-    /* high availability (elect.h; NULL: no etcd, this master serves alone) */
-    struct mc_elect *elect;
-    uint64_t reign;                 /* the reign the directory belongs to (0: none yet) */
-    uint64_t epoch;                 /* its epoch (HELLO tells it) */
+    /* high availability (ha.h; ha.elect NULL: no etcd, this master serves alone) */
+    struct mc_ha ha;
     uint64_t incarnation;           /* random per process (HELLO tells it): with the epoch,
                                        agents tell a rejoin to this directory from a new one */
-    bool led;                       /* served as leader at the last tick */
-    uint64_t recovery_ms, recovery_until_ms;
-    bool recovery_done, recovery_longer; /* this reign's window: closed early; lengthened */
-    uint64_t reign_ms;              /* when this reign's directory began */
-    struct mc_elect_agent *expect;  /* the agents whose reports end the window early */
-    int nexpect;                    /* how many (-1: not known: the window runs out) */
     struct mc_ucx *u;
     int listen_fd, timer_fd, signal_fd;
     uint16_t port;
@@ -90,6 +83,8 @@ struct mc_mcmaster_server {
     struct mc_master_fence fence_retry[MC_MASTER_FENCE_QUEUE]; /* owners said BUSY */
     uint32_t nfence_retry;
     uint64_t max_peers, npeers;
+    uint32_t *carrying; /* carrying_nodes: the nodes of peers that carry PUBLISHes */
+    size_t carrying_cap;
     struct peer *peers;
     struct seg_blobs *segs;
     size_t nsegs;
@@ -318,10 +313,11 @@ static int h_hello(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
     p->authed = true;
     p->node = node;
     p->incarnation = req.incarnation;
+    p->carrying = (req.flags & MC_PROTO_HELLO_F_CARRYING) != 0;
     rep.node = node;
     rep.node_ttl_ms = mcfg->node_ttl_ms;
     rep.lease_ttl_ms = mcfg->lease_ttl_ms;
-    rep.epoch = s->epoch; /* agents refuse a master of an older epoch than they follow */
+    rep.epoch = s->ha.epoch; /* agents refuse a master of an older epoch than they follow */
     rep.incarnation = s->incarnation;
     return mc_proto_hello_rep_encode(&rep, s->out, sizeof(s->out), out_len);
 }
@@ -435,6 +431,7 @@ static int h_heartbeat(struct mc_mcmaster_server *s, struct peer *p, const void 
     } else {
         x.op = MC_MASTER_OP_HEARTBEAT;
         rc = mc_master_exec(s->m, &x);
+        p->carrying = (req.flags & MC_PROTO_HEARTBEAT_F_CARRYING) != 0;
         rep.drain = rc == 0 ? x.u.hb.drain : 0;
     }
     if (rc != 0)
@@ -601,7 +598,9 @@ static int h_fence(struct mc_mcmaster_server *s, struct peer *p, const void *pl,
 }
 
 /* RESTORE_BATCH: what a node's segments hold, after it (re)joined. A node speaks for its own
- * node only, and the executor refuses an item naming another node's segment. */
+ * node only, and the executor refuses an item naming another node's segment. A late item
+ * (MC_MASTER_RESTORE_LATE) is taken into a reported segment only inside the recovery
+ * window (mc_ha_window_sync). */
 static int h_restore(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
                      size_t *out_len)
 {
@@ -614,6 +613,7 @@ static int h_restore(struct mc_mcmaster_server *s, struct peer *p, const void *p
         return MC_ERR_PROTO;
     if (req.node != p->node)
         return MC_ERR_DENIED;
+    mc_ha_window_sync(&s->ha, s->m);
     x = (struct mc_master_req){.op = MC_MASTER_OP_RESTORE, .node = p->node, .n = req.n,
                                .results = s->results, .in.restore = s->restores};
     /* a disk record whose DROP was never answered: refused, the others go on (dropmemo.h) */
@@ -837,40 +837,7 @@ static enum mc_mcmaster_metric rpc_metric(uint16_t type)
     }
 }
 
-/* --- high availability (elect.h) ------------------------------------------------------------ */
-
-/* Whether a request may be served now: nothing unless this master leads and its lease
- * cannot have lapsed (by its own clock: a leader that was stopped or cut off answers nothing
- * once it resumes); during the recovery window after a win, no data operation (the agents
- * are still reporting what they hold), while membership, restores, the ends of puts, fences
- * and the cluster view go on. 0, or the status to answer. */
-static int ha_gate(struct mc_mcmaster_server *s, uint16_t type)
-{
-    uint64_t now = mc_elect_now_ms();
-
-    if (s->reign == 0 || !s->led || !mc_elect_serving_reign(s->elect, now, s->reign))
-        return MC_ERR_UNAVAILABLE;
-    /* no version at or past the end this reign stored in etcd (a batch takes up to
-     * MC_PROTO_BATCH_MAX): the election thread stores a further end long before */
-    if (type == MC_WIRE_PUT_START_BATCH || type == MC_WIRE_DRAIN) {
-        if (!mc_elect_versions_room(mc_master_version_last(s->m),
-                                    mc_elect_versions_end(s->elect), MC_PROTO_BATCH_MAX))
-            return MC_ERR_UNAVAILABLE;
-    }
-    if (now >= s->recovery_until_ms)
-        return 0;
-    switch (type) {
-    case MC_WIRE_PUT_START_BATCH:
-    case MC_WIRE_GET_BATCH:
-    case MC_WIRE_EXIST_BATCH:
-    case MC_WIRE_REMOVE_BATCH:
-    case MC_WIRE_LIST:
-    case MC_WIRE_DRAIN:
-        return MC_ERR_UNAVAILABLE;
-    default:
-        return 0;
-    }
-}
+/* --- high availability (ha.h) ------------------------------------------------------------- */
 
 /* Drop every peer and start an empty directory: a new reign learns everything again from
  * the agents (they rejoin and report), and a master that stepped down keeps nobody. */
@@ -897,77 +864,51 @@ static int ha_reset(struct mc_mcmaster_server *s, const struct mc_elect_view *v)
     return 0;
 }
 
-/* Every agent registered in etcd when the reign began has reported: nobody is left to
- * wait for, data operations go on (from the tick, and after each RESTORE_DONE). */
-static void ha_recovery_check(struct mc_mcmaster_server *s)
+/* From the tick: follow what the election thread decided (ha.h). */
+/* The nodes of the peers that said they carry PUBLISHes over a master change (HELLO,
+ * HEARTBEAT), in s->carrying; how many. */
+static size_t carrying_nodes(struct mc_mcmaster_server *s)
 {
-    uint64_t now = mc_elect_now_ms();
-    uint64_t cap = s->reign_ms + mc_master_config(s->m)->restore_window_ms;
-    uint64_t tick = mc_master_config(s->m)->tick_ms;
-    bool joined = false;
+    size_t n = 0;
 
-    if (s->nexpect <= 0 || s->recovery_done)
-        return;
-    if (now >= s->recovery_until_ms) {
-        s->recovery_done = true; /* ran out: not looked at again this reign */
-        return;
+    for (struct peer *p = s->peers; p != NULL; p = p->next) {
+        if (!p->authed || !p->carrying)
+            continue;
+        if (n == s->carrying_cap) {
+            size_t cap = s->carrying_cap != 0 ? 2 * s->carrying_cap : 16;
+            uint32_t *t = realloc(s->carrying, cap * sizeof(*t));
+
+            if (t == NULL)
+                break; /* the rest wait for the next call */
+            s->carrying = t;
+            s->carrying_cap = cap;
+        }
+        s->carrying[n++] = p->node;
     }
-    if (mc_recovery_all_reported(s->m, (uint32_t)s->nsegs, s->expect, (size_t)s->nexpect,
-                                 &joined)) {
-        mc_info("recovery over %llu ms into epoch %llu: all %d agents reported",
-                (unsigned long long)(now - s->reign_ms), (unsigned long long)s->epoch,
-                s->nexpect);
-        s->recovery_until_ms = now;
-        s->recovery_done = true;
-    } else if (joined && now < cap &&
-               s->recovery_until_ms <= now + 2 * tick) {
-        /* every listed agent is back and some live one is still reporting: wait for its
-         * report (up to restore_window_ms), not only recovery_ms, rather than answer
-         * NOT_FOUND for what it has not reported yet (review finding M2) */
-        if (!s->recovery_longer)
-            mc_info("epoch %llu: every listed agent is back, reports still under way: "
-                    "recovery goes on (up to restore_window_ms)",
-                    (unsigned long long)s->epoch);
-        s->recovery_longer = true;
-        s->recovery_until_ms = now + 2 * tick < cap ? now + 2 * tick : cap;
-    }
+    return n;
 }
 
-/* From the tick: follow what the election thread decided. */
 static void ha_tick(struct mc_mcmaster_server *s)
 {
     struct mc_elect_view v;
-    bool serving = mc_elect_serving(s->elect, mc_elect_now_ms());
+    bool serving;
+    size_t ncarrying;
 
-    mc_elect_view(s->elect, &v);
-    if (serving && v.reign != s->reign) {
+    if (mc_ha_tick_begin(&s->ha, &v, &serving)) {
         if (v.version_base == 0 || ha_reset(s, &v) != 0) {
             mc_error("a new directory for epoch %llu: out of memory",
                      (unsigned long long)v.epoch);
-            s->led = false; /* the old directory must not serve the new reign */
+            mc_ha_reign_failed(&s->ha); /* the old directory must not serve the new reign */
             return;
         }
-        s->reign = v.reign;
-        s->epoch = v.epoch;
-        s->reign_ms = mc_elect_now_ms();
-        s->recovery_until_ms = s->reign_ms + s->recovery_ms;
-        s->recovery_done = s->recovery_longer = false;
-        s->nexpect = s->expect != NULL ? mc_elect_agents(s->elect, v.reign, s->expect) : -1;
-        mc_info("leading at epoch %llu: an empty directory, data operations after %llu ms "
-                "of recovery", (unsigned long long)v.epoch,
-                (unsigned long long)s->recovery_ms);
+        mc_ha_reign_begin(&s->ha, &v);
     }
-    if (serving && v.reign == s->reign) {
-        mc_elect_versions_used(s->elect, mc_master_version_last(s->m));
-        ha_recovery_check(s);
-    }
-    if (s->led && !serving) {
-        mc_warn("not leading any more (epoch %llu): every peer dropped",
-                (unsigned long long)v.epoch);
+    ncarrying = carrying_nodes(s);
+    if (mc_ha_tick_end(&s->ha, s->m, (uint32_t)s->nsegs, s->carrying, ncarrying, serving,
+                       &v)) {
         while (s->peers != NULL)
             peer_drop(s, s->peers, true);
     }
-    s->led = serving;
 }
 
 static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
@@ -985,7 +926,7 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         reply_status(ep, hdr, MC_ERR_UNAVAILABLE);
         return;
     }
-    if (s->elect != NULL && (rc = ha_gate(s, hdr->type)) != 0) {
+    if (s->ha.elect != NULL && (rc = mc_ha_gate(&s->ha, s->m, hdr->type)) != 0) {
         s->mvals[MM_RPCS_FAILED]++;
         reply_status(ep, hdr, rc);
         return;
@@ -1024,8 +965,12 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         peer_drop(s, p, false);
     else if (hdr->type == MC_WIRE_HELLO)
         p->session = MC_UCX_SESSION_OF(hdr->request_id);
-    else if (hdr->type == MC_WIRE_RESTORE_DONE && s->elect != NULL)
-        ha_recovery_check(s);
+    else if ((hdr->type == MC_WIRE_RESTORE_DONE || hdr->type == MC_WIRE_HEARTBEAT) &&
+             s->ha.elect != NULL) {
+        size_t ncarrying = carrying_nodes(s);
+
+        mc_ha_recovery_check(&s->ha, s->m, (uint32_t)s->nsegs, s->carrying, ncarrying);
+    }
 }
 
 /* --- bootstrap listener ----------------------------------------------------------------- */
@@ -1173,15 +1118,15 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
                                      .poll_ms = cfg->etcd_poll_ms};
 
         err = ha_advertise(cfg, s->port, adv, sizeof(adv));
-        if (err == 0 && (s->expect = calloc(MC_ELECT_AGENTS_MAX, sizeof(*s->expect))) == NULL)
+        if (err == 0 && (s->ha.expect = calloc(MC_ELECT_AGENTS_MAX, sizeof(*s->ha.expect))) == NULL)
             err = MC_ERR_NOMEM;
         if (err == 0)
-            err = mc_elect_start(&ec, &s->elect);
+            err = mc_elect_start(&ec, &s->ha.elect);
         if (err != 0) {
             mc_error("etcd election at %s: %s", cfg->etcd, mc_strerror(err));
             goto err_destroy;
         }
-        s->recovery_ms = cfg->recovery_ms;
+        s->ha.recovery_ms = cfg->recovery_ms;
         mc_info("standing for leader of cluster %s in etcd at %s as %s", cfg->cluster_id,
                 cfg->etcd, adv);
     }
@@ -1419,7 +1364,7 @@ static void on_timer(struct mc_mcmaster_server *s)
      * have not looked at yet. Bounded: a flood of requests cannot hold the tick off. */
     for (int i = 0; i < 1024 && mc_ucx_progress(s->u); i++)
         ;
-    if (s->elect != NULL)
+    if (s->ha.elect != NULL)
         ha_tick(s);
     {
         struct mc_master_stats before, after;
@@ -1502,7 +1447,7 @@ int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
             {.fd = s->timer_fd, .events = POLLIN},
             {.fd = s->listen_fd, .events = POLLIN},
             {.fd = mc_ucx_efd(s->u), .events = POLLIN},
-            {.fd = s->elect != NULL ? mc_elect_fd(s->elect) : -1, .events = POLLIN},
+            {.fd = s->ha.elect != NULL ? mc_elect_fd(s->ha.elect) : -1, .events = POLLIN},
         };
         /* sleep only when UCX says it is safe; otherwise just look at the other fds */
         int timeout = (mc_ucx_progress(s->u) || !mc_ucx_arm(s->u)) ? 0 : 1000;
@@ -1568,7 +1513,7 @@ void mc_mcmaster_server_destroy(struct mc_mcmaster_server *s)
 
     if (s == NULL)
         return;
-    mc_elect_stop(s->elect); /* a leader hands over at once: it deletes its key */
+    mc_elect_stop(s->ha.elect); /* a leader hands over at once: it deletes its key */
     mc_metrics_destroy(s->metrics);
     if (s->dropq != NULL)
         mc_dropq_closing(s->dropq);
@@ -1577,11 +1522,12 @@ void mc_mcmaster_server_destroy(struct mc_mcmaster_server *s)
     mc_ucx_destroy(s->u);
     mc_dropq_destroy(s->dropq); /* every try has ended with the worker */
     mc_dropmemo_destroy(s->dropmemo);
-    free(s->expect);
+    free(s->ha.expect);
     mc_master_destroy(s->m);
     for (i = 0; i < s->nsegs; i++)
         blobs_clear(&s->segs[i]);
     free(s->segs);
+    free(s->carrying);
     free(s->boot);
     if (s->listen_fd >= 0)
         close(s->listen_fd);

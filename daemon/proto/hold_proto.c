@@ -25,6 +25,8 @@ int mc_proto_publish_req_encode(uint32_t n, const struct mc_proto_publish_item *
     for (uint32_t i = 0; i < n; i++) {
         if (!publish_ok(&items[i]))
             return MC_ERR_INVALID;
+        mc_wire_put_u64(&w, items[i].m_epoch);
+        mc_wire_put_u64(&w, items[i].m_incarnation);
         mc_wire_put_u32(&w, items[i].seg);
         mc_wire_put_u32(&w, items[i].flags);
         mc_wire_put_u64(&w, items[i].offset);
@@ -51,6 +53,8 @@ int mc_proto_publish_req_decode(const void *buf, size_t len, size_t cap, uint32_
         struct mc_proto_publish_item *it = &items[i];
         size_t klen = 0;
 
+        it->m_epoch = mc_wire_get_u64(&r);
+        it->m_incarnation = mc_wire_get_u64(&r);
         it->seg = mc_wire_get_u32(&r);
         it->flags = mc_wire_get_u32(&r);
         it->offset = mc_wire_get_u64(&r);

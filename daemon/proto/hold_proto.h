@@ -15,12 +15,18 @@
 #ifndef MC_PROTO_HOLD_PROTO_H
 #define MC_PROTO_HOLD_PROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <mc/mc_status.h>
 
 #include "daemon/proto/proto_base.h"
 
 struct mc_proto_publish_item {
+    /* the master reign the writer published in: seg is that master's id of the segment
+     * (ids change with each reign; the owner maps an earlier reign's to its own segment) */
+    uint64_t m_epoch, m_incarnation;
     uint32_t seg;
     uint32_t flags;     /* MC_MASTER_PUT_FLAGS_ALL bits */
     uint64_t offset, alloc_len, size, version;
@@ -40,6 +46,19 @@ int mc_proto_publish_req_encode(uint32_t n, const struct mc_proto_publish_item *
 /* Up to cap items; keys point into buf. Errors: MC_ERR_PROTO. */
 int mc_proto_publish_req_decode(const void *buf, size_t len, size_t cap, uint32_t *n_p,
                                 struct mc_proto_publish_item *items);
+/* A PUBLISH item's result as the owner sends it. The owner's index answers 1 when it
+ * already knew better (a newer object, or its drop; or the master refused a carried item),
+ * which a results reply cannot carry (statuses only, mc_proto_results_rep_encode): it goes
+ * as MC_ERR_EXISTS, which the writer takes as settled, like 0. */
+static inline int mc_proto_publish_result_wire(int result)
+{
+    return result == 1 ? MC_ERR_EXISTS : result;
+}
+static inline bool mc_proto_publish_result_settled(int wire_result)
+{
+    return wire_result == 0 || wire_result == MC_ERR_EXISTS;
+}
+
 int mc_proto_drop_req_encode(uint32_t n, const struct mc_proto_drop_item *items, void *buf,
                              size_t cap, size_t *len_p);
 int mc_proto_drop_req_decode(const void *buf, size_t len, size_t cap, uint32_t *n_p,

@@ -602,7 +602,7 @@ static bool restore_item_ok(const struct mc_master_restore_req *q)
     return key_ok(q->key, q->key_len) && q->size > 0 && q->alloc_len >= q->size &&
            q->version > 0 &&
            (q->flags & ~(uint32_t)(MC_MASTER_PUT_PIN_SOFT | MC_MASTER_PUT_PIN_HARD |
-                                   MC_MASTER_PUT_NO_CHECKSUM)) == 0;
+                                   MC_MASTER_PUT_NO_CHECKSUM | MC_MASTER_RESTORE_LATE)) == 0;
 }
 
 int mc_proto_restore_req_encode(const struct mc_proto_ref_req *m,

@@ -110,7 +110,8 @@ int mc_proto_hello_req_encode(const struct mc_proto_hello_req *m, void *buf, siz
     struct mc_wire_writer w;
 
     if (!bytes_ok(m->token.p, m->token.len, 0, MC_PROTO_TOKEN_MAX) || !name_ok(&m->name, 1) ||
-        !name_ok(&m->domain, 0))
+        !name_ok(&m->domain, 0) || (m->flags & ~MC_PROTO_HELLO_F_KNOWN) != 0 ||
+        (m->flags != 0 && m->incarnation == 0))
         return MC_ERR_INVALID;
     mc_wire_writer_init(&w, buf, cap);
     mc_wire_put_blob(&w, m->token.p, m->token.len);
@@ -118,6 +119,8 @@ int mc_proto_hello_req_encode(const struct mc_proto_hello_req *m, void *buf, siz
     mc_wire_put_blob(&w, m->domain.p, m->domain.len);
     if (m->incarnation != 0)
         mc_wire_put_u64(&w, m->incarnation);
+    if (m->flags != 0)
+        mc_wire_put_u32(&w, m->flags);
     return encode_end(&w, buf, len_p);
 }
 
@@ -135,6 +138,13 @@ int mc_proto_hello_req_decode(const void *buf, size_t len, struct mc_proto_hello
     if (!r.bad && mc_wire_reader_left(&r) > 0) {
         m_p->incarnation = mc_wire_get_u64(&r);
         if (m_p->incarnation == 0)
+            fail(&r);
+    }
+    /* optional as well, after the incarnation; never 0 when there */
+    m_p->flags = 0;
+    if (!r.bad && mc_wire_reader_left(&r) > 0) {
+        m_p->flags = mc_wire_get_u32(&r);
+        if (m_p->flags == 0 || (m_p->flags & ~MC_PROTO_HELLO_F_KNOWN) != 0)
             fail(&r);
     }
     return decode_end(&r);

@@ -51,7 +51,13 @@
 
 /* HEARTBEAT flags */
 #define MC_PROTO_HEARTBEAT_F_LEAVE 0x1u /* graceful exit: unregister the node (and unmount) */
-#define MC_PROTO_HEARTBEAT_F_KNOWN MC_PROTO_HEARTBEAT_F_LEAVE
+/* the node carries PUBLISHes over a master change that are not settled yet: a new
+ * master's recovery window stays open for their owners' late restores (docs/master.md) */
+#define MC_PROTO_HEARTBEAT_F_CARRYING 0x2u
+#define MC_PROTO_HEARTBEAT_F_KNOWN (MC_PROTO_HEARTBEAT_F_LEAVE | MC_PROTO_HEARTBEAT_F_CARRYING)
+/* HELLO flags */
+#define MC_PROTO_HELLO_F_CARRYING 0x1u /* as MC_PROTO_HEARTBEAT_F_CARRYING, from the start */
+#define MC_PROTO_HELLO_F_KNOWN MC_PROTO_HELLO_F_CARRYING
 
 /* EXIST_BATCH flags */
 #define MC_PROTO_EXIST_F_STAT 0x1u /* reply with a stat record for each present key */
@@ -91,6 +97,8 @@ struct mc_proto_hello_req {
     struct mc_proto_bytes domain; /* failure domain, 0..MC_PROTO_NAME_MAX (0: the node's own) */
     uint64_t incarnation;         /* random per agent process, the same across its
                                      reconnects (0: not sent, a sender that predates it) */
+    uint32_t flags;               /* MC_PROTO_HELLO_F_* (0: not sent; sent only after a
+                                     non-zero incarnation) */
 };
 
 struct mc_proto_hello_rep {

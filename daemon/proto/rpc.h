@@ -44,7 +44,7 @@
 #define MC_PROTO_MASTER_RPCS(X)                                                                    \
     X(HELLO, hello, 1, MC_RPC_TO_MASTER | MC_RPC_PEER | MC_RPC_NO_SESSION, 0,                      \
       "blob token (0..256 bytes), blob name (1..63 graphic ASCII), blob domain (0..63), "          \
-      "u64 incarnation (left out when 0)",                                                         \
+      "u64 incarnation (left out when 0), u32 flags (0x1: carrying; left out when 0)",             \
       "i32 status [u32 node, u64 node_ttl_ms, u64 lease_ttl_ms, "                                 \
       "u64 epoch (the leader's, --etcd; left out when 0 and no incarnation follows), "        \
       "u64 incarnation (the master process's, random; left out when 0)]")                    \
@@ -53,7 +53,7 @@
       "blob rkey (0..4096), blob tenant (0..32 of [A-Za-z0-9_.-]; 0: the default), u64 quota, "   \
       "u32 flags (0x1: restoring)",                                                                \
       "i32 status [u32 seg]")                                                                      \
-    X(HEARTBEAT, heartbeat, 5, MC_RPC_TO_MASTER, 0, "u32 node, u32 flags (0x1: leave)",            \
+    X(HEARTBEAT, heartbeat, 5, MC_RPC_TO_MASTER, 0, "u32 node, u32 flags (0x1: leave, 0x2: carrying)", \
       "i32 status [u32 drain (MC_MASTER_DRAIN_*, left out when 0)]")                               \
     X(PUT_START_BATCH, put_start, 7, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,          \
       "u32 writer, u32 n, n * {blob key (1..512), u64 size, u64 alloc_len, u32 replicas, "         \
@@ -92,7 +92,7 @@
       "i32 status")                                                                                \
     X(RESTORE_BATCH, restore, 35, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,             \
       "u32 node, u32 n, n * {blob key, u32 seg, u64 offset, u64 alloc_len, u64 size, "             \
-      "u64 version, u32 flags, u64 ttl_ms}",                                                       \
+      "u64 version, u32 flags (as stored; 0x80000000: late), u64 ttl_ms}",                         \
       "i32 status [u32 n, n * i32 status]")                                                        \
     X(RESTORE_DONE, restore_done, 41, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,         \
       "u32 node, u32 n, n * u32 seg (mounted restoring: its report is complete)",                 \
@@ -123,8 +123,8 @@
  * the master tells an owner that a block it held was freed. */
 #define MC_PROTO_HOLD_RPCS(X)                                                                      \
     X(PUBLISH, publish, 37, MC_RPC_PEER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                        \
-      "u32 n (1..1024), n * {u32 seg, u32 flags, u64 offset, u64 alloc_len, u64 size, "            \
-      "u64 version, u64 ttl_ms, blob key}",                                                        \
+      "u32 n (1..1024), n * {u64 m_epoch, u64 m_incarnation, u32 seg, u32 flags, u64 offset, "     \
+      "u64 alloc_len, u64 size, u64 version, u64 ttl_ms, blob key}",                                                        \
       "i32 status [u32 n, n * i32 status]")                                                        \
     X(DROP, drop, 39, MC_RPC_TO_OWNER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                          \
       "u32 n (1..1024), n * {u32 seg, u64 offset, u64 version (> 0)}",                             \

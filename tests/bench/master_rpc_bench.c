@@ -519,7 +519,7 @@ static int client_main(const struct opts *o, unsigned id, const uint8_t *maddr, 
         struct mc_proto_hello_req req = {
             {(const uint8_t *)RB_TOKEN, strlen(RB_TOKEN)},
             {(const uint8_t *)name, strlen(name)},
-            {(const uint8_t *)"", 0}, 0};
+            {(const uint8_t *)"", 0}, 0, 0};
 
         rc = mc_proto_hello_req_encode(&req, c.enc, MC_PROTO_PAYLOAD_MAX, &len);
         if (rc == 0)

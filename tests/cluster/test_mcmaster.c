@@ -268,7 +268,7 @@ static uint8_t t_buf[T_REPLY_MAX];
 
 static int t_hello_in(const char *token, const char *name, const char *domain, uint32_t *node_p)
 {
-    struct mc_proto_hello_req req = {T_BYTES(token), T_BYTES(name), T_BYTES(domain), 0};
+    struct mc_proto_hello_req req = {T_BYTES(token), T_BYTES(name), T_BYTES(domain), 0, 0};
     struct mc_proto_hello_rep rep;
     size_t len;
     int rc;

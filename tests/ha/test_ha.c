@@ -18,6 +18,13 @@
  *                                          serves nobody.
  *   test_ha_etcd_member_lost               3 etcd members: one lost changes nothing;
  *                                          quorum lost: data ops fail fast, then return.
+ *   test_ha_publish_carried_over           PUBLISHes undelivered at a master change are
+ *                                          carried over: the new master learns the
+ *                                          owners' replicas, nothing is lost.
+ *   test_ha_publish_carried_over_pure_client   the same with a writer of dram 0 (it
+ *                                          holds the new master's window open itself).
+ *   test_ha_publish_carried_owner_lost     an owner killed with the leader: the writer's
+ *                                          objects read back within 5 s all the same.
  *
  *   test_ha_rebuild_figure                 (by name only) a figure: T_HA_REBUILD_N small
  *                                          objects (1 M) rebuilt by a new master.
@@ -105,6 +112,24 @@ static json_int_t t_ha_objects(const char *sock)
         if (j != NULL && json_integer_value(json_object_get(j, "objects")) >= 0 &&
             json_object_get(j, "objects") != NULL)
             n = json_integer_value(json_object_get(j, "objects"));
+        json_decref(j);
+    }
+    free(out);
+    return n;
+}
+
+/* A figure of `mcctl stats` through agent sock, -1 when it does not answer (the agent
+ * answers stats only while it has a master). */
+static json_int_t t_ha_stat_try(const char *sock, const char *field)
+{
+    char *out = NULL;
+    json_t *j;
+    json_int_t n = -1;
+
+    if (t_mcctl(sock, &out, "stats", NULL) == 0 && out != NULL) {
+        j = json_loads(out, 0, NULL);
+        if (j != NULL && json_is_integer(json_object_get(j, field)))
+            n = json_integer_value(json_object_get(j, field));
         json_decref(j);
     }
     free(out);
@@ -359,7 +384,9 @@ static json_int_t t_ha_stat_bc(const struct t_proc *b, const struct t_proc *c, c
 
 /*
  * Owners that lose the first PUBLISHes and DROPs they are sent (--test-fault publish_lose=3
- * drop_lose=1 on B and C: never answered, as if lost on the wire; review finding M4). Objects
+ * drop_lose=1 on B and C: never answered, as if lost on the wire; review finding M4), and
+ * answer the next two PUBLISHes MC_ERR_NOMEM for the whole batch (publish_nomem=2: tried
+ * again, not settled -- review finding M4 of the HA review). Objects
  * put through A with two replicas (A's own and one on B or C); some removed. The lost ones
  * are sent again until answered: B's and C's indexes hear of every object and of every
  * removal. Then A and the master are killed (-9) and a new master started: B and C alone
@@ -370,7 +397,8 @@ START_TEST(test_ha_publish_drop_lost)
 {
     struct t_proc a = {0}, b = {0}, c = {0};
     static const char *const lossy[] = {"--test-fault", "publish_lose=3", "--test-fault",
-                                        "drop_lose=1", NULL};
+                                        "drop_lose=1", "--test-fault", "publish_nomem=2",
+                                        NULL};
     static struct t_ha_obj objs[T4_N + T4_R];
     mc_client_t *ca, *cb, *cc;
     uint64_t salt = t_fc_salt(), t0;
@@ -710,11 +738,14 @@ struct t_ha_cl {
 };
 
 static const char *const t_ha_names[T_HA_AGENTS] = {"A", "B", "C"};
+static const char *t_ha_a_dram = "64M"; /* agent A's DRAM ("0": a pure client node) */
 
-/* etcd (members), three masters, three agents that follow the leader, a client on each. */
-static void t_ha_cluster_start(struct t_ha_cl *h, const char *test, int members)
+/* etcd (members), three masters, three agents that follow the leader, a client on each;
+ * more[i] (may be NULL): agent i's further flags, NULL-terminated (at most 4). */
+static void t_ha_cluster_start_with(struct t_ha_cl *h, const char *test, int members,
+                                    const char *const *const more[T_HA_AGENTS])
 {
-    const char *extra[8];
+    const char *extra[12];
 
     t_fc_init(&h->fm, test, T_HA_TTL_MS);
     t_ha_etcd_start(&h->etcd, h->fm.dir, members);
@@ -726,14 +757,24 @@ static void t_ha_cluster_start(struct t_ha_cl *h, const char *test, int members)
     extra[3] = h->ms.cluster;
     extra[4] = "--set";
     extra[5] = "connect_timeout_ms=20000";
-    extra[6] = NULL;
-    for (int i = 0; i < T_HA_AGENTS; i++)
-        t_fc_agent_spawn(&h->fm, &h->agents[i], NULL, "127.0.0.1", t_ha_names[i], NULL, "64M",
-                         extra);
+    for (int i = 0; i < T_HA_AGENTS; i++) {
+        int k = 6;
+
+        for (int j = 0; more != NULL && more[i] != NULL && more[i][j] != NULL && j < 4; j++)
+            extra[k++] = more[i][j];
+        extra[k] = NULL;
+        t_fc_agent_spawn(&h->fm, &h->agents[i], NULL, "127.0.0.1", t_ha_names[i], NULL,
+                         i == 0 ? t_ha_a_dram : "64M", extra);
+    }
     for (int i = 0; i < T_HA_AGENTS; i++)
         t_fc_agent_wait(&h->agents[i]);
     for (int i = 0; i < T_HA_AGENTS; i++)
         h->cl[i] = t_fc_conn(&h->agents[i]);
+}
+
+static void t_ha_cluster_start(struct t_ha_cl *h, const char *test, int members)
+{
+    t_ha_cluster_start_with(h, test, members, NULL);
 }
 
 static void t_ha_cluster_finish(struct t_ha_cl *h)
@@ -1200,6 +1241,174 @@ START_TEST(test_ha_etcd_member_lost)
 }
 END_TEST
 
+/* --- a PUBLISH carried over a change of master -------------------------------------------- */
+
+#define T6_N 24
+
+/*
+ * B and C lose every PUBLISH until they follow another master (--test-fault
+ * publish_lose_masters=1). Objects put through A with two replicas (A's own and one on B or
+ * C; with a_dram "0", A a pure client node, both on B and C): A's PUBLISHes to B and C go
+ * unanswered. The leader is killed (-9): a standby leads. A carries its PUBLISHes over the
+ * change and B and C index them, telling the new master (late RESTOREs, inside its recovery
+ * window, which A holds open by saying it carries PUBLISHes: HELLO, HEARTBEAT). Then A is
+ * killed too: every object reads back, byte-exact, through B and C from their replicas
+ * alone -- none lost because its PUBLISH was undelivered at the master change. Before the
+ * fix, A gave up its PUBLISHes at the change, and the new master never learnt of B's and
+ * C's replicas; with a_dram "0", before the window was held per node, every late RESTORE
+ * came after the window had closed and was refused (review H1: 24 of 24 lost).
+ */
+static void t_ha_carried(const char *test, const char *a_dram, bool kill_owner)
+{
+    static struct t_ha_cl h;
+    static struct t_ha_obj objs[T6_N];
+    static const char *const lossy[] = {"--test-fault", "publish_lose_masters=1", NULL};
+    const char *const *const more[T_HA_AGENTS] = {NULL, lossy, lossy};
+    int remote = strcmp(a_dram, "0") == 0 ? 2 : 1; /* replicas of an object on B and C */
+    uint64_t salt = t_fc_salt(), t0, t_kill, t1;
+    json_int_t n;
+    char key[48];
+    int old, now, i, k, err;
+
+    if (t_ha_etcd_bin() == NULL)
+        return;
+    t_ha_a_dram = a_dram;
+    t_ha_cluster_start_with(&h, test, 1, more);
+    for (i = 0; i < T6_N; i++) {
+        snprintf(key, sizeof(key), "carry/%d", i);
+        t_ha_obj_make(&objs[i], key, 3000 + (size_t)i * 733, salt + (uint64_t)i);
+        t0 = t_now_ms();
+        for (;;) {
+            mc_put_opts_t opts = MC_PUT_OPTS_INIT;
+
+            opts.replicas = 2;
+            err = mc_put(h.cl[0], objs[i].key, objs[i].data, objs[i].len, &opts);
+            if (err != MC_ERR_UNAVAILABLE || t_now_ms() - t0 > 10000)
+                break;
+            t_fc_sleep_ms(50);
+        }
+        ck_assert_msg(err == 0, "put %s: %s", objs[i].key, mc_strerror(err));
+    }
+    /* the PUBLISHes to B and C are lost and tried again */
+    t0 = t_now_ms();
+    while (t_fc_stat(h.agents[0].sock, "publish_retries") < T6_N * remote &&
+           t_now_ms() - t0 < 10000)
+        t_fc_sleep_ms(100);
+    ck_assert_int_ge(t_fc_stat(h.agents[0].sock, "publish_retries"), T6_N * remote);
+    ck_assert_int_eq(t_fc_stat(h.agents[1].sock, "published_in") +
+                         t_fc_stat(h.agents[2].sock, "published_in"),
+                     0);
+    ck_assert_int_eq(t_fc_stat(h.agents[0].sock, "publish_queued"), T6_N * remote);
+
+    old = t_ha_leader(&h.ms, NULL);
+    ck_assert_int_ge(old, 0);
+    t_kill = t_now_ms();
+    ck_assert_int_eq(kill(h.ms.p[old].pid, SIGKILL), 0);
+    if (kill_owner) {
+        ck_assert_int_eq(kill(h.agents[1].pid, SIGKILL), 0);
+        ck_assert(t_proc_reap(&h.agents[1], t_now_ms() + 5000));
+        h.agents[1].pid = 0;
+    }
+    now = t_ha_wait_leader(&h.ms, old, 10000);
+    ck_assert_msg(now >= 0, "no standby took over");
+    (void)t_proc_reap(&h.ms.p[old], t_now_ms() + 5000);
+    if (kill_owner) {
+        /* B went with the leader (one host): A's PUBLISHes to B never settle. A's own
+         * replicas are reported at once all the same: every object reads back within 5 s
+         * of the new leader, not after A's bound on its carried PUBLISHes (review M1) */
+        t1 = t_now_ms();
+        for (i = 0; i < T6_N; i++)
+            ck_assert_msg(t_ha_get_until(h.cl[0], &objs[i], 5000) == 0,
+                          "%s through A, B killed with the leader", objs[i].key);
+        fprintf(stderr, "ha_carried (B killed too): every object read back %llu ms after "
+                "the new leader, %llu ms after the kill\n",
+                (unsigned long long)(t_now_ms() - t1),
+                (unsigned long long)(t_now_ms() - t_kill));
+        ck_assert_int_lt(t_now_ms() - t1, 5000);
+        for (i = 0; i < T6_N; i++) {
+            free(objs[i].data);
+            objs[i].data = NULL;
+        }
+        t_ha_cluster_finish(&h);
+        return;
+    }
+
+    /* B and C index every object at last: A kept the PUBLISHes across the change */
+    t0 = t_now_ms();
+    while ((n = t_ha_stat_try(h.agents[1].sock, "published_in") +
+                t_ha_stat_try(h.agents[2].sock, "published_in")) < T6_N * remote) {
+        ck_assert_msg(t_now_ms() - t0 < 20000,
+                      "B and C indexed %lld of %d objects 20 s after the master change: the "
+                      "PUBLISHes were given up",
+                      (long long)n, T6_N * remote);
+        t_fc_sleep_ms(100);
+    }
+    t1 = t_now_ms() - t_kill;
+    for (i = 0; i < T6_N; i++)
+        for (k = 0; k < T_HA_AGENTS; k++)
+            ck_assert_msg(t_ha_get_until(h.cl[k], &objs[i], 15000) == 0,
+                          "%s through %s after the master change", objs[i].key,
+                          t_ha_names[k]);
+    fprintf(stderr,
+            "ha_carried (A's dram %s): %d PUBLISHes indexed %llu ms after the kill, %lld of "
+            "them told the new master late, %lld refused; all read back %llu ms after the "
+            "kill\n",
+            a_dram, T6_N * remote, (unsigned long long)t1,
+            (long long)(t_fc_stat(h.agents[1].sock, "late_restored") +
+                        t_fc_stat(h.agents[2].sock, "late_restored")),
+            (long long)(t_fc_stat(h.agents[1].sock, "late_refused") +
+                        t_fc_stat(h.agents[2].sock, "late_refused")),
+            (unsigned long long)(t_now_ms() - t_kill));
+    /* A's carried PUBLISHes all settled (none left to its 30 s give-up) */
+    t0 = t_now_ms();
+    while (t_ha_stat_try(h.agents[0].sock, "publish_queued") != 0 && t_now_ms() - t0 < 10000)
+        t_fc_sleep_ms(100);
+    ck_assert_int_eq(t_fc_stat(h.agents[0].sock, "publish_queued"), 0);
+    ck_assert_int_eq(t_fc_stat(h.agents[0].sock, "publish_given_up"), 0);
+    /* A goes: B's and C's replicas are all that is left, and the new master knows them */
+    ck_assert_int_eq(kill(h.agents[0].pid, SIGKILL), 0);
+    ck_assert(t_proc_reap(&h.agents[0], t_now_ms() + 5000));
+    h.agents[0].pid = 0;
+    for (i = 0; i < T6_N; i++)
+        for (k = 1; k < T_HA_AGENTS; k++) {
+            t0 = t_now_ms();
+            do {
+                err = t_ha_get(h.cl[k], &objs[i]);
+                if (err != 0)
+                    t_fc_sleep_ms(50);
+            } while (err != 0 && err != MC_ERR_NOT_FOUND && t_now_ms() - t0 < 15000);
+            ck_assert_msg(err == 0, "%s through %s with A gone: %s (its replica on B or C "
+                          "unknown to the new master?)",
+                          objs[i].key, t_ha_names[k], mc_strerror(err));
+        }
+    for (i = 0; i < T6_N; i++) {
+        free(objs[i].data);
+        objs[i].data = NULL;
+    }
+    t_ha_cluster_finish(&h);
+}
+
+START_TEST(test_ha_publish_carried_over)
+{
+    t_ha_carried(__func__, "64M", false);
+}
+END_TEST
+
+/* The same with A a pure client node (dram 0): it mounts no segment, so only its "carrying"
+ * flag keeps the new master's window open for B's and C's late RESTOREs (review H1). */
+START_TEST(test_ha_publish_carried_over_pure_client)
+{
+    t_ha_carried(__func__, "0", false);
+}
+END_TEST
+
+/* B killed with the leader while A's PUBLISHes to it are undelivered (review M1). */
+START_TEST(test_ha_publish_carried_owner_lost)
+{
+    t_ha_carried(__func__, "64M", true);
+}
+END_TEST
+
 /* --- main -------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -1212,6 +1421,9 @@ int main(int argc, char **argv)
         test_ha_leader_killed_under_load,
         test_ha_leader_sigstop,
         test_ha_etcd_member_lost,
+        test_ha_publish_carried_over,
+        test_ha_publish_carried_over_pure_client,
+        test_ha_publish_carried_owner_lost,
         test_ha_rebuild_figure, /* by name only: a figure, not a test of the suite */
     };
     const char *only = argc > 1 ? argv[1] : NULL;

@@ -98,6 +98,22 @@ START_TEST(test_fault_parse)
     ck_assert(mc_fault_lose(&f, MC_FAULT_LOSE_DROP));
     ck_assert(!mc_fault_lose(&f, MC_FAULT_LOSE_DROP));
     ck_assert(!mc_fault_lose(&f, MC_FAULT_LOSE__KINDS));
+    ck_assert_int_eq(mc_fault_parse(&f, "publish_nomem=1"), 0);
+    ck_assert(mc_fault_lose(&f, MC_FAULT_NOMEM_PUBLISH));
+    ck_assert(!mc_fault_lose(&f, MC_FAULT_NOMEM_PUBLISH));
+    /* every PUBLISH until the agent followed N more masters */
+    ck_assert_int_eq(mc_fault_parse(&f, "publish_lose_masters=x"), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_fault_parse(&f, "publish_lose_masters=60001"), MC_ERR_INVALID);
+    ck_assert_int_eq(mc_fault_parse(&f, "publish_lose_masters=2"), 0);
+    for (int i = 0; i < 100; i++)
+        ck_assert(mc_fault_lose(&f, MC_FAULT_LOSE_PUBLISH));
+    ck_assert(!mc_fault_lose(&f, MC_FAULT_LOSE_DROP));
+    mc_fault_master_changed(&f);
+    ck_assert(mc_fault_lose(&f, MC_FAULT_LOSE_PUBLISH));
+    mc_fault_master_changed(&f);
+    ck_assert(!mc_fault_lose(&f, MC_FAULT_LOSE_PUBLISH));
+    mc_fault_master_changed(&f); /* stays at 0 */
+    ck_assert(!mc_fault_lose(&f, MC_FAULT_LOSE_PUBLISH));
 }
 END_TEST
 

@@ -56,6 +56,50 @@ START_TEST(test_resend_backoff_and_give_up)
 }
 END_TEST
 
+/* After a master change: every item is due at once, its backoff starts over, its give-up
+ * (from its first try) stays; a busy one is left to its try's end. */
+START_TEST(test_resend_hurry)
+{
+    struct mc_resend q;
+    struct mc_resend_item *a, *b, *c;
+    uint64_t now = 1000;
+
+    mc_resend_init(&q, 8, 100, 1600, 20000);
+    a = mc_resend_new(&q, &q, 1, 0, 0, "a", 1, NULL, now);
+    b = mc_resend_new(&q, &q, 2, 0, 0, "b", 1, NULL, now);
+    c = mc_resend_new(&q, &q, 3, 0, 0, "c", 1, NULL, now);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_nonnull(c);
+    /* a and b fail often: long waits; c stays busy */
+    for (int k = 0; k < 4; k++) {
+        ck_assert(mc_resend_failed(&q, a, now));
+        ck_assert(mc_resend_failed(&q, b, now));
+        now += 2000;
+        ck_assert_ptr_nonnull(mc_resend_next(&q, now));
+        ck_assert_ptr_nonnull(mc_resend_next(&q, now));
+    }
+    now = 1000 + 4 * 2000 + 10;
+    ck_assert(mc_resend_failed(&q, a, now));
+    ck_assert(mc_resend_failed(&q, b, now));
+    ck_assert_ptr_null(mc_resend_next(&q, now + 1));
+    mc_resend_hurry(&q, now + 1);
+    ck_assert_uint_eq(c->tries, 0);
+    ck_assert_ptr_eq(mc_resend_next(&q, now + 1), a); /* in order of making */
+    ck_assert_ptr_eq(mc_resend_next(&q, now + 1), b);
+    ck_assert_ptr_null(mc_resend_next(&q, now + 1)); /* c is busy */
+    ck_assert_uint_eq(a->tries, 1);
+    /* the backoff starts over: 100 ms */
+    ck_assert(mc_resend_failed(&q, a, now + 1));
+    ck_assert_ptr_null(mc_resend_next(&q, now + 100));
+    ck_assert_ptr_eq(mc_resend_next(&q, now + 101), a);
+    /* the give-up still counts from the first try: 20000 ms after 1000 */
+    ck_assert(!mc_resend_failed(&q, a, 21000));
+    ck_assert_uint_eq(q.n, 2);
+    mc_resend_clear(&q);
+}
+END_TEST
+
 START_TEST(test_resend_full_order_continue_clear)
 {
     struct mc_resend q;
@@ -151,6 +195,7 @@ int main(void)
 
     tcase_add_test(tc, test_resend_backoff_and_give_up);
     tcase_add_test(tc, test_resend_full_order_continue_clear);
+    tcase_add_test(tc, test_resend_hurry);
     tcase_add_test(tc, test_resend_large_burst_drains_fast);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);

@@ -340,6 +340,42 @@ START_TEST(test_restore_into_known_segment_brings_back_nothing)
 }
 END_TEST
 
+/* A late restore (a PUBLISH carried over a change of master, MC_MASTER_RESTORE_LATE): into a
+ * segment whose report is over, taken only while the master recovers; its flag is not
+ * stored; a plain report there is refused as before, and the flag refuses nothing else. */
+START_TEST(test_restore_late_only_while_recovering)
+{
+    struct mc_master *m = t_master();
+    uint32_t n = t_node(m, "n1", "d1");
+    uint32_t seg = t_seg(m, n, 4 * MiB); /* not RESTORING: its report is over */
+    struct mc_master_restore_req r = t_req("late", seg, 0, 64 * KiB, 7);
+    struct mc_master_get_result res;
+
+    r.flags = MC_MASTER_RESTORE_LATE;
+    ck_assert_int_eq(mc_master_restore(m, &r), MC_ERR_CANCELED); /* not recovering */
+    ck_assert_int_eq(t_exist(m, "late"), 0);
+    mc_master_recovering_set(m, true);
+    r.flags = 0;
+    ck_assert_int_eq(mc_master_restore(m, &r), MC_ERR_CANCELED); /* not late */
+    r.flags = MC_MASTER_RESTORE_LATE | MC_MASTER_PUT_PIN_SOFT;
+    ck_assert_int_eq(mc_master_restore(m, &r), 0);
+    ck_assert_int_eq(t_exist(m, "late"), 1);
+    ck_assert_int_eq(t_get(m, "late", &res), 0);
+    ck_assert_uint_eq(res.version, 7);
+    ck_assert_uint_eq(res.flags, MC_MASTER_PUT_PIN_SOFT); /* LATE not stored */
+    ck_assert_uint_eq(t_release(m, "late", &res), 1);
+    /* a repeat is one more report of the same replica: 0, nothing added */
+    ck_assert_int_eq(mc_master_restore(m, &r), 0);
+    ck_assert_uint_eq(t_stats(m).objects, 1);
+    /* the window over: refused again */
+    mc_master_recovering_set(m, false);
+    r = t_req("late2", seg, 1 * MiB, 64 * KiB, 8);
+    r.flags = MC_MASTER_RESTORE_LATE;
+    ck_assert_int_eq(mc_master_restore(m, &r), MC_ERR_CANCELED);
+    mc_master_destroy(m);
+}
+END_TEST
+
 /* Many holdings in ascending order: the rebuild of a segment, claims O(1) each. */
 START_TEST(test_restore_many_in_order)
 {
@@ -380,6 +416,7 @@ int main(void)
     tcase_add_test(tc, test_restoring_segment_takes_no_new_data);
     tcase_add_test(tc, test_restoring_window_ends_by_itself);
     tcase_add_test(tc, test_restore_into_known_segment_brings_back_nothing);
+    tcase_add_test(tc, test_restore_late_only_while_recovering);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

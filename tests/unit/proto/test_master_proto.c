@@ -126,7 +126,7 @@ START_TEST(test_proto_hello_round_trip)
 {
     struct mc_proto_hello_req q = {{(const uint8_t *)"s3cret", 6},
                                    {(const uint8_t *)"node-a", 6},
-                                   {(const uint8_t *)"rack1", 5}, 0};
+                                   {(const uint8_t *)"rack1", 5}, 0, 0};
     struct mc_proto_hello_req dq;
     struct mc_proto_hello_rep p = {0, 7, 10000, 9000, 0, 0}, dp;
     size_t len;
@@ -157,7 +157,28 @@ START_TEST(test_proto_hello_round_trip)
      * message, so decode + encode gives back the same bytes (found by fuzz_master_proto) */
     memset(t_buf + len - 8, 0, 8);
     ck_assert_int_eq(mc_proto_hello_req_decode(t_buf, len, &dq), MC_ERR_PROTO);
-    q.incarnation = 0;
+    /* flags ("carrying" PUBLISHes over a master change), after the incarnation, sent only
+     * when not 0, and only with an incarnation */
+    q.incarnation = 5;
+    ck_assert_int_eq(mc_proto_hello_req_encode(&q, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(mc_proto_hello_req_decode(t_buf, len, &dq), 0);
+    ck_assert_uint_eq(dq.flags, 0);
+    q.flags = MC_PROTO_HELLO_F_CARRYING;
+    ck_assert_int_eq(mc_proto_hello_req_encode(&q, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_uint_eq(len, 4 + 0 + 4 + 6 + 4 + 0 + 8 + 4);
+    ck_assert_int_eq(mc_proto_hello_req_decode(t_buf, len, &dq), 0);
+    ck_assert_uint_eq(dq.incarnation, 5);
+    ck_assert_uint_eq(dq.flags, MC_PROTO_HELLO_F_CARRYING);
+    memset(t_buf + len - 4, 0, 4); /* there, but 0: one encoding per message */
+    ck_assert_int_eq(mc_proto_hello_req_decode(t_buf, len, &dq), MC_ERR_PROTO);
+    t_buf[len - 4] = 0x80; /* an unknown flag */
+    ck_assert_int_eq(mc_proto_hello_req_decode(t_buf, len, &dq), MC_ERR_PROTO);
+    q.flags = 0x80;
+    ck_assert_int_eq(mc_proto_hello_req_encode(&q, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
+    q.flags = MC_PROTO_HELLO_F_CARRYING;
+    q.incarnation = 0; /* flags without an incarnation cannot be told apart from one */
+    ck_assert_int_eq(mc_proto_hello_req_encode(&q, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
+    q.flags = 0;
 
     ck_assert_int_eq(mc_proto_hello_rep_encode(&p, t_buf, sizeof(t_buf), &len), 0);
     ck_assert_uint_eq(len, 24);
@@ -259,6 +280,10 @@ START_TEST(test_proto_heartbeat_round_trip)
     ck_assert_int_eq(mc_proto_heartbeat_req_decode(t_buf, len, &dq), 0);
     ck_assert_uint_eq(dq.node, 9);
     ck_assert_uint_eq(dq.flags, MC_PROTO_HEARTBEAT_F_LEAVE);
+    q.flags = MC_PROTO_HEARTBEAT_F_CARRYING;
+    ck_assert_int_eq(mc_proto_heartbeat_req_encode(&q, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(mc_proto_heartbeat_req_decode(t_buf, len, &dq), 0);
+    ck_assert_uint_eq(dq.flags, MC_PROTO_HEARTBEAT_F_CARRYING);
     ck_assert_int_eq(mc_proto_status_rep_encode(&p, t_buf, sizeof(t_buf), &len), 0);
     ck_assert_uint_eq(len, 4);
     ck_assert_mem_eq(t_buf, "\x15\xfc\xff\xff", 4); /* -1003, little-endian two's complement */
@@ -969,7 +994,9 @@ START_TEST(test_proto_enum_and_flag_bounds)
     /* heartbeat flags */
     v[0] = 1, v[1] = MC_PROTO_HEARTBEAT_F_LEAVE;
     T_ACCEPT(MC_WIRE_HEARTBEAT, t_buf, t_raw_u32s(2, v), d);
-    v[1] = 2;
+    v[1] = MC_PROTO_HEARTBEAT_F_CARRYING;
+    T_ACCEPT(MC_WIRE_HEARTBEAT, t_buf, t_raw_u32s(2, v), d);
+    v[1] = 4;
     T_REFUSE(MC_WIRE_HEARTBEAT, t_buf, t_raw_u32s(2, v), d);
     v[0] = MC_MASTER_NODE_NONE, v[1] = 0;
     T_REFUSE(MC_WIRE_HEARTBEAT, t_buf, t_raw_u32s(2, v), d);
@@ -1345,7 +1372,7 @@ START_TEST(test_proto_encoders_refuse_invalid)
 
     /* each encoder refuses what its decoder would refuse, and leaves *len_p alone */
     m->hello_req =
-        (struct mc_proto_hello_req){{NULL, 0}, {(const uint8_t *)"a b", 3}, {NULL, 0}, 0};
+        (struct mc_proto_hello_req){{NULL, 0}, {(const uint8_t *)"a b", 3}, {NULL, 0}, 0, 0};
     ck_assert_int_eq(t_encode(MC_WIRE_HELLO, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);
     m->hello_req.name = (struct mc_proto_bytes){big, MC_PROTO_NAME_MAX + 1};
     ck_assert_int_eq(t_encode(MC_WIRE_HELLO, m, t_buf, sizeof(t_buf), &len), MC_ERR_INVALID);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/proto/hold_proto.h"
+#include "daemon/proto/master_proto.h"
 #include "daemon/proto/peer_proto.h"
 #include "mc/mc_status.h"
 
@@ -201,6 +203,56 @@ static int write_corpus(const char *dir)
     return 0;
 }
 
+/* A PUBLISH's item results go back in a results reply, which carries statuses only: the
+ * index's 1 ("already knew better") goes as MC_ERR_EXISTS and is settled at the writer;
+ * sent as 1, the reply could not be encoded and the writer got no answer (review M0). */
+START_TEST(test_publish_results_round_trip)
+{
+    int raw[4] = {0, 1, MC_ERR_BUSY, MC_ERR_NOT_FOUND}, wire[4], back[4];
+    struct mc_proto_batch_rep rep = {.n = 4}, drep;
+    uint8_t buf[256];
+    size_t len;
+
+    ck_assert_int_eq(mc_proto_results_rep_encode(&rep, raw, buf, sizeof(buf), &len),
+                     MC_ERR_INVALID);
+    for (int i = 0; i < 4; i++)
+        wire[i] = mc_proto_publish_result_wire(raw[i]);
+    ck_assert_int_eq(mc_proto_results_rep_encode(&rep, wire, buf, sizeof(buf), &len), 0);
+    ck_assert_int_eq(mc_proto_results_rep_decode(buf, len, 4, &drep, back), 0);
+    ck_assert_uint_eq(drep.n, 4);
+    ck_assert(mc_proto_publish_result_settled(back[0]));
+    ck_assert_int_eq(back[1], MC_ERR_EXISTS);
+    ck_assert(mc_proto_publish_result_settled(back[1]));
+    ck_assert_int_eq(back[2], MC_ERR_BUSY);
+    ck_assert(!mc_proto_publish_result_settled(back[2])); /* tried again */
+    ck_assert(!mc_proto_publish_result_settled(back[3]));
+}
+END_TEST
+
+/* The reign a PUBLISH item was made in (m_epoch, m_incarnation) survives the round trip. */
+START_TEST(test_publish_item_reign_round_trip)
+{
+    struct mc_proto_publish_item it = {
+        .m_epoch = 77, .m_incarnation = UINT64_C(0xfedcba9876543210), .seg = 3, .flags = 0,
+        .offset = 4096, .alloc_len = 8192, .size = 8000, .version = 99, .ttl_ms = 5000,
+        .key = {(const uint8_t *)"k1", 2}};
+    struct mc_proto_publish_item d[2];
+    uint8_t buf[512];
+    uint32_t n = 0;
+    size_t len;
+
+    ck_assert_int_eq(mc_proto_publish_req_encode(1, &it, buf, sizeof(buf), &len), 0);
+    ck_assert_int_eq(mc_proto_publish_req_decode(buf, len, 2, &n, d), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(d[0].m_epoch, 77);
+    ck_assert_uint_eq(d[0].m_incarnation, UINT64_C(0xfedcba9876543210));
+    ck_assert_uint_eq(d[0].seg, 3);
+    ck_assert_uint_eq(d[0].version, 99);
+    ck_assert_uint_eq(d[0].ttl_ms, 5000);
+    ck_assert_mem_eq(d[0].key.p, "k1", 2);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     Suite *s = suite_create("peer_proto");
@@ -215,6 +267,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_peer_write_hdr_bounds);
     tcase_add_test(tc, test_peer_read_req_round_trip_and_refusals);
     tcase_add_test(tc, test_peer_read_batch_round_trip_and_refusals);
+    tcase_add_test(tc, test_publish_results_round_trip);
+    tcase_add_test(tc, test_publish_item_reign_round_trip);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
