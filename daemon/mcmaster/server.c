@@ -1130,6 +1130,10 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
         mc_info("standing for leader of cluster %s in etcd at %s as %s", cfg->cluster_id,
                 cfg->etcd, adv);
     }
+    /* listening: /ready says so before the ready file is written (main.c), so that whoever
+     * saw the file never sees 503 (peers wait in the backlog until the loop runs) */
+    if (s->metrics != NULL)
+        mc_metrics_set_ready(s->metrics, true);
     *s_p = s;
     return 0;
 
@@ -1437,10 +1441,8 @@ int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
 {
     uint64_t drain_end;
 
-    if (s->metrics != NULL) {
+    if (s->metrics != NULL)
         metrics_publish(s);
-        mc_metrics_set_ready(s->metrics, true); /* the ready file is written: we serve */
-    }
     while (!s->stopping) {
         struct pollfd pfd[5] = {
             {.fd = s->signal_fd, .events = POLLIN},
