@@ -250,8 +250,11 @@ int main(int argc, char **argv)
     if (rc == MC_CONFIG_EXIT) {
         rc = 0;
     } else if (rc != 0) {
-        fprintf(stderr, "mc-agent: %s\n", err);
-        usage(stderr);
+        /* a setting's complaint alone, last on stderr (what a launcher shows of the log),
+         * not drowned in the whole usage */
+        fprintf(stderr, "mc-agent: %s\n(mc-agent --help lists the options; docs/config.md "
+                        "every setting)\n",
+                err);
         rc = 2;
     } else if (n > 1) {
         fprintf(stderr, "mc-agent: unexpected argument '%s'\n", args[1]);
