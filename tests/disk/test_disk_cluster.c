@@ -444,7 +444,7 @@ START_TEST(test_disk_cluster_peer_reads_capped)
     const char *kp[N];
     void *bufs[N];
     size_t caps[N], lens[N];
-    int results[N], rc;
+    int results[N], rc, extra_keys = 0;
 
     memset(&a, 0, sizeof(a));
     memset(&c, 0, sizeof(c));
@@ -467,7 +467,9 @@ START_TEST(test_disk_cluster_peer_reads_capped)
             ck_assert_int_eq(mc_stat(cc, keys[i], &info), 0);
             if (MC_OBJ_DISK_REPLICAS(info.flags) == info.replicas)
                 break;
-            put_range(ca, "capx", more * 16, more * 16 + 16, len);
+            /* fresh keys each time, across every i (a key put again is EXISTS) */
+            put_range(ca, "capx", extra_keys, extra_keys + 16, len);
+            extra_keys += 16;
             disk_settle(a.sock);
         }
         ck_assert_msg(MC_OBJ_DISK_REPLICAS(info.flags) == info.replicas,
