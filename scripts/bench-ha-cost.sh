@@ -30,18 +30,8 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-cport=$(free_port)
-pport=$(free_port)
-"$etcd_bin" --name e0 --data-dir "$dir/e0" --listen-client-urls "http://127.0.0.1:$cport" \
-    --advertise-client-urls "http://127.0.0.1:$cport" --listen-peer-urls "http://127.0.0.1:$pport" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-    --initial-cluster "e0=http://127.0.0.1:$pport" --log-level warn >"$dir/etcd.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 50); do
-    curl -s -m 1 -X POST -d '{}' "http://127.0.0.1:$cport/v3/maintenance/status" >/dev/null 2>&1 && break
-    sleep 0.1
-done
+. "$top/scripts/lib-etcd.sh"
+mc_etcd_start "$dir" || exit 1
 if [ "${MC_BENCH_BUSY:-0}" = 1 ]; then
     command -v stress-ng >/dev/null || { echo "bench-ha-cost: no stress-ng" >&2; exit 77; }
     stress-ng --cpu 2 --timeout 3600s >/dev/null 2>&1 &
@@ -53,7 +43,7 @@ fi
 
 run() { # run KIND N: one bench run, its JSON line into $dir/KIND.N
     local args=(--seconds "$secs")
-    [ "$1" = with ] && args+=(--etcd "http://127.0.0.1:$cport")
+    [ "$1" = with ] && args+=(--etcd "$etcd_url")
     "$bench" "${args[@]}" 2>"$dir/$1.$2.err" | grep '^{' >"$dir/$1.$2" ||
         { echo "bench-ha-cost: master-rpc-bench failed ($1, pair $2):" >&2
           tail -5 "$dir/$1.$2.err" >&2; exit 1; }

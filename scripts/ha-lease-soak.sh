@@ -27,20 +27,12 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-cport=$(free_port)
-pport=$(free_port)
-"$etcd_bin" --name e0 --data-dir "$dir/e0" --listen-client-urls "http://127.0.0.1:$cport" \
-    --advertise-client-urls "http://127.0.0.1:$cport" --listen-peer-urls "http://127.0.0.1:$pport" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-    --initial-cluster "e0=http://127.0.0.1:$pport" --heartbeat-interval 50 \
-    --election-timeout 500 --log-level warn >"$dir/etcd.log" 2>&1 &
-pids+=($!)
-sleep 2
+. "$top/scripts/lib-etcd.sh"
+mc_etcd_start "$dir" --heartbeat-interval 50 --election-timeout 500 || exit 1
 export MC_CLUSTER_TOKEN=lease-soak
 masters=()
 for i in 0 1 2; do
-    "$master" --listen 127.0.0.1:0 --etcd "http://127.0.0.1:$cport" --cluster-id soak \
+    "$master" --listen 127.0.0.1:0 --etcd "$etcd_url" --cluster-id soak \
         --set "etcd_ttl_ms=$ttl" >"$dir/m$i.log" 2>&1 &
     masters+=($!)
 done
