@@ -49,6 +49,7 @@ struct agent_disk {
     uint64_t erase_seq;        /* erases started so far: the last one's number */
     struct dk_barrier *barriers; /* answers waiting for erases to be durable */
     uint64_t peer_reads;       /* agent_disk_read_image's under way (disk_peer_reads) */
+    uint64_t promo_reads;      /* promotions' reads under way (the master caps those) */
     uint64_t peer_reads_max;   /* ... the most at once (a high-water mark) */
     struct dk_read *local_reads; /* GETs of ours under way (their deadlines) */
     struct ml_req *parked;     /* standalone: PUT_STARTs waiting for offloads to make room */
@@ -494,7 +495,9 @@ static void read_done(struct mc_disk_op *op, int res)
     struct dk_read *r = (struct dk_read *)op;
     struct agent_disk *k = r->k;
 
-    if (r->rdone != NULL) {
+    if (r->promo) {
+        k->promo_reads--;
+    } else if (r->rdone != NULL) {
         k->peer_reads--;
     } else {
         if (r->lprev != NULL)
@@ -630,15 +633,9 @@ void agent_disk_tick(struct mc_agent *a, uint64_t now)
     }
 }
 
-static int read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
-                      uint64_t len, bool promo, agent_disk_read_fn done, void *ctx);
-
-int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
-                          uint64_t len, agent_disk_read_fn done, void *ctx)
-{
-    return read_image(a, offset, version, dst, len, false, done, ctx);
-}
-
+/* Start reading the image of our record (offset, version) into dst (len bytes: the object
+ * with its trailer); done(ctx, status) at the final end. The caller counted the read (in
+ * peer_reads or promo_reads, by promo) and uncounts it when this fails. */
 static int read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
                       uint64_t len, bool promo, agent_disk_read_fn done, void *ctx)
 {
@@ -647,16 +644,10 @@ static int read_image(struct mc_agent *a, uint64_t offset, uint64_t version, voi
     struct dk_read *r;
     int err;
 
-    if (k == NULL || !mc_holdidx_find(a->disk_seg->held, offset, &e) || e.version != version)
+    if (!mc_holdidx_find(a->disk_seg->held, offset, &e) || e.version != version)
         return MC_ERR_NOT_FOUND;
     if (len != mc_shm_alloc_len(e.size, (e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0))
         return MC_ERR_INVALID;
-    /* bounded: each holds the object's bytes, and a slow disk must not let peers pile up
-     * reads without end */
-    if (!promo && k->peer_reads >= a->cfg.disk_peer_reads) { /* promotions: the master's cap */
-        k->st.peer_reads_busy++;
-        return MC_ERR_BUSY;
-    }
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         return MC_ERR_NOMEM;
@@ -672,13 +663,31 @@ static int read_image(struct mc_agent *a, uint64_t offset, uint64_t version, voi
     r->op.done = read_done;
     r->off = offset;
     r->version = version;
+    err = read_go(r);
+    if (err != 0)
+        free(r);
+    return err;
+}
+
+int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
+                          uint64_t len, agent_disk_read_fn done, void *ctx)
+{
+    struct agent_disk *k = a->disk;
+    int err;
+
+    if (k == NULL)
+        return MC_ERR_NOT_FOUND;
+    /* bounded: each holds the object's bytes, and a slow disk must not let peers pile up
+     * reads without end (promotions are capped by the master, and counted apart) */
+    if (k->peer_reads >= a->cfg.disk_peer_reads) {
+        k->st.peer_reads_busy++;
+        return MC_ERR_BUSY;
+    }
     if (++k->peer_reads > k->peer_reads_max)
         k->peer_reads_max = k->peer_reads;
-    err = read_go(r);
-    if (err != 0) {
+    err = read_image(a, offset, version, dst, len, false, done, ctx);
+    if (err != 0)
         k->peer_reads--;
-        free(r);
-    }
     return err;
 }
 
@@ -759,10 +768,13 @@ int agent_disk_promote(struct mc_agent *a, const struct agent_disk_promote *p,
                                       .version = e.version, .flags = e.flags,
                                       .ttl_ms = e.ttl_ms != 0 ? e.ttl_ms - now : 0};
     /* straight into the block: it is no version's until the master hears our answer */
+    a->disk->promo_reads++;
     err = read_image(a, p->src_offset, p->version, dst->base + p->dst_offset, len, true,
                      promo_read, pr);
-    if (err != 0)
+    if (err != 0) {
+        a->disk->promo_reads--;
         free(pr);
+    }
     return err;
 }
 
@@ -1120,6 +1132,7 @@ json_t *agent_disk_stats_json(struct mc_agent *a)
     json_object_set_new(o, "erases", json_integer((json_int_t)k->st.erases));
     json_object_set_new(o, "peer_reads", json_integer((json_int_t)k->peer_reads));
     json_object_set_new(o, "peer_reads_max", json_integer((json_int_t)k->peer_reads_max));
+    json_object_set_new(o, "promotion_reads", json_integer((json_int_t)k->promo_reads));
     json_object_set_new(o, "read_timeouts", json_integer((json_int_t)k->st.read_timeouts));
     json_object_set_new(o, "put_waits", json_integer((json_int_t)k->st.put_waits));
     json_object_set_new(o, "peer_reads_busy", json_integer((json_int_t)k->st.peer_reads_busy));
