@@ -26,6 +26,10 @@
 # (mc-bench --trace of `scripts/gen-trace.py --requests MC_BENCH_TRACE_REQS --seed 1`, 64 KiB
 # blocks) with DRAM only (MC_BENCH_TRACE_DRAM, 48M), with DRAM plus a disk of 4x its size,
 # each against the offline LRU of the same capacity that mc-bench computes.
+# The gets run once per client count in MC_BENCH_AGENT_CLIENTS ("1 2"): one client waits for
+# its whole batch before the next, leaving the disk idle between batches where fio keeps
+# its queue full; two clients keep a batch in flight while the other is copied out, the
+# device's queue still bounded by disk_depth (fio's depth) as before.
 # MC_BENCH_BUSY=1 runs all of it beside `stress-ng --cpu 2`. MC_BENCH_PART=store|agent runs
 # one part only.
 set -euo pipefail
@@ -157,10 +161,10 @@ stop_agent() {
 }
 
 echo
-echo "# through mc-agent: --dram $dram, a disk file in $dir; mc-bench gets (batch 32, 1 client)"
-echo "# of objects put beforehand (nearly all on disk) against fio on the same file"
-printf '%-8s %6s %9s %10s %10s %10s %6s %10s\n' size keys fio_depth staging fio_GB/s get_GB/s ratio \
-    disk_hits
+echo "# through mc-agent: --dram $dram, a disk file in $dir; mc-bench gets (batch 32, CLIENTS"
+echo "# clients) of objects put beforehand (nearly all on disk) against fio on the same file"
+printf '%-8s %7s %6s %9s %10s %10s %10s %6s %10s\n' size clients keys fio_depth staging fio_GB/s \
+    get_GB/s ratio disk_hits
 for size in 256K 16M; do
     sz=$(to_bytes "$size")
     keys=$((abytes / sz))
@@ -176,36 +180,45 @@ for size in 256K 16M; do
     start_agent bench "$dram" --disk "$dfile" --disk-size "$dsize" --set disk_depth="$sdepth" \
         --set disk_chunk="$chunk" --set landing="$land"
     # mc-bench's prefill (untimed) puts every key first: all but the last few go to disk
-    runs=()
-    for _ in $(seq "$reps"); do
-        fio_kb=$(fio --name=ref --filename="$dfile" --rw=randread --bs="$sz" \
-            --iodepth="$depth" --direct=1 --ioengine=io_uring --runtime="$secs" \
-            --time_based --offset=4096 --size="$abytes" --output-format=terse \
-            2>/dev/null | awk -F';' '{print $7}')
-        # a failed item (a timeout on a host too busy) is reported, the figure still printed
-        out=$("$mcb" --socket "$run/bench.sock" --op get --size "$sz" --batch 32 --clients 1 \
-            --seconds "$secs" --keys "$keys" 2>"$run/get.err" | tail -n 1) ||
-            sed 's/^/bench-disk: /' "$run/get.err" >&2
-        runs+=("$fio_kb $out")
-    done
-    hits=$("$builddir/libmc/mcctl" --socket "$run/bench.sock" stats |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["disk"]["disk_hits"])')
-    stop_agent
-    rm -f "$dfile"
-    python3 - "$size" "$keys" "$depth" "$hits" "$sdepth x $((chunk / 1024))K" "${runs[@]}" <<'PY'
+    for clients in ${MC_BENCH_AGENT_CLIENTS:-1 2}; do
+        if [ "$keys" -lt $((32 * clients)) ]; then
+            echo "$size: $clients clients need $((32 * clients)) keys, $keys fit (MC_BENCH_AGENT_BYTES)"
+            continue
+        fi
+        runs=()
+        hits0=$("$builddir/libmc/mcctl" --socket "$run/bench.sock" stats |
+            python3 -c 'import json,sys; print(json.load(sys.stdin)["disk"]["disk_hits"])')
+        for _ in $(seq "$reps"); do
+            fio_kb=$(fio --name=ref --filename="$dfile" --rw=randread --bs="$sz" \
+                --iodepth="$depth" --direct=1 --ioengine=io_uring --runtime="$secs" \
+                --time_based --offset=4096 --size="$abytes" --output-format=terse \
+                2>/dev/null | awk -F';' '{print $7}')
+            # a failed item (a timeout on a host too busy) is reported, the figure still printed
+            out=$("$mcb" --socket "$run/bench.sock" --op get --size "$sz" --batch 32 \
+                --clients "$clients" --seconds "$secs" --keys "$keys" 2>"$run/get.err" |
+                tail -n 1) || sed 's/^/bench-disk: /' "$run/get.err" >&2
+            runs+=("$fio_kb $out")
+        done
+        hits=$("$builddir/libmc/mcctl" --socket "$run/bench.sock" stats |
+            python3 -c 'import json,sys; print(json.load(sys.stdin)["disk"]["disk_hits"])')
+        python3 - "$size" "$clients" "$keys" "$depth" "$((hits - hits0))" \
+            "$sdepth x $((chunk / 1024))K" "${runs[@]}" <<'PY'
 import json, statistics, sys
-size, keys, depth, hits, staging = sys.argv[1:6]
+size, clients, keys, depth, hits, staging = sys.argv[1:7]
 fio, get, ratio = [], [], []
-for run in sys.argv[6:]:
+for run in sys.argv[7:]:
     kb, out = run.split(" ", 1)
     r = json.loads(out)
     f = int(kb) * 1024 / 1e9
     fio.append(f)
     get.append(r["gb_per_s"])
     ratio.append(r["gb_per_s"] / f if f > 0 else 0)
-print("%-8s %6s %9s %10s %10.3f %10.3f %6.2f %10s" % (size, keys, depth, staging,
+print("%-8s %7s %6s %9s %10s %10.3f %10.3f %6.2f %10s" % (size, clients, keys, depth, staging,
       statistics.median(fio), statistics.median(get), statistics.median(ratio), hits))
 PY
+    done
+    stop_agent
+    rm -f "$dfile"
 done
 
 # --- the trace: DRAM only, DRAM + 4x disk, each against the offline LRU of its capacity ---
