@@ -228,6 +228,7 @@ static void on_tick(struct mc_loop_ev *ev, int res, uint32_t flags)
     (void)flags;
     a->mode->tick(a);
     agent_disk_tick(a, now);
+    put_parked_retry(a, 0); /* their deadlines are put_granted's to check */
     clients_tick(&a->cs, now);
     for (c = a->cs.list; c != NULL; c = c->next) {
         if (c->state != CL_ACTIVE)
@@ -641,6 +642,7 @@ void mc_agent_destroy(struct mc_agent *a)
     clients_close_all(&a->cs);
     /* transfers and master calls under way end now (their callbacks see closing clients),
      * before the clients they hold go; answers waiting for disk erases too */
+    put_parked_retry(a, MC_ERR_CANCELED);
     agent_disk_cancel_waiters(a);
     if (a->mode != NULL)
         a->mode->leave(a);

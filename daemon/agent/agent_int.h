@@ -81,6 +81,7 @@ struct mc_agent {
     uint64_t drain_deadline_ms;
     bool stopping;
     bool dev_polling;         /* a put waits on a device copy: poll, do not sleep (put.c) */
+    struct ml_req *put_parked; /* PUT_STARTs waiting for offloads to make room (put.c) */
     int exit_status;          /* what mc_agent_run returns: 0, or why it had to stop */
     uint64_t last_active_ns;
     struct mc_clients cs;
@@ -94,6 +95,7 @@ struct mc_agent {
     struct stats {
         uint64_t ops, puts, gets, hits, bytes_in;
         uint64_t puts_refused, puts_idle_revoked;
+        uint64_t put_waits;   /* tries of puts parked for room (put_parked) */
         uint64_t delayed_answers;
         uint64_t corrupt_reads, checksum_retries;
         uint64_t dev_copies, dev_copy_errors; /* slices copied from clients' device buffers */

@@ -52,6 +52,9 @@
     X(PUTS_IDLE_REVOKED, "mcstore_agent_puts_idle_revoked_total", COUNTER, NULL,               \
       "Started puts revoked after put_idle_ms with no data from their client.", NULL,         \
       "puts_idle_revoked")                                                                     \
+    X(PUT_WAITS, "mcstore_agent_put_waits_total", COUNTER, NULL,                               \
+      "Tries of puts that waited for room: the master had none, but offloads to a disk "      \
+      "were under way (docs/disk.md, Back-pressure).", NULL, "put_waits")                     \
     X(VIOLATIONS, "mcstore_agent_protocol_violations_total", COUNTER, NULL,                    \
       "Invalid submissions from clients.", NULL, NULL)                                        \
     X(DELAYED, "mcstore_agent_test_delayed_answers_total", COUNTER, NULL,                     \

@@ -19,6 +19,7 @@
 #include "daemon/agent/disk_fmt.h"
 #include "daemon/agent/holdidx.h"
 #include "daemon/agent/mlink.h"
+#include "daemon/agent/put.h"
 #include "daemon/agent/seg_disk.h"
 #include "daemon/common/log.h"
 #include "shm/checksum.h"
@@ -35,7 +36,6 @@ struct dk_write;
 struct dk_barrier;
 struct dk_read;
 
-static void parked_retry(struct mc_agent *a, int res);
 
 struct agent_disk {
     struct mc_agent *a;
@@ -52,7 +52,6 @@ struct agent_disk {
     uint64_t promo_reads;      /* promotions' reads under way (the master caps those) */
     uint64_t peer_reads_max;   /* ... the most at once (a high-water mark) */
     struct dk_read *local_reads; /* GETs of ours under way (their deadlines) */
-    struct ml_req *parked;     /* standalone: PUT_STARTs waiting for offloads to make room */
     uint64_t writing;          /* offload writes accepted and not ended (fault seam included) */
     struct dk_write *waiting;  /* writes waiting for an erase of an extent they overlap */
     struct agent_disk_stats st;
@@ -334,7 +333,6 @@ void agent_disk_cancel_waiters(struct mc_agent *a)
 
     if (k != NULL)
         k->stopping = true;
-    parked_retry(a, MC_ERR_CANCELED);
     while (k != NULL && k->barriers != NULL) {
         struct dk_barrier *b = k->barriers;
 
@@ -623,7 +621,6 @@ void agent_disk_tick(struct mc_agent *a, uint64_t now)
 
     if (k == NULL || k->closing)
         return;
-    parked_retry(a, 0); /* their deadlines are put_granted's to check */
     for (struct dk_read *r = k->local_reads; r != NULL; r = r->lnext) {
         if (r->answered || r->deadline_ms == 0 || now < r->deadline_ms)
             continue;
@@ -924,47 +921,6 @@ bool agent_disk_turn(struct mc_agent *a)
     return mc_disk_reap(k->d) > 0;
 }
 
-/* --- standalone: puts waiting for room ---------------------------------------------------------- */
-
-bool agent_disk_put_may_wait(const struct mc_agent *a)
-{
-    const struct agent_disk *k = a->disk;
-
-    return k != NULL && a->master != NULL && !k->closing &&
-           (k->writing > 0 || mc_master_copies_pending(a->master));
-}
-
-void agent_disk_put_wait(struct mc_agent *a, struct ml_req *r)
-{
-    a->disk->st.put_waits++;
-    r->next = a->disk->parked;
-    a->disk->parked = r;
-}
-
-/* The parked PUT_STARTs ask the master again (each may park again: the list is taken
- * first). res CANCELED: the agent stops (their puts end so). */
-static void parked_retry(struct mc_agent *a, int res)
-{
-    struct ml_req *r = a->disk != NULL ? a->disk->parked : NULL;
-
-    if (r == NULL)
-        return;
-    a->disk->parked = NULL;
-    while (r != NULL) {
-        struct ml_req *next = r->next;
-
-        r->next = NULL;
-        if (res != 0) {
-            r->res = res;
-            ml_req_end(a->ml, r);
-        } else {
-            r->res = 0;
-            ml_submit(a->ml, r);
-        }
-        r = next;
-    }
-}
-
 /* --- standalone: the in-process master's copies ------------------------------------------------ */
 
 struct local_copy {
@@ -985,7 +941,7 @@ static void local_copy_done(void *ctx, int status)
             (void)mc_master_fence_ack(m, lc->dst_seg, lc->dst_alloc, lc->id);
     }
     if (m != NULL && !lc->a->disk->closing)
-        parked_retry(lc->a, 0); /* a DRAM block may be free now */
+        put_parked_retry(lc->a, 0); /* a DRAM block may be free now */
     free(lc);
 }
 
@@ -1134,7 +1090,7 @@ json_t *agent_disk_stats_json(struct mc_agent *a)
     json_object_set_new(o, "peer_reads_max", json_integer((json_int_t)k->peer_reads_max));
     json_object_set_new(o, "promotion_reads", json_integer((json_int_t)k->promo_reads));
     json_object_set_new(o, "read_timeouts", json_integer((json_int_t)k->st.read_timeouts));
-    json_object_set_new(o, "put_waits", json_integer((json_int_t)k->st.put_waits));
+    json_object_set_new(o, "put_waits", json_integer((json_int_t)a->st.put_waits));
     json_object_set_new(o, "peer_reads_busy", json_integer((json_int_t)k->st.peer_reads_busy));
     json_object_set_new(o, "pending", json_integer((json_int_t)mc_disk_pending(k->d)));
     return o;

@@ -41,7 +41,6 @@ struct agent_disk_stats {
     uint64_t promotions;      /* records read back into a DRAM block of ours (disk_promote) */
     uint64_t peer_reads_busy; /* peers' reads refused MC_ERR_BUSY (disk_peer_reads): the
                                  owner queues them (owner.c) */
-    uint64_t put_waits;       /* standalone: tries of puts parked for room (offloads) */
     uint64_t read_timeouts;   /* reads answered MC_ERR_TIMEOUT at their deadline, the I/O
                                  still under way (GETs here; peers' reads: owner.c) */
 };
@@ -61,14 +60,6 @@ bool agent_disk_turn(struct mc_agent *a);
 /* On the tick: GETs of our disk records past their deadline are answered MC_ERR_TIMEOUT
  * (the read goes on; its landing block is freed when it ends). */
 void agent_disk_tick(struct mc_agent *a, uint64_t now);
-/* Standalone: a put the master answered MC_ERR_NO_SPACE while its DRAM waits for offload
- * copies may wait for them (may_wait), bounded by its deadline: its PUT_START request is
- * parked (put_wait) and submitted again when a copy ends or on the tick; the put checks
- * its deadline each time (put.c). Parked requests of an agent that stops end
- * MC_ERR_CANCELED (agent_disk_cancel_waiters). */
-struct ml_req;
-bool agent_disk_put_may_wait(const struct mc_agent *a);
-void agent_disk_put_wait(struct mc_agent *a, struct ml_req *r);
 /* Standalone, on the tick: run the copies the in-process master made. */
 void agent_disk_local_copies(struct mc_agent *a);
 /* The master freed the block at `offset` of our disk segment that held `version` (0: any):

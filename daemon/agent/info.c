@@ -92,6 +92,7 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
                         json_integer((json_int_t)a->st.puts_refused));
     json_object_set_new(o, "puts_idle_revoked",
                         json_integer((json_int_t)a->st.puts_idle_revoked));
+    json_object_set_new(o, "put_waits", json_integer((json_int_t)a->st.put_waits));
     json_object_set_new(o, "puts_revoked", json_integer((json_int_t)ms->puts_revoked));
     json_object_set_new(o, "stale_freed_by_fence",
                         json_integer((json_int_t)ms->stale_freed_by_fence));
@@ -353,6 +354,7 @@ void agent_metrics_publish(struct mc_agent *a)
     mset(a, AM_ARENAS_REFUSED, a->cs.st.arenas_refused);
     mset(a, AM_PUTS_REFUSED_OPEN, a->st.puts_refused);
     mset(a, AM_PUTS_IDLE_REVOKED, a->st.puts_idle_revoked);
+    mset(a, AM_PUT_WAITS, a->st.put_waits);
     mset(a, AM_VIOLATIONS, a->cs.st.violations);
     mset(a, AM_DELAYED, a->st.delayed_answers);
     mset(a, AM_HUGEPAGES, agent_huge(a));

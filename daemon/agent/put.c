@@ -20,6 +20,8 @@
 #include "daemon/agent/client.h"
 #include "daemon/agent/fault.h"
 #include "daemon/agent/holdidx.h"
+#include "daemon/agent/mlink.h"
+#include "daemon/proto/master_proto.h"
 #include "daemon/common/log.h"
 
 /* Pipelining: the image's leading chunks that are copied (and summed) go out while the
@@ -323,13 +325,18 @@ static void put_granted(void *ctx, struct ml_req *r)
     uint32_t h = (uint32_t)(p - c->puts);
     int err = r->res;
 
-    /* standalone with a disk: no room only because the DRAM waits for its offloads to
-     * finish -- room comes as they do; the put waits for it within its deadline instead
-     * of failing at once (docs/disk.md, "Back-pressure") */
-    if (err == MC_ERR_NO_SPACE && c->state == CL_ACTIVE && mc_agent_now_ms() < p->deadline_ms &&
-        agent_disk_put_may_wait(a)) {
-        agent_disk_put_wait(a, r);
-        return; /* put_granted runs again with the master's next answer */
+    /* no room only because DRAM waits for offloads to a disk to finish: room comes as they
+     * do; the put waits for it within its deadline instead of failing at once (put.h) */
+    if (err == MC_ERR_NO_SPACE && a->master != NULL && mc_master_offloads_open(a->master))
+        err = MC_PROTO_NO_SPACE_YET; /* standalone: the in-process master, the same rule */
+    if (err == MC_PROTO_NO_SPACE_YET) {
+        if (c->state == CL_ACTIVE && !a->stopping && mc_agent_now_ms() < p->deadline_ms) {
+            a->st.put_waits++;
+            r->next = a->put_parked;
+            a->put_parked = r;
+            return; /* put_granted runs again with the master's next answer */
+        }
+        err = MC_ERR_NO_SPACE;
     }
 
     /* the master takes us for no live writer: it declared us dead and our heartbeat has
@@ -365,6 +372,27 @@ static void put_granted(void *ctx, struct ml_req *r)
         client_cqe_post(c, &e);
     }
     client_put(c);
+}
+
+void put_parked_retry(struct mc_agent *a, int res)
+{
+    struct ml_req *r = a->put_parked;
+
+    /* the list is taken first: each may park again */
+    a->put_parked = NULL;
+    while (r != NULL) {
+        struct ml_req *next = r->next;
+
+        r->next = NULL;
+        if (res != 0) {
+            r->res = res;
+            ml_req_end(a->ml, r);
+        } else {
+            r->res = 0;
+            ml_submit(a->ml, r);
+        }
+        r = next;
+    }
 }
 
 /* PUT and PUT_START: ask the master for the replicas; the op goes on in put_granted. */

@@ -138,5 +138,13 @@ void put_end_due(void *ctx);
 
 /* The image cache's buffers go (agent exit). */
 void put_images_release(struct mc_agent *a);
+/* A put the master found no room for while offload copies to a disk are under way (mc-master
+ * answers MC_PROTO_NO_SPACE_YET; a standalone agent asks its master the same question,
+ * mc_master_offloads_open) waits for the room their ends free, within its deadline: its
+ * PUT_START is parked and submitted again by put_parked_retry(a, 0), on every tick and when
+ * a local copy ends; the put checks its deadline each time (past it: MC_ERR_NO_SPACE, room
+ * could not be made). An error ends every parked request with it (the agent stops:
+ * MC_ERR_CANCELED). docs/disk.md, "Back-pressure". */
+void put_parked_retry(struct mc_agent *a, int res);
 
 #endif /* MC_AGENT_PUT_H */

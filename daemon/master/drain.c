@@ -565,6 +565,11 @@ bool mc_master_copies_pending(const struct mc_master *m)
     return m->drain->queued > 0;
 }
 
+bool mc_master_offloads_open(const struct mc_master *m)
+{
+    return m->drain->offload_open > 0;
+}
+
 void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)
 {
     struct mc_drain *d = m->drain;

@@ -259,6 +259,9 @@ struct mc_master_copy {
 size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, size_t max);
 /* Whether copies_take would hand out any (O(1): for a front end that polls). */
 bool mc_master_copies_pending(const struct mc_master *m);
+/* Whether offload copies (DRAM to a disk) are queued or under way: their ends free DRAM
+ * blocks, so a put answered MC_ERR_NO_SPACE now may find room soon (O(1)). */
+bool mc_master_offloads_open(const struct mc_master *m);
 /* The owner's answer to copy `id` (or the call's failure). On 0 the target becomes a replica
  * of the version when that is still the readable one and still holds the source replica,
  * else its block is freed (the write is over). On failure the target is fenced at its owner

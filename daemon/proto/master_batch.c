@@ -113,7 +113,7 @@ int mc_proto_put_start_rep_encode(const struct mc_proto_batch_rep *m, const int 
     for (uint32_t i = 0; i < m->n; i++) {
         const struct mc_master_put_grant *g = &grants[i];
 
-        if (!mc_proto_status_is_valid(results[i], false))
+        if (results[i] != MC_PROTO_NO_SPACE_YET && !mc_proto_status_is_valid(results[i], false))
             return MC_ERR_INVALID;
         mc_wire_put_u32(&w, u32_from_i32(results[i]));
         if (results[i] != 0)
@@ -140,7 +140,10 @@ int mc_proto_put_start_rep_decode(const void *buf, size_t len, size_t cap,
             struct mc_master_put_grant *g = &grants[i];
 
             memset(g, 0, sizeof(*g));
-            results[i] = get_status(&r, false);
+            results[i] = i32_from_u32(mc_wire_get_u32(&r));
+            if (results[i] != MC_PROTO_NO_SPACE_YET &&
+                !mc_proto_status_is_valid(results[i], false))
+                fail(&r);
             if (r.bad || results[i] != 0)
                 continue;
             g->version = mc_wire_get_u64(&r);
@@ -421,7 +424,10 @@ int mc_proto_get_rep_decode(const void *buf, size_t len, size_t cap,
             struct mc_master_get_result *g = &res[i];
 
             memset(g, 0, sizeof(*g));
-            results[i] = get_status(&r, false);
+            results[i] = i32_from_u32(mc_wire_get_u32(&r));
+            if (results[i] != MC_PROTO_NO_SPACE_YET &&
+                !mc_proto_status_is_valid(results[i], false))
+                fail(&r);
             if (r.bad || results[i] != 0)
                 continue;
             g->version = mc_wire_get_u64(&r);

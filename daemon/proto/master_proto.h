@@ -307,8 +307,15 @@ int mc_proto_put_start_req_encode(const struct mc_proto_put_start_req *m,
 int mc_proto_put_start_req_decode(const void *buf, size_t len, size_t cap,
                                   struct mc_proto_put_start_req *m_p,
                                   struct mc_master_put_req *items);
+/* A PUT_START_BATCH_REPLY item status that never reaches a client: no room now, but the
+ * master has offload copies under way whose end frees DRAM (docs/disk.md, "Back-pressure").
+ * The writer's agent asks again within the put's deadline, and past it answers
+ * MC_ERR_NO_SPACE. */
+#define MC_PROTO_NO_SPACE_YET (-1090)
+
 /* PUT_START_BATCH_REPLY: results[i] 0 (grants[i] holds 1..MC_MASTER_MAX_REPLICAS replicas,
- * kinds in range, len > 0) or a known MC_ERR_* (grants[i] is not sent; decoding zeroes it). */
+ * kinds in range, len > 0), a known MC_ERR_* or MC_PROTO_NO_SPACE_YET (grants[i] is not
+ * sent; decoding zeroes it). */
 int mc_proto_put_start_rep_encode(const struct mc_proto_batch_rep *m, const int *results,
                                   const struct mc_master_put_grant *grants, void *buf,
                                   size_t cap, size_t *len_p);

@@ -58,7 +58,8 @@
     X(PUT_START_BATCH, put_start, 7, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,          \
       "u32 writer, u32 n, n * {blob key (1..512), u64 size, u64 alloc_len, u32 replicas, "         \
       "u32 flags, u64 ttl_ms, u32 preferred}",                                                     \
-      "i32 status [u32 n, n * {i32 status [u64 version, u32 nrep, nrep * replica]}]")              \
+      "i32 status [u32 n, n * {i32 status (or -1090, MC_PROTO_NO_SPACE_YET) [u64 version, "     \
+      "u32 nrep, nrep * replica]}]")                                                              \
     X(PUT_END_BATCH, put_end, 9, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,              \
       "u32 node, u32 n, n * {blob key, u64 version}", "i32 status [u32 n, n * i32 status]")        \
     X(PUT_REVOKE_BATCH, put_revoke, 11, MC_RPC_TO_MASTER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,       \

@@ -572,6 +572,59 @@ START_TEST(test_disk_cluster_slow_peer_read_times_out)
 }
 END_TEST
 
+/*
+ * Back-pressure in a cluster (docs/disk.md): an owner with 16 MiB of DRAM and a slow disk
+ * (each offload write starts 100 ms late) under a writer that outruns it, the writer a
+ * --dram 0 node without a disk. The DRAM fills with objects waiting for their copies; then
+ * mc-master answers a PUT_START "no room yet" (offloads are under way) and the writer's
+ * agent asks again within the put's deadline instead of failing it. Every plain put, never
+ * retried by the test, succeeds; the writer counted puts that waited; every object reads
+ * back exactly. Without it, puts failed at once with MC_ERR_NO_SPACE.
+ */
+START_TEST(test_disk_cluster_put_waits_for_offload)
+{
+    struct t_fc fc;
+    struct t_proc a, c;
+    char path[300];
+    const char *slow[] = {"--disk", path, "--disk-size", "128M", "--test-fault",
+                          "disk_write_delay_ms=100", NULL};
+    mc_client_t *cc;
+    const size_t len = 64 * KIB;
+    const int n = 768; /* 48 MiB through 16 MiB of DRAM */
+    uint8_t *buf = malloc(len);
+    json_t *j;
+
+    ck_assert_ptr_nonnull(buf);
+    memset(&a, 0, sizeof(a));
+    memset(&c, 0, sizeof(c));
+    t_fc_init(&fc, "disk_cluster_put_waits", TTL_MS);
+    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
+    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", slow);
+    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
+    t_fc_agent_wait(&a);
+    t_fc_agent_wait(&c);
+    cc = t_fc_conn(&c);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        int err;
+
+        snprintf(key, sizeof(key), "pw/%d", i);
+        t_fill(buf, len, (uint64_t)i * 104729u + len);
+        err = mc_put(cc, key, buf, len, NULL);
+        ck_assert_msg(err == 0, "put %s: %s", key, mc_strerror(err));
+    }
+    j = t_fc_stats(c.sock);
+    ck_assert_int_gt(json_integer_value(json_object_get(j, "put_waits")), 0);
+    json_decref(j);
+    disk_settle(a.sock);
+    ck_assert_int_eq(get_range(cc, "pw", 0, n, len), n);
+    free(buf);
+    mc_close(cc);
+    t_fc_finish(&fc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("disk_cluster");
@@ -585,6 +638,7 @@ int main(void)
     tcase_add_test(tc, test_disk_cluster_removed_stays_removed);
     tcase_add_test(tc, test_disk_cluster_peer_reads_capped);
     tcase_add_test(tc, test_disk_cluster_slow_peer_read_times_out);
+    tcase_add_test(tc, test_disk_cluster_put_waits_for_offload);
     suite_add_tcase(s, tc);
     t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);

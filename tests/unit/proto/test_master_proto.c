@@ -344,6 +344,19 @@ START_TEST(test_proto_put_start_round_trip)
     ck_assert_mem_eq(d->grants[0].rep, m->grants[0].rep, 2 * sizeof(struct mc_master_replica));
     ck_assert_uint_eq(d->grants[1].nrep, 0);
 
+    /* "no room yet" (offloads under way) is an item status of this reply alone: it passes
+     * here, and a results reply (PUT_END's) refuses it as any unknown status */
+    m->results[2] = MC_PROTO_NO_SPACE_YET;
+    ck_assert_int_eq(t_encode(MC_WIRE_PUT_START_BATCH_REPLY, m, t_buf, sizeof(t_buf), &len), 0);
+    ck_assert_int_eq(t_decode(MC_WIRE_PUT_START_BATCH_REPLY, t_buf, len, 3, d), 0);
+    ck_assert_int_eq(d->results[2], MC_PROTO_NO_SPACE_YET);
+    ck_assert_uint_eq(d->grants[2].nrep, 0);
+    ck_assert_int_eq(t_encode(MC_WIRE_PUT_END_BATCH_REPLY, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+    m->results[2] = MC_PROTO_NO_SPACE_YET - 1; /* any other code stays refused */
+    ck_assert_int_eq(t_encode(MC_WIRE_PUT_START_BATCH_REPLY, m, t_buf, sizeof(t_buf), &len),
+                     MC_ERR_INVALID);
+
     /* a failed call carries no items */
     m->batch_rep = (struct mc_proto_batch_rep){MC_ERR_UNAVAILABLE, 0, 0};
     ck_assert_int_eq(t_encode(MC_WIRE_PUT_START_BATCH_REPLY, m, t_buf, sizeof(t_buf), &len), 0);
