@@ -20,7 +20,8 @@
 #
 # Then through the agent (docs/disk.md): a standalone mc-agent with a small DRAM pool
 # (MC_BENCH_DRAM, 64M) and a disk file in DIR; mc-bench puts objects of 256 KiB and 16 MiB
-# worth MC_BENCH_AGENT_BYTES (768M: nearly all of them end on disk), then times batch gets
+# worth MC_BENCH_AGENT_BYTES (1152M: nearly all of them end on disk; 72 of 16 MiB, two
+# clients' batches), then times batch gets
 # of 32 (mc-bench --op get: every read a disk hit but the few still in DRAM), alternating
 # with fio on that very file at the same block size and queue depth; and a trace replay
 # (mc-bench --trace of `scripts/gen-trace.py --requests MC_BENCH_TRACE_REQS --seed 1`, 64 KiB
@@ -135,7 +136,7 @@ fi # part store
 agent_bin=$builddir/daemon/agent/mc-agent
 mcb=$builddir/tests/bench/mc-bench
 dram=${MC_BENCH_DRAM:-64M}
-abytes=$(to_bytes "${MC_BENCH_AGENT_BYTES:-768M}")
+abytes=$(to_bytes "${MC_BENCH_AGENT_BYTES:-1152M}")
 
 # start_agent SOCKNAME DRAM [ARGS...]: a standalone agent, waited for
 start_agent() {
@@ -171,12 +172,15 @@ for size in 256K 16M; do
     dfile=$(mktemp "$dir/mc-bench-agent-disk.XXXXXX")
     rm -f "$dfile"
     dsize=$((abytes + abytes / 4 + 64 * 1048576))
-    # the store's staging as in the first part: chunks up to 4 MiB within $staging bytes
+    # the agent reads a record's whole blocks straight into its landing block (staging only
+    # for a header and a last partial block), so it keeps fio's depth at every size:
+    # disk_depth I/Os in flight, chunks of up to 4 MiB for what does go through staging
     chunk=$((sz < 4194304 ? sz : 4194304))
-    sdepth=$((staging / chunk))
-    [ "$sdepth" -le "$depth" ] || sdepth=$depth
-    # the landing segment takes a batch of 32 objects at once
-    land=$((32 * sz + 64 * 1048576))
+    sdepth=$depth
+    # the landing segment takes a batch of 32 objects per client at once
+    maxc=1
+    for cl in ${MC_BENCH_AGENT_CLIENTS:-1 2}; do [ "$cl" -le "$maxc" ] || maxc=$cl; done
+    land=$((maxc * 32 * sz + 64 * 1048576))
     start_agent bench "$dram" --disk "$dfile" --disk-size "$dsize" --set disk_depth="$sdepth" \
         --set disk_chunk="$chunk" --set landing="$land"
     # mc-bench's prefill (untimed) puts every key first: all but the last few go to disk
