@@ -327,8 +327,6 @@ static void put_granted(void *ctx, struct ml_req *r)
 
     /* no room only because DRAM waits for offloads to a disk to finish: room comes as they
      * do; the put waits for it within its deadline instead of failing at once (put.h) */
-    if (err == MC_ERR_NO_SPACE && a->master != NULL && mc_master_offloads_open(a->master))
-        err = MC_PROTO_NO_SPACE_YET; /* standalone: the in-process master, the same rule */
     if (err == MC_PROTO_NO_SPACE_YET) {
         if (c->state == CL_ACTIVE && !a->stopping && mc_agent_now_ms() < p->deadline_ms) {
             a->st.put_waits++;
@@ -376,22 +374,36 @@ static void put_granted(void *ctx, struct ml_req *r)
 
 void put_parked_retry(struct mc_agent *a, int res)
 {
-    struct ml_req *r = a->put_parked;
+    struct ml_req *r = a->put_parked, *fifo = NULL;
+    uint64_t now = mc_agent_now_ms();
 
-    /* the list is taken first: each may park again */
+    /* the list is taken first (each may park again), oldest first: it was pushed LIFO */
     a->put_parked = NULL;
     while (r != NULL) {
         struct ml_req *next = r->next;
 
-        r->next = NULL;
-        if (res != 0) {
-            r->res = res;
-            ml_req_end(a->ml, r);
-        } else {
-            r->res = 0;
-            ml_submit(a->ml, r);
-        }
+        r->next = fifo;
+        fifo = r;
         r = next;
+    }
+    for (r = fifo; r != NULL; r = fifo) {
+        const struct put *p = r->ctx;
+
+        fifo = r->next;
+        r->next = NULL;
+        /* a put whose deadline comes before the next tick's try ends now, so that its
+         * client hears MC_ERR_NO_SPACE before it gives up on its own (MC_ERR_TIMEOUT);
+         * one whose client left asks the master for nothing more */
+        if (res == 0 && p->c->state != CL_ACTIVE)
+            r->res = MC_ERR_CANCELED;
+        else if (res == 0 && now + a->cfg.master.tick_ms >= p->deadline_ms)
+            r->res = MC_ERR_NO_SPACE;
+        else
+            r->res = res;
+        if (r->res != 0)
+            ml_req_end(a->ml, r);
+        else
+            ml_submit(a->ml, r);
     }
 }
 

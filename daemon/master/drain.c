@@ -70,6 +70,7 @@ struct mc_drain {
     uint32_t offload_open; /* offload copies QUEUED or SENT */
     uint32_t promote_open; /* promotions QUEUED or SENT */
     uint32_t queued;       /* copies QUEUED (of both kinds) */
+    uint64_t kept;         /* evictions that found their block staying for its offload */
 };
 
 
@@ -441,7 +442,15 @@ static bool offload_victim(struct mc_master *m, struct seg *s, struct ver *v, ui
 
 bool mc_drain_offload(struct mc_master *m, struct seg *s, struct ver *v, uint32_t now)
 {
-    return offload_victim(m, s, v, now);
+    bool keep = offload_victim(m, s, v, now);
+
+    m->drain->kept += keep;
+    return keep;
+}
+
+uint64_t mc_drain_kept(const struct mc_drain *d)
+{
+    return d->kept;
 }
 
 /* --- promotion: a disk hit copied back into DRAM on the disk's node --------------------------- */
@@ -563,11 +572,6 @@ size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, si
 bool mc_master_copies_pending(const struct mc_master *m)
 {
     return m->drain->queued > 0;
-}
-
-bool mc_master_offloads_open(const struct mc_master *m)
-{
-    return m->drain->offload_open > 0;
 }
 
 void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)

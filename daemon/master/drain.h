@@ -26,6 +26,9 @@ void mc_drain_tick(struct mc_master *m);
 struct seg;
 struct ver;
 bool mc_drain_offload(struct mc_master *m, struct seg *s, struct ver *v, uint32_t now);
+/* How many times mc_drain_offload kept a block (for its offload copy, queued then or before,
+ * or its failed copy's fence): a put whose eviction moved it found room that will come. */
+uint64_t mc_drain_kept(const struct mc_drain *d);
 /* A GET was granted on v, o's readable version: with disk_promote on and v on disk only, a
  * copy back into DRAM on the disk's node is queued (bounded; docs/disk.md, Promotion). */
 struct obj;

@@ -313,7 +313,11 @@ size_t mc_master_put_start_batch(struct mc_master *m, size_t n,
     size_t i, ok = 0;
 
     for (i = 0; i < n; i++) {
+        uint64_t kept = mc_drain_kept(m->drain);
+
         results[i] = mc_master_put_start(m, &reqs[i], &grants[i]);
+        if (results[i] == MC_ERR_NO_SPACE && mc_drain_kept(m->drain) != kept)
+            results[i] = MC_MASTER_NO_SPACE_YET;
         ok += results[i] == 0;
     }
     return ok;

@@ -259,9 +259,6 @@ struct mc_master_copy {
 size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, size_t max);
 /* Whether copies_take would hand out any (O(1): for a front end that polls). */
 bool mc_master_copies_pending(const struct mc_master *m);
-/* Whether offload copies (DRAM to a disk) are queued or under way: their ends free DRAM
- * blocks, so a put answered MC_ERR_NO_SPACE now may find room soon (O(1)). */
-bool mc_master_offloads_open(const struct mc_master *m);
 /* The owner's answer to copy `id` (or the call's failure). On 0 the target becomes a replica
  * of the version when that is still the readable one and still holds the source replica,
  * else its block is freed (the write is over). On failure the target is fenced at its owner
@@ -365,6 +362,13 @@ void mc_master_recovering_set(struct mc_master *m, bool on);
  * it was not restoring), MC_ERR_NOT_FOUND. */
 int mc_master_restore_done(struct mc_master *m, uint32_t seg);
 
+/* An item status of mc_master_put_start_batch that never reaches a client: no room now,
+ * but the put's eviction met blocks that stay only until their offload copies to a disk
+ * end (docs/disk.md, "Back-pressure"): the writer may ask again within its deadline. */
+#define MC_MASTER_NO_SPACE_YET (-1090)
+
+/* mc_master_put_start per item; an item refused MC_ERR_NO_SPACE whose eviction met blocks
+ * waiting for their offload is MC_MASTER_NO_SPACE_YET instead. Returns the items granted. */
 size_t mc_master_put_start_batch(struct mc_master *m, size_t n,
                                  const struct mc_master_put_req reqs[],
                                  struct mc_master_put_grant grants[], int results[]);

@@ -453,15 +453,7 @@ static int h_put_start(struct mc_mcmaster_server *s, struct peer *p, const void 
     x = (struct mc_master_req){.op = MC_MASTER_OP_PUT_START, .node = p->node, .n = req.n,
                                .results = s->results, .in.put = s->puts,
                                .out.grant = s->grants};
-    (void)mc_master_exec(s->m, &x);
-    /* no room, but DRAM waits for offloads to a disk: the writer asks again within the
-     * put's deadline instead of failing it (docs/disk.md, "Back-pressure") */
-    if (mc_master_offloads_open(s->m)) {
-        for (uint32_t i = 0; i < req.n; i++) {
-            if (s->results[i] == MC_ERR_NO_SPACE)
-                s->results[i] = MC_PROTO_NO_SPACE_YET;
-        }
-    }
+    (void)mc_master_exec(s->m, &x); /* an item may be MC_PROTO_NO_SPACE_YET (put.h) */
     rep.n = req.n;
     return mc_proto_put_start_rep_encode(&rep, s->results, s->grants, s->out, sizeof(s->out),
                                          out_len);

@@ -424,10 +424,7 @@ int mc_proto_get_rep_decode(const void *buf, size_t len, size_t cap,
             struct mc_master_get_result *g = &res[i];
 
             memset(g, 0, sizeof(*g));
-            results[i] = i32_from_u32(mc_wire_get_u32(&r));
-            if (results[i] != MC_PROTO_NO_SPACE_YET &&
-                !mc_proto_status_is_valid(results[i], false))
-                fail(&r);
+            results[i] = get_status(&r, false);
             if (r.bad || results[i] != 0)
                 continue;
             g->version = mc_wire_get_u64(&r);

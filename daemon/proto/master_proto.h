@@ -311,7 +311,7 @@ int mc_proto_put_start_req_decode(const void *buf, size_t len, size_t cap,
  * master has offload copies under way whose end frees DRAM (docs/disk.md, "Back-pressure").
  * The writer's agent asks again within the put's deadline, and past it answers
  * MC_ERR_NO_SPACE. */
-#define MC_PROTO_NO_SPACE_YET (-1090)
+#define MC_PROTO_NO_SPACE_YET MC_MASTER_NO_SPACE_YET
 
 /* PUT_START_BATCH_REPLY: results[i] 0 (grants[i] holds 1..MC_MASTER_MAX_REPLICAS replicas,
  * kinds in range, len > 0), a known MC_ERR_* or MC_PROTO_NO_SPACE_YET (grants[i] is not

@@ -621,6 +621,43 @@ START_TEST(test_promote_bounded_and_off_by_default)
 END_TEST
 
 
+/* The batch entry point tells "no room until the offloads end" (MC_MASTER_NO_SPACE_YET) from
+ * a refusal that waiting cannot cure: a DRAM full of objects on their way to disk answers
+ * YET, and room comes once the copies are answered; a put of more replicas than nodes in
+ * the same state is plain MC_ERR_NO_SPACE; so is a full DRAM on a node without a disk. */
+START_TEST(test_offload_put_batch_no_space_yet)
+{
+    struct t_node t = t_one(1 * MiB, 64 * MiB);
+    struct t_node nd = t_one(1 * MiB, 0);
+    struct mc_master_put_req r = {.key = "yet", .key_len = 3, .size = 600 * KiB,
+                                  .replicas = 1, .writer = t.node,
+                                  .preferred = MC_MASTER_NODE_NONE};
+    struct mc_master_put_grant g;
+    int res;
+
+    t_put_n(t.m, t.node, "a", 600 * KiB); /* DRAM holds it; the next put must evict it */
+    ck_assert_uint_eq(mc_master_put_start_batch(t.m, 1, &r, &g, &res), 0);
+    ck_assert_int_eq(res, MC_MASTER_NO_SPACE_YET); /* "a" stays until its copy is done */
+    r.replicas = 2; /* one node: never, whatever the offloads do */
+    r.key = "two";
+    ck_assert_uint_eq(mc_master_put_start_batch(t.m, 1, &r, &g, &res), 0);
+    ck_assert_int_eq(res, MC_ERR_NO_SPACE);
+    ck_assert_uint_gt(t_copies_done(t.m, 0), 0);
+    r.replicas = 1;
+    r.key = "yet";
+    ck_assert_uint_eq(mc_master_put_start_batch(t.m, 1, &r, &g, &res), 1);
+    ck_assert_int_eq(res, 0);
+
+    /* without a disk the victim is dropped: room at once, never YET */
+    r.writer = nd.node;
+    t_put_n(nd.m, nd.node, "a", 600 * KiB);
+    ck_assert_uint_eq(mc_master_put_start_batch(nd.m, 1, &r, &g, &res), 1);
+    ck_assert_int_eq(res, 0);
+    mc_master_destroy(t.m);
+    mc_master_destroy(nd.m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("offload");
@@ -639,6 +676,7 @@ int main(void)
     tcase_add_test(tc, test_promote_queues_one_copy_to_dram);
     tcase_add_test(tc, test_promote_removed_or_replaced_meanwhile);
     tcase_add_test(tc, test_promote_bounded_and_off_by_default);
+    tcase_add_test(tc, test_offload_put_batch_no_space_yet);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

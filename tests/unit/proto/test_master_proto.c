@@ -353,7 +353,16 @@ START_TEST(test_proto_put_start_round_trip)
     ck_assert_uint_eq(d->grants[2].nrep, 0);
     ck_assert_int_eq(t_encode(MC_WIRE_PUT_END_BATCH_REPLY, m, t_buf, sizeof(t_buf), &len),
                      MC_ERR_INVALID);
-    m->results[2] = MC_PROTO_NO_SPACE_YET - 1; /* any other code stays refused */
+    /* the decoder: any other unknown code in its place is refused (item 2's status is
+     * the reply's last 4 bytes) */
+    ck_assert_int_eq(t_encode(MC_WIRE_PUT_START_BATCH_REPLY, m, t_buf, sizeof(t_buf), &len), 0);
+    {
+        int32_t bad = MC_PROTO_NO_SPACE_YET - 1;
+
+        memcpy(t_buf + len - 4, &bad, 4); /* little-endian host, as the wire */
+    }
+    ck_assert_int_eq(t_decode(MC_WIRE_PUT_START_BATCH_REPLY, t_buf, len, 3, d), MC_ERR_PROTO);
+    m->results[2] = MC_PROTO_NO_SPACE_YET - 1; /* and the encoder */
     ck_assert_int_eq(t_encode(MC_WIRE_PUT_START_BATCH_REPLY, m, t_buf, sizeof(t_buf), &len),
                      MC_ERR_INVALID);
 
@@ -426,6 +435,17 @@ START_TEST(test_proto_get_round_trip)
     g->rep[0] = (struct mc_master_replica){5, 6, 7, MC_SEG_DRAM, 64, 0x1040, (1 << 20) + 64};
     g->lease = (struct mc_master_lease){3, 99, 123456};
     ck_assert_int_eq(t_encode(MC_WIRE_GET_BATCH_REPLY, m, t_buf, sizeof(t_buf), &len), 0);
+    {
+        /* "no room yet" is PUT_START's alone: in a GET reply (item 0's status at byte 8)
+         * it is refused like any unknown code, never handed to a client */
+        uint8_t saved[4];
+        int32_t yet = MC_PROTO_NO_SPACE_YET;
+
+        memcpy(saved, t_buf + 8, 4);
+        memcpy(t_buf + 8, &yet, 4);
+        ck_assert_int_eq(t_decode(MC_WIRE_GET_BATCH_REPLY, t_buf, len, 2, d), MC_ERR_PROTO);
+        memcpy(t_buf + 8, saved, 4);
+    }
     ck_assert_int_eq(t_decode(MC_WIRE_GET_BATCH_REPLY, t_buf, len, 2, d), 0);
     ck_assert_int_eq(d->results[0], MC_ERR_NOT_FOUND);
     ck_assert_int_eq(d->results[1], 0);
