@@ -67,15 +67,20 @@ void mc_diskdrops_send(struct mc_diskdrops *d, struct mc_master *m, uint64_t now
     size_t n, i;
 
     while ((n = mc_master_drops_take(m, d->taken, MC_DISKDROPS_BATCH)) > 0) {
+        size_t k = 0;
+
         for (i = 0; i < n; i++) {
             const struct mc_master_drop *t = &d->taken[i];
 
-            d->items[i] = (struct mc_proto_drop_item){
+            /* a disk block of a version removed while a reader held it (or while its
+             * offload copy was written) is remembered from then on, and sent once freed */
+            if (!mc_dropmemo_note(d->memo, t, d->is_disk(d->ctx, t->seg)))
+                continue;
+            d->items[k++] = (struct mc_proto_drop_item){
                 .seg = t->seg, .offset = t->offset, .version = t->version};
-            if (d->is_disk(d->ctx, t->seg))
-                mc_dropmemo_add(d->memo, t->version);
         }
-        mc_dropq_send(d->q, d->items, n, now_ms);
+        if (k > 0)
+            mc_dropq_send(d->q, d->items, k, now_ms);
     }
     mc_dropq_tick(d->q, now_ms);
 }

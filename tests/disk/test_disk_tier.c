@@ -419,6 +419,147 @@ START_TEST(test_disk_removed_stays_removed_after_kill)
 }
 END_TEST
 
+/* Pins keys prefix/0..n-1 (all present): one pin. */
+static mc_pin_t pin_range(mc_client_t *c, const char *prefix, int n)
+{
+    char keys[64][64];
+    const char *kp[64];
+    mc_pin_t pin = 0;
+
+    ck_assert_int_le(n, 64);
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "%s/%d", prefix, i);
+        kp[i] = keys[i];
+    }
+    ck_assert_int_eq(mc_prefix_pin(c, (size_t)n, kp, &pin), n);
+    return pin;
+}
+
+/*
+ * Hole D1 of docs/disk.md: a remove (or a replacing put) of a disk object that a reader
+ * holds (a pin here; a lease is the same to the master) only unpublishes the version: its
+ * space is freed and erased when the pin ends, after the answer. A kill -9 before then must
+ * not bring the object back: its record is marked removed before the answer (the marks
+ * start 2 s late: --test-fault disk_delay_ms). Without the mark the restart's scan found
+ * the records and the embedded master published them again.
+ *   pr/N  on disk, pinned, removed: NOT_FOUND after the restart;
+ *   pq/N  on disk, pinned, replaced (the new versions pushed to disk too): the new bytes.
+ */
+START_TEST(test_disk_removed_while_pinned_stays_removed_after_kill)
+{
+    const char *slow[] = {"--test-fault", "disk_delay_ms=2000", NULL};
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    const size_t len = 64 * KIB;
+    const int n = 8;
+    const uint64_t old = 1000, new = 5000;
+    json_t *st;
+
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "128M", slow);
+    c = t_connect(&a);
+    batch_put_seeded(c, "pr", n, len, old);
+    batch_put_seeded(c, "pq", n, len, old);
+    put_range(c, "fill", 0, 384, len); /* 24 MiB more through 16 MiB: the above go to disk */
+    disk_settle(c);
+    assert_on_disk(c, "pr", n);
+    assert_on_disk(c, "pq", n);
+    (void)pin_range(c, "pr", n); /* held until the kill */
+    (void)pin_range(c, "pq", n);
+
+    batch_put_seeded(c, "pq", n, len, new);
+    put_range(c, "fill2", 0, 384, len); /* the new versions of pq/N go to disk */
+    disk_settle(c);
+    assert_on_disk(c, "pq", n);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+
+        snprintf(key, sizeof(key), "pr/%d", i);
+        ck_assert_int_eq(mc_remove(c, key), 0);
+    }
+    /* the answers waited for the marks: each pinned disk record (both sets) is marked */
+    st = stats(c);
+    ck_assert_int_ge(disk_stat(st, "removed_marks"), 2 * n);
+    json_decref(st);
+    t_agent_kill(&a); /* the pins still held: nothing was freed, nothing erased */
+    mc_close(c);
+    t_agent_rmdir(&a);
+
+    start(&a, "16M", &f, "128M", NULL);
+    c = t_connect(&a);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+
+        snprintf(key, sizeof(key), "pr/%d", i);
+        ck_assert_msg(get_seeded(c, key, len, old + (uint64_t)i, old + (uint64_t)i) == 0,
+                      "%s was removed while pinned, and came back after the restart", key);
+        snprintf(key, sizeof(key), "pq/%d", i);
+        ck_assert_msg(get_seeded(c, key, len, new + (uint64_t)i, old + (uint64_t)i) == 1,
+                      "%s: not the bytes of its last put after the restart", key);
+    }
+    t_client_and_agent_stop(&a, &c);
+    dfile_remove(&f);
+}
+END_TEST
+
+/*
+ * Hole D5 of docs/disk.md: an object removed while its offload copy is still being written
+ * (each write starts 1.5 s late: --test-fault disk_write_delay_ms). The copy's record is
+ * committed after the remove; the erase of it the master then asks for starts 3 s late
+ * (disk_delay_ms). The agent is killed 2.5 s after the remove's answer: without the fix
+ * the answer came at once, the record was committed and not yet erased, and the restart
+ * published the removed objects again. With it the answer waits until each such record,
+ * once written, is marked removed (here about 4 s: the client's deadline is raised). Low
+ * watermarks make the tick copy the oldest objects (rc/N first) while the DRAM has room,
+ * so no put waits for those copies.
+ */
+START_TEST(test_disk_removed_while_offloading_stays_removed_after_kill)
+{
+    const char *slow[] = {"--test-fault", "disk_write_delay_ms=1500", "--test-fault",
+                          "disk_delay_ms=3000", "--set", "high_watermark=0.5", "--set",
+                          "low_watermark=0.3", NULL};
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    const size_t len = 64 * KIB;
+    const int n = 16;
+    const uint64_t old = 1000;
+    uint64_t removed = 0;
+    json_t *st;
+
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "128M", slow);
+    setenv("MC_OP_TIMEOUT_MS", "20000", 1); /* the remove waits for a write and a mark */
+    c = t_connect(&a);
+    unsetenv("MC_OP_TIMEOUT_MS");
+    batch_put_seeded(c, "rc", n, len, old);
+    put_range(c, "fill", 0, 160, len); /* 11 MiB of 16: above the high watermark */
+    usleep(300 * 1000); /* the tick has started the copies of the oldest; none written */
+    ck_assert_int_eq(mc_remove_prefix(c, "rc/", &removed), 0);
+    ck_assert_uint_eq(removed, (uint64_t)n);
+    st = stats(c);
+    ck_assert_int_ge(disk_stat(st, "removed_marks"), 1); /* copies were under way */
+    json_decref(st);
+    usleep(2500 * 1000); /* past any write, before the erases of the copies' records */
+    t_agent_kill(&a);
+    mc_close(c);
+    t_agent_rmdir(&a);
+
+    start(&a, "16M", &f, "128M", NULL);
+    c = t_connect(&a);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+
+        snprintf(key, sizeof(key), "rc/%d", i);
+        ck_assert_msg(get_seeded(c, key, len, old + (uint64_t)i, old + (uint64_t)i) == 0,
+                      "%s was removed while its copy was written, and came back", key);
+    }
+    t_client_and_agent_stop(&a, &c);
+    dfile_remove(&f);
+}
+END_TEST
+
 static uint64_t now_ms(void)
 {
     struct timespec ts;
@@ -733,6 +874,8 @@ int main(void)
     tcase_add_test(tc, test_disk_fill_4x_tmpfs_threads);
     tcase_add_test(tc, test_disk_restart_keeps_objects);
     tcase_add_test(tc, test_disk_removed_stays_removed_after_kill);
+    tcase_add_test(tc, test_disk_removed_while_pinned_stays_removed_after_kill);
+    tcase_add_test(tc, test_disk_removed_while_offloading_stays_removed_after_kill);
     tcase_add_test(tc, test_disk_slow_read_times_out);
     tcase_add_test(tc, test_disk_put_waits_for_offload);
     tcase_add_test(tc, test_disk_torn_record_dropped);
