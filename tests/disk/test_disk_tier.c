@@ -22,6 +22,7 @@
 
 #include "tests/integration/t_agent.h"
 #include "tests/integration/t_util.h"
+#include "tests/disk/t_disk.h"
 
 #define KIB 1024u
 
@@ -47,59 +48,6 @@ static void dfile_remove(struct dfile *f)
     rmdir(f->dir);
 }
 
-/* A put, retried while the pool is momentarily full of objects on their way to disk
- * (MC_ERR_NO_SPACE: docs/disk.md, "Offload"). */
-static int put_retry(mc_client_t *c, const char *key, const void *buf, size_t len)
-{
-    int err, tries = 0;
-
-    while ((err = mc_put(c, key, buf, len, NULL)) == MC_ERR_NO_SPACE && tries++ < 2000)
-        usleep(2000);
-    return err;
-}
-
-static void put_range(mc_client_t *c, const char *prefix, int from, int to, size_t len)
-{
-    uint8_t *buf = malloc(len);
-    char key[64];
-
-    ck_assert_ptr_nonnull(buf);
-    for (int i = from; i < to; i++) {
-        int err;
-
-        snprintf(key, sizeof(key), "%s/%d", prefix, i);
-        t_fill(buf, len, (uint64_t)i * 7919u + len);
-        err = put_retry(c, key, buf, len);
-        ck_assert_msg(err == 0, "put %s: %s", key, mc_strerror(err));
-    }
-    free(buf);
-}
-
-/* Gets every key of [from, to): returns how many were there, each checked byte for byte. */
-static int get_range(mc_client_t *c, const char *prefix, int from, int to, size_t len)
-{
-    uint8_t *buf = malloc(len);
-    char key[64];
-    int present = 0;
-
-    ck_assert_ptr_nonnull(buf);
-    for (int i = from; i < to; i++) {
-        size_t got = 0;
-        int err;
-
-        snprintf(key, sizeof(key), "%s/%d", prefix, i);
-        err = mc_get(c, key, buf, len, &got);
-        if (err == MC_ERR_NOT_FOUND)
-            continue;
-        ck_assert_msg(err == 0, "get %s: %s", key, mc_strerror(err));
-        ck_assert_uint_eq(got, len);
-        ck_assert_msg(t_check_fill(buf, len, (uint64_t)i * 7919u + len), "bytes of %s", key);
-        present++;
-    }
-    free(buf);
-    return present;
-}
-
 /* The agent's stats, parsed; the caller json_decref's. */
 static json_t *stats(mc_client_t *c)
 {
@@ -123,6 +71,12 @@ static long long disk_stat(json_t *st, const char *name)
 }
 
 /* Waits until the disk has nothing in flight (offloads of the last puts). */
+static void disk_settle(mc_client_t *c);
+static void settle_fn(void *c)
+{
+    disk_settle(c);
+}
+
 static void disk_settle(mc_client_t *c)
 {
     for (int i = 0; i < 500; i++) {
@@ -278,80 +232,6 @@ START_TEST(test_disk_restart_keeps_objects)
     dfile_remove(&f);
 }
 END_TEST
-
-/* Puts keys prefix/0..n-1 of len bytes filled from seed + i, all in one batch. */
-static void batch_put_seeded(mc_client_t *c, const char *prefix, int n, size_t len, uint64_t seed)
-{
-    char keys[64][64];
-    const char *kp[64];
-    const void *bp[64];
-    size_t lens[64];
-    int results[64], rc;
-    uint8_t *bufs = malloc((size_t)n * len);
-    mc_put_opts_t o = MC_PUT_OPTS_INIT;
-
-    o.flags = MC_PUT_UPSERT; /* a new version of a key that has one */
-    ck_assert_ptr_nonnull(bufs);
-    ck_assert_int_le(n, 64);
-    for (int i = 0; i < n; i++) {
-        snprintf(keys[i], sizeof(keys[i]), "%s/%d", prefix, i);
-        kp[i] = keys[i];
-        t_fill(bufs + (size_t)i * len, len, seed + (uint64_t)i);
-        bp[i] = bufs + (size_t)i * len;
-        lens[i] = len;
-    }
-    for (int tries = 0; tries < 2000; tries++) {
-        rc = mc_batch_put(c, (size_t)n, kp, bp, lens, &o, results);
-        if (rc == n)
-            break;
-        for (int i = 0; i < n; i++)
-            ck_assert_msg(results[i] == 0 || results[i] == MC_ERR_NO_SPACE, "batch put %s: %s",
-                          keys[i], mc_strerror(results[i]));
-        usleep(2000);
-    }
-    ck_assert_int_eq(rc, n);
-    free(bufs);
-}
-
-/* 0: the key is absent; 1: it holds the bytes of seed; 2: of old_seed (never acceptable). */
-static int get_seeded(mc_client_t *c, const char *key, size_t len, uint64_t seed,
-                      uint64_t old_seed)
-{
-    uint8_t *buf = malloc(len);
-    size_t got = 0;
-    int err, r;
-
-    ck_assert_ptr_nonnull(buf);
-    err = mc_get(c, key, buf, len, &got);
-    if (err == MC_ERR_NOT_FOUND) {
-        free(buf);
-        return 0;
-    }
-    ck_assert_msg(err == 0, "get %s: %s", key, mc_strerror(err));
-    ck_assert_uint_eq(got, len);
-    r = t_check_fill(buf, len, seed) ? 1 : t_check_fill(buf, len, old_seed) ? 2 : -1;
-    ck_assert_msg(r > 0, "wrong bytes of %s", key);
-    free(buf);
-    return r;
-}
-
-static void assert_on_disk(mc_client_t *c, const char *prefix, int n)
-{
-    for (int i = 0; i < n; i++) {
-        char key[64];
-        mc_obj_info_t info;
-
-        snprintf(key, sizeof(key), "%s/%d", prefix, i);
-        /* the master sends its copies as it makes them: give the last ones a moment */
-        for (int tries = 0; tries < 100; tries++) {
-            ck_assert_int_eq(mc_stat(c, key, &info), 0);
-            if (MC_OBJ_DISK_REPLICAS(info.flags) >= 1)
-                break;
-            usleep(50000);
-        }
-        ck_assert_msg(MC_OBJ_DISK_REPLICAS(info.flags) >= 1, "%s not on disk yet", key);
-    }
-}
 
 /*
  * A removed or replaced object never comes back after a kill -9 (review of issue 12: the
@@ -587,9 +467,8 @@ START_TEST(test_disk_slow_read_times_out)
     uint8_t *buf = malloc(len);
     size_t got = 0;
     uint64_t t0, ms;
-    mc_obj_info_t info;
     json_t *st;
-    int err;
+    int err, filler = 0;
 
     ck_assert_ptr_nonnull(buf);
     dfile_make(&f, NULL);
@@ -597,15 +476,7 @@ START_TEST(test_disk_slow_read_times_out)
     c = t_connect(&a);
     put_range(c, "slow", 0, 384, len);
     disk_settle(c);
-    /* on disk only: its DRAM replica goes once the clock passes it again (more puts) */
-    for (int more = 0; more < 40; more++) {
-        ck_assert_int_eq(mc_stat(c, "slow/0", &info), 0);
-        if (MC_OBJ_DISK_REPLICAS(info.flags) == info.replicas)
-            break;
-        put_range(c, "slowx", more * 16, more * 16 + 16, len);
-        disk_settle(c);
-    }
-    ck_assert_uint_eq(MC_OBJ_DISK_REPLICAS(info.flags), info.replicas);
+    until_disk_only(c, c, "slow/0", "slowx", &filler, len, settle_fn, c);
     /* a client whose ops have 1 s (its deadline travels with each op) */
     setenv("MC_OP_TIMEOUT_MS", "1000", 1);
     c1 = t_connect(&a);
@@ -670,7 +541,7 @@ START_TEST(test_disk_put_waits_for_offload)
         int err;
 
         snprintf(key, sizeof(key), "pw/%d", i);
-        t_fill(buf, len, (uint64_t)i * 7919u + len);
+        t_fill(buf, len, t_disk_seed(i, len));
         err = mc_put(c, key, buf, len, NULL);
         ck_assert_msg(err == 0, "put %s: %s", key, mc_strerror(err));
     }
@@ -748,7 +619,7 @@ START_TEST(test_disk_torn_record_dropped)
             continue;
         ck_assert_msg(err == 0, "get %s: %s", key, mc_strerror(err));
         ck_assert_uint_eq(got, len);
-        ck_assert_msg(t_check_fill(buf, len, (uint64_t)i * 7919u + len), "wrong bytes of %s",
+        ck_assert_msg(t_check_fill(buf, len, t_disk_seed(i, len)), "wrong bytes of %s",
                       key);
         ok++;
     }
