@@ -96,7 +96,8 @@ START_TEST(test_disk_cluster_restart_keeps_objects)
     json_int_t on_disk, hits;
 
     memset(&a2, 0, sizeof(a2));
-    t_disk_cluster_start(&fc, "disk_cluster_restart", TTL_MS, false, path, sizeof(path), &a, extra, &c);
+    t_disk_cluster_start(&fc, "disk_cluster_restart", TTL_MS, false, path, sizeof(path), &a,
+                         extra, &c);
 
     ca = t_fc_conn(&a);
     put_range(ca, "dc", 0, n, len);
@@ -158,7 +159,8 @@ START_TEST(test_disk_cluster_full_exist_agrees)
 
     ck_assert_ptr_nonnull(buf);
     ck_assert_ptr_nonnull(want);
-    t_disk_cluster_start(&fc, "disk_cluster_full", TTL_MS, false, path, sizeof(path), &a, extra, &c);
+    t_disk_cluster_start(&fc, "disk_cluster_full", TTL_MS, false, path, sizeof(path), &a,
+                         extra, &c);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     put_range(ca, "df", 0, hot, len);
@@ -220,7 +222,8 @@ START_TEST(test_disk_cluster_removed_stays_removed)
     uint64_t removed = 0;
 
     memset(&a2, 0, sizeof(a2));
-    t_disk_cluster_start(&fc, "disk_cluster_removed", TTL_MS, false, path, sizeof(path), &a, slow, &c);
+    t_disk_cluster_start(&fc, "disk_cluster_removed", TTL_MS, false, path, sizeof(path), &a,
+                         slow, &c);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     batch_put_seeded(ca, "rm", n, len, old);
@@ -294,7 +297,8 @@ START_TEST(test_disk_cluster_peer_reads_capped)
     size_t caps[N], lens[N];
     int results[N], rc, extra_keys = 0;
 
-    t_disk_cluster_start(&fc, "disk_cluster_capped", TTL_MS, false, path, sizeof(path), &a, extra, &c);
+    t_disk_cluster_start(&fc, "disk_cluster_capped", TTL_MS, false, path, sizeof(path), &a,
+                         extra, &c);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     put_range(ca, "cap", 0, 384, len); /* 24 MiB through 16 MiB: the first ones on disk */
@@ -354,7 +358,8 @@ START_TEST(test_disk_cluster_slow_peer_read_times_out)
     int err, filler = 0;
 
     ck_assert_ptr_nonnull(buf);
-    t_disk_cluster_start(&fc, "disk_cluster_slowread", TTL_MS, false, path, sizeof(path), &a, extra, &c);
+    t_disk_cluster_start(&fc, "disk_cluster_slowread", TTL_MS, false, path, sizeof(path), &a,
+                         extra, &c);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     put_range(ca, "sr", 0, 384, len);
