@@ -7,13 +7,18 @@
 
 #include <mc/mc_status.h>
 
-/* dropq.h's acked: an owner's answer to a DROP of a disk block says its erase is durable */
+/* dropq.h's acked: an owner's answer to a DROP of a disk block says its erase is durable.
+ * Only disk blocks count: a version freed from memory and from a disk at once must stay
+ * remembered until the disk's owner answered, whatever the memory's owner answered first
+ * (a DROP of a segment gone meanwhile keeps its version remembered: it only refuses). */
 static void acked(void *ctx, const struct mc_proto_drop_item *items, size_t n)
 {
     struct mc_diskdrops *d = ctx;
 
-    for (size_t i = 0; i < n; i++)
-        mc_dropmemo_del(d->memo, items[i].version);
+    for (size_t i = 0; i < n; i++) {
+        if (d->is_disk(d->ctx, items[i].seg))
+            mc_dropmemo_del(d->memo, items[i].version);
+    }
 }
 
 static void silent(void *ctx, uint32_t seg)

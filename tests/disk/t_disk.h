@@ -146,6 +146,22 @@ static inline int get_seeded(mc_client_t *c, const char *key, size_t len, uint64
     return r;
 }
 
+/* Pins keys prefix/0..n-1 (all present): one pin. */
+static inline mc_pin_t pin_range(mc_client_t *c, const char *prefix, int n)
+{
+    char keys[64][64];
+    const char *kp[64];
+    mc_pin_t pin = 0;
+
+    ck_assert_int_le(n, 64);
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "%s/%d", prefix, i);
+        kp[i] = keys[i];
+    }
+    ck_assert_int_eq(mc_prefix_pin(c, (size_t)n, kp, &pin), n);
+    return pin;
+}
+
 /* Keys prefix/0..n-1 each have a disk replica (waiting up to 5 s for each). */
 static inline void assert_on_disk(mc_client_t *c, const char *prefix, int n)
 {

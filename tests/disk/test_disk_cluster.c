@@ -84,6 +84,65 @@ static void settle_fn(void *sock)
     disk_settle(sock);
 }
 
+/*
+ * Hole D1 in a cluster (docs/disk.md, "Removed while still in use"): objects on the owner's
+ * disk pinned by the client node, removed, and the owner killed -9 while the pins still
+ * hold them (nothing freed, no DROP made, nothing erased), declared dead, restarted on its
+ * disk: mc-master remembered the removed versions from the remove on (RETIRED drops) and
+ * refuses their restore. Without that the restore published them again.
+ *   pr/N  pinned, removed: NOT_FOUND;  ctl/N  on disk, untouched: back (the restore ran).
+ */
+START_TEST(test_disk_cluster_removed_while_pinned_stays_removed)
+{
+    struct t_fc fc;
+    struct t_proc a, a2, c;
+    char path[300];
+    const char *extra[] = {"--disk", path, "--disk-size", "128M", NULL};
+    mc_client_t *ca, *cc;
+    const size_t len = 64 * KIB;
+    const int n = 8;
+    const uint64_t old = 1000;
+    uint64_t removed = 0;
+
+    memset(&a2, 0, sizeof(a2));
+    t_disk_cluster_start(&fc, "disk_cluster_pinned", TTL_MS, false, path, sizeof(path), &a,
+                         extra, &c);
+    ca = t_fc_conn(&a);
+    cc = t_fc_conn(&c);
+    batch_put_seeded(ca, "pr", n, len, old);
+    batch_put_seeded(ca, "ctl", n, len, old);
+    put_range(ca, "fill", 0, 384, len); /* 24 MiB more through 16 MiB: the above to disk */
+    disk_settle(a.sock);
+    assert_on_disk(cc, "pr", n);
+    assert_on_disk(cc, "ctl", n);
+    (void)pin_range(cc, "pr", n); /* the client node's: held past the owner's death */
+    ck_assert_int_eq(mc_remove_prefix(ca, "pr/", &removed), 0);
+    ck_assert_uint_eq(removed, (uint64_t)n);
+    t_fc_sleep_ms(300); /* mc-master's own calls to A end (the known gap of ucx.c) */
+    t_proc_kill(&a);
+    mc_close(ca);
+    t_fc_sleep_ms(TTL_MS + 1500);
+    t_fc_agent_spawn_as(&fc, &a2, NULL, "127.0.0.1", "A2", "A", NULL, "16M", extra);
+    t_fc_agent_wait(&a2);
+    /* the restore has run once ctl/N are back */
+    for (int tries = 0; tries < 100; tries++) {
+        if (mc_exist(cc, "ctl/7") == 1)
+            break;
+        t_fc_sleep_ms(100);
+    }
+    ck_assert_int_eq(mc_exist(cc, "ctl/7"), 1);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+
+        snprintf(key, sizeof(key), "pr/%d", i);
+        ck_assert_msg(get_seeded(cc, key, len, old + (uint64_t)i, old + (uint64_t)i) == 0,
+                      "%s was removed while pinned, and came back after the restart", key);
+    }
+    mc_close(cc);
+    t_fc_finish(&fc);
+}
+END_TEST
+
 START_TEST(test_disk_cluster_restart_keeps_objects)
 {
     struct t_fc fc;
@@ -401,6 +460,7 @@ int main(void)
     tcase_add_test(tc, test_disk_cluster_restart_keeps_objects);
     tcase_add_test(tc, test_disk_cluster_full_exist_agrees);
     tcase_add_test(tc, test_disk_cluster_removed_stays_removed);
+    tcase_add_test(tc, test_disk_cluster_removed_while_pinned_stays_removed);
     tcase_add_test(tc, test_disk_cluster_peer_reads_capped);
     tcase_add_test(tc, test_disk_cluster_slow_peer_read_times_out);
     suite_add_tcase(s, tc);

@@ -299,22 +299,6 @@ START_TEST(test_disk_removed_stays_removed_after_kill)
 }
 END_TEST
 
-/* Pins keys prefix/0..n-1 (all present): one pin. */
-static mc_pin_t pin_range(mc_client_t *c, const char *prefix, int n)
-{
-    char keys[64][64];
-    const char *kp[64];
-    mc_pin_t pin = 0;
-
-    ck_assert_int_le(n, 64);
-    for (int i = 0; i < n; i++) {
-        snprintf(keys[i], sizeof(keys[i]), "%s/%d", prefix, i);
-        kp[i] = keys[i];
-    }
-    ck_assert_int_eq(mc_prefix_pin(c, (size_t)n, kp, &pin), n);
-    return pin;
-}
-
 /*
  * Hole D1 of docs/disk.md: a remove (or a replacing put) of a disk object that a reader
  * holds (a pin here; a lease is the same to the master) only unpublishes the version: its
