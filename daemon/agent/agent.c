@@ -119,7 +119,10 @@ static void local_drops(struct mc_agent *a)
         for (i = 0; i < n; i++) {
             struct mc_seg *s = agent_seg(a, d[i].seg);
 
-            if (s != NULL && s->kind == MC_SEG_DISK)
+            if (d[i].kind == MC_MASTER_DROP_RETIRED) {
+                if (s != NULL && s->kind == MC_SEG_DISK)
+                    agent_disk_mark_removed(a, d[i].offset, d[i].version);
+            } else if (s != NULL && s->kind == MC_SEG_DISK)
                 agent_disk_drop(a, d[i].offset, d[i].version); /* erased, too */
             else if (s != NULL && s->held != NULL)
                 (void)mc_holdidx_drop(s->held, d[i].offset, d[i].version, now);

@@ -36,8 +36,9 @@ struct slot {
 /* the largest read landing straight in the reader's memory (with a larger chunk: chunk) */
 #define DIRECT_MAX (16u << 20)
 
-/* a write's phases (struct mc_disk_op.phase) */
-enum { W_PENDING, W_BODY, W_COMMIT, W_ERASE };
+/* a write's phases (struct mc_disk_op.phase); W_MARK: mc_disk_mark_removed, a header read
+ * then (when it is the record's) written back in state removed from the same slot */
+enum { W_PENDING, W_BODY, W_COMMIT, W_ERASE, W_MARK };
 
 struct mc_disk {
     int fd;
@@ -196,7 +197,14 @@ static void op_complete(struct mc_disk *d, struct mc_disk_op *op, int res)
         free(op->trailer);
     op->trailer = NULL;
     op->trailer_owned = false;
-    if (op->write && op->phase == W_ERASE) {
+    if (op->phase == W_MARK) {
+        if (res == 0 && op->write)
+            d->st.marks++;
+        else if (res != 0 && op->write)
+            d->st.write_errors++;
+        else if (res != 0)
+            d->st.read_errors++;
+    } else if (op->write && op->phase == W_ERASE) {
         if (res == 0)
             d->st.erases++;
         else
@@ -261,7 +269,8 @@ static void op_settle(struct mc_disk *d, struct mc_disk_op *op)
 {
     if (op->inflight > 0 || !op_issued(op) || op->queued)
         return; /* more to come, or still queued */
-    if (op->err == 0 && op->write && op->phase != W_COMMIT && op->phase != W_ERASE) {
+    if (op->err == 0 && op->write && op->phase != W_COMMIT && op->phase != W_ERASE &&
+        op->phase != W_MARK) {
         /* the pending header is durable (O_DSYNC): the payload may overwrite what an older
          * record left; the payload is durable: the committed header makes it visible */
         op->phase = op->phase == W_PENDING && op->size > 0 ? W_BODY : W_COMMIT;
@@ -269,7 +278,7 @@ static void op_settle(struct mc_disk *d, struct mc_disk_op *op)
         wait_push(d, op);
         return;
     }
-    if (op->err == 0 && !op->write)
+    if (op->err == 0 && !op->write && op->phase != W_MARK)
         op->err = read_check(op);
     op_complete(d, op, op->err);
 }
@@ -292,6 +301,25 @@ static bool trailer_keep(struct mc_disk_op *op, const struct mc_disk_hdr *h)
     return true;
 }
 
+/* A mark's header read (mc_disk_mark_removed) ended well: true when the block is the
+ * record's, committed, and now goes back in state removed from the same slot. */
+static bool mark_rewrite(struct mc_disk *d, struct slot *s, struct mc_disk_op *op)
+{
+    struct mc_disk_hdr h;
+
+    if (mc_disk_hdr_decode(s->buf, MC_DISK_BLOCK, d->sb.secret, &h) != 0 ||
+        h.state != MC_DISK_REC_COMMITTED || h.key_len != op->h.key_len ||
+        memcmp(h.key, op->key, h.key_len) != 0 || h.version != op->version ||
+        h.size != op->h.size)
+        return false; /* erased, marked or reused already: nothing of it to mark */
+    if (mc_disk_hdr_restate(s->buf, d->sb.secret, MC_DISK_REC_REMOVED) != 0)
+        return false;
+    op->write = true;
+    slot_issue(d, s, op, HDR_POS, 0, true, NULL);
+    mc_disk_io_flush(d->io);
+    return true;
+}
+
 static void io_done(struct mc_disk_io_req *r, int res)
 {
     struct slot *s = slot_of(r);
@@ -299,6 +327,14 @@ static void io_done(struct mc_disk_io_req *r, int res)
     struct mc_disk *d = op->d;
 
     op->inflight--;
+    if (res == 0 && op->phase == W_MARK && !r->write) {
+        d->st.read_bytes += r->len;
+        if (mark_rewrite(d, s, op))
+            return; /* the slot goes on with the write */
+        slot_put(d, s);
+        op_settle(d, op);
+        return;
+    }
     if (res != 0) {
         if (op->err == 0)
             op->err = res;
@@ -312,9 +348,9 @@ static void io_done(struct mc_disk_io_req *r, int res)
             struct mc_disk_hdr h;
 
             if (mc_disk_hdr_decode(s->buf, MC_DISK_BLOCK, d->sb.secret, &h) != 0 ||
-                h.state != MC_DISK_REC_COMMITTED || h.key_len != op->h.key_len ||
-                memcmp(h.key, op->key, h.key_len) != 0 || h.version != op->version ||
-                h.size != op->size) {
+                (h.state != MC_DISK_REC_COMMITTED && h.state != MC_DISK_REC_REMOVED) ||
+                h.key_len != op->h.key_len || memcmp(h.key, op->key, h.key_len) != 0 ||
+                h.version != op->version || h.size != op->size) {
                 if (op->err == 0)
                     op->err = MC_ERR_CORRUPT;
             } else {
@@ -448,6 +484,27 @@ int mc_disk_erase(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, uint64
         .alloc_len = alloc_len,
         .key_len = 1,
     };
+    wait_push(d, op);
+    pump(d);
+    return 0;
+}
+
+int mc_disk_mark_removed(struct mc_disk *d, struct mc_disk_op *op, uint64_t off,
+                         const void *key, uint32_t key_len, uint64_t version, uint64_t size)
+{
+    int err = op_start(d, op, off, size, key_len);
+
+    if (err != 0)
+        return err;
+    /* a read of the header alone (size 0 issues no payload), then the write from its slot */
+    op->size = 0;
+    op->write = false;
+    op->phase = W_MARK;
+    op->key = key;
+    op->src = NULL;
+    op->dst = NULL;
+    op->version = version;
+    op->h = (struct mc_disk_hdr){.key_len = key_len, .size = size};
     wait_push(d, op);
     pump(d);
     return 0;

@@ -46,6 +46,7 @@ struct mc_disk_stats {
     uint64_t write_bytes, read_bytes; /* device bytes moved, headers and padding included */
     uint64_t read_direct_bytes; /* of read_bytes, landed straight in the reader's memory */
     uint64_t erases;           /* records erased */
+    uint64_t marks;            /* records marked removed (mc_disk_mark_removed) */
     uint64_t write_errors, read_errors;
     uint64_t read_corrupt;     /* reads answered MC_ERR_CORRUPT */
     uint64_t scan_found;       /* records the last scan kept */
@@ -148,6 +149,19 @@ int mc_disk_write_image(struct mc_disk *d, struct mc_disk_op *op, uint64_t off,
  * MC_ERR_INVALID (the extent out of the region or not block-aligned).
  */
 int mc_disk_erase(struct mc_disk *d, struct mc_disk_op *op, uint64_t off, uint64_t alloc_len);
+/*
+ * Mark the record of key/version of size bytes at region offset off removed: its header is
+ * read and, when it is that record's and committed, written back durably in state removed
+ * (MC_DISK_REC_REMOVED; same sequence number, the MAC made anew). The payload is not
+ * touched: reads of the record (a reader that holds a lease) still get its exact bytes,
+ * while no scan finds it again. A torn write of the header fails its MAC: the record is
+ * dropped by the scan, as marked. Nothing may write that extent meanwhile (the caller
+ * orders its writes and erases there after the mark). done(op, 0) (marked, or nothing to
+ * mark: the header is not that committed record's), or MC_ERR_IO. Returns 0 or
+ * MC_ERR_INVALID (out of the region, bad key length).
+ */
+int mc_disk_mark_removed(struct mc_disk *d, struct mc_disk_op *op, uint64_t off,
+                         const void *key, uint32_t key_len, uint64_t version, uint64_t size);
 /*
  * Read the record of key/version of size bytes at region offset off into dst (size
  * bytes; no alignment asked). done(op, 0): dst holds exactly the bytes written; else

@@ -183,7 +183,7 @@ int mc_disk_hdr_encode(const struct mc_disk_hdr *h, const uint8_t *secret, uint8
     uint64_t tail = 0, payload = h->payload_xxh3;
 
     if (h->key_len == 0 || h->key_len > MC_DISK_KEY_MAX || h->key == NULL ||
-        h->state > MC_DISK_REC_ERASED ||
+        h->state > MC_DISK_REC_REMOVED ||
         h->alloc_len == 0 || h->alloc_len != mc_disk_rec_len(h->size))
         return MC_ERR_INVALID;
     if (h->trailer != NULL) {
@@ -214,6 +214,22 @@ int mc_disk_hdr_encode(const struct mc_disk_hdr *h, const uint8_t *secret, uint8
     return 0;
 }
 
+int mc_disk_hdr_restate(uint8_t *block, const uint8_t *secret, uint32_t state)
+{
+    struct mc_disk_hdr h;
+    uint64_t tail = 0;
+
+    if (state > MC_DISK_REC_REMOVED ||
+        mc_disk_hdr_decode(block, MC_DISK_BLOCK, secret, &h) != 0)
+        return MC_ERR_CORRUPT;
+    if (h.trailer != NULL)
+        tail = trailer_at(h.key_len) - MC_DISK_HDR_FIXED - h.key_len +
+               mc_disk_trailer_len(h.size);
+    put32(block + H_STATE, state);
+    put64(block + H_MAC, hdr_mac(block, h.key_len, tail, secret));
+    return 0;
+}
+
 static bool is_rec_magic(const uint8_t *block)
 {
     return memcmp(block, rec_magic, sizeof(rec_magic)) == 0;
@@ -230,7 +246,7 @@ int mc_disk_hdr_decode(const uint8_t *block, size_t len, const uint8_t *secret,
         return MC_ERR_CORRUPT;
     format = get32(block + H_FORMAT);
     if ((format != MC_DISK_FORMAT && format != MC_DISK_REC_FORMAT_TRAILER) ||
-        get32(block + H_STATE) > MC_DISK_REC_ERASED)
+        get32(block + H_STATE) > MC_DISK_REC_REMOVED)
         return MC_ERR_CORRUPT;
     h.key_len = get32(block + H_KEYLEN);
     if (h.key_len == 0 || h.key_len > MC_DISK_KEY_MAX)

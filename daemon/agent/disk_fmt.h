@@ -62,12 +62,15 @@ struct mc_disk_sb {
     uint8_t secret[MC_DISK_SECRET_LEN];
 };
 
-/* A header's state. Pending and erased headers are never records, but they take part in the
- * scan's overwrite rule as records would: each stands for a write that reused (or freed) the
- * space under it. */
+/* A header's state. Pending, erased and removed headers are never records found by a scan,
+ * but they take part in its overwrite rule as records would: each stands for a write that
+ * reused (or freed) the space under it. A removed record is a committed one whose object
+ * was removed while a reader held it (leased, pinned): it still reads back exactly, for
+ * those readers, until its space is freed and erased; a restart never finds it. */
 #define MC_DISK_REC_COMMITTED 0u
 #define MC_DISK_REC_PENDING 1u /* written before the payload */
 #define MC_DISK_REC_ERASED 2u  /* a tombstone: the space was freed */
+#define MC_DISK_REC_REMOVED 3u /* committed, then marked removed (mc_disk_mark_removed) */
 
 struct mc_disk_hdr {
     uint64_t seq;        /* write order across the file, strictly increasing */
@@ -112,6 +115,10 @@ int mc_disk_hdr_encode(const struct mc_disk_hdr *h, const uint8_t *secret, uint8
  * and h_p->trailer point into block. 0 or MC_ERR_CORRUPT. */
 int mc_disk_hdr_decode(const uint8_t *block, size_t len, const uint8_t *secret,
                        struct mc_disk_hdr *h_p);
+
+/* The header in block (decoded: 0) gets state `state`, its MAC made anew; nothing else of
+ * the block changes. 0, or MC_ERR_CORRUPT (block does not decode; it is left as it was). */
+int mc_disk_hdr_restate(uint8_t *block, const uint8_t *secret, uint32_t state);
 
 /* XXH3 of a payload (the writer stores it, the reader checks with it). */
 uint64_t mc_disk_payload_hash(const void *p, size_t len);

@@ -54,6 +54,7 @@ struct agent_disk {
     struct dk_read *local_reads; /* GETs of ours under way (their deadlines) */
     uint64_t writing;          /* offload writes accepted and not ended (fault seam included) */
     struct dk_write *waiting;  /* writes waiting for an erase of an extent they overlap */
+    struct dk_write *writes;   /* every write accepted and not ended (wnext) */
     struct agent_disk_stats st;
 };
 
@@ -63,6 +64,8 @@ struct dk_write {
     struct mc_disk_op op; /* first: the store's callback gets it */
     struct agent_disk *k;
     struct dk_write *next;
+    struct dk_write *wnext;  /* k->writes */
+    struct dk_erase *mark;   /* its object was removed meanwhile: marked once written */
     agent_disk_copy_fn done;
     void *ctx;
     uint64_t off, len, size, version, ttl_ms;
@@ -75,12 +78,23 @@ struct dk_write {
     char key[MC_DIR_KEY_MAX];
 };
 
+/* An erase, or a removed mark (agent_disk_mark_removed): both are numbered alike, answers
+ * wait for both (agent_disk_after_erases), writes into their extent wait for both. */
 struct dk_erase {
     struct mc_disk_op op;
     struct agent_disk *k;
     struct dk_erase *next;
     uint64_t off, len;
     uint64_t seq;         /* k->erase_seq when it started */
+    struct dk_mark *mark; /* NULL: an erase */
+    struct dk_write *after; /* a mark waiting for this write of its record to end */
+};
+
+/* the record a mark names (the index's entry, copied: the mark outlives nothing of it) */
+struct dk_mark {
+    uint64_t version, size;
+    size_t key_len;
+    char key[MC_DIR_KEY_MAX];
 };
 
 /* An answer held until every erase numbered up to `mark` has ended (agent_disk_after_erases) */
@@ -99,10 +113,41 @@ static bool overlaps(uint64_t a_off, uint64_t a_len, uint64_t b_off, uint64_t b_
 static bool erase_blocks(const struct agent_disk *k, const struct dk_write *w)
 {
     for (const struct dk_erase *e = k->erasing; e != NULL; e = e->next) {
-        if (overlaps(e->off, e->len, w->off, w->len))
+        /* a mark waiting for a write (its own) blocks nothing: it starts after that write */
+        if (e->after == NULL && overlaps(e->off, e->len, w->off, w->len))
             return true;
     }
     return false;
+}
+
+static void erase_go(struct agent_disk *k, struct dk_erase *e);
+static void erase_forget(struct agent_disk *k, struct dk_erase *e);
+
+static void writes_unlink(struct agent_disk *k, struct dk_write *w)
+{
+    struct dk_write **pp;
+
+    for (pp = &k->writes; *pp != NULL && *pp != w; pp = &(*pp)->wnext)
+        ;
+    if (*pp == w)
+        *pp = w->wnext;
+}
+
+/* w ended (whatever its result): a mark waiting for it starts now -- it reads the header
+ * and marks only a committed record of its version, so a failed write leaves it nothing */
+static void write_mark_go(struct agent_disk *k, struct dk_write *w)
+{
+    struct dk_erase *e = w->mark;
+
+    writes_unlink(k, w);
+    if (e == NULL)
+        return;
+    w->mark = NULL;
+    e->after = NULL;
+    if (k->closing)
+        erase_forget(k, e);
+    else
+        erase_go(k, e);
 }
 
 static void write_done(struct mc_disk_op *op, int res)
@@ -112,6 +157,7 @@ static void write_done(struct mc_disk_op *op, int res)
     struct mc_agent *a = k->a;
 
     k->writing--;
+    write_mark_go(k, w);
     if (k->closing) {
         free(w);
         return;
@@ -266,6 +312,8 @@ int agent_disk_copy(struct mc_agent *a, const struct agent_disk_copy *cp,
     w->key_len = cp->key_len;
     memcpy(w->key, cp->key, cp->key_len);
     k->writing++; /* from here write_done runs exactly once */
+    w->wnext = k->writes;
+    k->writes = w;
     if (erase_blocks(k, w)) {
         w->next = k->waiting;
         k->waiting = w;
@@ -352,13 +400,17 @@ static void erase_done(struct mc_disk_op *op, int res)
         ;
     *pp = e->next;
     if (!k->closing) {
-        if (res == 0)
+        if (res == 0 && e->mark != NULL)
+            k->st.removed_marks++;
+        else if (res == 0)
             k->st.erases++;
         else
-            mc_warn("disk: erasing the record at %" PRIu64 ": %s (a restart may report it "
-                    "again; the master refuses what it knows better)", e->off, mc_strerror(res));
+            mc_warn("disk: %s the record at %" PRIu64 ": %s (a restart may report it "
+                    "again; the master refuses what it knows better)",
+                    e->mark != NULL ? "marking removed" : "erasing", e->off, mc_strerror(res));
         waiting_retry(k);
     }
+    free(e->mark);
     free(e);
     if (!k->closing)
         barriers_release(k);
@@ -367,7 +419,10 @@ static void erase_done(struct mc_disk_op *op, int res)
 static void erase_submit(void *ctx)
 {
     struct dk_erase *e = ctx;
-    int err = mc_disk_erase(e->k->d, &e->op, e->off, e->len);
+    const struct dk_mark *m = e->mark;
+    int err = m != NULL ? mc_disk_mark_removed(e->k->d, &e->op, e->off, (const void *)m->key,
+                                               (uint32_t)m->key_len, m->version, m->size)
+                        : mc_disk_erase(e->k->d, &e->op, e->off, e->len);
 
     if (err != 0)
         erase_done(&e->op, err);
@@ -382,19 +437,40 @@ static void erase_dropped(void *ctx)
     for (pp = &k->erasing; *pp != e; pp = &(*pp)->next)
         ;
     *pp = e->next;
+    free(e->mark);
     free(e);
 }
 
-/* Write a tombstone over [offset, +len) (the index no longer names it). */
-static void erase_start(struct agent_disk *k, uint64_t offset, uint64_t len)
+/* e never ran (the agent stops) */
+static void erase_forget(struct agent_disk *k, struct dk_erase *e)
+{
+    (void)k;
+    erase_dropped(e);
+}
+
+static void erase_go(struct agent_disk *k, struct dk_erase *e)
+{
+    /* tests: a slow disk (the erase starts late; answers waiting for it wait longer) */
+    if (!mc_fault_defer(&k->a->fault, MC_FAULT_DISK, erase_submit, erase_dropped, e))
+        erase_submit(e);
+}
+
+/* Write a tombstone over [offset, +len) (the index no longer names it), or with mark the
+ * record's header marked removed (mark is then the erase's), after `after` (a write of that
+ * record still under way) ends when set. */
+static struct dk_erase *erase_start(struct agent_disk *k, uint64_t offset, uint64_t len,
+                                    struct dk_mark *mark, struct dk_write *after)
 {
     struct dk_erase *e = calloc(1, sizeof(*e));
 
     if (e == NULL) {
         mc_warn("disk: no memory to erase the record at %" PRIu64 ": a restart may report "
                 "it again", offset);
-        return;
+        free(mark);
+        return NULL;
     }
+    e->mark = mark;
+    e->after = after;
     e->k = k;
     e->off = offset;
     e->len = len;
@@ -402,9 +478,9 @@ static void erase_start(struct agent_disk *k, uint64_t offset, uint64_t len)
     e->op.done = erase_done;
     e->next = k->erasing;
     k->erasing = e;
-    /* tests: a slow disk (the erase starts late; answers waiting for it wait longer) */
-    if (!mc_fault_defer(&k->a->fault, MC_FAULT_DISK, erase_submit, erase_dropped, e))
-        erase_submit(e);
+    if (after == NULL)
+        erase_go(k, e);
+    return e;
 }
 
 /* seg_disk.h's on_forget: a record the master refused at a restore */
@@ -416,7 +492,7 @@ static void forgotten(void *ctx, uint64_t offset, uint64_t len)
      * requests unanswered, and must never erase a record on their account (review D2) */
     if (k->stopping || k->closing || k->a->stopping)
         return;
-    erase_start(k, offset, len);
+    (void)erase_start(k, offset, len, NULL, NULL);
 }
 
 void agent_disk_erase_extent(struct mc_agent *a, uint64_t offset, uint64_t len)
@@ -427,7 +503,7 @@ void agent_disk_erase_extent(struct mc_agent *a, uint64_t offset, uint64_t len)
         return;
     if (mc_holdidx_find(a->disk_seg->held, offset, &h))
         (void)mc_holdidx_drop(a->disk_seg->held, offset, h.version, mc_agent_now_ms());
-    erase_start(a->disk, offset, len);
+    (void)erase_start(a->disk, offset, len, NULL, NULL);
 }
 
 /*
@@ -450,7 +526,55 @@ void agent_disk_drop(struct mc_agent *a, uint64_t offset, uint64_t version)
         return;
     if (!mc_holdidx_drop(a->disk_seg->held, offset, h.version, mc_agent_now_ms()))
         return;
-    erase_start(k, offset, h.alloc_len);
+    (void)erase_start(k, offset, h.alloc_len, NULL, NULL);
+}
+
+/*
+ * The master unpublished the version of our record at `offset` while a reader held it
+ * (MC_MASTER_DROP_RETIRED: a remove or a replacing put of a leased or pinned object): the
+ * block stays allocated, and readable, until the reader lets go (then a drop frees it and
+ * we erase it). Meanwhile a kill -9 would let the restart's scan find the record and the
+ * master publish it again, so its header is marked removed now (docs/disk.md, "Frees and
+ * erases"): numbered like an erase, so the answer of the remove waits for it. The index
+ * keeps the record (the reader's read goes through it).
+ */
+void agent_disk_mark_removed(struct mc_agent *a, uint64_t offset, uint64_t version)
+{
+    struct agent_disk *k = a->disk;
+    struct mc_holdidx_entry h;
+    struct dk_write *w = NULL;
+    struct dk_mark *m;
+
+    if (k == NULL)
+        return;
+    if (!mc_holdidx_find(a->disk_seg->held, offset, &h) || h.version != version) {
+        /* hole D5: an offload copy of the version still being written there (the copy
+         * holds the extent): its record is marked once the write ends, and the answers
+         * wait for that too */
+        for (w = k->writes; w != NULL; w = w->wnext) {
+            if (w->off == offset && w->version == version && w->mark == NULL)
+                break;
+        }
+        if (w == NULL)
+            return;
+        h = (struct mc_holdidx_entry){.key = w->key, .key_len = w->key_len,
+                                      .alloc_len = w->len, .size = w->size,
+                                      .version = w->version};
+    }
+    m = malloc(sizeof(*m));
+    if (m == NULL) {
+        mc_warn("disk: no memory to mark the record at %" PRIu64 " removed: a restart may "
+                "report it again", offset);
+        return;
+    }
+    m->version = h.version;
+    m->size = h.size;
+    m->key_len = h.key_len;
+    memcpy(m->key, h.key, h.key_len);
+    if (w != NULL)
+        w->mark = erase_start(k, offset, h.alloc_len, m, w);
+    else
+        (void)erase_start(k, offset, h.alloc_len, m, NULL);
 }
 
 /* --- reads ------------------------------------------------------------------------------------ */
@@ -1086,6 +1210,7 @@ json_t *agent_disk_stats_json(struct mc_agent *a)
     json_object_set_new(o, "corrupt_dropped", json_integer((json_int_t)ds.scan_dropped));
     json_object_set_new(o, "found_at_open", json_integer((json_int_t)ds.scan_found));
     json_object_set_new(o, "erases", json_integer((json_int_t)k->st.erases));
+    json_object_set_new(o, "removed_marks", json_integer((json_int_t)k->st.removed_marks));
     json_object_set_new(o, "peer_reads", json_integer((json_int_t)k->peer_reads));
     json_object_set_new(o, "peer_reads_max", json_integer((json_int_t)k->peer_reads_max));
     json_object_set_new(o, "promotion_reads", json_integer((json_int_t)k->promo_reads));
@@ -1110,6 +1235,7 @@ void agent_disk_destroy(struct mc_agent *a)
         struct dk_write *w = k->waiting;
 
         k->waiting = w->next;
+        write_mark_go(k, w); /* closing: its mark is forgotten */
         free(w);
     }
     mc_seg_destroy(a->disk_seg);

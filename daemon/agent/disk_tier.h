@@ -38,6 +38,7 @@ struct agent_disk_stats {
     uint64_t disk_hits;       /* GETs served from a record */
     uint64_t read_corrupt;    /* ... answered MC_ERR_CORRUPT */
     uint64_t erases;          /* tombstones written for blocks the master freed */
+    uint64_t removed_marks;   /* records marked removed while a reader held them */
     uint64_t promotions;      /* records read back into a DRAM block of ours (disk_promote) */
     uint64_t peer_reads_busy; /* peers' reads refused MC_ERR_BUSY (disk_peer_reads): the
                                  owner queues them (owner.c) */
@@ -66,6 +67,11 @@ void agent_disk_local_copies(struct mc_agent *a);
  * it leaves the index, and is erased, when the index holds exactly that version there; a
  * drop naming another version (a record written there since) is ignored. */
 void agent_disk_drop(struct mc_agent *a, uint64_t offset, uint64_t version);
+/* Standalone: the master unpublished `version`, whose record at `offset` a reader still
+ * holds (MC_MASTER_DROP_RETIRED): the record's header is marked removed (durably, before
+ * answers that wait with agent_disk_after_erases), so that a restart does not find it; it
+ * stays indexed and readable until its drop. */
+void agent_disk_mark_removed(struct mc_agent *a, uint64_t offset, uint64_t version);
 /*
  * Durable erases before answers (docs/disk.md, "Frees and erases"): an answer that tells
  * someone a disk record is gone (a client's remove or replacing put standalone, a DROP's

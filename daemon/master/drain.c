@@ -57,6 +57,7 @@ struct copy {
     bool hard;         /* the version is hard-pinned: the target block counts as such */
     bool offload;      /* DRAM to the node's disk segment (an eviction), not a drain's */
     bool promote;      /* the node's disk segment back to its DRAM (a GET's promotion) */
+    bool told;         /* offload: its version was unpublished, the target told (RETIRED) */
     struct rep src, tgt;
     uint16_t key_len;
     char key[];
@@ -574,6 +575,28 @@ bool mc_master_copies_pending(const struct mc_master *m)
     return m->drain->queued > 0;
 }
 
+void mc_drain_unpublished(struct mc_master *m, const struct ver *v)
+{
+    struct mc_drain *d = m->drain;
+
+    if (d->offload_open == 0 || !m->drops_on)
+        return;
+    for (struct copy *c = d->copies; c != NULL; c = c->next) {
+        struct seg *ts;
+        struct mc_master_drop dr;
+
+        if (!c->offload || c->told || c->version != v->id || c->state == CS_FENCING ||
+            (ts = seg_of_rep(m, &c->tgt)) == NULL)
+            continue;
+        c->told = true;
+        dr = (struct mc_master_drop){.seg = rep_seg_id(&c->tgt),
+                                     .offset = mc_alloc_offset(ts->alloc, c->tgt.alloc),
+                                     .version = c->version,
+                                     .kind = MC_MASTER_DROP_RETIRED};
+        mc_master__drop_push_kind(m, &dr);
+    }
+}
+
 void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)
 {
     struct mc_drain *d = m->drain;
@@ -617,9 +640,15 @@ void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)
 
         /* a record written to disk for nothing: its owner erases it (a DROP), or a restart
          * would find it; a promotion's owner indexed its DRAM block: it forgets it */
-        if ((c->offload || c->promote) && m->drops_on)
-            mc_master__drop_push(m, rep_seg_id(&c->tgt), mc_alloc_offset(ts->alloc, c->tgt.alloc),
-                                 c->version);
+        if ((c->offload || c->promote) && m->drops_on) {
+            struct mc_master_drop dr = {.seg = rep_seg_id(&c->tgt),
+                                        .offset = mc_alloc_offset(ts->alloc, c->tgt.alloc),
+                                        .version = c->version,
+                                        .kind = MC_MASTER_DROP_FREED,
+                                        .after_retire = c->told};
+
+            mc_master__drop_push_kind(m, &dr);
+        }
         mc_master__rep_release(m, &c->tgt, c->hard); /* the write is over: safe to reuse */
     }
     copy_remove(d, c);

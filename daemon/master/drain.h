@@ -33,6 +33,12 @@ uint64_t mc_drain_kept(const struct mc_drain *d);
  * copy back into DRAM on the disk's node is queued (bounded; docs/disk.md, Promotion). */
 struct obj;
 void mc_drain_promote(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now);
+/* v is being unpublished (removed, replaced): an offload copy of it still under way will
+ * free its target when answered, but its record may be committed before that and a kill
+ * -9 of the owner between the two would bring the object back. So the target is told now,
+ * a RETIRED drop (master.h): the owner marks the record removed once written, mc-master
+ * remembers the version. The FREED drop made when the copy is answered says after_retire. */
+void mc_drain_unpublished(struct mc_master *m, const struct ver *v);
 /* A fence acknowledgement for a failed copy's target block: frees it and returns true.
  * False when (seg, alloc, version) names no copy (the caller handles it as a put's). */
 bool mc_drain_fence_ack(struct mc_master *m, uint32_t seg, uint32_t alloc, uint64_t version);

@@ -1116,6 +1116,7 @@ int mc_master_create(const struct mc_master_config *cfg, mc_master_clock_fn cloc
         return err;
     }
     m->offload = mc_drain_offload;
+    m->unpublished = mc_drain_unpublished;
     *m_p = m;
     return 0;
 }

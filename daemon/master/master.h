@@ -445,10 +445,20 @@ size_t mc_master_fences_take(struct mc_master *m, struct mc_master_fence *out, s
  * them); the queue grows to MC_MASTER_DROP_QUEUE_MAX, beyond which drops are lost (their
  * owners keep those objects: a new master may know them again). Off drops what is queued. */
 #define MC_MASTER_DROP_QUEUE_MAX (UINT64_C(1) << 22)
+#define MC_MASTER_DROP_FREED 0u   /* the block was freed */
+#define MC_MASTER_DROP_RETIRED 1u /* a disk block of a version unpublished while leased or
+                                   * pinned: still allocated (readable by those readers),
+                                   * freed later (a FREED drop, after_retire set). Its owner
+                                   * marks the record removed (a restart must not find it);
+                                   * mc-master remembers the version until that later drop
+                                   * is answered (docs/disk.md, "Frees and erases") */
 struct mc_master_drop {
     uint32_t seg;
     uint64_t offset;
     uint64_t version;
+    uint8_t kind;      /* MC_MASTER_DROP_* */
+    bool after_retire; /* FREED: the block's version was retired, its disk blocks told
+                        * (RETIRED) then */
 };
 void mc_master_drops_enable(struct mc_master *m, bool on);
 size_t mc_master_drops_take(struct mc_master *m, struct mc_master_drop *out, size_t max);

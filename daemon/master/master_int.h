@@ -163,6 +163,9 @@ struct mc_master {
      * from a DRAM segment: true keeps the block, whose bytes are being copied to the
      * node's disk segment (or are about to be); false lets the eviction go on */
     bool (*offload)(struct mc_master *m, struct seg *s, struct ver *v, uint32_t now);
+    /* record.c calls this (master.c sets it to drain.c's) when a version is unpublished: an
+     * offload copy of it still being written tells its disk target (a RETIRED drop) */
+    void (*unpublished)(struct mc_master *m, const struct ver *v);
     struct tenant tenants[MC_MASTER_TENANTS_MAX];
     uint32_t ntenants;      /* >= 1: the default tenant is always there */
 };
@@ -400,6 +403,7 @@ bool mc_master__fence_push(struct mc_master *m, uint32_t seg, uint32_t alloc, ui
 /* Tells the owner of [offset, ...) in segment seg that the block of `version` there is
  * freed (mc_master_drops_take), when drops are on. */
 void mc_master__drop_push(struct mc_master *m, uint32_t seg, uint64_t offset, uint64_t version);
+void mc_master__drop_push_kind(struct mc_master *m, const struct mc_master_drop *d);
 /* Appends r to v's replicas and makes v the owner of its block. MC_ERR_NOMEM, or
  * MC_ERR_NO_SPACE when v has MC_MASTER_MAX_REPLICAS already. */
 int mc_master__ver_add_rep(struct mc_master *m, struct ver *v, const struct rep *r);

@@ -29,6 +29,13 @@ void mc_master__ver_repoint(struct mc_master *m, struct ver *v)
 
 void mc_master__drop_push(struct mc_master *m, uint32_t seg, uint64_t offset, uint64_t version)
 {
+    struct mc_master_drop d = {.seg = seg, .offset = offset, .version = version};
+
+    mc_master__drop_push_kind(m, &d);
+}
+
+void mc_master__drop_push_kind(struct mc_master *m, const struct mc_master_drop *drop)
+{
     if (m->drop_count == m->drop_cap) {
         size_t cap = m->drop_cap != 0 ? 2 * m->drop_cap : 1024, i;
         struct mc_master_drop *d;
@@ -42,8 +49,7 @@ void mc_master__drop_push(struct mc_master *m, uint32_t seg, uint64_t offset, ui
         m->drop_cap = cap;
         m->drop_head = 0;
     }
-    m->drops[(m->drop_head + m->drop_count++) % m->drop_cap] =
-        (struct mc_master_drop){.seg = seg, .offset = offset, .version = version};
+    m->drops[(m->drop_head + m->drop_count++) % m->drop_cap] = *drop;
 }
 
 /* Return one replica's block to its segment (if the segment is still there). A block of a
@@ -58,8 +64,15 @@ void mc_master__rep_release(struct mc_master *m, const struct rep *r, bool hard)
     if (hard)
         s->hard_pinned -= mc_alloc_len(s->alloc, r->alloc);
     v = mc_alloc_owner(s->alloc, r->alloc);
-    if (m->drops_on && v != NULL && (v->state == VS_COMPLETE || v->state == VS_RETIRED))
-        mc_master__drop_push(m, seg_id(m, s), mc_alloc_offset(s->alloc, r->alloc), v->id);
+    if (m->drops_on && v != NULL && (v->state == VS_COMPLETE || v->state == VS_RETIRED)) {
+        struct mc_master_drop d = {.seg = seg_id(m, s),
+                                   .offset = mc_alloc_offset(s->alloc, r->alloc),
+                                   .version = v->id,
+                                   .kind = MC_MASTER_DROP_FREED,
+                                   .after_retire = v->state == VS_RETIRED};
+
+        mc_master__drop_push_kind(m, &d);
+    }
     mc_alloc_free(s->alloc, r->alloc);
 }
 
@@ -126,13 +139,35 @@ void mc_master__ver_free_space(struct mc_master *m, struct ver *v)
     v->lease_cnt = 0;
 }
 
-/* Unpublish v: freed now when unleased, else when its last lease ends. */
+/* Unpublish v: freed now when unleased, else when its last lease ends. Then its disk
+ * blocks are told (RETIRED drops): a record its owner's restart found would otherwise
+ * publish the object again, and the answer of the remove does not wait for the lease. So
+ * are the targets of its offload copies still being written (drain.c). */
 void mc_master__ver_retire(struct mc_master *m, struct ver *v, uint32_t now)
 {
-    if (ver_is_leased(m, v, now))
-        v->state = VS_RETIRED;
-    else
+    struct rep *reps;
+    uint32_t i;
+
+    if (m->unpublished != NULL && (v->state == VS_COMPLETE || v->state == VS_RETIRED))
+        m->unpublished(m, v);
+    if (!ver_is_leased(m, v, now)) {
         mc_master__ver_free_space(m, v);
+        return;
+    }
+    v->state = VS_RETIRED;
+    reps = ver_reps(v);
+    for (i = 0; m->drops_on && i < v->nrep; i++) {
+        struct seg *s = seg_of_rep(m, &reps[i]);
+        struct mc_master_drop d;
+
+        if (s == NULL || s->kind != MC_SEG_DISK)
+            continue;
+        d = (struct mc_master_drop){.seg = seg_id(m, s),
+                                    .offset = mc_alloc_offset(s->alloc, reps[i].alloc),
+                                    .version = v->id,
+                                    .kind = MC_MASTER_DROP_RETIRED};
+        mc_master__drop_push_kind(m, &d);
+    }
 }
 
 /* Ask the owners of v's blocks to fence them (mc_master_fences_take). */

@@ -164,3 +164,12 @@ void mc_dropmemo_merge(int *results, uint32_t n, const bool *refused, int refusa
     for (i = n; i-- > 0;)
         results[i] = refused[i] ? refusal : results[--k];
 }
+
+bool mc_dropmemo_note(struct mc_dropmemo *m, const struct mc_master_drop *d, bool disk)
+{
+    bool retired = d->kind == MC_MASTER_DROP_RETIRED;
+
+    if (disk && (retired || !d->after_retire))
+        mc_dropmemo_add(m, d->version);
+    return !retired;
+}

@@ -30,6 +30,14 @@ void mc_dropmemo_add(struct mc_dropmemo *m, uint64_t v);
  * every block of it was answered (review D3: one owner's answer must not clear another's). */
 void mc_dropmemo_del(struct mc_dropmemo *m, uint64_t v);
 bool mc_dropmemo_has(const struct mc_dropmemo *m, uint64_t v);
+/* One block the directory handed over (mc_master_drops_take), of a disk segment or not:
+ * remembered when it is a disk block freed (once: a FREED drop after_retire was remembered
+ * by its RETIRED one) or retired (its block still allocated, the version unpublished while
+ * a reader held it, or its offload copy under way: the owner's restart must not publish it
+ * again). Returns whether a DROP is to be sent: not for a RETIRED one (its block is not
+ * free yet: the owner would forget and erase a record a reader or a write still uses). */
+struct mc_master_drop;
+bool mc_dropmemo_note(struct mc_dropmemo *m, const struct mc_master_drop *d, bool disk);
 /* A RESTORE batch: the items of a disk segment (is_disk) whose version is remembered are
  * taken out (refused[i] set), the others moved to the front in order; returns how many
  * remain. merge puts the remaining items' results (results[0..remaining)) back in the

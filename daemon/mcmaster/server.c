@@ -36,8 +36,7 @@
 #include "daemon/common/notify.h"
 #include "daemon/master/exec.h"
 #include "daemon/master/master.h"
-#include "daemon/mcmaster/dropmemo.h"
-#include "daemon/mcmaster/dropq.h"
+#include "daemon/mcmaster/diskdrops.h"
 #include "daemon/mcmaster/elect.h"
 #include "daemon/mcmaster/ha.h"
 #include "daemon/mcmaster/mcmaster_metrics.h"
@@ -110,15 +109,11 @@ struct mc_mcmaster_server {
     struct mc_proto_fence_item fences[MC_PROTO_BATCH_MAX];
     struct mc_master_restore_req restores[MC_PROTO_BATCH_MAX];
     uint32_t seg_ids[MC_PROTO_BATCH_MAX];
-    struct mc_dropq *dropq;                                     /* DROPs until answered */
-    struct mc_dropmemo *dropmemo; /* disk records freed, their DROP not answered yet */
-    struct mc_master_drop drops[MC_PROTO_BATCH_MAX];            /* drops_send */
-    struct mc_proto_drop_item drop_items[MC_PROTO_BATCH_MAX];
+    struct mc_diskdrops drops; /* DROPs until answered, unanswered disk ones remembered */
     struct mc_proto_seg_entry seg_page[MC_PROTO_SEG_PAGE_MAX];
     struct mc_master_node_info node_info[MC_PROTO_NODE_PAGE_MAX];
     struct mc_proto_node_entry node_page[MC_PROTO_NODE_PAGE_MAX];
     int results[MC_PROTO_BATCH_MAX];
-    bool restore_refused[MC_PROTO_BATCH_MAX];
     uint64_t counts[MC_PROTO_BATCH_MAX];
     uint8_t out[MC_PROTO_PAYLOAD_MAX];
 };
@@ -193,16 +188,12 @@ static int seg_info(struct mc_mcmaster_server *s, uint32_t seg, struct mc_master
     return rc;
 }
 
-static bool seg_is_disk(struct mc_mcmaster_server *s, uint32_t seg)
+/* diskdrops.h's is_disk */
+static bool seg_is_disk(void *ctx, uint32_t seg)
 {
     struct mc_master_seg_info info;
 
-    return seg_info(s, seg, &info) == 0 && info.kind == MC_SEG_DISK;
-}
-
-static bool seg_is_disk_fn(void *ctx, uint32_t seg)
-{
-    return seg_is_disk(ctx, seg);
+    return seg_info(ctx, seg, &info) == 0 && info.kind == MC_SEG_DISK;
 }
 
 /* dropq.h's silent: the owner of seg did not answer a DROP (it may have died, and UCX
@@ -219,15 +210,6 @@ static void drops_silent(void *ctx, uint32_t seg)
         if (p->authed && p->node == info.node)
             p->silent = true;
     }
-}
-
-/* dropq.h's acked: an owner's answer to a DROP of a disk block says its erase is durable */
-static void drops_acked(void *ctx, const struct mc_proto_drop_item *items, size_t n)
-{
-    struct mc_mcmaster_server *s = ctx;
-
-    for (size_t i = 0; i < n; i++)
-        mc_dropmemo_del(s->dropmemo, items[i].version);
 }
 
 
@@ -617,11 +599,10 @@ static int h_restore(struct mc_mcmaster_server *s, struct peer *p, const void *p
     x = (struct mc_master_req){.op = MC_MASTER_OP_RESTORE, .node = p->node, .n = req.n,
                                .results = s->results, .in.restore = s->restores};
     /* a disk record whose DROP was never answered: refused, the others go on (dropmemo.h) */
-    x.n = mc_dropmemo_filter(s->dropmemo, s->restores, req.n, seg_is_disk_fn, s,
-                             s->restore_refused);
+    x.n = mc_diskdrops_restore_filter(&s->drops, s->restores, req.n);
     if (x.n > 0)
         (void)mc_master_exec(s->m, &x);
-    mc_dropmemo_merge(s->results, req.n, s->restore_refused, MC_ERR_CANCELED);
+    mc_diskdrops_restore_merge(&s->drops, s->results, req.n);
     for (uint32_t i = 0; i < req.n; i++)
         ok += s->results[i] == 0;
     mc_debug("node %u: %u of %u replicas restored", p->node, ok, req.n);
@@ -856,7 +837,7 @@ static int ha_reset(struct mc_mcmaster_server *s, const struct mc_elect_view *v)
         return err;
     mc_master_destroy(s->m);
     s->m = m;
-    mc_dropq_reset(s->dropq); /* the old directory's segments */
+    mc_dropq_reset(s->drops.q); /* the old directory's segments */
     mc_master_drops_enable(s->m, true);
     /* versions above any an earlier leader handed out: the end they stored in etcd (not
      * the clock alone: elect.h); every restore raises the counter further */
@@ -1068,11 +1049,7 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
         goto err_destroy;
     }
     s->mcfg = cfg->master;
-    err = mc_dropq_create(drop_route, s, &s->dropq);
-    if (err == 0) {
-        mc_dropq_on_acked(s->dropq, drops_acked, drops_silent);
-        err = mc_dropmemo_create(&s->dropmemo);
-    }
+    err = mc_diskdrops_init(&s->drops, drop_route, drops_silent, seg_is_disk, s);
     if (err == 0)
         err = mc_master_create(&cfg->master, NULL, NULL, &s->m);
     if (err == 0) {
@@ -1242,8 +1219,6 @@ static void fences_send(struct mc_mcmaster_server *s)
 
 /* --- drops: the owners' indexes of complete objects forget what was freed ------------------- */
 
-#define DROP_BATCH 1024u
-
 /* dropq.h's route: the endpoint of the owner of seg now. */
 static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p)
 {
@@ -1268,21 +1243,7 @@ static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p)
  * until answered (dropq.h). */
 static void drops_send(struct mc_mcmaster_server *s)
 {
-    struct mc_master_drop *d = s->drops;
-    struct mc_proto_drop_item *items = s->drop_items;
-    uint64_t now = mc_ucx_now_ms();
-    size_t n, i;
-
-    while ((n = mc_master_drops_take(s->m, d, DROP_BATCH)) > 0) {
-        for (i = 0; i < n; i++) {
-            items[i] = (struct mc_proto_drop_item){
-                .seg = d[i].seg, .offset = d[i].offset, .version = d[i].version};
-            if (seg_is_disk(s, d[i].seg))
-                mc_dropmemo_add(s->dropmemo, d[i].version);
-        }
-        mc_dropq_send(s->dropq, items, n, now);
-    }
-    mc_dropq_tick(s->dropq, now);
+    mc_diskdrops_send(&s->drops, s->m, mc_ucx_now_ms());
 }
 
 /* --- copies of a drain: the source's owner writes the bytes to the target ------------------ */
@@ -1424,7 +1385,7 @@ static void metrics_publish(struct mc_mcmaster_server *s)
     {
         struct mc_dropq_stats ds;
 
-        mc_dropq_stats(s->dropq, &ds);
+        mc_dropq_stats(s->drops.q, &ds);
         s->mvals[MM_DROPS_SENT] = ds.sent;
         s->mvals[MM_DROPS_RETRIED] = ds.retried;
         s->mvals[MM_DROPS_GIVEN_UP] = ds.given_up;
@@ -1517,13 +1478,12 @@ void mc_mcmaster_server_destroy(struct mc_mcmaster_server *s)
         return;
     mc_elect_stop(s->ha.elect); /* a leader hands over at once: it deletes its key */
     mc_metrics_destroy(s->metrics);
-    if (s->dropq != NULL)
-        mc_dropq_closing(s->dropq);
+    if (s->drops.q != NULL)
+        mc_dropq_closing(s->drops.q);
     while (s->peers != NULL)
         peer_drop(s, s->peers, true);
     mc_ucx_destroy(s->u);
-    mc_dropq_destroy(s->dropq); /* every try has ended with the worker */
-    mc_dropmemo_destroy(s->dropmemo);
+    mc_diskdrops_fini(&s->drops); /* every try has ended with the worker */
     free(s->ha.expect);
     mc_master_destroy(s->m);
     for (i = 0; i < s->nsegs; i++)

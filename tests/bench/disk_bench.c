@@ -13,9 +13,12 @@
  *
  * usage: mc-disk-bench --file PATH [--size BYTES] [--count N] [--batch N] [--depth N]
  *                      [--chunk BYTES] [--engine auto|io_uring|threads] [--seconds S]
- *                      [--keep] [--no-write]
+ *                      [--keep] [--no-write] [--removals N]
  * --keep leaves the file (and uses one that is there); --no-write reads the records an
- * earlier --keep run wrote (the same --size and --count).
+ * earlier --keep run wrote (the same --size and --count). --removals N then removes N
+ * records one at a time as a remove of a held object does (mark removed: a header read
+ * and an O_DSYNC header write), then erases them one at a time as a freed extent is
+ * (one header write), and adds the medians "mark_us" and "erase_us" to the line.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -65,8 +68,62 @@ static void usage(void)
 {
     fprintf(stderr, "usage: mc-disk-bench --file PATH [--size BYTES] [--count N] [--batch N] "
                     "[--depth N] [--chunk BYTES] [--engine auto|io_uring|threads] "
-                    "[--seconds S] [--keep]\n");
+                    "[--seconds S] [--keep] [--no-write] [--removals N]\n");
     exit(2);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* One op on its own, drained: its latency in us, or < 0 when it failed. */
+static double one_op(struct mc_disk *d, struct bop *b, int rc)
+{
+    double t0 = now_s();
+
+    if (rc != 0)
+        return -1;
+    mc_disk_drain(d);
+    return b->res == 0 ? (now_s() - t0) * 1e6 : -1;
+}
+
+/* Records 0..n-1 (key "k<i>", version 1) marked removed one at a time, then erased one at
+ * a time: the median latency of each. */
+static int removal_latency(struct mc_disk *d, uint64_t n, uint64_t rl, uint64_t size,
+                           double *mark_us, double *erase_us)
+{
+    double *m = calloc(n, sizeof(*m)), *e = calloc(n, sizeof(*e));
+    struct bop b = {.op.done = bop_done};
+    char key[32];
+
+    if (m == NULL || e == NULL)
+        return 1;
+    for (uint64_t i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "k%" PRIu64, i);
+        b.res = 1;
+        m[i] = one_op(d, &b, mc_disk_mark_removed(d, &b.op, i * rl, key, (uint32_t)strlen(key),
+                                                  1, size));
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        b.res = 1;
+        e[i] = one_op(d, &b, mc_disk_erase(d, &b.op, i * rl, rl));
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        if (m[i] < 0 || e[i] < 0) {
+            fprintf(stderr, "mc-disk-bench: a mark or erase failed\n");
+            return 1;
+        }
+    }
+    qsort(m, n, sizeof(*m), cmp_double);
+    qsort(e, n, sizeof(*e), cmp_double);
+    *mark_us = m[n / 2];
+    *erase_us = e[n / 2];
+    free(m);
+    free(e);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -77,11 +134,13 @@ int main(int argc, char **argv)
         {"depth", required_argument, NULL, 'd'}, {"chunk", required_argument, NULL, 'c'},
         {"engine", required_argument, NULL, 'e'}, {"seconds", required_argument, NULL, 't'},
         {"keep", no_argument, NULL, 'k'},        {"no-write", no_argument, NULL, 'w'},
-        {NULL, 0, NULL, 0},
+        {"removals", required_argument, NULL, 'r'}, {NULL, 0, NULL, 0},
     };
     struct mc_disk_cfg cfg = {.engine = MC_DISK_ENGINE_AUTO, .depth = 32, .chunk = 1u << 20,
                               .threads = 8};
     uint64_t size = 256u << 10, count = 1024, batch = 32, reads = 0, corrupt = 0, rl;
+    uint64_t removals = 0;
+    double mark_us = 0, erase_us = 0;
     double seconds = 5, t0, wt, rt;
     bool keep = false, no_write = false;
     struct mc_disk *d;
@@ -101,6 +160,7 @@ int main(int argc, char **argv)
         case 't': seconds = strtod(optarg, NULL); break;
         case 'k': keep = true; break;
         case 'w': no_write = true; break;
+        case 'r': removals = strtoull(optarg, NULL, 0); break;
         case 'e':
             if (strcmp(optarg, "io_uring") == 0)
                 cfg.engine = MC_DISK_ENGINE_URING;
@@ -112,7 +172,8 @@ int main(int argc, char **argv)
         default: usage();
         }
     }
-    if (cfg.path == NULL || size == 0 || count == 0 || batch == 0 || batch > count)
+    if (cfg.path == NULL || size == 0 || count == 0 || batch == 0 || batch > count ||
+        removals > count)
         usage();
     cfg.threads = cfg.depth < 64 ? cfg.depth : 64; /* as many workers as I/Os in flight */
     rl = mc_disk_rec_len(size);
@@ -199,12 +260,15 @@ int main(int argc, char **argv)
         reads += batch;
         rt = now_s() - t0;
     } while (rt < seconds);
+    if (removals > 0 && (removal_latency(d, removals, rl, size, &mark_us, &erase_us) != 0))
+        return 1;
     printf("{\"engine\":\"%s\",\"direct\":%s,\"size\":%" PRIu64 ",\"count\":%" PRIu64
            ",\"batch\":%" PRIu64 ",\"depth\":%u,\"chunk\":%u,\"write_gb_per_s\":%.3f,"
-           "\"read_gb_per_s\":%.3f,\"reads\":%" PRIu64 ",\"corrupt\":%" PRIu64 "}\n",
+           "\"read_gb_per_s\":%.3f,\"reads\":%" PRIu64 ",\"corrupt\":%" PRIu64
+           ",\"mark_us\":%.0f,\"erase_us\":%.0f}\n",
            mc_disk_engine(d), mc_disk_is_direct(d) ? "true" : "false", size, count, batch,
            cfg.depth, cfg.chunk, no_write ? 0.0 : (double)(count * size) / wt / 1e9,
-           (double)(reads * size) / rt / 1e9, reads, corrupt);
+           (double)(reads * size) / rt / 1e9, reads, corrupt, mark_us, erase_us);
     mc_disk_close(d);
     for (uint64_t i = 0; i < batch; i++)
         free(dst[i]);

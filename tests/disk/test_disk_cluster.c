@@ -20,59 +20,10 @@
 #include <mc/mc.h>
 
 #include "tests/lib/t_fcluster.h"
+#include "tests/disk/t_disk.h"
 
 #define KIB 1024u
 #define TTL_MS 3000u /* node_ttl_ms: a loaded host stalls daemons for a second or more */
-
-static void put_range(mc_client_t *c, const char *prefix, int from, int to, size_t len)
-{
-    uint8_t *buf = malloc(len);
-    char key[64];
-
-    ck_assert_ptr_nonnull(buf);
-    for (int i = from; i < to; i++) {
-        int err, tries = 0;
-
-        snprintf(key, sizeof(key), "%s/%d", prefix, i);
-        t_fill(buf, len, (uint64_t)i * 104729u + len);
-        /* a pool momentarily full of objects on their way to disk: MC_ERR_NO_SPACE */
-        while ((err = mc_put(c, key, buf, len, NULL)) == MC_ERR_NO_SPACE && tries++ < 2000)
-            usleep(2000);
-        ck_assert_msg(err == 0, "put %s: %s", key, mc_strerror(err));
-    }
-    free(buf);
-}
-
-static int get_range(mc_client_t *c, const char *prefix, int from, int to, size_t len)
-{
-    uint8_t *buf = malloc(len);
-    char key[64];
-    int present = 0;
-
-    ck_assert_ptr_nonnull(buf);
-    for (int i = from; i < to; i++) {
-        size_t got = 0;
-        int err;
-
-        snprintf(key, sizeof(key), "%s/%d", prefix, i);
-        err = mc_get(c, key, buf, len, &got);
-        if (err == MC_ERR_NOT_FOUND)
-            continue;
-        ck_assert_msg(err == 0, "get %s: %s", key, mc_strerror(err));
-        ck_assert_uint_eq(got, len);
-        {
-            uint8_t *want = malloc(len);
-
-            ck_assert_ptr_nonnull(want);
-            t_fill(want, len, (uint64_t)i * 104729u + len);
-            ck_assert_msg(memcmp(want, buf, len) == 0, "bytes of %s", key);
-            free(want);
-        }
-        present++;
-    }
-    free(buf);
-    return present;
-}
 
 /* One batch get of keys [from, from + half) and [to - half, to) through c: the oldest
  * objects (on disk only, by now) and the newest (still in memory) in the same batch, so
@@ -103,7 +54,7 @@ static void batch_get_mixed(mc_client_t *c, const char *prefix, int from, int to
         ck_assert_ptr_nonnull(want);
         ck_assert_msg(results[i] == 0, "batch item %s: %s", keys[i], mc_strerror(results[i]));
         ck_assert_uint_eq(lens[i], len);
-        t_fill(want, len, (uint64_t)idx[i] * 104729u + len);
+        t_fill(want, len, t_disk_seed(idx[i], len));
         ck_assert_msg(memcmp(want, bufs[i], len) == 0, "bytes of batch item %s", keys[i]);
         free(want);
         free(bufs[i]);
@@ -128,6 +79,70 @@ static void disk_settle(const char *sock)
         usleep(10000);
 }
 
+static void settle_fn(void *sock)
+{
+    disk_settle(sock);
+}
+
+/*
+ * Hole D1 in a cluster (docs/disk.md, "Removed while still in use"): objects on the owner's
+ * disk pinned by the client node, removed, and the owner killed -9 while the pins still
+ * hold them (nothing freed, no DROP made, nothing erased), declared dead, restarted on its
+ * disk: mc-master remembered the removed versions from the remove on (RETIRED drops) and
+ * refuses their restore. Without that the restore published them again.
+ *   pr/N  pinned, removed: NOT_FOUND;  ctl/N  on disk, untouched: back (the restore ran).
+ */
+START_TEST(test_disk_cluster_removed_while_pinned_stays_removed)
+{
+    struct t_fc fc;
+    struct t_proc a, a2, c;
+    char path[300];
+    const char *extra[] = {"--disk", path, "--disk-size", "128M", NULL};
+    mc_client_t *ca, *cc;
+    const size_t len = 64 * KIB;
+    const int n = 8;
+    const uint64_t old = 1000;
+    uint64_t removed = 0;
+
+    memset(&a2, 0, sizeof(a2));
+    t_disk_cluster_start(&fc, "disk_cluster_pinned", TTL_MS, false, path, sizeof(path), &a,
+                         extra, &c);
+    ca = t_fc_conn(&a);
+    cc = t_fc_conn(&c);
+    batch_put_seeded(ca, "pr", n, len, old);
+    batch_put_seeded(ca, "ctl", n, len, old);
+    put_range(ca, "fill", 0, 384, len); /* 24 MiB more through 16 MiB: the above to disk */
+    disk_settle(a.sock);
+    assert_on_disk(cc, "pr", n);
+    assert_on_disk(cc, "ctl", n);
+    (void)pin_range(cc, "pr", n); /* the client node's: held past the owner's death */
+    ck_assert_int_eq(mc_remove_prefix(ca, "pr/", &removed), 0);
+    ck_assert_uint_eq(removed, (uint64_t)n);
+    t_fc_sleep_ms(300); /* mc-master's own calls to A end (the known gap of ucx.c) */
+    t_proc_kill(&a);
+    mc_close(ca);
+    t_fc_sleep_ms(TTL_MS + 1500);
+    t_fc_agent_spawn_as(&fc, &a2, NULL, "127.0.0.1", "A2", "A", NULL, "16M", extra);
+    t_fc_agent_wait(&a2);
+    /* the restore has run once ctl/N are back */
+    for (int tries = 0; tries < 100; tries++) {
+        if (mc_exist(cc, "ctl/7") == 1)
+            break;
+        t_fc_sleep_ms(100);
+    }
+    ck_assert_int_eq(mc_exist(cc, "ctl/7"), 1);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+
+        snprintf(key, sizeof(key), "pr/%d", i);
+        ck_assert_msg(get_seeded(cc, key, len, old + (uint64_t)i, old + (uint64_t)i) == 0,
+                      "%s was removed while pinned, and came back after the restart", key);
+    }
+    mc_close(cc);
+    t_fc_finish(&fc);
+}
+END_TEST
+
 START_TEST(test_disk_cluster_restart_keeps_objects)
 {
     struct t_fc fc;
@@ -139,16 +154,9 @@ START_TEST(test_disk_cluster_restart_keeps_objects)
     const int n = 768; /* 48 MiB through a 16 MiB pool */
     json_int_t on_disk, hits;
 
-    memset(&a, 0, sizeof(a));
     memset(&a2, 0, sizeof(a2));
-    memset(&c, 0, sizeof(c));
-    t_fc_init(&fc, "disk_cluster_restart", TTL_MS);
-    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
-    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
-    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", extra);
-    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
-    t_fc_agent_wait(&a);
-    t_fc_agent_wait(&c);
+    t_disk_cluster_start(&fc, "disk_cluster_restart", TTL_MS, false, path, sizeof(path), &a,
+                         extra, &c);
 
     ca = t_fc_conn(&a);
     put_range(ca, "dc", 0, n, len);
@@ -210,15 +218,8 @@ START_TEST(test_disk_cluster_full_exist_agrees)
 
     ck_assert_ptr_nonnull(buf);
     ck_assert_ptr_nonnull(want);
-    memset(&a, 0, sizeof(a));
-    memset(&c, 0, sizeof(c));
-    t_fc_init(&fc, "disk_cluster_full", TTL_MS);
-    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
-    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
-    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", extra);
-    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
-    t_fc_agent_wait(&a);
-    t_fc_agent_wait(&c);
+    t_disk_cluster_start(&fc, "disk_cluster_full", TTL_MS, false, path, sizeof(path), &a,
+                         extra, &c);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     put_range(ca, "df", 0, hot, len);
@@ -240,7 +241,7 @@ START_TEST(test_disk_cluster_full_exist_agrees)
         err = mc_get(cc, key, buf, len, &got);
         ck_assert_msg(err == 0, "get %s (the master lists it): %s", key, mc_strerror(err));
         ck_assert_uint_eq(got, len);
-        t_fill(want, len, (uint64_t)i * 104729u + len);
+        t_fill(want, len, t_disk_seed(i, len));
         ck_assert_msg(memcmp(want, buf, len) == 0, "bytes of %s", key);
         present++;
     }
@@ -254,90 +255,6 @@ START_TEST(test_disk_cluster_full_exist_agrees)
     t_fc_finish(&fc);
 }
 END_TEST
-
-/* Puts keys prefix/0..n-1 of len bytes filled from seed + i, all in one batch. */
-static void batch_put_seeded(mc_client_t *c, const char *prefix, int n, size_t len, uint64_t seed)
-{
-    char keys[64][64];
-    const char *kp[64];
-    const void *bp[64];
-    size_t lens[64];
-    int results[64], rc;
-    uint8_t *bufs = malloc((size_t)n * len);
-    mc_put_opts_t o = MC_PUT_OPTS_INIT;
-
-    o.flags = MC_PUT_UPSERT; /* a new version of a key that has one */
-    ck_assert_ptr_nonnull(bufs);
-    ck_assert_int_le(n, 64);
-    for (int i = 0; i < n; i++) {
-        snprintf(keys[i], sizeof(keys[i]), "%s/%d", prefix, i);
-        kp[i] = keys[i];
-        t_fill(bufs + (size_t)i * len, len, seed + (uint64_t)i);
-        bp[i] = bufs + (size_t)i * len;
-        lens[i] = len;
-    }
-    for (int tries = 0; tries < 2000; tries++) {
-        rc = mc_batch_put(c, (size_t)n, kp, bp, lens, &o, results);
-        if (rc == n)
-            break;
-        for (int i = 0; i < n; i++)
-            ck_assert_msg(results[i] == 0 || results[i] == MC_ERR_NO_SPACE, "batch put %s: %s",
-                          keys[i], mc_strerror(results[i]));
-        usleep(2000);
-    }
-    ck_assert_int_eq(rc, n);
-    free(bufs);
-}
-
-/* 0: the key is absent; 1: it holds the bytes of seed; 2: of old_seed (never acceptable). */
-static int get_seeded(mc_client_t *c, const char *key, size_t len, uint64_t seed,
-                      uint64_t old_seed)
-{
-    uint8_t *buf = malloc(len);
-    size_t got = 0;
-    int err, r;
-
-    ck_assert_ptr_nonnull(buf);
-    err = mc_get(c, key, buf, len, &got);
-    if (err == MC_ERR_NOT_FOUND) {
-        free(buf);
-        return 0;
-    }
-    ck_assert_msg(err == 0, "get %s: %s", key, mc_strerror(err));
-    ck_assert_uint_eq(got, len);
-    {
-        uint8_t *want = malloc(len);
-
-        ck_assert_ptr_nonnull(want);
-        t_fill(want, len, seed);
-        r = memcmp(want, buf, len) == 0 ? 1 : -1;
-        t_fill(want, len, old_seed);
-        if (r < 0 && memcmp(want, buf, len) == 0)
-            r = 2;
-        free(want);
-    }
-    ck_assert_msg(r > 0, "wrong bytes of %s", key);
-    free(buf);
-    return r;
-}
-
-static void assert_on_disk(mc_client_t *c, const char *prefix, int n)
-{
-    for (int i = 0; i < n; i++) {
-        char key[64];
-        mc_obj_info_t info;
-
-        snprintf(key, sizeof(key), "%s/%d", prefix, i);
-        /* the master sends its copies as it makes them: give the last ones a moment */
-        for (int tries = 0; tries < 100; tries++) {
-            ck_assert_int_eq(mc_stat(c, key, &info), 0);
-            if (MC_OBJ_DISK_REPLICAS(info.flags) >= 1)
-                break;
-            usleep(50000);
-        }
-        ck_assert_msg(MC_OBJ_DISK_REPLICAS(info.flags) >= 1, "%s not on disk yet", key);
-    }
-}
 
 /*
  * Cluster: a removed or replaced object never comes back when its owner is killed -9 and
@@ -363,16 +280,9 @@ START_TEST(test_disk_cluster_removed_stays_removed)
     const uint64_t old = 1000, new = 5000;
     uint64_t removed = 0;
 
-    memset(&a, 0, sizeof(a));
     memset(&a2, 0, sizeof(a2));
-    memset(&c, 0, sizeof(c));
-    t_fc_init(&fc, "disk_cluster_removed", TTL_MS);
-    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
-    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
-    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", slow);
-    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
-    t_fc_agent_wait(&a);
-    t_fc_agent_wait(&c);
+    t_disk_cluster_start(&fc, "disk_cluster_removed", TTL_MS, false, path, sizeof(path), &a,
+                         slow, &c);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     batch_put_seeded(ca, "rm", n, len, old);
@@ -446,34 +356,16 @@ START_TEST(test_disk_cluster_peer_reads_capped)
     size_t caps[N], lens[N];
     int results[N], rc, extra_keys = 0;
 
-    memset(&a, 0, sizeof(a));
-    memset(&c, 0, sizeof(c));
-    t_fc_init(&fc, "disk_cluster_capped", TTL_MS);
-    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
-    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
-    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", extra);
-    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
-    t_fc_agent_wait(&a);
-    t_fc_agent_wait(&c);
+    t_disk_cluster_start(&fc, "disk_cluster_capped", TTL_MS, false, path, sizeof(path), &a,
+                         extra, &c);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     put_range(ca, "cap", 0, 384, len); /* 24 MiB through 16 MiB: the first ones on disk */
     disk_settle(a.sock);
     for (int i = 0; i < N; i++) {
-        mc_obj_info_t info;
-
         snprintf(keys[i], sizeof(keys[i]), "cap/%d", i);
-        for (int more = 0; more < 40; more++) {
-            ck_assert_int_eq(mc_stat(cc, keys[i], &info), 0);
-            if (MC_OBJ_DISK_REPLICAS(info.flags) == info.replicas)
-                break;
-            /* fresh keys each time, across every i (a key put again is EXISTS) */
-            put_range(ca, "capx", extra_keys, extra_keys + 16, len);
-            extra_keys += 16;
-            disk_settle(a.sock);
-        }
-        ck_assert_msg(MC_OBJ_DISK_REPLICAS(info.flags) == info.replicas,
-                      "%s is not on disk only", keys[i]);
+        /* fresh filler keys each time, across every i (a key put again is EXISTS) */
+        until_disk_only(cc, ca, keys[i], "capx", &extra_keys, len, settle_fn, a.sock);
         kp[i] = keys[i];
         bufs[i] = malloc(len);
         ck_assert_ptr_nonnull(bufs[i]);
@@ -486,7 +378,7 @@ START_TEST(test_disk_cluster_peer_reads_capped)
         ck_assert_msg(results[i] == 0, "batch item %s: %s", keys[i], mc_strerror(results[i]));
         ck_assert_ptr_nonnull(want);
         ck_assert_uint_eq(lens[i], len);
-        t_fill(want, len, (uint64_t)i * 104729u + len);
+        t_fill(want, len, t_disk_seed(i, len));
         ck_assert_msg(memcmp(want, bufs[i], len) == 0, "bytes of batch item %s", keys[i]);
         free(want);
         free(bufs[i]);
@@ -519,34 +411,19 @@ START_TEST(test_disk_cluster_slow_peer_read_times_out)
     mc_client_t *ca, *cc;
     const size_t len = 64 * KIB;
     uint8_t *buf = malloc(len);
-    mc_obj_info_t info;
     struct timespec t0, t1;
     size_t got = 0;
     long ms;
-    int err;
+    int err, filler = 0;
 
     ck_assert_ptr_nonnull(buf);
-    memset(&a, 0, sizeof(a));
-    memset(&c, 0, sizeof(c));
-    t_fc_init(&fc, "disk_cluster_slowread", TTL_MS);
-    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
-    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
-    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", extra);
-    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
-    t_fc_agent_wait(&a);
-    t_fc_agent_wait(&c);
+    t_disk_cluster_start(&fc, "disk_cluster_slowread", TTL_MS, false, path, sizeof(path), &a,
+                         extra, &c);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     put_range(ca, "sr", 0, 384, len);
     disk_settle(a.sock);
-    for (int more = 0; more < 40; more++) {
-        ck_assert_int_eq(mc_stat(cc, "sr/0", &info), 0);
-        if (MC_OBJ_DISK_REPLICAS(info.flags) == info.replicas)
-            break;
-        put_range(ca, "srx", more * 16, more * 16 + 16, len);
-        disk_settle(a.sock);
-    }
-    ck_assert_uint_eq(MC_OBJ_DISK_REPLICAS(info.flags), info.replicas);
+    until_disk_only(cc, ca, "sr/0", "srx", &filler, len, settle_fn, a.sock);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     err = mc_get(cc, "sr/0", buf, len, &got);
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -610,8 +487,8 @@ START_TEST(test_disk_cluster_put_waits_for_offload)
         int err;
 
         snprintf(key, sizeof(key), "pw/%d", i);
-        t_fill(buf, len, (uint64_t)i * 104729u + len);
-        err = mc_put(cc, key, buf, len, NULL);
+        t_fill(buf, len, t_disk_seed(i, len));
+        err = mc_put(cc, key, buf, len, NULL); /* no retry: the agent waits */
         ck_assert_msg(err == 0, "put %s: %s", key, mc_strerror(err));
     }
     j = t_fc_stats(c.sock);
@@ -636,6 +513,7 @@ int main(void)
     tcase_add_test(tc, test_disk_cluster_restart_keeps_objects);
     tcase_add_test(tc, test_disk_cluster_full_exist_agrees);
     tcase_add_test(tc, test_disk_cluster_removed_stays_removed);
+    tcase_add_test(tc, test_disk_cluster_removed_while_pinned_stays_removed);
     tcase_add_test(tc, test_disk_cluster_peer_reads_capped);
     tcase_add_test(tc, test_disk_cluster_slow_peer_read_times_out);
     tcase_add_test(tc, test_disk_cluster_put_waits_for_offload);

@@ -14,6 +14,7 @@
 #include <mc/mc.h>
 
 #include "tests/lib/t_fcluster.h"
+#include "tests/disk/t_disk.h"
 #include "tests/disk/t_promote.h"
 
 #define TTL_MS 3000u
@@ -26,21 +27,12 @@ static void cluster(bool delayed)
     const char *extra[8] = {"--disk", path, "--disk-size", "64M"};
     mc_client_t *ca, *cc;
 
-    memset(&a, 0, sizeof(a));
-    memset(&c, 0, sizeof(c));
     if (delayed) {
         extra[4] = "--test-fault";
         extra[5] = "promote_delay_ms=1500";
     }
-    t_fc_init(&fc, delayed ? "disk_promote_cluster_rm" : "disk_promote_cluster", TTL_MS);
-    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
-    setenv("MC_DISK_PROMOTE", "true", 1); /* mc-master's setting */
-    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
-    unsetenv("MC_DISK_PROMOTE");
-    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", extra);
-    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
-    t_fc_agent_wait(&a);
-    t_fc_agent_wait(&c);
+    t_disk_cluster_start(&fc, delayed ? "disk_promote_cluster_rm" : "disk_promote_cluster",
+                         TTL_MS, true, path, sizeof(path), &a, extra, &c);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     t_promote_scenario(ca, cc, true, delayed);

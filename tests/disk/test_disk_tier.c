@@ -22,6 +22,7 @@
 
 #include "tests/integration/t_agent.h"
 #include "tests/integration/t_util.h"
+#include "tests/disk/t_disk.h"
 
 #define KIB 1024u
 
@@ -47,59 +48,6 @@ static void dfile_remove(struct dfile *f)
     rmdir(f->dir);
 }
 
-/* A put, retried while the pool is momentarily full of objects on their way to disk
- * (MC_ERR_NO_SPACE: docs/disk.md, "Offload"). */
-static int put_retry(mc_client_t *c, const char *key, const void *buf, size_t len)
-{
-    int err, tries = 0;
-
-    while ((err = mc_put(c, key, buf, len, NULL)) == MC_ERR_NO_SPACE && tries++ < 2000)
-        usleep(2000);
-    return err;
-}
-
-static void put_range(mc_client_t *c, const char *prefix, int from, int to, size_t len)
-{
-    uint8_t *buf = malloc(len);
-    char key[64];
-
-    ck_assert_ptr_nonnull(buf);
-    for (int i = from; i < to; i++) {
-        int err;
-
-        snprintf(key, sizeof(key), "%s/%d", prefix, i);
-        t_fill(buf, len, (uint64_t)i * 7919u + len);
-        err = put_retry(c, key, buf, len);
-        ck_assert_msg(err == 0, "put %s: %s", key, mc_strerror(err));
-    }
-    free(buf);
-}
-
-/* Gets every key of [from, to): returns how many were there, each checked byte for byte. */
-static int get_range(mc_client_t *c, const char *prefix, int from, int to, size_t len)
-{
-    uint8_t *buf = malloc(len);
-    char key[64];
-    int present = 0;
-
-    ck_assert_ptr_nonnull(buf);
-    for (int i = from; i < to; i++) {
-        size_t got = 0;
-        int err;
-
-        snprintf(key, sizeof(key), "%s/%d", prefix, i);
-        err = mc_get(c, key, buf, len, &got);
-        if (err == MC_ERR_NOT_FOUND)
-            continue;
-        ck_assert_msg(err == 0, "get %s: %s", key, mc_strerror(err));
-        ck_assert_uint_eq(got, len);
-        ck_assert_msg(t_check_fill(buf, len, (uint64_t)i * 7919u + len), "bytes of %s", key);
-        present++;
-    }
-    free(buf);
-    return present;
-}
-
 /* The agent's stats, parsed; the caller json_decref's. */
 static json_t *stats(mc_client_t *c)
 {
@@ -123,6 +71,12 @@ static long long disk_stat(json_t *st, const char *name)
 }
 
 /* Waits until the disk has nothing in flight (offloads of the last puts). */
+static void disk_settle(mc_client_t *c);
+static void settle_fn(void *c)
+{
+    disk_settle(c);
+}
+
 static void disk_settle(mc_client_t *c)
 {
     for (int i = 0; i < 500; i++) {
@@ -279,80 +233,6 @@ START_TEST(test_disk_restart_keeps_objects)
 }
 END_TEST
 
-/* Puts keys prefix/0..n-1 of len bytes filled from seed + i, all in one batch. */
-static void batch_put_seeded(mc_client_t *c, const char *prefix, int n, size_t len, uint64_t seed)
-{
-    char keys[64][64];
-    const char *kp[64];
-    const void *bp[64];
-    size_t lens[64];
-    int results[64], rc;
-    uint8_t *bufs = malloc((size_t)n * len);
-    mc_put_opts_t o = MC_PUT_OPTS_INIT;
-
-    o.flags = MC_PUT_UPSERT; /* a new version of a key that has one */
-    ck_assert_ptr_nonnull(bufs);
-    ck_assert_int_le(n, 64);
-    for (int i = 0; i < n; i++) {
-        snprintf(keys[i], sizeof(keys[i]), "%s/%d", prefix, i);
-        kp[i] = keys[i];
-        t_fill(bufs + (size_t)i * len, len, seed + (uint64_t)i);
-        bp[i] = bufs + (size_t)i * len;
-        lens[i] = len;
-    }
-    for (int tries = 0; tries < 2000; tries++) {
-        rc = mc_batch_put(c, (size_t)n, kp, bp, lens, &o, results);
-        if (rc == n)
-            break;
-        for (int i = 0; i < n; i++)
-            ck_assert_msg(results[i] == 0 || results[i] == MC_ERR_NO_SPACE, "batch put %s: %s",
-                          keys[i], mc_strerror(results[i]));
-        usleep(2000);
-    }
-    ck_assert_int_eq(rc, n);
-    free(bufs);
-}
-
-/* 0: the key is absent; 1: it holds the bytes of seed; 2: of old_seed (never acceptable). */
-static int get_seeded(mc_client_t *c, const char *key, size_t len, uint64_t seed,
-                      uint64_t old_seed)
-{
-    uint8_t *buf = malloc(len);
-    size_t got = 0;
-    int err, r;
-
-    ck_assert_ptr_nonnull(buf);
-    err = mc_get(c, key, buf, len, &got);
-    if (err == MC_ERR_NOT_FOUND) {
-        free(buf);
-        return 0;
-    }
-    ck_assert_msg(err == 0, "get %s: %s", key, mc_strerror(err));
-    ck_assert_uint_eq(got, len);
-    r = t_check_fill(buf, len, seed) ? 1 : t_check_fill(buf, len, old_seed) ? 2 : -1;
-    ck_assert_msg(r > 0, "wrong bytes of %s", key);
-    free(buf);
-    return r;
-}
-
-static void assert_on_disk(mc_client_t *c, const char *prefix, int n)
-{
-    for (int i = 0; i < n; i++) {
-        char key[64];
-        mc_obj_info_t info;
-
-        snprintf(key, sizeof(key), "%s/%d", prefix, i);
-        /* the master sends its copies as it makes them: give the last ones a moment */
-        for (int tries = 0; tries < 100; tries++) {
-            ck_assert_int_eq(mc_stat(c, key, &info), 0);
-            if (MC_OBJ_DISK_REPLICAS(info.flags) >= 1)
-                break;
-            usleep(50000);
-        }
-        ck_assert_msg(MC_OBJ_DISK_REPLICAS(info.flags) >= 1, "%s not on disk yet", key);
-    }
-}
-
 /*
  * A removed or replaced object never comes back after a kill -9 (review of issue 12: the
  * answer of a remove, or of a put replacing an object, waits until the old record's
@@ -419,6 +299,131 @@ START_TEST(test_disk_removed_stays_removed_after_kill)
 }
 END_TEST
 
+/*
+ * Hole D1 of docs/disk.md: a remove (or a replacing put) of a disk object that a reader
+ * holds (a pin here; a lease is the same to the master) only unpublishes the version: its
+ * space is freed and erased when the pin ends, after the answer. A kill -9 before then must
+ * not bring the object back: its record is marked removed before the answer (the marks
+ * start 2 s late: --test-fault disk_delay_ms). Without the mark the restart's scan found
+ * the records and the embedded master published them again.
+ *   pr/N  on disk, pinned, removed: NOT_FOUND after the restart;
+ *   pq/N  on disk, pinned, replaced (the new versions pushed to disk too): the new bytes.
+ */
+START_TEST(test_disk_removed_while_pinned_stays_removed_after_kill)
+{
+    const char *slow[] = {"--test-fault", "disk_delay_ms=2000", NULL};
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    const size_t len = 64 * KIB;
+    const int n = 8;
+    const uint64_t old = 1000, new = 5000;
+    json_t *st;
+
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "128M", slow);
+    c = t_connect(&a);
+    batch_put_seeded(c, "pr", n, len, old);
+    batch_put_seeded(c, "pq", n, len, old);
+    put_range(c, "fill", 0, 384, len); /* 24 MiB more through 16 MiB: the above go to disk */
+    disk_settle(c);
+    assert_on_disk(c, "pr", n);
+    assert_on_disk(c, "pq", n);
+    (void)pin_range(c, "pr", n); /* held until the kill */
+    (void)pin_range(c, "pq", n);
+
+    batch_put_seeded(c, "pq", n, len, new);
+    put_range(c, "fill2", 0, 384, len); /* the new versions of pq/N go to disk */
+    disk_settle(c);
+    assert_on_disk(c, "pq", n);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+
+        snprintf(key, sizeof(key), "pr/%d", i);
+        ck_assert_int_eq(mc_remove(c, key), 0);
+    }
+    /* the answers waited for the marks: each pinned disk record (both sets) is marked */
+    st = stats(c);
+    ck_assert_int_ge(disk_stat(st, "removed_marks"), 2 * n);
+    json_decref(st);
+    t_agent_kill(&a); /* the pins still held: nothing was freed, nothing erased */
+    mc_close(c);
+    t_agent_rmdir(&a);
+
+    start(&a, "16M", &f, "128M", NULL);
+    c = t_connect(&a);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+
+        snprintf(key, sizeof(key), "pr/%d", i);
+        ck_assert_msg(get_seeded(c, key, len, old + (uint64_t)i, old + (uint64_t)i) == 0,
+                      "%s was removed while pinned, and came back after the restart", key);
+        snprintf(key, sizeof(key), "pq/%d", i);
+        ck_assert_msg(get_seeded(c, key, len, new + (uint64_t)i, old + (uint64_t)i) == 1,
+                      "%s: not the bytes of its last put after the restart", key);
+    }
+    t_client_and_agent_stop(&a, &c);
+    dfile_remove(&f);
+}
+END_TEST
+
+/*
+ * Hole D5 of docs/disk.md: an object removed while its offload copy is still being written
+ * (each write starts 1.5 s late: --test-fault disk_write_delay_ms). The copy's record is
+ * committed after the remove; the erase of it the master then asks for starts 3 s late
+ * (disk_delay_ms). The agent is killed 2.5 s after the remove's answer: without the fix
+ * the answer came at once, the record was committed and not yet erased, and the restart
+ * published the removed objects again. With it the answer waits until each such record,
+ * once written, is marked removed (here about 4 s: the client's deadline is raised). Low
+ * watermarks make the tick copy the oldest objects (rc/N first) while the DRAM has room,
+ * so no put waits for those copies.
+ */
+START_TEST(test_disk_removed_while_offloading_stays_removed_after_kill)
+{
+    const char *slow[] = {"--test-fault", "disk_write_delay_ms=1500", "--test-fault",
+                          "disk_delay_ms=3000", "--set", "high_watermark=0.5", "--set",
+                          "low_watermark=0.3", NULL};
+    struct t_agent a;
+    struct dfile f;
+    mc_client_t *c;
+    const size_t len = 64 * KIB;
+    const int n = 16;
+    const uint64_t old = 1000;
+    uint64_t removed = 0;
+    json_t *st;
+
+    dfile_make(&f, NULL);
+    start(&a, "16M", &f, "128M", slow);
+    setenv("MC_OP_TIMEOUT_MS", "20000", 1); /* the remove waits for a write and a mark */
+    c = t_connect(&a);
+    unsetenv("MC_OP_TIMEOUT_MS");
+    batch_put_seeded(c, "rc", n, len, old);
+    put_range(c, "fill", 0, 160, len); /* 11 MiB of 16: above the high watermark */
+    usleep(300 * 1000); /* the tick has started the copies of the oldest; none written */
+    ck_assert_int_eq(mc_remove_prefix(c, "rc/", &removed), 0);
+    ck_assert_uint_eq(removed, (uint64_t)n);
+    st = stats(c);
+    ck_assert_int_ge(disk_stat(st, "removed_marks"), 1); /* copies were under way */
+    json_decref(st);
+    usleep(2500 * 1000); /* past any write, before the erases of the copies' records */
+    t_agent_kill(&a);
+    mc_close(c);
+    t_agent_rmdir(&a);
+
+    start(&a, "16M", &f, "128M", NULL);
+    c = t_connect(&a);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+
+        snprintf(key, sizeof(key), "rc/%d", i);
+        ck_assert_msg(get_seeded(c, key, len, old + (uint64_t)i, old + (uint64_t)i) == 0,
+                      "%s was removed while its copy was written, and came back", key);
+    }
+    t_client_and_agent_stop(&a, &c);
+    dfile_remove(&f);
+}
+END_TEST
+
 static uint64_t now_ms(void)
 {
     struct timespec ts;
@@ -446,9 +451,8 @@ START_TEST(test_disk_slow_read_times_out)
     uint8_t *buf = malloc(len);
     size_t got = 0;
     uint64_t t0, ms;
-    mc_obj_info_t info;
     json_t *st;
-    int err;
+    int err, filler = 0;
 
     ck_assert_ptr_nonnull(buf);
     dfile_make(&f, NULL);
@@ -456,15 +460,7 @@ START_TEST(test_disk_slow_read_times_out)
     c = t_connect(&a);
     put_range(c, "slow", 0, 384, len);
     disk_settle(c);
-    /* on disk only: its DRAM replica goes once the clock passes it again (more puts) */
-    for (int more = 0; more < 40; more++) {
-        ck_assert_int_eq(mc_stat(c, "slow/0", &info), 0);
-        if (MC_OBJ_DISK_REPLICAS(info.flags) == info.replicas)
-            break;
-        put_range(c, "slowx", more * 16, more * 16 + 16, len);
-        disk_settle(c);
-    }
-    ck_assert_uint_eq(MC_OBJ_DISK_REPLICAS(info.flags), info.replicas);
+    until_disk_only(c, c, "slow/0", "slowx", &filler, len, settle_fn, c);
     /* a client whose ops have 1 s (its deadline travels with each op) */
     setenv("MC_OP_TIMEOUT_MS", "1000", 1);
     c1 = t_connect(&a);
@@ -529,7 +525,7 @@ START_TEST(test_disk_put_waits_for_offload)
         int err;
 
         snprintf(key, sizeof(key), "pw/%d", i);
-        t_fill(buf, len, (uint64_t)i * 7919u + len);
+        t_fill(buf, len, t_disk_seed(i, len));
         err = mc_put(c, key, buf, len, NULL);
         ck_assert_msg(err == 0, "put %s: %s", key, mc_strerror(err));
     }
@@ -607,7 +603,7 @@ START_TEST(test_disk_torn_record_dropped)
             continue;
         ck_assert_msg(err == 0, "get %s: %s", key, mc_strerror(err));
         ck_assert_uint_eq(got, len);
-        ck_assert_msg(t_check_fill(buf, len, (uint64_t)i * 7919u + len), "wrong bytes of %s",
+        ck_assert_msg(t_check_fill(buf, len, t_disk_seed(i, len)), "wrong bytes of %s",
                       key);
         ok++;
     }
@@ -733,6 +729,8 @@ int main(void)
     tcase_add_test(tc, test_disk_fill_4x_tmpfs_threads);
     tcase_add_test(tc, test_disk_restart_keeps_objects);
     tcase_add_test(tc, test_disk_removed_stays_removed_after_kill);
+    tcase_add_test(tc, test_disk_removed_while_pinned_stays_removed_after_kill);
+    tcase_add_test(tc, test_disk_removed_while_offloading_stays_removed_after_kill);
     tcase_add_test(tc, test_disk_slow_read_times_out);
     tcase_add_test(tc, test_disk_put_waits_for_offload);
     tcase_add_test(tc, test_disk_torn_record_dropped);

@@ -5,7 +5,8 @@
  *   2. The rest is a program of 8-byte records (offset, size, sequence number, a damage
  *      byte, a key byte): each becomes a header made by the real encoder (format 1, or
  *      format 2 with a checksum trailer), perhaps damaged,
- *      fed to the scan at its offset; the scan's verdicts are then checked against a
+ *      fed to the scan at its offset (a removed one marked as the store marks it:
+ *      committed, then restated); the scan's verdicts are then checked against a
  *      brute-force model: a record is kept exactly when it is committed and no other
  *      collected record overlaps it with a sequence number >= its own, kept records never
  *      overlap, and every kept
@@ -75,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             .size = (uint64_t)(p[1] % 16) * BLK + (p[2] & 0x3f) * 64u,
             .key_len = 1 + (p[7] & 1),
             .key = key,
-            .state = (uint32_t)(p[5] >> 6) % 3, /* committed, pending, erased */
+            .state = (uint32_t)(p[5] >> 6), /* committed, pending, erased, removed */
         };
         uint64_t off = (uint64_t)(p[0] % (REGION_BLOCKS + 4)) * BLK; /* some past the end */
 
@@ -85,8 +86,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             mc_disk_trailer_make(zeros, h.size, trailer);
             h.trailer = trailer;
         }
-        if (mc_disk_hdr_encode(&h, secret, block) != 0)
+        if (h.state == MC_DISK_REC_REMOVED) {
+            /* as the store marks one: written committed, then restated */
+            struct mc_disk_hdr back;
+
+            h.state = MC_DISK_REC_COMMITTED;
+            if (mc_disk_hdr_encode(&h, secret, block) != 0 ||
+                mc_disk_hdr_restate(block, secret, MC_DISK_REC_REMOVED) != 0 ||
+                mc_disk_hdr_decode(block, BLK, secret, &back) != 0 ||
+                back.state != MC_DISK_REC_REMOVED || back.seq != h.seq)
+                abort();
+            h.state = MC_DISK_REC_REMOVED;
+        } else if (mc_disk_hdr_encode(&h, secret, block) != 0) {
             abort();
+        }
         switch (p[5] & 7) {
         case 1: /* a torn header: one byte of it flipped */
             block[p[6] % (MC_DISK_HDR_FIXED + h.key_len)] ^= (uint8_t)(1u << (p[6] & 7));

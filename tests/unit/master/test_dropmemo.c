@@ -146,6 +146,38 @@ START_TEST(test_dropmemo_counts_blocks_of_a_version)
 }
 END_TEST
 
+/* What a drop taken from the directory does to the memo (issue 12, holes D1 and D5): a
+ * disk block RETIRED is remembered and not sent; its later FREED drop (after_retire) is sent
+ * and not remembered again, so its answer forgets the version; a plain disk FREED drop is
+ * remembered and sent; a memory block is never remembered. Fails when a RETIRED drop is
+ * sent (the owner would erase a record a reader holds) or counted twice (never forgotten). */
+START_TEST(test_dropmemo_notes_retired_then_freed)
+{
+    struct mc_dropmemo *m;
+    struct mc_master_drop d = {.seg = 1, .offset = 4096, .version = 7,
+                               .kind = MC_MASTER_DROP_RETIRED};
+
+    ck_assert_int_eq(mc_dropmemo_create(&m), 0);
+    ck_assert(!mc_dropmemo_note(m, &d, true));
+    ck_assert(mc_dropmemo_has(m, 7));
+    d.kind = MC_MASTER_DROP_FREED;
+    d.after_retire = true;
+    ck_assert(mc_dropmemo_note(m, &d, true));
+    mc_dropmemo_del(m, 7); /* the owner answered the DROP */
+    ck_assert(!mc_dropmemo_has(m, 7));
+    d.after_retire = false;
+    d.version = 8;
+    ck_assert(mc_dropmemo_note(m, &d, true));
+    ck_assert(mc_dropmemo_has(m, 8));
+    d.version = 9;
+    ck_assert(mc_dropmemo_note(m, &d, false));
+    d.kind = MC_MASTER_DROP_RETIRED;
+    ck_assert(!mc_dropmemo_note(m, &d, false));
+    ck_assert(!mc_dropmemo_has(m, 9));
+    mc_dropmemo_destroy(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dropmemo");
@@ -158,6 +190,7 @@ int main(void)
     tcase_add_test(tc, test_dropmemo_bound_forgets_the_oldest);
     tcase_add_test(tc, test_dropmemo_filters_a_restore_batch);
     tcase_add_test(tc, test_dropmemo_counts_blocks_of_a_version);
+    tcase_add_test(tc, test_dropmemo_notes_retired_then_freed);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -378,6 +378,135 @@ START_TEST(test_offload_disk_evicts_its_own)
 }
 END_TEST
 
+/* k0..k8 (100 KiB each) put, copied to disk, and the DRAM made to drop some (a put of
+ * 400 KiB): returns a key whose version has a disk replica. */
+static const char *t_on_disk(struct t_node *t)
+{
+    static char key[32];
+    struct mc_master_put_grant g;
+
+    for (int i = 0; i < 9; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        t_put_n(t->m, t->node, key, 100 * KiB);
+    }
+    ck_assert_int_eq(t_start(t->m, "big", 400 * KiB, 0, t->node, &g), MC_ERR_NO_SPACE);
+    ck_assert_uint_gt(t_copies_done(t->m, 0), 0);
+    ck_assert_int_eq(t_start(t->m, "big", 400 * KiB, 0, t->node, &g), 0);
+    ck_assert_int_eq(t_end(t->m, "big", g.version, t->node), 0);
+    for (int i = 0; i < 9; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        if (t_kinds(t->m, key, NULL) & (1u << MC_SEG_DISK))
+            return key;
+    }
+    ck_abort_msg("nothing on disk");
+    return NULL;
+}
+
+/* Hole D1 (docs/disk.md): a disk object removed while a reader holds it (a lease; a pin is
+ * one) is only retired: its disk blocks are told at once (RETIRED drops: the owner marks
+ * the record removed, mc-master remembers the version), freed later when the lease ends
+ * (FREED drops, after_retire). An unleased one is freed at once, nothing RETIRED. */
+START_TEST(test_offload_removed_while_leased_tells_disk_blocks)
+{
+    struct t_node t = t_one(1 * MiB, 64 * MiB);
+    struct mc_master_get_result r;
+    struct mc_master_drop d[256];
+    char key[32];
+    size_t n, retired = 0, freed = 0;
+
+    mc_master_drops_enable(t.m, true);
+    snprintf(key, sizeof(key), "%s", t_on_disk(&t));
+    while (mc_master_drops_take(t.m, d, 256) > 0)
+        ;
+    ck_assert_int_eq(t_get(t.m, key, &r), 0);
+    ck_assert_int_eq(mc_master_remove(t.m, key, strlen(key)), 0);
+    n = mc_master_drops_take(t.m, d, 256);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(d[i].kind, MC_MASTER_DROP_RETIRED);
+        ck_assert_uint_eq(d[i].seg, t.disk);
+        ck_assert_uint_eq(d[i].version, r.lease.version);
+        retired++;
+    }
+    ck_assert_uint_eq(retired, 1);
+    ck_assert_int_eq(t_exist(t.m, key), 0);
+    /* the lease ends: every block freed, each drop saying its version was retired */
+    ck_assert_uint_eq(t_release(t.m, key, &r), 1);
+    n = mc_master_drops_take(t.m, d, 256);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(d[i].kind, MC_MASTER_DROP_FREED);
+        ck_assert(d[i].after_retire);
+        ck_assert_uint_eq(d[i].version, r.lease.version);
+        freed += d[i].seg == t.disk;
+    }
+    ck_assert_uint_eq(freed, 1);
+    /* unleased: freed at once, nothing retired */
+    ck_assert_int_eq(mc_master_remove(t.m, "big", 3), 0);
+    n = mc_master_drops_take(t.m, d, 256);
+    ck_assert_uint_gt(n, 0);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(d[i].kind, MC_MASTER_DROP_FREED);
+        ck_assert(!d[i].after_retire);
+    }
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+/* Hole D5 (docs/disk.md): an object removed while its offload copy is being written. The
+ * copy's target is told at the remove (a RETIRED drop: the owner marks the record once
+ * written, mc-master remembers the version); the copy's answer frees it (FREED,
+ * after_retire: remembered already). A copy whose object stays is told nothing. */
+START_TEST(test_offload_removed_while_copying_tells_target)
+{
+    struct t_node t = t_one(1 * MiB, 64 * MiB);
+    struct mc_master_put_grant g;
+    struct mc_master_copy c[64];
+    struct mc_master_drop d[256];
+    char key[32], gone[32];
+    size_t n, nd, retired = 0, freed = 0;
+
+    mc_master_drops_enable(t.m, true);
+    for (int i = 0; i < 9; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        t_put_n(t.m, t.node, key, 100 * KiB);
+    }
+    ck_assert_int_eq(t_start(t.m, "big", 400 * KiB, 0, t.node, &g), MC_ERR_NO_SPACE);
+    n = mc_master_copies_take(t.m, c, 64);
+    ck_assert_uint_ge(n, 2);
+    while (mc_master_drops_take(t.m, d, 256) > 0)
+        ;
+    snprintf(gone, sizeof(gone), "%.*s", (int)c[0].key_len, c[0].key);
+    ck_assert_int_eq(mc_master_remove(t.m, gone, strlen(gone)), 0);
+    nd = mc_master_drops_take(t.m, d, 256);
+    for (size_t i = 0; i < nd; i++) {
+        if (d[i].kind != MC_MASTER_DROP_RETIRED)
+            continue;
+        ck_assert_uint_eq(d[i].seg, t.disk);
+        ck_assert_uint_eq(d[i].offset, c[0].dst.offset);
+        ck_assert_uint_eq(d[i].version, c[0].version);
+        retired++;
+    }
+    ck_assert_uint_eq(retired, 1);
+    /* the copies end: the removed one's target freed, told as retired before */
+    for (size_t k = 0; k < n; k++)
+        mc_master_copy_done(t.m, c[k].id, 0);
+    nd = mc_master_drops_take(t.m, d, 256);
+    for (size_t i = 0; i < nd; i++) {
+        ck_assert_uint_eq(d[i].kind, MC_MASTER_DROP_FREED);
+        if (d[i].seg != t.disk)
+            continue;
+        ck_assert_uint_eq(d[i].version, c[0].version);
+        ck_assert(d[i].after_retire);
+        freed++;
+    }
+    ck_assert_uint_eq(freed, 1);
+    ck_assert_int_eq(t_exist(t.m, gone), 0);
+    snprintf(key, sizeof(key), "%.*s", (int)c[1].key_len, c[1].key);
+    ck_assert_int_eq(t_exist(t.m, key), 1);
+    ck_assert(t_kinds(t.m, key, NULL) & (1u << MC_SEG_DISK));
+    mc_master_destroy(t.m);
+}
+END_TEST
+
 /* A tenant's quota bounds its memory: its disk does not count. */
 START_TEST(test_offload_quota_counts_memory_only)
 {
@@ -672,6 +801,8 @@ int main(void)
     tcase_add_test(tc, test_offload_failed_copy_not_retried);
     tcase_add_test(tc, test_offload_failed_copy_waits_for_fence);
     tcase_add_test(tc, test_offload_disk_evicts_its_own);
+    tcase_add_test(tc, test_offload_removed_while_leased_tells_disk_blocks);
+    tcase_add_test(tc, test_offload_removed_while_copying_tells_target);
     tcase_add_test(tc, test_offload_quota_counts_memory_only);
     tcase_add_test(tc, test_promote_queues_one_copy_to_dram);
     tcase_add_test(tc, test_promote_removed_or_replaced_meanwhile);

@@ -1,0 +1,102 @@
+/*
+ * DROPs to the owners and the memory of unanswered disk DROPs (diskdrops.h).
+ */
+#include "daemon/mcmaster/diskdrops.h"
+
+#include <string.h>
+
+#include <mc/mc_status.h>
+
+/* dropq.h's acked: an owner's answer to a DROP of a disk block says its erase is durable.
+ * Only disk blocks count: a version freed from memory and from a disk at once must stay
+ * remembered until the disk's owner answered, whatever the memory's owner answered first
+ * (a DROP of a segment gone meanwhile keeps its version remembered: it only refuses). */
+static void acked(void *ctx, const struct mc_proto_drop_item *items, size_t n)
+{
+    struct mc_diskdrops *d = ctx;
+
+    for (size_t i = 0; i < n; i++) {
+        if (d->is_disk(d->ctx, items[i].seg))
+            mc_dropmemo_del(d->memo, items[i].version);
+    }
+}
+
+static void silent(void *ctx, uint32_t seg)
+{
+    struct mc_diskdrops *d = ctx;
+
+    d->silent(d->ctx, seg);
+}
+
+static int route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p)
+{
+    struct mc_diskdrops *d = ctx;
+
+    return d->route(d->ctx, seg, ep_p);
+}
+
+int mc_diskdrops_init(struct mc_diskdrops *d, mc_dropq_route_fn route_fn,
+                      mc_dropq_silent_fn silent_fn, mc_diskdrops_is_disk_fn is_disk, void *ctx)
+{
+    int err;
+
+    memset(d, 0, sizeof(*d));
+    d->is_disk = is_disk;
+    d->route = route_fn;
+    d->silent = silent_fn;
+    d->ctx = ctx;
+    /* the queue calls back with d: the answers are ours, the route and silence the server's */
+    err = mc_dropq_create(route, d, &d->q);
+    if (err != 0)
+        return err;
+    mc_dropq_on_acked(d->q, acked, silent);
+    err = mc_dropmemo_create(&d->memo);
+    if (err != 0) {
+        mc_dropq_destroy(d->q);
+        d->q = NULL;
+    }
+    return err;
+}
+
+void mc_diskdrops_fini(struct mc_diskdrops *d)
+{
+    if (d->q != NULL)
+        mc_dropq_destroy(d->q);
+    mc_dropmemo_destroy(d->memo);
+    d->q = NULL;
+    d->memo = NULL;
+}
+
+void mc_diskdrops_send(struct mc_diskdrops *d, struct mc_master *m, uint64_t now_ms)
+{
+    size_t n, i;
+
+    while ((n = mc_master_drops_take(m, d->taken, MC_DISKDROPS_BATCH)) > 0) {
+        size_t k = 0;
+
+        for (i = 0; i < n; i++) {
+            const struct mc_master_drop *t = &d->taken[i];
+
+            /* a disk block of a version removed while a reader held it (or while its
+             * offload copy was written) is remembered from then on, and sent once freed */
+            if (!mc_dropmemo_note(d->memo, t, d->is_disk(d->ctx, t->seg)))
+                continue;
+            d->items[k++] = (struct mc_proto_drop_item){
+                .seg = t->seg, .offset = t->offset, .version = t->version};
+        }
+        if (k > 0)
+            mc_dropq_send(d->q, d->items, k, now_ms);
+    }
+    mc_dropq_tick(d->q, now_ms);
+}
+
+uint32_t mc_diskdrops_restore_filter(struct mc_diskdrops *d, struct mc_master_restore_req *reqs,
+                                     uint32_t n)
+{
+    return mc_dropmemo_filter(d->memo, reqs, n, d->is_disk, d->ctx, d->refused);
+}
+
+void mc_diskdrops_restore_merge(const struct mc_diskdrops *d, int *results, uint32_t n)
+{
+    mc_dropmemo_merge(results, n, d->refused, MC_ERR_CANCELED);
+}
