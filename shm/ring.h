@@ -165,7 +165,12 @@ enum mc_shm_op {
                             not moved, the answer is res MC_ERR_TOO_LARGE with its size;
                             arg0 = replicas to skip (bit i: the i-th, as a CQE's `replicas`
                             named it, failed its checksum): none left is MC_ERR_CORRUPT.
-                            The answer's `replicas` = index + 1 of the replica served */
+                            The answer's `replicas` = index + 1 of the replica served.
+                            With MC_SQE_F_ARENA, data_off names the caller's buffer in an
+                            arena and data_len its capacity: an object read from a peer may
+                            be received straight into [data_off, +data_len) (bytes and
+                            checksum trailer, mc_shm_alloc_len); the answer then says
+                            loc_seg = MC_SHM_LOC_IN_PLACE and holds no lease */
     MC_OP_RELEASE = 7,   /* arg0 = lease id from a GET */
     MC_OP_EXIST = 8,     /* key: res 1 / 0 */
     MC_OP_REMOVE = 9,    /* key */
@@ -201,6 +206,9 @@ enum mc_shm_op {
 #define MC_SQE_F_DEV 0x8u   /* a registered device buffer: data_off = devbuf id <<
                                MC_SHM_ARENA_SHIFT | offset (PUT, PUT_DATA) */
 #define MC_SHM_ARENA_SHIFT 48
+/* A GET answer's loc_seg: the bytes (and the checksum trailer after them, at
+ * mc_shm_trailer_off(size)) are in the caller's arena buffer already; no lease to release */
+#define MC_SHM_LOC_IN_PLACE UINT32_MAX
 #define MC_SHM_MAX_ARENAS 256u
 
 struct mc_sqe {
