@@ -621,7 +621,8 @@ static void orphan_done_locked(struct mc_client *c, uint32_t tag, const struct m
     if (cqe->res != 0)
         return;
     if (tag == STEP_GET) {
-        mc_engine_release_locked(&c->e, cqe->lease_id);
+        if (cqe->loc_seg != MC_SHM_LOC_IN_PLACE) /* in place: no lease to release */
+            mc_engine_release_locked(&c->e, cqe->lease_id);
     } else if (tag == STEP_START) {
         memset(&sqe, 0, sizeof(sqe));
         sqe.opcode = MC_OP_PUT_ABORT;
