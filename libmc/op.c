@@ -1065,9 +1065,11 @@ void mc_op_init_get(struct mc_client *c, struct mc_op *op, const char *key, size
     op->dst = buf;
     op->cap = cap;
     op->dst_dev = cap > 0 && mc_devbuf_is_device(&c->d, buf, cap);
-    if (cap > 0 && !op->dst_dev && mc_arena_find(&c->a, buf, cap, &id, &off)) {
-        /* the agent may land a peer's bytes straight in it: the op is then final only
-         * when the agent answers (expire_locked) */
+    if (cap > 0 && !op->dst_dev &&
+        (c->e.region->hdr->features & MC_SHM_F_ARENA_GETS) != 0 &&
+        mc_arena_find(&c->a, buf, cap, &id, &off)) {
+        /* the agent may land a peer's bytes straight in it (it said so in the header):
+         * the op is then final only when the agent answers (expire_locked) */
         op->src = SRC_ARENA;
         op->arena_ref = ((uint64_t)id << MC_SHM_ARENA_SHIFT) | off;
     }

@@ -141,8 +141,13 @@ struct mc_shm_hdr {
     uint32_t max_inflight;   /* ops a client may have submitted and not reaped */
     uint64_t chunk_size;     /* MC_SHM_CHUNK */
     _Atomic uint32_t agent_state; /* 0 running, 1 closing: the client should fail new ops */
-    uint32_t pad;
+    uint32_t features;       /* MC_SHM_F_*: what this agent does beyond ABI 1 (an older
+                                agent wrote 0 here) */
 };
+
+/* hdr.features: a GET may name an arena destination (MC_SQE_F_ARENA) that the agent may
+ * receive a peer's bytes into (arena_reads): without it libmc never names one */
+#define MC_SHM_F_ARENA_GETS 0x1u
 
 static_assert(sizeof(struct mc_shm_hdr) == 120, "hdr ABI");
 static_assert(sizeof(struct mc_shm_hdr) <= MC_SHM_HDR_SIZE, "hdr fits its page");
