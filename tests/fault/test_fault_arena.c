@@ -5,6 +5,8 @@
  * buffers, not in the reader's landing segment. The contract under test:
  *   - every size is exact, and the path was taken (reads_into_arena counts each item; a
  *     buffer too small for the checksum trailer, or a plain one, takes the landing path);
+ *   - bytes corrupted at the owner are caught by the client's in-place check
+ *     (MC_ERR_CORRUPT, never success);
  *   - an owner stopped (SIGSTOP) or killed (SIGKILL) mid-transfer: the get ends by its
  *     deadline with an allowed error, and once it returned the buffer is never written
  *     again (a pattern written afterwards survives the owner's resumption);
@@ -15,6 +17,7 @@
  * The daemons are the real mc-master and mc-agents on loopback (tests/lib/t_fcluster.h).
  */
 #include <check.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -194,6 +197,107 @@ START_TEST(test_fault_arena_get_sizes)
         free(objs[i].data);
     for (i = 0; i < T_FA_BATCH; i++)
         free(batch[i].data);
+    t_fc_finish(&fc);
+}
+END_TEST
+
+/* --- 1b. bytes corrupted at the owner: the in-place verification catches them ---------- */
+
+/* The address range of pid's writable mapping of its DRAM segment (memfd "mc-dram"). */
+static bool t_fa_dram_map(pid_t pid, uint64_t *start, uint64_t *end)
+{
+    char path[64], line[512];
+    bool found = false;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    while (!found && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long a, b;
+        char perms[8];
+
+        if (strstr(line, "mc-dram") != NULL &&
+            sscanf(line, "%llx-%llx %7s", &a, &b, perms) == 3 && perms[1] == 'w') {
+            *start = a;
+            *end = b;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/*
+ * One byte of the object flipped in its owner's segment (through /proc/PID/mem, as
+ * test_slow_corruption does): the arena get still lands in place, the client's in-place
+ * check finds it, asks again without that replica, and with none left answers
+ * MC_ERR_CORRUPT -- never success, and the buffer does not keep the bad bytes. The byte
+ * put back, the same get is exact.
+ */
+START_TEST(test_fault_arena_corrupt_replica)
+{
+    struct t_proc a = {0}, b = {0};
+    struct t_fa_obj o;
+    uint64_t start = 0, end = 0, hit = 0, room = t_fa_room(1u << 20);
+    uint8_t *seg, *buf, orig, bad;
+    json_int_t n0;
+    mc_client_t *ca, *cb;
+    struct t_fc fc;
+    size_t len;
+    int fd, err;
+
+    t_fa_cluster(&fc, "arena_corrupt", 20000, &a, &b, "64M");
+    ca = t_fc_conn(&a);
+    t_fa_put(ca, &o, "acx", 0, 1u << 20, t_fc_salt());
+    mc_close(ca);
+    ck_assert_msg(t_fa_dram_map(a.pid, &start, &end), "no mc-dram mapping in A");
+    {
+        char path[64];
+
+        snprintf(path, sizeof(path), "/proc/%d/mem", (int)a.pid);
+        fd = open(path, O_RDWR | O_CLOEXEC);
+    }
+    if (fd < 0) {
+        fprintf(stderr, "arena_corrupt: /proc/%d/mem not writable here: not run\n", (int)a.pid);
+        free(o.data);
+        t_fc_finish(&fc);
+        return;
+    }
+    seg = malloc(end - start);
+    ck_assert_ptr_nonnull(seg);
+    ck_assert_int_eq(pread(fd, seg, end - start, (off_t)start), (ssize_t)(end - start));
+    {
+        uint8_t *p = memmem(seg, end - start, o.data, 4096);
+
+        ck_assert_ptr_nonnull(p);
+        ck_assert(memcmp(p, o.data, o.len) == 0);
+        hit = start + (uint64_t)(p - seg) + o.len / 2;
+    }
+    free(seg);
+    ck_assert_int_eq(pread(fd, &orig, 1, (off_t)hit), 1);
+    bad = (uint8_t)(orig ^ 0xff);
+    ck_assert_int_eq(pwrite(fd, &bad, 1, (off_t)hit), 1);
+
+    cb = t_fc_conn(&b);
+    ck_assert_int_eq(mc_buf_alloc(cb, room, (void **)&buf), 0);
+    n0 = t_fc_stat(b.sock, "reads_into_arena");
+    len = 0;
+    err = mc_get(cb, o.key, buf, room, &len);
+    ck_assert_msg(err == MC_ERR_CORRUPT, "a flipped byte: %s", mc_strerror(err));
+    ck_assert_int_ge(t_fc_stat(b.sock, "reads_into_arena"), n0 + 1); /* it landed in place */
+    ck_assert_msg(memcmp(buf + o.len / 2 - 16, o.data + o.len / 2 - 16, 32) != 0,
+                  "the buffer kept the object's bytes after MC_ERR_CORRUPT");
+
+    ck_assert_int_eq(pwrite(fd, &orig, 1, (off_t)hit), 1);
+    close(fd);
+    ck_assert_int_eq(mc_get(cb, o.key, buf, room, &len), 0);
+    ck_assert_uint_eq(len, o.len);
+    ck_assert(memcmp(buf, o.data, o.len) == 0);
+    ck_assert_int_eq(mc_buf_free(cb, buf), 0);
+    mc_close(cb);
+    free(o.data);
     t_fc_finish(&fc);
 }
 END_TEST
@@ -573,6 +677,7 @@ int main(int argc, char **argv)
 {
     const TTest *const tests[] = {
         test_fault_arena_get_sizes,
+        test_fault_arena_corrupt_replica,
         test_fault_arena_owner_stopped_mid_transfer,
         test_fault_arena_owner_stopped_other_replica,
         test_fault_arena_owner_killed_mid_transfer,
