@@ -36,6 +36,8 @@
 
 /* --- checks and GET bytes --------------------------------------------------------- */
 
+enum op_src { SRC_STAGING, SRC_ARENA, SRC_USER, SRC_DEV };
+
 /* The key's length if it is valid (1 .. MC_KEY_MAX bytes), else MC_ERR_INVALID. */
 int mc_op_key_check(const char *key, size_t *len_p)
 {
@@ -137,6 +139,40 @@ static int copy_verified(uint8_t *buf, const uint8_t *obj, uint64_t size, bool c
     return 0;
 }
 
+/*
+ * An object the agent received straight into our arena buffer (MC_SHM_LOC_IN_PLACE), its
+ * checksum trailer after it: verified in place like a copy (copy_verified); on a mismatch
+ * the object's bytes are zeroed, so the buffer never holds bytes that failed verification.
+ */
+static int verify_in_place(uint8_t *buf, uint64_t size, bool checksum)
+{
+    const uint8_t *trailer = buf + mc_shm_trailer_off(size);
+    uint64_t nchunks = mc_shm_nchunks(size), off = 0, n;
+
+    if (!checksum)
+        return 0;
+    for (uint64_t i = 0; i < nchunks; i++, off += n) {
+        n = size - off < MC_SHM_CHUNK ? size - off : MC_SHM_CHUNK;
+        if (XXH3_64bits(buf + off, (size_t)n) != load_u64(trailer + 8 * i)) {
+            memset(buf, 0, (size_t)size);
+            return MC_ERR_CORRUPT;
+        }
+    }
+    if (XXH3_64bits(trailer, (size_t)(8 * nchunks)) != load_u64(trailer + 8 * nchunks)) {
+        memset(buf, 0, (size_t)size);
+        return MC_ERR_CORRUPT;
+    }
+    return 0;
+}
+
+/* Whether an in-place GET answer fits what op asked for (an agent that names more is
+ * broken: its answer is not trusted). */
+static bool in_place_ok(const struct mc_op *op, const struct mc_cqe *cqe, bool checksum)
+{
+    return op->src == SRC_ARENA && !op->dst_dev && cqe->size <= op->cap &&
+           mc_shm_alloc_len(cqe->size, checksum) <= op->cap;
+}
+
 /* The object of a GET CQE inside our mapping of its segment, or NULL if the agent named a
  * place outside it. */
 static const uint8_t *get_location(struct mc_client *c, const struct mc_cqe *cqe, bool checksum)
@@ -178,7 +214,6 @@ static int copy_to_device(struct mc_client *c, uint8_t *buf, const uint8_t *obj,
     return mc_devbuf_copy_in(&c->d, buf, obj, (size_t)size);
 }
 
-enum op_src { SRC_STAGING, SRC_ARENA, SRC_USER, SRC_DEV };
 enum op_step {
     STEP_NONE = 0,
     STEP_PUT,   /* the whole object in one PUT */
@@ -450,6 +485,12 @@ static enum pump_result pump_locked(struct mc_client *c, struct mc_op *op)
         if (op->next_step == STEP_GET) {
             sqe.arg0 = op->skip;
             sqe.arg1 = (uint64_t)op->cap + 1; /* a remote object that cannot fit stays */
+            if (op->src == SRC_ARENA) {
+                /* the agent may receive a peer's bytes straight into it (arena_reads) */
+                sqe.flags = MC_SQE_F_ARENA;
+                sqe.data_off = op->arena_ref;
+                sqe.data_len = op->cap;
+            }
         } else {
             sqe.arg0 = op->key_arg;
             sqe.arg1 = op->key_arg1;
@@ -580,7 +621,8 @@ static void orphan_done_locked(struct mc_client *c, uint32_t tag, const struct m
     if (cqe->res != 0)
         return;
     if (tag == STEP_GET) {
-        mc_engine_release_locked(&c->e, cqe->lease_id);
+        if (cqe->loc_seg != MC_SHM_LOC_IN_PLACE) /* in place: no lease to release */
+            mc_engine_release_locked(&c->e, cqe->lease_id);
     } else if (tag == STEP_START) {
         memset(&sqe, 0, sizeof(sqe));
         sqe.opcode = MC_OP_PUT_ABORT;
@@ -621,6 +663,23 @@ static void op_done(struct mc_engine *e, void *owner, uint32_t tag, const struct
             if (res == MC_ERR_TOO_LARGE)
                 op->len_out = (size_t)cqe->size;
             finish_locked(c, op, op->canceled ? MC_ERR_CANCELED : res);
+            return;
+        }
+        if (cqe->loc_seg == MC_SHM_LOC_IN_PLACE) {
+            /* the bytes are in our buffer already, no lease: verified by the copier */
+            if (!in_place_ok(op, cqe, checksum)) {
+                finish_locked(c, op, proto_locked(c));
+                return;
+            }
+            if (op->canceled) {
+                finish_locked(c, op, MC_ERR_CANCELED);
+                return;
+            }
+            op->gcqe = *cqe;
+            op->in_copy = true;
+            op->cp_next = c->copy_head;
+            c->copy_head = op;
+            c->ncopies++;
             return;
         }
         if (get_location(c, cqe, checksum) == NULL) {
@@ -709,7 +768,7 @@ static void run_copies_locked(struct mc_client *c)
     struct mc_op *op;
     struct mc_cqe cqe;
     const uint8_t *obj;
-    bool checksum, expired;
+    bool checksum, expired, in_place;
     int err;
 
     while ((op = c->copy_head) != NULL) {
@@ -717,24 +776,28 @@ static void run_copies_locked(struct mc_client *c)
         op->in_copy = false;
         cqe = op->gcqe;
         checksum = !(cqe.obj_flags & MC_PUT_NO_CHECKSUM);
+        in_place = cqe.loc_seg == MC_SHM_LOC_IN_PLACE;
         if (op->canceled) {
             c->ncopies--;
-            mc_engine_release_locked(&c->e, cqe.lease_id);
+            if (!in_place)
+                mc_engine_release_locked(&c->e, cqe.lease_id);
             finish_locked(c, op, MC_ERR_CANCELED);
             continue;
         }
-        obj = get_location(c, &cqe, checksum); /* checked by the CQE hook */
+        obj = in_place ? NULL : get_location(c, &cqe, checksum); /* checked by the CQE hook */
         op->copying = true;
         pthread_mutex_unlock(&c->e.mu);
         /* an expired lease is not released: the agent ended it, its id may be reused */
-        expired = mc_engine_now_ms() > cqe.deadline_ms;
-        if (expired)
+        expired = !in_place && mc_engine_now_ms() > cqe.deadline_ms;
+        if (in_place)
+            err = verify_in_place(op->dst, cqe.size, checksum); /* no lease: nothing expires */
+        else if (expired)
             err = MC_ERR_LEASE_EXPIRED;
         else if (op->dst_dev)
             err = copy_to_device(c, op->dst, obj, cqe.size, checksum);
         else
             err = copy_verified(op->dst, obj, cqe.size, checksum);
-        if (!expired && err == 0 && mc_engine_now_ms() > cqe.deadline_ms) {
+        if (!in_place && !expired && err == 0 && mc_engine_now_ms() > cqe.deadline_ms) {
             /* the space may have been reused: host bytes are zeroed, device bytes are
              * unspecified (as after a cancel) */
             if (!op->dst_dev)
@@ -745,7 +808,7 @@ static void run_copies_locked(struct mc_client *c)
         pthread_mutex_lock(&c->e.mu);
         op->copying = false;
         c->ncopies--;
-        if (!expired)
+        if (!expired && !in_place)
             mc_engine_release_locked(&c->e, cqe.lease_id);
         if (err == MC_ERR_CORRUPT && !op->canceled && cqe.replicas != 0 &&
             cqe.replicas <= MC_SHM_MAX_REPLICAS && !(op->skip >> (cqe.replicas - 1) & 1)) {
@@ -795,10 +858,12 @@ static uint64_t grace_ns(const struct mc_op *op)
     return (uint64_t)MC_CLIENT_EXPIRE_GRACE_MS * 1000000u;
 }
 
-/* Whether op has an SQE in flight that reads the caller's memory. */
+/* Whether op has an SQE in flight that names the caller's memory: a put's source the agent
+ * reads, or a GET's arena buffer it may receive a peer's bytes into. */
 static bool reads_caller_memory(const struct mc_op *op)
 {
-    return op->kind == MC_OP_KIND_PUT && op->src != SRC_STAGING && op->inflight > 0;
+    return op->src != SRC_STAGING && op->inflight > 0 &&
+           (op->kind == MC_OP_KIND_PUT || (op->kind == MC_OP_KIND_GET && op->src == SRC_ARENA));
 }
 
 /* Give op up if the agent stayed silent MC_CLIENT_EXPIRE_GRACE_MS past its deadline, or if
@@ -993,10 +1058,21 @@ const struct mc_engine_hooks mc_op_hooks = {
 void mc_op_init_get(struct mc_client *c, struct mc_op *op, const char *key, size_t key_len,
                     void *buf, size_t cap, uint64_t deadline_ns)
 {
+    uint32_t id;
+    uint64_t off;
+
     op_init(c, op, MC_OP_KIND_GET, key, key_len, deadline_ns);
     op->dst = buf;
     op->cap = cap;
     op->dst_dev = cap > 0 && mc_devbuf_is_device(&c->d, buf, cap);
+    if (cap > 0 && !op->dst_dev &&
+        (c->e.region->hdr->features & MC_SHM_F_ARENA_GETS) != 0 &&
+        mc_arena_find(&c->a, buf, cap, &id, &off)) {
+        /* the agent may land a peer's bytes straight in it (it said so in the header):
+         * the op is then final only when the agent answers (expire_locked) */
+        op->src = SRC_ARENA;
+        op->arena_ref = ((uint64_t)id << MC_SHM_ARENA_SHIFT) | off;
+    }
     op->next_step = STEP_GET;
     if (cap > 0)
         mc_arena_use(&c->a, &op->use, buf, cap);

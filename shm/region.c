@@ -172,7 +172,7 @@ static void region_write_hdr(struct mc_shm_hdr *h, const struct mc_shm_layout *l
     h->max_inflight = l->max_inflight;
     h->chunk_size = MC_SHM_CHUNK;
     atomic_store_explicit(&h->agent_state, 0, memory_order_relaxed);
-    h->pad = 0;
+    h->features = 0;
 }
 
 int mc_shm_region_create(const char *name, const struct mc_shm_layout *l, uint32_t client_id,

@@ -141,8 +141,13 @@ struct mc_shm_hdr {
     uint32_t max_inflight;   /* ops a client may have submitted and not reaped */
     uint64_t chunk_size;     /* MC_SHM_CHUNK */
     _Atomic uint32_t agent_state; /* 0 running, 1 closing: the client should fail new ops */
-    uint32_t pad;
+    uint32_t features;       /* MC_SHM_F_*: what this agent does beyond ABI 1 (an older
+                                agent wrote 0 here) */
 };
+
+/* hdr.features: a GET may name an arena destination (MC_SQE_F_ARENA) that the agent may
+ * receive a peer's bytes into (arena_reads): without it libmc never names one */
+#define MC_SHM_F_ARENA_GETS 0x1u
 
 static_assert(sizeof(struct mc_shm_hdr) == 120, "hdr ABI");
 static_assert(sizeof(struct mc_shm_hdr) <= MC_SHM_HDR_SIZE, "hdr fits its page");
@@ -165,7 +170,12 @@ enum mc_shm_op {
                             not moved, the answer is res MC_ERR_TOO_LARGE with its size;
                             arg0 = replicas to skip (bit i: the i-th, as a CQE's `replicas`
                             named it, failed its checksum): none left is MC_ERR_CORRUPT.
-                            The answer's `replicas` = index + 1 of the replica served */
+                            The answer's `replicas` = index + 1 of the replica served.
+                            With MC_SQE_F_ARENA, data_off names the caller's buffer in an
+                            arena and data_len its capacity: an object read from a peer may
+                            be received straight into [data_off, +data_len) (bytes and
+                            checksum trailer, mc_shm_alloc_len); the answer then says
+                            loc_seg = MC_SHM_LOC_IN_PLACE and holds no lease */
     MC_OP_RELEASE = 7,   /* arg0 = lease id from a GET */
     MC_OP_EXIST = 8,     /* key: res 1 / 0 */
     MC_OP_REMOVE = 9,    /* key */
@@ -201,6 +211,9 @@ enum mc_shm_op {
 #define MC_SQE_F_DEV 0x8u   /* a registered device buffer: data_off = devbuf id <<
                                MC_SHM_ARENA_SHIFT | offset (PUT, PUT_DATA) */
 #define MC_SHM_ARENA_SHIFT 48
+/* A GET answer's loc_seg: the bytes (and the checksum trailer after them, at
+ * mc_shm_trailer_off(size)) are in the caller's arena buffer already; no lease to release */
+#define MC_SHM_LOC_IN_PLACE UINT32_MAX
 #define MC_SHM_MAX_ARENAS 256u
 
 struct mc_sqe {

@@ -15,7 +15,8 @@ enum {
     USES_STAGING = 1 << 1, /* [data_off, +data_len) inside staging, data_len > 0 */
     USES_PUT_OPTS = 1 << 2, /* put_flags, replicas */
     USES_PREFIX = 1 << 3,   /* key_len 0 .. MC_SHM_KEY_SLOT */
-    USES_SOURCE = 1 << 4    /* may take its bytes from an arena or the client's memory */
+    USES_SOURCE = 1 << 4,   /* may take its bytes from an arena or the client's memory */
+    USES_ARENA_DEST = 1 << 5 /* may name an arena span its answer's bytes may land in */
 };
 
 static const unsigned char op_uses[MC_OP__COUNT] = {
@@ -25,7 +26,7 @@ static const unsigned char op_uses[MC_OP__COUNT] = {
     [MC_OP_PUT_DATA] = USES_STAGING | USES_SOURCE,
     [MC_OP_PUT_END] = 0,
     [MC_OP_PUT_ABORT] = 0,
-    [MC_OP_GET] = USES_KEY,
+    [MC_OP_GET] = USES_KEY | USES_ARENA_DEST,
     [MC_OP_RELEASE] = 0,
     [MC_OP_EXIST] = USES_KEY,
     [MC_OP_REMOVE] = USES_KEY,
@@ -63,7 +64,10 @@ int mc_shm_sqe_check(const struct mc_shm_layout *l, const struct mc_sqe *sqe)
     }
     if ((sqe->flags & MC_SQE_F_NO_CQE) != 0 && sqe->opcode != MC_OP_RELEASE)
         return MC_ERR_INVALID;
-    if ((sqe->flags & (MC_SQE_F_ARENA | MC_SQE_F_USER)) != 0 &&
+    if ((sqe->flags & MC_SQE_F_ARENA) != 0 && (uses & USES_ARENA_DEST) &&
+        (sqe->flags & MC_SQE_F_USER) == 0) {
+        /* a GET's destination: the span is checked against the arena by the agent */
+    } else if ((sqe->flags & (MC_SQE_F_ARENA | MC_SQE_F_USER)) != 0 &&
         (!(uses & USES_SOURCE) ||
          (sqe->flags & (MC_SQE_F_ARENA | MC_SQE_F_USER)) == (MC_SQE_F_ARENA | MC_SQE_F_USER)))
         return MC_ERR_INVALID;

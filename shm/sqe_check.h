@@ -19,7 +19,8 @@ static_assert(MC_SHM_MAX_REPLICAS <= 64, "a GET's skip mask has 64 bits");
  * Check `sqe`, the agent's private copy (never the region's entry: a client could change
  * it between check and use), against the layout `l` (the agent's copy, never the header):
  *   - opcode < MC_OP__COUNT; flags: MC_SQE_F_NO_CQE only on RELEASE; MC_SQE_F_ARENA or
- *     MC_SQE_F_USER (not both) only on PUT and PUT_DATA;
+ *     MC_SQE_F_USER (not both) only on PUT and PUT_DATA, and MC_SQE_F_ARENA alone on GET
+ *     (its destination);
  *   - PUT, PUT_START, GET, EXIST, REMOVE, STAT, REMOVE_PREFIX: key_len 1 .. MC_SHM_KEY_SLOT;
  *     LIST: 0 .. MC_SHM_KEY_SLOT (a prefix); other ops 0;
  *   - PUT, PUT_DATA, STATS, LIST: data_len > 0 and [data_off, data_off + data_len) inside

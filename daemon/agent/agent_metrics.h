@@ -134,6 +134,12 @@
       "Reads that moved on to another replica.", AM_CLUSTER, "read_failovers")                \
     X(READS_HEDGED, "mcstore_agent_reads_hedged_total", COUNTER, NULL,                         \
       "Reads that started a second replica beside a slow one.", AM_CLUSTER, "reads_hedged")   \
+    X(READS_INTO_ARENA, "mcstore_agent_reads_into_arena_total", COUNTER, NULL,                 \
+      "Remote reads received straight into a client's arena buffer (arena_reads).",           \
+      AM_CLUSTER, "reads_into_arena")                                                          \
+    X(ARENA_READS_CUT, "mcstore_agent_arena_reads_cut_total", COUNTER, NULL,                   \
+      "Transfers into a client's arena still moving at their op's deadline: the owner's "     \
+      "endpoint was closed with force.", AM_CLUSTER, "arena_reads_cut")                        \
     X(PUT_LATENCY, "mcstore_agent_put_latency_seconds", HISTOGRAM, NULL,                       \
       "Put latency: a PUT's submission taken to its completion posted (a pieced put: "        \
       "PUT_START taken to PUT_END answered), every outcome.", NULL, NULL)                     \

@@ -760,6 +760,8 @@ static void client_handshake(struct client *c)
         err = mc_shm_region_create(name, &lay, c->id, &c->r);
     if (err == 0) {
         c->lay = c->r->lay;
+        if (cs->cfg->arena_reads)
+            c->r->hdr->features |= MC_SHM_F_ARENA_GETS; /* before the welcome: read once */
         c->arenas = calloc(MC_SHM_MAX_ARENAS, sizeof(*c->arenas));
         if (cs->h_put != NULL) {
             c->times_mask = 1;

@@ -938,6 +938,8 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "peer_errors", json_integer((json_int_t)cl->st.peer_errors));
     json_object_set_new(o, "read_failovers", json_integer((json_int_t)cl->st.failovers));
     json_object_set_new(o, "reads_hedged", json_integer((json_int_t)cl->st.hedged));
+    json_object_set_new(o, "reads_into_arena", json_integer((json_int_t)cl->st.arena_reads));
+    json_object_set_new(o, "arena_reads_cut", json_integer((json_int_t)cl->st.arena_cuts));
     json_object_set_new(o, "drain_copies_out", json_integer((json_int_t)cl->st.copies_out));
     json_object_set_new(o, "published_out", json_integer((json_int_t)cl->st.published_out));
     json_object_set_new(o, "publish_retries", json_integer((json_int_t)cl->pubq.retried));
@@ -974,7 +976,8 @@ void cluster_metrics_fill(const struct mc_agent *a, uint64_t *v, uint8_t *presen
     static const enum mc_agent_metric ids[] = {
         AM_WRITES_TO_PEERS, AM_BYTES_TO_PEERS, AM_READS_FROM_PEERS, AM_BYTES_FROM_PEERS,
         AM_WRITES_SERVED, AM_WRITE_BYTES_SERVED, AM_READS_SERVED, AM_PEER_REFUSED,
-        AM_PEER_ERRORS, AM_READ_FAILOVERS, AM_READS_HEDGED,
+        AM_PEER_ERRORS, AM_READ_FAILOVERS, AM_READS_HEDGED, AM_READS_INTO_ARENA,
+        AM_ARENA_READS_CUT,
     };
     size_t i;
 
@@ -991,6 +994,8 @@ void cluster_metrics_fill(const struct mc_agent *a, uint64_t *v, uint8_t *presen
     v[AM_PEER_ERRORS] = cl->st.peer_errors;
     v[AM_READ_FAILOVERS] = cl->st.failovers;
     v[AM_READS_HEDGED] = cl->st.hedged;
+    v[AM_READS_INTO_ARENA] = cl->st.arena_reads;
+    v[AM_ARENA_READS_CUT] = cl->st.arena_cuts;
     for (i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
         present[ids[i]] = 1;
 }

@@ -101,6 +101,8 @@ struct rget {
     uint32_t tenant;          /* the reader's: its landing segment takes the bytes */
     uint32_t rep_next;        /* the next replica to try */
     uint32_t running;         /* transfers of it not final yet */
+    uint8_t *arena;           /* the reader's arena span (rio.h), or NULL */
+    bool arena_taken;         /* a transfer was given it: no other may be */
 };
 
 /* One transfer we started: a put's image to a replica, or a read into the landing segment. */
@@ -121,6 +123,8 @@ struct xfer {
     void *wctx;
     struct rget *rg;           /* X_READ */
     uint32_t land_id;          /* X_READ: its own block of the landing segment */
+    uint8_t *arena;            /* X_READ: lands in the reader's arena instead (no block);
+                                  never hedged, cut at its deadline (cl_xfer_tick) */
     uint32_t ri;               /* X_READ: which replica of the object it reads */
     bool hedged;               /* X_READ: stalled mid-transfer, another replica was started */
     bool retried;              /* read: tried once more on a fresh endpoint */
@@ -303,6 +307,8 @@ struct cluster {
         uint64_t master_requests;   /* batches sent to mc-master (mlink.h), every kind */
         uint64_t writes_in, write_bytes_in, reads_in, refused, peer_errors, failovers;
         uint64_t hedged, copies_out;
+        uint64_t arena_reads;      /* reads answered from a client's arena (arena_reads) */
+        uint64_t arena_cuts;       /* transfers into an arena cut at their deadline */
         uint64_t published_out, published_in, drops_in; /* the owners' indexes (holdidx.h) */
         uint64_t disk_read_timeouts; /* peers' reads of our disk answered MC_ERR_TIMEOUT */
         uint64_t late_restored, late_refused; /* carried-over PUBLISHes told the master */

@@ -919,8 +919,8 @@ static int tier_write(void *impl, const struct mc_rio_write *w, mc_rio_write_fn 
 /* Memory first: replicas elsewhere (in memory, anywhere) are read as before; ours on disk
  * when none of those could be started. */
 static int tier_read(void *impl, const struct mc_master_get_result *g, uint32_t skip,
-                     uint32_t tenant, uint64_t deadline_ms, mc_rio_read_fn done,
-                     mc_rio_wanted_fn wanted, void *ctx)
+                     uint32_t tenant, uint64_t deadline_ms, uint8_t *arena,
+                     mc_rio_read_fn done, mc_rio_wanted_fn wanted, void *ctx)
 {
     struct mc_agent *a = impl;
     uint32_t mine = 0, others = 0, j;
@@ -936,7 +936,7 @@ static int tier_read(void *impl, const struct mc_master_get_result *g, uint32_t 
     }
     if (others != 0) {
         err = a->disk_below.ops->read(a->disk_below.impl, g, skip | mine, tenant, deadline_ms,
-                                      done, wanted, ctx);
+                                      arena, done, wanted, ctx);
         if (err != MC_ERR_NOT_FOUND || mine == 0)
             return err;
     }
@@ -949,7 +949,7 @@ static int tier_read(void *impl, const struct mc_master_get_result *g, uint32_t 
     }
     /* replicas on other nodes' disks, or nothing: as before */
     return a->disk_below.ops->read(a->disk_below.impl, g, skip | mine, tenant, deadline_ms,
-                                   done, wanted, ctx);
+                                   arena, done, wanted, ctx);
 }
 
 static uint64_t tier_lease_ttl_ms(void *impl)

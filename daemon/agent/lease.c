@@ -150,13 +150,43 @@ static bool reader_wanted(void *ctx)
     return l->c->state == CL_ACTIVE;
 }
 
-/* A GET's remote read is over: 0 (the bytes are in landing block land_id) or an error. */
+/* The bytes (and their trailer) are in the client's arena buffer: the answer says so and
+ * holds no lease (the owner's replica is not read any more: the master's lease ends now);
+ * the client verifies the trailer in place. */
+static void get_in_place(struct mc_agent *a, struct client *c, struct lease *l, uint32_t rep)
+{
+    struct mc_cqe e;
+
+    memset(&e, 0, sizeof(e));
+    e.user_data = l->user_data;
+    e.size = l->g.size;
+    e.version = l->g.version;
+    e.obj_flags = l->g.flags;
+    e.loc_seg = MC_SHM_LOC_IN_PLACE;
+    e.replicas = rep + 1; /* which one: the reader skips it if its checksum fails */
+    e.deadline_ms = l->deadline_ms;
+    a->st.hits++;
+    lease_end(a, c, l);
+    client_cqe_post(c, &e);
+}
+
+/* A GET's remote read is over: 0 (the bytes are in landing block land_id, or in the
+ * client's arena: MC_RIO_IN_ARENA) or an error. Called only once every transfer into the
+ * arena is final: the client's mapping is held by our reference until here. */
 static void get_landed(void *ctx, int res, uint32_t land_id, uint32_t rep)
 {
     struct lease *l = ctx;
     struct client *c = l->c;
     struct mc_agent *a = agent_of(c);
 
+    if (res == 0 && land_id == MC_RIO_IN_ARENA) {
+        if (c->state == CL_ACTIVE)
+            get_in_place(a, c, l, rep);
+        else
+            lease_end(a, c, l);
+        client_put(c);
+        return;
+    }
     if (res == 0) {
         l->land_id = land_id;
         l->landed = true;
@@ -178,6 +208,7 @@ static void get_answered(void *ctx, struct ml_req *r)
     struct client *c = l->c;
     struct mc_agent *a = agent_of(c);
     struct mc_master_get_result *g = &r->out.get;
+    uint8_t *arena;
     uint64_t ttl;
     uint32_t j;
     int err = r->res;
@@ -244,8 +275,17 @@ static void get_answered(void *ctx, struct ml_req *r)
     }
     l->g = *g;
     lease_set_state(l, LEASE_READING);
-    client_get(c); /* get_landed puts it, maybe from inside the read call */
-    err = a->rio.ops->read(a->rio.impl, &l->g, l->skip, c->tenant, l->op_deadline_ms,
+    /* into the caller's arena only if the object and its trailer fit its capacity (the
+     * trailer is verified by the client, in place) */
+    arena = l->arena != NULL && a->cfg.arena_reads &&
+                    mc_shm_alloc_len(g->size, (g->flags & MC_MASTER_PUT_NO_CHECKSUM) == 0) <=
+                        l->arena_cap
+                ? l->arena
+                : NULL;
+    /* get_landed puts it, maybe from inside the read call; until then it keeps the
+     * client, and with it the mapping of its arena, alive */
+    client_get(c);
+    err = a->rio.ops->read(a->rio.impl, &l->g, l->skip, c->tenant, l->op_deadline_ms, arena,
                            get_landed, reader_wanted, l);
     if (err == 0)
         goto out;
@@ -260,8 +300,10 @@ out:
 void lease_op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const char *key,
                   size_t key_len, uint64_t deadline_ms)
 {
+    const uint8_t *span = NULL;
     struct ml_req *r;
     struct lease *l;
+    int err;
 
     a->st.gets++;
     if (s->arg0 != 0)
@@ -269,6 +311,19 @@ void lease_op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s, 
     if (c->nlease_free == 0) {
         client_cqe_res(c, s->user_data, MC_ERR_NOMEM); /* reads holding leases: docs/protocol.md */
         return;
+    }
+    if (s->flags & MC_SQE_F_ARENA) {
+        /* the destination the client names: inside an arena it registered, or refused. An
+         * arena over the limits (never mapped) only loses the direct path */
+        err = client_arena_span(c, (uint32_t)(s->data_off >> MC_SHM_ARENA_SHIFT),
+                                s->data_off & ((UINT64_C(1) << MC_SHM_ARENA_SHIFT) - 1),
+                                s->data_len, &span);
+        if (err == MC_ERR_INVALID) {
+            client_cqe_res(c, s->user_data, MC_ERR_INVALID);
+            return;
+        }
+        if (err != 0)
+            span = NULL;
     }
     l = &c->leases[c->lease_free[c->nlease_free - 1]];
     r = ml_req_new(a->ml, ML_GET, key, key_len, get_answered, l);
@@ -283,6 +338,9 @@ void lease_op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s, 
     l->user_data = s->user_data;
     l->op_deadline_ms = deadline_ms;
     l->cap_plus1 = s->arg1;
+    /* writable: arenas are mapped read-write (client.c); the span is this client's */
+    l->arena = span != NULL ? (uint8_t *)(uintptr_t)span : NULL;
+    l->arena_cap = span != NULL ? s->data_len : 0;
     l->skip = (uint32_t)(s->arg0 & ((1u << MC_MASTER_MAX_REPLICAS) - 1));
     l->key_len = (uint16_t)key_len;
     memcpy(l->key, key, key_len);

@@ -38,6 +38,8 @@ struct lease {
     bool landed;         /* land_id is held until the lease ends */
     struct mc_master_get_result g; /* while a remote read is under way */
     uint64_t cap_plus1;  /* the GET's arg1: the reader's capacity + 1, or 0 */
+    uint8_t *arena;      /* the GET's arena destination (MC_SQE_F_ARENA), checked; or NULL */
+    uint64_t arena_cap;  /* its bytes */
     uint32_t skip;       /* the GET's arg0: replicas that failed the reader's checksum */
     uint16_t key_len;
     uint32_t epoch;

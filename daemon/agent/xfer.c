@@ -662,7 +662,8 @@ static int next_remote(const struct cluster *cl, struct rget *rg)
     return -1;
 }
 
-/* A new transfer of rg's object from replica i into a landing block of its own. */
+/* A new transfer of rg's object from replica i: the first into the reader's arena when it
+ * gave one, any other into a landing block of its own. */
 static int read_new(struct cluster *cl, struct rget *rg, int i, uint64_t len, uint64_t deadline)
 {
     struct xfer *x = calloc(1, sizeof(*x));
@@ -670,8 +671,10 @@ static int read_new(struct cluster *cl, struct rget *rg, int i, uint64_t len, ui
 
     if (x == NULL)
         return MC_ERR_NOMEM;
-    err = mc_alloc_alloc(cl->a->ten[rg->tenant].land, len, &x->land_id);
-    if (err != 0) {
+    if (rg->arena != NULL && !rg->arena_taken) {
+        rg->arena_taken = true;
+        x->arena = rg->arena;
+    } else if ((err = mc_alloc_alloc(cl->a->ten[rg->tenant].land, len, &x->land_id)) != 0) {
         free(x);
         return err;
     }
@@ -710,9 +713,11 @@ static void read_end(struct cluster *cl, struct xfer *x, int status)
 
     rg->running--;
     if (rg->done != NULL && status == 0) {
-        uint32_t land_id = x->land_id, ri = x->ri;
+        uint32_t land_id = x->arena != NULL ? MC_RIO_IN_ARENA : x->land_id, ri = x->ri;
 
         cl->st.read_bytes_in += x->len;
+        if (x->arena != NULL)
+            cl->st.arena_reads++;
         free(x);
         rget_answer(rg, 0, land_id, ri);
         return;
@@ -727,6 +732,14 @@ static void read_end(struct cluster *cl, struct xfer *x, int status)
          * the link was cut may report it only on its first use after the link heals. Once,
          * the same replica again on a fresh endpoint (the failed peer was dropped); the
          * owner's own "not here" and a deadline are final */
+        if (live && x->arena != NULL &&
+            mc_alloc_alloc(a->ten[rg->tenant].land, x->len, &x->land_id) == 0) {
+            /* it is final: but the arena takes one transfer only (a later one could be
+             * mistaken for it), so whatever is tried next lands and is copied */
+            x->arena = NULL;
+        } else if (x->arena != NULL) {
+            live = false; /* no landing block: the reader hears the failure, and retries */
+        }
         if (live && !x->retried && status != MC_ERR_NOT_FOUND && status != MC_ERR_TIMEOUT) {
             x->retried = true;
             x->peer = NULL;
@@ -747,7 +760,8 @@ static void read_end(struct cluster *cl, struct xfer *x, int status)
             return;
         }
     }
-    mc_alloc_free(a->ten[rg->tenant].land, x->land_id);
+    if (x->arena == NULL)
+        mc_alloc_free(a->ten[rg->tenant].land, x->land_id);
     free(x);
     if (rg->done != NULL && rg->running == 0)
         rget_answer(rg, status == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_NOT_FOUND, 0, 0);
@@ -840,9 +854,37 @@ void cl_xfer_tick(struct cluster *cl, uint64_t now)
                 x->rb->x[x->rbi] = NULL;
                 read_call_over(cl, x, MC_ERR_TIMEOUT);
             } else if (x->data_started && !x->data_done && !x->hedged && now > x->attempt_ms &&
-                       x->rg->done != NULL) {
+                       x->rg->done != NULL && x->arena == NULL) {
+                /* never beside a transfer into an arena: its GET may be answered only
+                 * once that one is final (it is cut instead, below) */
                 read_hedge(cl, x);
             }
+        }
+    }
+    /* a transfer into a client's arena still moving at its turn's end: never read beside
+     * (its GET may be answered only once it is final), it is cut. The owner's endpoint is
+     * closed with force: UCX ends every request on it with an error at once (the bytes in
+     * flight are dropped), and the read goes on from that completion: to the next replica,
+     * into the landing segment, while one is left (its turn ended before the deadline),
+     * else the GET answers MC_ERR_TIMEOUT by its deadline (docs/decisions.md, "Remote
+     * reads land in the client's arena") */
+    for (struct xfer *x = cl->moving; x != NULL; x = x->inext) {
+        if (x->kind == X_READ && x->arena != NULL && x->peer != NULL && x->data_started &&
+            !x->data_done && now > x->attempt_ms) {
+            mc_warn("peer node %u: a read into a client's arena stalled past its turn: "
+                    "endpoint closed", x->peer->node);
+            cl->st.arena_cuts++;
+            cl->st.peer_errors++;
+            /* the owner is stalled: its other reads end as timed out too (read from the
+             * next replica at once, not tried again on a fresh endpoint to the same
+             * stalled owner), not as that replica's loss */
+            for (struct xfer *m = cl->moving; m != NULL; m = m->inext) {
+                if (m->kind == X_READ && m->peer == x->peer && m->status == 0)
+                    m->status = MC_ERR_TIMEOUT;
+            }
+            x->status = MC_ERR_TIMEOUT;
+            cl_peer_drop(cl, x->peer, MC_ERR_TIMEOUT);
+            break; /* the lists changed; the rest waits for the next tick */
         }
     }
 }
@@ -877,8 +919,8 @@ static int ucx_write(void *impl, const struct mc_rio_write *w, mc_rio_write_fn d
 }
 
 static int ucx_read(void *impl, const struct mc_master_get_result *g, uint32_t skip,
-                    uint32_t tenant, uint64_t deadline_ms, mc_rio_read_fn done,
-                    mc_rio_wanted_fn wanted, void *ctx)
+                    uint32_t tenant, uint64_t deadline_ms, uint8_t *arena,
+                    mc_rio_read_fn done, mc_rio_wanted_fn wanted, void *ctx)
 {
     struct cluster *cl = impl;
     bool csum = (g->flags & MC_MASTER_PUT_NO_CHECKSUM) == 0;
@@ -894,6 +936,7 @@ static int ucx_read(void *impl, const struct mc_master_get_result *g, uint32_t s
     rg->done = done;
     rg->wanted = wanted;
     rg->ctx = ctx;
+    rg->arena = arena;
     i = next_remote(cl, rg);
     /* a read that fails at once answers inside (done runs, rg is gone): do not touch rg */
     err = i < 0 ? MC_ERR_NOT_FOUND : read_new(cl, rg, i, len, deadline_ms);
@@ -1190,6 +1233,8 @@ void *cl_read_landing(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id, siz
         return NULL; /* not a read of ours (late, or forged): refused */
     x->data_started = true;
     *op_p = x;
+    if (x->arena != NULL)
+        return x->arena; /* the reader's arena span, of x->len bytes at least (lease.c) */
     return cl->a->ten[x->rg->tenant].land_seg->base +
            mc_alloc_offset(cl->a->ten[x->rg->tenant].land, x->land_id);
 }

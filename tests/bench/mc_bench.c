@@ -24,6 +24,9 @@
  *   --keys        default: half the pool's capacity in objects of --size bytes (from the
  *                 agent's statistics).
  *   --registered  the buffers come from mc_buf_alloc (zero-copy arenas), else malloc.
+ *   --room        each get buffer has room for the object's checksum trailer after it
+ *                 (mc_shm_alloc_len bytes): with --registered, a get an agent reads from
+ *                 a peer may land straight in it (arena_reads, docs/config.md).
  *   --fill-socket the agent the parent makes the keys present through (get, exist, mixed),
  *                 instead of --socket: in a cluster, the objects are put through one node
  *                 and read through another (scripts/bench-cluster.sh).
@@ -56,6 +59,7 @@
 
 #include <mc/mc.h>
 
+#include "shm/ring.h"
 #include "tests/bench/mc_bench_trace.h"
 
 #define MCB_KEY_SLOT 48 /* "mcb/" + 2 x 20 digits + "/" + NUL fits */
@@ -76,6 +80,7 @@ struct mcb_cfg {
     double seconds;
     uint64_t keys; /* 0: from the agent's capacity */
     bool registered;
+    bool room;               /* --room: buffers of mc_shm_alloc_len(size) bytes */
     const char *fill_socket; /* NULL: prefill through socket */
     const char *keytab;      /* keys x MCB_KEY_SLOT bytes, made before the fork */
     struct mcb_trace_cfg trace; /* trace.path != NULL: --trace mode */
@@ -257,7 +262,7 @@ out:
 
 static int worker_init(struct mcb_worker *w, const struct mcb_cfg *cfg, unsigned idx)
 {
-    size_t b = cfg->batch, i;
+    size_t b = cfg->batch, i, stride;
     int err;
 
     w->cfg = cfg;
@@ -280,23 +285,26 @@ static int worker_init(struct mcb_worker *w, const struct mcb_cfg *cfg, unsigned
         fprintf(stderr, "mc-bench: client %u: connect: %s\n", idx, mc_strerror(err));
         return err;
     }
+    /* --room: the trailer's room after each buffer, 64-byte aligned */
+    stride = cfg->room ? ((size_t)mc_shm_alloc_len(cfg->size, true) + 63) & ~(size_t)63
+                       : cfg->size;
     if (cfg->registered) {
-        err = mc_buf_alloc(w->c, b * cfg->size, &w->arena);
+        err = mc_buf_alloc(w->c, b * stride, &w->arena);
         if (err != 0) {
             fprintf(stderr, "mc-bench: client %u: mc_buf_alloc %zu bytes: %s\n", idx,
-                    b * cfg->size, mc_strerror(err));
+                    b * stride, mc_strerror(err));
             return err;
         }
     } else {
-        w->arena = aligned_alloc(4096, (b * cfg->size + 4095) & ~(size_t)4095);
+        w->arena = aligned_alloc(4096, (b * stride + 4095) & ~(size_t)4095);
         if (w->arena == NULL)
             return MC_ERR_NOMEM;
     }
     /* touch every page now: faults belong to neither side's timed path */
-    pattern(w->arena, b * cfg->size);
+    pattern(w->arena, b * stride);
     for (i = 0; i < b; i++) {
-        w->bufs[i] = (unsigned char *)w->arena + i * cfg->size;
-        w->caps[i] = cfg->size;
+        w->bufs[i] = (unsigned char *)w->arena + i * stride;
+        w->caps[i] = stride;
     }
     return 0;
 }
@@ -568,6 +576,7 @@ static int parse_args(int argc, char **argv, struct mcb_cfg *cfg)
         {"size", required_argument, NULL, 'z'},    {"batch", required_argument, NULL, 'b'},
         {"clients", required_argument, NULL, 'c'}, {"seconds", required_argument, NULL, 't'},
         {"keys", required_argument, NULL, 'k'},    {"registered", no_argument, NULL, 'r'},
+        {"room", no_argument, NULL, 'R'},
         {"fill-socket", required_argument, NULL, 'f'},
         {"trace", required_argument, NULL, 'T'},   {"block-size", required_argument, NULL, 'B'},
         {"capacity", required_argument, NULL, 'C'}, {"key-prefix", required_argument, NULL, 'P'},
@@ -625,6 +634,9 @@ static int parse_args(int argc, char **argv, struct mcb_cfg *cfg)
             break;
         case 'r':
             cfg->registered = true;
+            break;
+        case 'R':
+            cfg->room = true;
             break;
         case 'f':
             cfg->fill_socket = optarg;

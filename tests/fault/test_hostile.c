@@ -1253,6 +1253,59 @@ static struct mc_cqe t_hc_reap_one(struct t_hc *h)
     return e;
 }
 
+/* A GET naming an arena destination (MC_SQE_F_ARENA, arena_reads): the span must lie in an
+ * arena the client registered, else the GET is answered MC_ERR_INVALID and nothing is
+ * written; inside one, the GET is served (here: the key is absent). The client stays. */
+START_TEST(test_hostile_client_get_arena_span)
+{
+    struct t_proc agent = {0};
+    char dir[256];
+    const char *key = "no-such-key";
+    uint64_t seed = 1;
+    struct t_hc h;
+
+    t_mkdtemp(dir, sizeof(dir));
+    t_standalone_start(&agent, dir, "32M");
+    for (;;) {
+        t_hc_connect(&h, agent.sock, seed++, false);
+        if (h.narenas > 0)
+            break;
+        t_hc_close(&h);
+    }
+    {
+        const uint64_t size = h.arena[0].size;
+        const struct {
+            uint64_t off, len;
+            int32_t want;
+        } cases[] = {
+            {(uint64_t)h.narenas << MC_SHM_ARENA_SHIFT, 4096, MC_ERR_INVALID}, /* unregistered */
+            {size - 64, 128, MC_ERR_INVALID},             /* past its end */
+            {size + 4096, 1, MC_ERR_INVALID},             /* beyond it */
+            {64, UINT64_C(1) << 47, MC_ERR_INVALID},      /* wraps */
+            {0, size, MC_ERR_NOT_FOUND},                  /* the whole arena: served */
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            struct mc_sqe s = {.opcode = MC_OP_GET, .flags = MC_SQE_F_ARENA,
+                               .user_data = 500 + i, .data_off = cases[i].off,
+                               .data_len = cases[i].len, .arg1 = cases[i].len + 1};
+            struct mc_cqe e;
+
+            s.key_len = (uint16_t)strlen(key);
+            t_hc_submit_one(&h, &s, key);
+            e = t_hc_reap_one(&h);
+            ck_assert_uint_eq(e.user_data, 500 + i);
+            ck_assert_msg(e.res == cases[i].want, "case %zu: %d, not %d", i, e.res,
+                          cases[i].want);
+        }
+    }
+    ck_assert(!t_cut_off(h.sock, 0));
+    t_hc_close(&h);
+    ck_assert_int_eq(t_proc_stop(&agent), 0);
+    t_rmdir(dir);
+}
+END_TEST
+
 /* 2. Puts started and never fed hold the pool: the client's open puts are bounded, and a
  * started put with no data is revoked after put_idle_ms. */
 START_TEST(test_hostile_client_silent_puts)
@@ -1432,6 +1485,7 @@ int main(void)
     tcase_add_test(tc, test_hostile_client_scribbles_everything);
     tcase_add_test(tc, test_hostile_client_arena_flood);
     tcase_add_test(tc, test_hostile_client_silent_puts);
+    tcase_add_test(tc, test_hostile_client_get_arena_span);
     tcase_add_test(tc, test_hostile_client_refused_flood);
     tcase_add_test(tc, test_hostile_client_per_uid_cap);
     suite_add_tcase(s, tc);

@@ -71,7 +71,7 @@ static void t_pump(int status)
 }
 
 static int t_read(void *impl, const struct mc_master_get_result *g, uint32_t skip,
-                  uint32_t tenant, uint64_t deadline_ms, mc_rio_read_fn done,
+                  uint32_t tenant, uint64_t deadline_ms, uint8_t *arena, mc_rio_read_fn done,
                   mc_rio_wanted_fn wanted, void *ctx)
 {
     struct mc_agent *a = impl;
@@ -81,6 +81,7 @@ static int t_read(void *impl, const struct mc_master_get_result *g, uint32_t ski
 
     (void)skip;
     (void)deadline_ms;
+    (void)arena;
     ck_assert(wanted(ctx));
     ck_assert_uint_eq(tenant, 0);
     T.reads++;

@@ -152,6 +152,7 @@ START_TEST(test_sqe_check_rejects_flags)
             s.flags = MC_SQE_F_DEV;
             ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took a device buffer", op);
             s.flags = MC_SQE_F_ARENA;
+            s.data_len = op == MC_OP_GET ? 0 : s.data_len; /* a GET's needs bytes */
             ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took an arena", op);
             s.flags = MC_SQE_F_USER;
             ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took user memory", op);
@@ -204,6 +205,30 @@ START_TEST(test_sqe_check_data_sources_and_prefixes)
     s.data_off = 0x7f0000001000ull;
     s.data_len = 64u << 20; /* larger than a staging slot: fine from user memory */
     ck_assert_int_eq(t_check(&s), 0);
+
+    /* a GET's destination in an arena (arena_reads): id and length checked here, the span
+     * by the agent; never with another source flag */
+    s = t_sqe(MC_OP_GET);
+    s.flags = MC_SQE_F_ARENA;
+    s.data_off = (UINT64_C(7) << MC_SHM_ARENA_SHIFT) | 4096;
+    s.data_len = UINT64_C(16) << 20;
+    ck_assert_int_eq(t_check(&s), 0);
+    s.data_len = 0;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s.data_len = 4096;
+    s.data_off = (uint64_t)MC_SHM_MAX_ARENAS << MC_SHM_ARENA_SHIFT;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s.data_off = 0;
+    s.flags = MC_SQE_F_ARENA | MC_SQE_F_USER;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s.flags = MC_SQE_F_ARENA | MC_SQE_F_DEV;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s.flags = MC_SQE_F_USER;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s = t_sqe(MC_OP_EXIST);
+    s.flags = MC_SQE_F_ARENA;
+    s.data_len = 4096;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID); /* only a GET has a destination */
 
     s = t_sqe(MC_OP_LIST);
     ck_assert_int_eq(t_check(&s), 0);

@@ -1,0 +1,708 @@
+/*
+ * Remote reads received straight into a client's arena (`arena_reads`, docs/decisions.md
+ * "Remote reads land in the client's arena"): a client of a `--dram 0` node reads objects
+ * held by another node into buffers from mc_buf_alloc, and the owner's bytes land in those
+ * buffers, not in the reader's landing segment. The contract under test:
+ *   - every size is exact, and the path was taken (reads_into_arena counts each item; a
+ *     buffer too small for the checksum trailer, or a plain one, takes the landing path);
+ *   - bytes corrupted at the owner are caught by the client's in-place check
+ *     (MC_ERR_CORRUPT, never success);
+ *   - an owner stopped (SIGSTOP) or killed (SIGKILL) mid-transfer: the get ends by its
+ *     deadline with an allowed error, and once it returned the buffer is never written
+ *     again (a pattern written afterwards survives the owner's resumption);
+ *   - a client killed mid-get: the agent lives on, the arena's mapping is released once
+ *     the transfers into it are final (arena_bytes back to 0), nothing stays in the
+ *     landing segment.
+ *
+ * The daemons are the real mc-master and mc-agents on loopback (tests/lib/t_fcluster.h).
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <mc/mc.h>
+
+#include "shm/ring.h"
+#include "tests/lib/t_fcluster.h"
+
+#define T_FA_BATCH 32
+#define T_FA_BIG (16u << 20)
+#define T_FA_NBIG 8 /* 128 MiB a batch: tens of ms on loopback tcp */
+
+static const char *const t_fa_reader_set[] = {"--set", "arena_reads=true", "--set",
+                                              "landing=256M", NULL};
+
+struct t_fa_obj {
+    char key[48];
+    size_t len;
+    uint8_t *data;
+};
+
+static void t_fa_put(mc_client_t *c, struct t_fa_obj *o, const char *prefix, int i, size_t len,
+                     uint64_t seed)
+{
+    mc_put_opts_t opt = MC_PUT_OPTS_INIT;
+    int err;
+
+    snprintf(o->key, sizeof(o->key), "%s/%d", prefix, i);
+    o->len = len;
+    o->data = malloc(len);
+    ck_assert_ptr_nonnull(o->data);
+    t_fill(o->data, len, seed);
+    opt.replicas = 1;
+    err = mc_put(c, o->key, o->data, len, &opt);
+    ck_assert_msg(err == 0, "put %s: %s", o->key, mc_strerror(err));
+}
+
+/* Room for an object and its checksum trailer (what the agent lands in an arena). */
+static size_t t_fa_room(size_t len)
+{
+    return (size_t)mc_shm_alloc_len(len, true);
+}
+
+static void t_fa_cluster(struct t_fc *fc, const char *name, unsigned ttl_ms, struct t_proc *a,
+                         struct t_proc *b, const char *dram_a)
+{
+    t_fc_init(fc, name, ttl_ms);
+    t_fc_master_start(fc, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn(fc, a, NULL, "127.0.0.1", "A", "dA", dram_a, NULL);
+    t_fc_agent_spawn(fc, b, NULL, "127.0.0.1", "B", NULL, "0", t_fa_reader_set);
+    t_fc_agent_wait(a);
+    t_fc_agent_wait(b);
+}
+
+/* landing_used_bytes and arena_bytes of sock reach 0 within ms. */
+static void t_fa_settled(const char *sock, const char *field, uint64_t ms)
+{
+    uint64_t deadline = t_now_ms() + ms;
+    json_int_t v;
+
+    while ((v = t_fc_stat(sock, field)) != 0) {
+        ck_assert_msg(t_now_ms() < deadline, "%s still %lld after %llu ms", field, (long long)v,
+                      (unsigned long long)ms);
+        t_fc_sleep_ms(50);
+    }
+}
+
+/* --- 1. sizes, batches, and which path each buffer takes ---------------------------------- */
+
+START_TEST(test_fault_arena_get_sizes)
+{
+    static const size_t sizes[] = {1, 4096, 65536, 1u << 20, T_FA_BIG};
+    enum { NS = sizeof(sizes) / sizeof(sizes[0]) };
+    struct t_proc a = {0}, b = {0};
+    struct t_fa_obj objs[NS], batch[T_FA_BATCH];
+    uint64_t salt = t_fc_salt();
+    json_int_t n0, n1;
+    mc_client_t *ca, *cb;
+    struct t_fc fc;
+    uint8_t *buf, *plain;
+    size_t len;
+    int i, err;
+
+    t_fa_cluster(&fc, "arena_sizes", 20000, &a, &b, "256M");
+    ca = t_fc_conn(&a);
+    for (i = 0; i < NS; i++)
+        t_fa_put(ca, &objs[i], "as", i, sizes[i], salt + (uint64_t)i);
+    for (i = 0; i < T_FA_BATCH; i++)
+        t_fa_put(ca, &batch[i], "ab", i, 65536 + (size_t)i * 8, salt + 100u + (uint64_t)i);
+    /* an object of 0 bytes cannot be stored: nothing to read */
+    {
+        uint8_t one = 1;
+
+        ck_assert_int_eq(mc_put(ca, "as/empty", &one, 0, NULL), MC_ERR_INVALID);
+    }
+    mc_close(ca);
+
+    cb = t_fc_conn(&b);
+    ck_assert_int_eq(mc_buf_alloc(cb, t_fa_room(T_FA_BIG), (void **)&buf), 0);
+    for (i = 0; i < NS; i++) {
+        n0 = t_fc_stat(b.sock, "reads_into_arena");
+        memset(buf, 0xa5, t_fa_room(sizes[i]));
+        len = 0;
+        err = mc_get(cb, objs[i].key, buf, t_fa_room(sizes[i]), &len);
+        ck_assert_msg(err == 0, "%zu bytes: %s", sizes[i], mc_strerror(err));
+        ck_assert_uint_eq(len, sizes[i]);
+        ck_assert_msg(memcmp(buf, objs[i].data, sizes[i]) == 0, "%zu bytes: wrong bytes",
+                      sizes[i]);
+        n1 = t_fc_stat(b.sock, "reads_into_arena");
+        ck_assert_msg(n1 == n0 + 1, "%zu bytes: reads_into_arena %lld -> %lld (landing path?)",
+                      sizes[i], (long long)n0, (long long)n1);
+    }
+    /* capacity 0: nothing moves, the size is told */
+    n0 = t_fc_stat(b.sock, "reads_into_arena");
+    len = 0;
+    ck_assert_int_eq(mc_get(cb, objs[1].key, buf, 0, &len), MC_ERR_TOO_LARGE);
+    ck_assert_uint_eq(len, sizes[1]);
+    /* exactly the object's size: no room for the trailer, so it lands and is copied */
+    memset(buf, 0, 65536 + 64);
+    ck_assert_int_eq(mc_get(cb, objs[2].key, buf, 65536, &len), 0);
+    ck_assert_uint_eq(len, 65536);
+    ck_assert(memcmp(buf, objs[2].data, 65536) == 0);
+    /* a plain buffer: the landing path, as before */
+    plain = malloc(t_fa_room(65536));
+    ck_assert_ptr_nonnull(plain);
+    ck_assert_int_eq(mc_get(cb, objs[2].key, plain, t_fa_room(65536), &len), 0);
+    ck_assert(memcmp(plain, objs[2].data, 65536) == 0);
+    free(plain);
+    ck_assert_int_eq(t_fc_stat(b.sock, "reads_into_arena"), n0);
+
+    /* a batch of 32 into one arena allocation, each item with its trailer's room */
+    {
+        const char *keys[T_FA_BATCH];
+        void *bufs[T_FA_BATCH];
+        size_t caps[T_FA_BATCH], lens[T_FA_BATCH], stride = t_fa_room(65536 + 8 * T_FA_BATCH);
+        int results[T_FA_BATCH], got;
+        uint8_t *all;
+
+        ck_assert_int_eq(mc_buf_alloc(cb, stride * T_FA_BATCH, (void **)&all), 0);
+        for (int round = 0; round < 3; round++) {
+            memset(all, 0x3c, stride * T_FA_BATCH);
+            for (i = 0; i < T_FA_BATCH; i++) {
+                keys[i] = batch[i].key;
+                bufs[i] = all + (size_t)i * stride;
+                caps[i] = stride;
+            }
+            n0 = t_fc_stat(b.sock, "reads_into_arena");
+            got = mc_batch_get(cb, T_FA_BATCH, keys, bufs, caps, lens, results);
+            ck_assert_int_eq(got, T_FA_BATCH);
+            for (i = 0; i < T_FA_BATCH; i++) {
+                ck_assert_msg(results[i] == 0, "%s: %s", keys[i], mc_strerror(results[i]));
+                ck_assert_uint_eq(lens[i], batch[i].len);
+                ck_assert_msg(memcmp(bufs[i], batch[i].data, batch[i].len) == 0,
+                              "%s: wrong bytes", keys[i]);
+            }
+            n1 = t_fc_stat(b.sock, "reads_into_arena");
+            ck_assert_int_eq(n1 - n0, T_FA_BATCH);
+        }
+        ck_assert_int_eq(mc_buf_free(cb, all), 0);
+    }
+    fprintf(stderr, "arena_sizes: %lld reads into arenas, %lld from peers, %lld requests\n",
+            (long long)t_fc_stat(b.sock, "reads_into_arena"),
+            (long long)t_fc_stat(b.sock, "reads_from_peers"),
+            (long long)t_fc_stat(b.sock, "read_requests_to_peers"));
+    t_fa_settled(b.sock, "landing_used_bytes", 3000);
+    ck_assert_int_eq(mc_buf_free(cb, buf), 0);
+    mc_close(cb);
+    t_fa_settled(b.sock, "arena_bytes", 3000);
+    for (i = 0; i < NS; i++)
+        free(objs[i].data);
+    for (i = 0; i < T_FA_BATCH; i++)
+        free(batch[i].data);
+    t_fc_finish(&fc);
+}
+END_TEST
+
+/* --- 1b. bytes corrupted at the owner: the in-place verification catches them ---------- */
+
+/* The address range of pid's writable mapping of its DRAM segment (memfd "mc-dram"). */
+static bool t_fa_dram_map(pid_t pid, uint64_t *start, uint64_t *end)
+{
+    char path[64], line[512];
+    bool found = false;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    while (!found && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long a, b;
+        char perms[8];
+
+        if (strstr(line, "mc-dram") != NULL &&
+            sscanf(line, "%llx-%llx %7s", &a, &b, perms) == 3 && perms[1] == 'w') {
+            *start = a;
+            *end = b;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/*
+ * One byte of the object flipped in its owner's segment (through /proc/PID/mem, as
+ * test_slow_corruption does): the arena get still lands in place, the client's in-place
+ * check finds it, asks again without that replica, and with none left answers
+ * MC_ERR_CORRUPT -- never success, and the buffer does not keep the bad bytes. The byte
+ * put back, the same get is exact.
+ */
+START_TEST(test_fault_arena_corrupt_replica)
+{
+    struct t_proc a = {0}, b = {0};
+    struct t_fa_obj o;
+    uint64_t start = 0, end = 0, hit = 0, room = t_fa_room(1u << 20);
+    uint8_t *seg, *buf, orig, bad;
+    json_int_t n0;
+    mc_client_t *ca, *cb;
+    struct t_fc fc;
+    size_t len;
+    int fd, err;
+
+    t_fa_cluster(&fc, "arena_corrupt", 20000, &a, &b, "64M");
+    ca = t_fc_conn(&a);
+    t_fa_put(ca, &o, "acx", 0, 1u << 20, t_fc_salt());
+    mc_close(ca);
+    ck_assert_msg(t_fa_dram_map(a.pid, &start, &end), "no mc-dram mapping in A");
+    {
+        char path[64];
+
+        snprintf(path, sizeof(path), "/proc/%d/mem", (int)a.pid);
+        fd = open(path, O_RDWR | O_CLOEXEC);
+    }
+    if (fd < 0) {
+        fprintf(stderr, "arena_corrupt: /proc/%d/mem not writable here: not run\n", (int)a.pid);
+        free(o.data);
+        t_fc_finish(&fc);
+        return;
+    }
+    seg = malloc(end - start);
+    ck_assert_ptr_nonnull(seg);
+    ck_assert_int_eq(pread(fd, seg, end - start, (off_t)start), (ssize_t)(end - start));
+    {
+        uint8_t *p = memmem(seg, end - start, o.data, 4096);
+
+        ck_assert_ptr_nonnull(p);
+        ck_assert(memcmp(p, o.data, o.len) == 0);
+        hit = start + (uint64_t)(p - seg) + o.len / 2;
+    }
+    free(seg);
+    ck_assert_int_eq(pread(fd, &orig, 1, (off_t)hit), 1);
+    bad = (uint8_t)(orig ^ 0xff);
+    ck_assert_int_eq(pwrite(fd, &bad, 1, (off_t)hit), 1);
+
+    cb = t_fc_conn(&b);
+    ck_assert_int_eq(mc_buf_alloc(cb, room, (void **)&buf), 0);
+    n0 = t_fc_stat(b.sock, "reads_into_arena");
+    len = 0;
+    err = mc_get(cb, o.key, buf, room, &len);
+    ck_assert_msg(err == MC_ERR_CORRUPT, "a flipped byte: %s", mc_strerror(err));
+    ck_assert_int_ge(t_fc_stat(b.sock, "reads_into_arena"), n0 + 1); /* it landed in place */
+    ck_assert_msg(memcmp(buf + o.len / 2 - 16, o.data + o.len / 2 - 16, 32) != 0,
+                  "the buffer kept the object's bytes after MC_ERR_CORRUPT");
+
+    ck_assert_int_eq(pwrite(fd, &orig, 1, (off_t)hit), 1);
+    close(fd);
+    ck_assert_int_eq(mc_get(cb, o.key, buf, room, &len), 0);
+    ck_assert_uint_eq(len, o.len);
+    ck_assert(memcmp(buf, o.data, o.len) == 0);
+    ck_assert_int_eq(mc_buf_free(cb, buf), 0);
+    mc_close(cb);
+    free(o.data);
+    t_fc_finish(&fc);
+}
+END_TEST
+
+/* --- 2. the owner stopped or killed mid-transfer ---------------------------------------- */
+
+struct t_fa_call {
+    mc_client_t *c;
+    const struct t_fa_obj *objs;
+    uint8_t *all;   /* T_FA_NBIG buffers of t_fa_room(T_FA_BIG), in one arena allocation */
+    int results[T_FA_NBIG];
+    bool exact[T_FA_NBIG];
+    uint64_t ms;
+};
+
+static void *t_fa_call_run(void *arg)
+{
+    struct t_fa_call *k = arg;
+    const char *keys[T_FA_NBIG];
+    void *bufs[T_FA_NBIG];
+    size_t caps[T_FA_NBIG], lens[T_FA_NBIG], room = t_fa_room(T_FA_BIG);
+    uint64_t t0 = t_now_ms();
+    int i, got;
+
+    for (i = 0; i < T_FA_NBIG; i++) {
+        keys[i] = k->objs[i].key;
+        bufs[i] = k->all + (size_t)i * room;
+        caps[i] = room;
+        lens[i] = 0;
+    }
+    got = mc_batch_get(k->c, T_FA_NBIG, keys, bufs, caps, lens, k->results);
+    k->ms = t_now_ms() - t0;
+    ck_assert_msg(got >= 0, "batch get: %s", mc_strerror(got));
+    for (i = 0; i < T_FA_NBIG; i++)
+        k->exact[i] = k->results[i] == 0 && lens[i] == k->objs[i].len &&
+                      memcmp(bufs[i], k->objs[i].data, k->objs[i].len) == 0;
+    return NULL;
+}
+
+/* Every item exact or an allowed error, within the op deadline (and libmc's grace). */
+static void t_fa_check_call(const struct t_fa_call *k, const char *what)
+{
+    for (int i = 0; i < T_FA_NBIG; i++) {
+        int e = k->results[i];
+
+        ck_assert_msg(e != 0 || k->exact[i], "%s: %s: wrong bytes reported as success", what,
+                      k->objs[i].key);
+        ck_assert_msg(e == 0 || e == MC_ERR_TIMEOUT || e == MC_ERR_UNAVAILABLE ||
+                          e == MC_ERR_NOT_FOUND,
+                      "%s: %s: %s", what, k->objs[i].key, mc_strerror(e));
+    }
+    ck_assert_msg(k->ms <= T_FC_OP_MS + 1500, "%s: the batch took %llu ms (deadline %u ms)",
+                  what, (unsigned long long)k->ms, T_FC_OP_MS);
+}
+
+/* After the call returned, the test owns the buffers: nothing may write them again. A
+ * pattern (a byte per 4 KiB page) is written, or checked. */
+static void t_fa_pattern(uint8_t *all, size_t len, bool check, const char *what)
+{
+    uint8_t page[4096];
+
+    for (size_t i = 0; i < len; i += sizeof(page)) {
+        size_t n = len - i < sizeof(page) ? len - i : sizeof(page);
+
+        memset(page, (uint8_t)(0x5a ^ (i >> 12)), n);
+        if (!check) {
+            memcpy(all + i, page, n);
+        } else if (memcmp(all + i, page, n) != 0) {
+            size_t j = 0;
+
+            while (all[i + j] == page[j])
+                j++;
+            ck_abort_msg("%s: byte %zu of the arena written after the get returned (0x%02x)",
+                         what, i + j, all[i + j]);
+        }
+    }
+}
+
+START_TEST(test_fault_arena_owner_stopped_mid_transfer)
+{
+    static const unsigned delays_us[] = {2000, 8000, 20000};
+    struct t_proc a = {0}, b = {0};
+    struct t_fa_obj objs[T_FA_NBIG];
+    struct t_fa_call k = {0};
+    size_t all_len = t_fa_room(T_FA_BIG) * T_FA_NBIG;
+    uint64_t salt = t_fc_salt();
+    mc_client_t *ca;
+    struct t_fc fc;
+    int i;
+
+    t_fa_cluster(&fc, "arena_owner_stopped", 30000, &a, &b, "256M");
+    ca = t_fc_conn(&a);
+    for (i = 0; i < T_FA_NBIG; i++)
+        t_fa_put(ca, &objs[i], "ao", i, T_FA_BIG - (size_t)i * 8, salt + (uint64_t)i);
+    mc_close(ca);
+    k.c = t_fc_conn(&b);
+    k.objs = objs;
+    ck_assert_int_eq(mc_buf_alloc(k.c, all_len, (void **)&k.all), 0);
+    t_fa_call_run(&k); /* warm: endpoints up, every item whole, straight into the arena */
+    for (i = 0; i < T_FA_NBIG; i++)
+        ck_assert_msg(k.exact[i], "%s: %s", objs[i].key, mc_strerror(k.results[i]));
+    ck_assert_int_ge(t_fc_stat(b.sock, "reads_into_arena"), T_FA_NBIG);
+    for (unsigned d = 0; d < sizeof(delays_us) / sizeof(delays_us[0]); d++) {
+        struct timespec ts = {0, (long)delays_us[d] * 1000};
+        char what[64];
+        pthread_t th;
+
+        snprintf(what, sizeof(what), "A stopped after %u us", delays_us[d]);
+        memset(k.all, 0, all_len);
+        ck_assert_int_eq(pthread_create(&th, NULL, t_fa_call_run, &k), 0);
+        nanosleep(&ts, NULL);
+        kill(a.pid, SIGSTOP);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        t_fa_check_call(&k, what);
+        /* the get returned: the buffers are ours. Then A resumes and sends what it had
+         * left: none of it may land here */
+        t_fa_pattern(k.all, all_len, false, what);
+        kill(a.pid, SIGCONT);
+        t_fc_sleep_ms(1500);
+        t_fa_pattern(k.all, all_len, true, what);
+        fprintf(stderr, "arena_owner_stopped: %s: batch in %llu ms, results", what,
+                (unsigned long long)k.ms);
+        for (i = 0; i < T_FA_NBIG; i++)
+            fprintf(stderr, " %d", k.results[i]);
+        fprintf(stderr, "; %lld cut at the deadline\n",
+                (long long)t_fc_stat(b.sock, "arena_reads_cut"));
+        /* A serves again */
+        t_fa_call_run(&k);
+        for (i = 0; i < T_FA_NBIG; i++)
+            ck_assert_msg(k.exact[i], "%s, resumed: %s: %s", what, objs[i].key,
+                          mc_strerror(k.results[i]));
+    }
+    /* a transfer caught mid-way was cut at its deadline (A stopped after 20 ms: 3 of 8
+     * items whole, the fourth under way, in every run so far) */
+    ck_assert_int_ge(t_fc_stat(b.sock, "arena_reads_cut"), 1);
+    t_fa_settled(b.sock, "landing_used_bytes", 3000);
+    ck_assert_int_eq(mc_buf_free(k.c, k.all), 0);
+    mc_close(k.c);
+    t_fa_settled(b.sock, "arena_bytes", 3000);
+    for (i = 0; i < T_FA_NBIG; i++)
+        free(objs[i].data);
+    t_fc_finish(&fc);
+}
+END_TEST
+
+/*
+ * The same with a second replica on C: a transfer into the arena stalled past its turn is
+ * not read beside (two transfers would then target one buffer) but cut, and the item is
+ * read from C into the landing segment and copied. The batch is whole well before the
+ * deadline, and A's late bytes, once it resumes, land nowhere.
+ */
+START_TEST(test_fault_arena_owner_stopped_other_replica)
+{
+    static const unsigned delays_us[] = {3000, 15000};
+    struct t_proc a = {0}, b = {0}, c = {0};
+    struct t_fa_obj objs[T_FA_NBIG];
+    struct t_fa_call k = {0};
+    size_t all_len = t_fa_room(T_FA_BIG) * T_FA_NBIG;
+    uint64_t salt = t_fc_salt();
+    json_int_t cut0, fo0;
+    mc_client_t *ca;
+    struct t_fc fc;
+    int i;
+
+    t_fc_init(&fc, "arena_other_replica", 30000);
+    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", "dA", "256M", NULL);
+    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", "dC", "256M", NULL);
+    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "0", t_fa_reader_set);
+    t_fc_agent_wait(&a);
+    t_fc_agent_wait(&c);
+    t_fc_agent_wait(&b);
+    ca = t_fc_conn(&a);
+    for (i = 0; i < T_FA_NBIG; i++) {
+        mc_put_opts_t opt = MC_PUT_OPTS_INIT;
+
+        snprintf(objs[i].key, sizeof(objs[i].key), "ar/%d", i);
+        objs[i].len = T_FA_BIG - (size_t)i * 8;
+        objs[i].data = malloc(objs[i].len);
+        ck_assert_ptr_nonnull(objs[i].data);
+        t_fill(objs[i].data, objs[i].len, salt + (uint64_t)i);
+        opt.replicas = 2; /* A's own first, C's second */
+        ck_assert_int_eq(mc_put(ca, objs[i].key, objs[i].data, objs[i].len, &opt), 0);
+    }
+    mc_close(ca);
+    k.c = t_fc_conn(&b);
+    k.objs = objs;
+    ck_assert_int_eq(mc_buf_alloc(k.c, all_len, (void **)&k.all), 0);
+    t_fa_call_run(&k);
+    for (i = 0; i < T_FA_NBIG; i++)
+        ck_assert_msg(k.exact[i], "%s: %s", objs[i].key, mc_strerror(k.results[i]));
+    cut0 = t_fc_stat(b.sock, "arena_reads_cut");
+    fo0 = t_fc_stat(b.sock, "read_failovers");
+    for (unsigned d = 0; d < sizeof(delays_us) / sizeof(delays_us[0]); d++) {
+        struct timespec ts = {0, (long)delays_us[d] * 1000};
+        char what[64];
+        pthread_t th;
+
+        snprintf(what, sizeof(what), "A stopped after %u us (C holds a replica)", delays_us[d]);
+        memset(k.all, 0, all_len);
+        ck_assert_int_eq(pthread_create(&th, NULL, t_fa_call_run, &k), 0);
+        nanosleep(&ts, NULL);
+        kill(a.pid, SIGSTOP);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        fprintf(stderr, "arena_other_replica: %s: batch in %llu ms\n", what,
+                (unsigned long long)k.ms);
+        for (i = 0; i < T_FA_NBIG; i++)
+            ck_assert_msg(k.exact[i], "%s: %s: %s", what, objs[i].key,
+                          mc_strerror(k.results[i]));
+        ck_assert_msg(k.ms < T_FC_OP_MS / 2 + 500, "%s: the batch took %llu ms", what,
+                      (unsigned long long)k.ms);
+        t_fa_pattern(k.all, all_len, false, what);
+        kill(a.pid, SIGCONT);
+        t_fc_sleep_ms(1500);
+        t_fa_pattern(k.all, all_len, true, what);
+    }
+    fprintf(stderr, "arena_other_replica: %lld cut, %lld failovers, %lld hedged\n",
+            (long long)(t_fc_stat(b.sock, "arena_reads_cut") - cut0),
+            (long long)(t_fc_stat(b.sock, "read_failovers") - fo0),
+            (long long)t_fc_stat(b.sock, "reads_hedged"));
+    ck_assert_int_ge(t_fc_stat(b.sock, "arena_reads_cut") - cut0, 1);
+    ck_assert_int_eq(t_fc_stat(b.sock, "reads_hedged"), 0); /* never beside an arena read */
+    t_fa_settled(b.sock, "landing_used_bytes", 3000);
+    ck_assert_int_eq(mc_buf_free(k.c, k.all), 0);
+    mc_close(k.c);
+    t_fa_settled(b.sock, "arena_bytes", 3000);
+    for (i = 0; i < T_FA_NBIG; i++)
+        free(objs[i].data);
+    t_fc_finish(&fc);
+}
+END_TEST
+
+START_TEST(test_fault_arena_owner_killed_mid_transfer)
+{
+    struct t_proc a = {0}, b = {0};
+    struct t_fa_obj objs[T_FA_NBIG];
+    struct t_fa_call k = {0};
+    size_t all_len = t_fa_room(T_FA_BIG) * T_FA_NBIG;
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    uint64_t salt = t_fc_salt();
+    mc_client_t *ca;
+    struct t_fc fc;
+    pthread_t th;
+    int i;
+
+    t_fa_cluster(&fc, "arena_owner_killed", 2000, &a, &b, "256M");
+    ca = t_fc_conn(&a);
+    for (i = 0; i < T_FA_NBIG; i++)
+        t_fa_put(ca, &objs[i], "ak", i, T_FA_BIG - (size_t)i * 8, salt + (uint64_t)i);
+    mc_close(ca);
+    k.c = t_fc_conn(&b);
+    k.objs = objs;
+    ck_assert_int_eq(mc_buf_alloc(k.c, all_len, (void **)&k.all), 0);
+    t_fa_call_run(&k);
+    for (i = 0; i < T_FA_NBIG; i++)
+        ck_assert_msg(k.exact[i], "%s: %s", objs[i].key, mc_strerror(k.results[i]));
+    ck_assert_int_eq(pthread_create(&th, NULL, t_fa_call_run, &k), 0);
+    nanosleep(&ts, NULL);
+    kill(a.pid, SIGKILL);
+    t_proc_kill(&a); /* reaps it */
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    t_fa_check_call(&k, "A killed");
+    fprintf(stderr, "arena_owner_killed: batch in %llu ms, results", (unsigned long long)k.ms);
+    for (i = 0; i < T_FA_NBIG; i++)
+        fprintf(stderr, " %d", k.results[i]);
+    fprintf(stderr, "\n");
+    t_fa_pattern(k.all, all_len, false, "A killed");
+    t_fc_sleep_ms(500);
+    t_fa_pattern(k.all, all_len, true, "A killed");
+    t_fa_settled(b.sock, "landing_used_bytes", 3000);
+    ck_assert_int_eq(mc_buf_free(k.c, k.all), 0);
+    mc_close(k.c);
+    t_fa_settled(b.sock, "arena_bytes", 3000);
+    for (i = 0; i < T_FA_NBIG; i++)
+        free(objs[i].data);
+    t_fc_finish(&fc);
+}
+END_TEST
+
+/* --- 3. the client killed mid-get ------------------------------------------------------- */
+
+/* The child: gets the objects into an arena over and over until killed (no check calls:
+ * it is not the test's process). */
+static void t_fa_child(const char *sock, const struct t_fa_obj *objs)
+{
+    const char *keys[T_FA_NBIG];
+    void *bufs[T_FA_NBIG];
+    size_t caps[T_FA_NBIG], lens[T_FA_NBIG], room = t_fa_room(T_FA_BIG);
+    int results[T_FA_NBIG], got;
+    mc_client_t *c;
+    uint8_t *all;
+
+    if (mc_connect(sock, &c) != 0 || mc_buf_alloc(c, room * T_FA_NBIG, (void **)&all) != 0)
+        _exit(2);
+    for (int i = 0; i < T_FA_NBIG; i++) {
+        keys[i] = objs[i].key;
+        bufs[i] = all + (size_t)i * room;
+        caps[i] = room;
+    }
+    for (int n = 0;; n++) {
+        got = mc_batch_get(c, T_FA_NBIG, keys, bufs, caps, lens, results);
+        fprintf(stderr, "arena_client_killed: child batch %d: %d (%d)\n", n, got, results[0]);
+    }
+}
+
+START_TEST(test_fault_arena_client_killed_mid_get)
+{
+    struct t_proc a = {0}, b = {0};
+    struct t_fa_obj objs[T_FA_NBIG];
+    struct t_fa_call k = {0};
+    uint64_t salt = t_fc_salt(), deadline;
+    json_int_t held;
+    mc_client_t *ca;
+    struct t_fc fc;
+    int i, st;
+    pid_t pid;
+
+    t_fa_cluster(&fc, "arena_client_killed", 30000, &a, &b, "256M");
+    ca = t_fc_conn(&a);
+    for (i = 0; i < T_FA_NBIG; i++)
+        t_fa_put(ca, &objs[i], "ac", i, T_FA_BIG - (size_t)i * 8, salt + (uint64_t)i);
+    mc_close(ca);
+    for (int round = 0; round < 2; round++) {
+        json_int_t n0 = t_fc_stat(b.sock, "reads_into_arena");
+
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+            t_fa_child(b.sock, objs);
+        /* its gets are under way (round 1: its first batch landed) */
+        deadline = t_now_ms() + 20000;
+        while (t_fc_stat(b.sock, "reads_into_arena") < n0 + (round == 0 ? 2 : T_FA_NBIG)) {
+            ck_assert_msg(t_now_ms() < deadline, "the child's gets never landed in its arena");
+            t_fc_sleep_ms(5);
+        }
+        if (round == 1) {
+            /* its next batch stalls (A stopped): those reads hold the mapping */
+            kill(a.pid, SIGSTOP);
+            t_fc_sleep_ms(300);
+        }
+        kill(pid, SIGKILL);
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        t_fc_sleep_ms(300);
+        held = t_fc_stat(b.sock, "arena_bytes");
+        fprintf(stderr, "arena_client_killed: round %d: %lld arena bytes still mapped 300 ms "
+                "after the kill (%lld reads from peers, %lld into arenas, %lld gets)\n", round,
+                (long long)held, (long long)t_fc_stat(b.sock, "reads_from_peers"),
+                (long long)t_fc_stat(b.sock, "reads_into_arena"),
+                (long long)t_fc_stat(b.sock, "gets"));
+        if (round == 1)
+            ck_assert_msg(held > 0, "the dead client's arena was unmapped while reads into it "
+                          "were under way");
+        /* every transfer into the dead client's arena ends (at the latest at its deadline,
+         * cut: A stays stopped meanwhile), and only then is the mapping gone */
+        t_fa_settled(b.sock, "arena_bytes", T_FC_OP_MS + 5000);
+        if (round == 1)
+            kill(a.pid, SIGCONT);
+        t_fa_settled(b.sock, "landing_used_bytes", 3000);
+    }
+    /* B serves a new client as before */
+    k.c = t_fc_conn(&b);
+    k.objs = objs;
+    ck_assert_int_eq(mc_buf_alloc(k.c, t_fa_room(T_FA_BIG) * T_FA_NBIG, (void **)&k.all), 0);
+    t_fa_call_run(&k);
+    for (i = 0; i < T_FA_NBIG; i++)
+        ck_assert_msg(k.exact[i], "after: %s: %s", objs[i].key, mc_strerror(k.results[i]));
+    ck_assert_int_eq(mc_buf_free(k.c, k.all), 0);
+    mc_close(k.c);
+    ck_assert_int_le(t_fc_stat(b.sock, "clients"), 1); /* the stats call's own */
+    for (i = 0; i < T_FA_NBIG; i++)
+        free(objs[i].data);
+    t_fc_finish(&fc);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    const TTest *const tests[] = {
+        test_fault_arena_get_sizes,
+        test_fault_arena_corrupt_replica,
+        test_fault_arena_owner_stopped_mid_transfer,
+        test_fault_arena_owner_stopped_other_replica,
+        test_fault_arena_owner_killed_mid_transfer,
+        test_fault_arena_client_killed_mid_get,
+    };
+    const char *only = argc > 1 ? argv[1] : NULL;
+    Suite *s = suite_create("fault_arena");
+    TCase *tc = tcase_create("arena");
+    SRunner *sr;
+    size_t i;
+    int failed;
+
+    tcase_set_timeout(tc, 120);
+    for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+        if (only == NULL || strcmp(only, tests[i]->name) == 0)
+            tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (t_fc_records == MAP_FAILED)
+        t_fc_records = NULL;
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    t_fc_dump_failed();
+    return failed == 0 ? 0 : 1;
+}
