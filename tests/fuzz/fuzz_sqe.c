@@ -162,9 +162,9 @@ static void t_sqe_promises(const struct mc_shm_layout *l, const struct mc_sqe *s
             abort();
     } else if ((s->flags & ~(MC_SQE_F_NO_CQE | MC_SQE_F_ARENA | MC_SQE_F_USER)) != 0 ||
         ((s->flags & MC_SQE_F_NO_CQE) && s->opcode != MC_OP_RELEASE) ||
-        (src != 0 &&
+        (src != 0 && !(s->opcode == MC_OP_GET && src == MC_SQE_F_ARENA) &&
          (!t_op_takes_source(s->opcode) || src == (MC_SQE_F_ARENA | MC_SQE_F_USER))))
-        abort();
+        abort(); /* a GET may name an arena destination: the agent checks its span */
     if (t_op_uses_key(s->opcode)) {
         if (s->key_len == 0 || s->key_len > MC_SHM_KEY_SLOT)
             abort();
@@ -174,7 +174,7 @@ static void t_sqe_promises(const struct mc_shm_layout *l, const struct mc_sqe *s
     } else if (s->key_len != 0) {
         abort();
     }
-    if (src == MC_SQE_F_ARENA) {
+    if (src == MC_SQE_F_ARENA && s->opcode != MC_OP_GET) {
         if (s->data_len == 0 || (s->data_off >> MC_SHM_ARENA_SHIFT) >= MC_SHM_MAX_ARENAS)
             abort();
     } else if (src == MC_SQE_F_USER) {
