@@ -165,6 +165,17 @@ static int verify_in_place(uint8_t *buf, uint64_t size, bool checksum)
     return 0;
 }
 
+/* A GET's answer (in place, or a lease on a segment) goes to the copier thread: it copies or
+ * verifies the bytes, then ends the op. c->mu held. */
+static void copy_queue_locked(struct mc_client *c, struct mc_op *op, const struct mc_cqe *cqe)
+{
+    op->gcqe = *cqe;
+    op->in_copy = true;
+    op->cp_next = c->copy_head;
+    c->copy_head = op;
+    c->ncopies++;
+}
+
 /* Whether an in-place GET answer fits what op asked for (an agent that names more is
  * broken: its answer is not trusted). */
 static bool in_place_ok(const struct mc_op *op, const struct mc_cqe *cqe, bool checksum)
@@ -675,11 +686,7 @@ static void op_done(struct mc_engine *e, void *owner, uint32_t tag, const struct
                 finish_locked(c, op, MC_ERR_CANCELED);
                 return;
             }
-            op->gcqe = *cqe;
-            op->in_copy = true;
-            op->cp_next = c->copy_head;
-            c->copy_head = op;
-            c->ncopies++;
+            copy_queue_locked(c, op, cqe);
             return;
         }
         if (get_location(c, cqe, checksum) == NULL) {
@@ -697,11 +704,7 @@ static void op_done(struct mc_engine *e, void *owner, uint32_t tag, const struct
             finish_locked(c, op, MC_ERR_TOO_LARGE);
             return;
         }
-        op->gcqe = *cqe;
-        op->in_copy = true;
-        op->cp_next = c->copy_head;
-        c->copy_head = op;
-        c->ncopies++;
+        copy_queue_locked(c, op, cqe);
         return;
     }
     case STEP_PUT:
