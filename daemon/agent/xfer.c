@@ -709,6 +709,7 @@ static void read_end(struct cluster *cl, struct xfer *x, int status)
 {
     struct mc_agent *a = cl->a;
     struct rget *rg = x->rg;
+    bool no_room = false;
     int i;
 
     rg->running--;
@@ -737,8 +738,12 @@ static void read_end(struct cluster *cl, struct xfer *x, int status)
             /* it is final: but the arena takes one transfer only (a later one could be
              * mistaken for it), so whatever is tried next lands and is copied */
             x->arena = NULL;
-        } else if (x->arena != NULL) {
-            live = false; /* no landing block: the reader hears the failure, and retries */
+        } else if (x->arena != NULL && live) {
+            /* no landing block: nothing else is tried, and the object may well exist (a
+             * link that healed, another replica): the reader hears MC_ERR_BUSY, as for a
+             * read that found the landing segment full at its start, not NOT_FOUND */
+            live = false;
+            no_room = true;
         }
         if (live && !x->retried && status != MC_ERR_NOT_FOUND && status != MC_ERR_TIMEOUT) {
             x->retried = true;
@@ -764,7 +769,10 @@ static void read_end(struct cluster *cl, struct xfer *x, int status)
         mc_alloc_free(a->ten[rg->tenant].land, x->land_id);
     free(x);
     if (rg->done != NULL && rg->running == 0)
-        rget_answer(rg, status == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_NOT_FOUND, 0, 0);
+        rget_answer(rg, status == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT
+                        : no_room                ? MC_ERR_BUSY
+                                                 : MC_ERR_NOT_FOUND,
+                    0, 0);
     else if (rg->done == NULL && rg->running == 0)
         free(rg);
 }

@@ -281,6 +281,9 @@ int mc_put(mc_client_t *c, const char *key, const void *buf, size_t len,
  *                               ended, so its space may have been reused;
  *         MC_ERR_CORRUPT        every replica tried failed its checksum;
  *         MC_ERR_TIMEOUT        the deadline passed;
+ *         MC_ERR_BUSY           the object is on another node and the agent had no room
+ *                               left to receive it (its landing segment is full of other
+ *                               reads): transient, retry;
  *         MC_ERR_IO, MC_ERR_NOMEM, MC_ERR_UNAVAILABLE, MC_ERR_PROTO, MC_ERR_INTERNAL.
  *         On every failure but MC_ERR_TOO_LARGE, the contents of buf are unspecified
  *         (discarded bytes may have landed there): never use them.

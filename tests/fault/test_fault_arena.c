@@ -584,6 +584,68 @@ START_TEST(test_fault_arena_owner_killed_mid_transfer)
 }
 END_TEST
 
+/* The owner killed mid-transfer on a reader whose landing segment cannot take the object
+ * (16 MiB of landing, 16 MiB objects and their trailers): the failed arena transfer has
+ * nowhere to be tried again, and the GET says so with MC_ERR_BUSY (transient: the object
+ * may well be there, on a link that heals or another replica), never NOT_FOUND. */
+START_TEST(test_fault_arena_owner_killed_landing_full)
+{
+    static const char *const small_landing[] = {"--set", "arena_reads=true", "--set",
+                                                 "landing=16M", NULL};
+    struct t_proc a = {0}, b = {0};
+    struct t_fa_obj objs[T_FA_NBIG];
+    struct t_fa_call k = {0};
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    uint64_t salt = t_fc_salt();
+    mc_client_t *ca;
+    struct t_fc fc;
+    int i, busy = 0;
+    pthread_t th;
+
+    t_fc_init(&fc, "arena_landing_full", 2000);
+    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", "dA", "256M", NULL);
+    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "0", small_landing);
+    t_fc_agent_wait(&a);
+    t_fc_agent_wait(&b);
+    ca = t_fc_conn(&a);
+    for (i = 0; i < T_FA_NBIG; i++)
+        t_fa_put(ca, &objs[i], "lf", i, T_FA_BIG, salt + (uint64_t)i);
+    mc_close(ca);
+    k.c = t_fc_conn(&b);
+    k.objs = objs;
+    ck_assert_int_eq(mc_buf_alloc(k.c, t_fa_room(T_FA_BIG) * T_FA_NBIG, (void **)&k.all), 0);
+    t_fa_call_run(&k); /* into the arena: the landing segment is not needed */
+    for (i = 0; i < T_FA_NBIG; i++)
+        ck_assert_msg(k.exact[i], "%s: %s", objs[i].key, mc_strerror(k.results[i]));
+    ck_assert_int_eq(pthread_create(&th, NULL, t_fa_call_run, &k), 0);
+    nanosleep(&ts, NULL);
+    kill(a.pid, SIGKILL);
+    t_proc_kill(&a); /* reaps it */
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    fprintf(stderr, "arena_landing_full: batch in %llu ms, results", (unsigned long long)k.ms);
+    for (i = 0; i < T_FA_NBIG; i++) {
+        int e = k.results[i];
+
+        fprintf(stderr, " %d", e);
+        ck_assert_msg(e != 0 || k.exact[i], "%s: wrong bytes reported as success", objs[i].key);
+        ck_assert_msg(e == 0 || e == MC_ERR_BUSY || e == MC_ERR_TIMEOUT, "%s: %s (the object "
+                      "may exist: only BUSY or TIMEOUT may say it was not read)", objs[i].key,
+                      mc_strerror(e));
+        busy += e == MC_ERR_BUSY;
+    }
+    fprintf(stderr, "\n");
+    ck_assert_msg(busy > 0, "no read was cut by the kill (every item: 0 or TIMEOUT)");
+    t_fa_settled(b.sock, "landing_used_bytes", 3000);
+    ck_assert_int_eq(mc_buf_free(k.c, k.all), 0);
+    mc_close(k.c);
+    t_fa_settled(b.sock, "arena_bytes", 3000);
+    for (i = 0; i < T_FA_NBIG; i++)
+        free(objs[i].data);
+    t_fc_finish(&fc);
+}
+END_TEST
+
 /* --- 3. the client killed mid-get ------------------------------------------------------- */
 
 /* The child: gets the objects into an arena over and over until killed (no check calls:
@@ -696,6 +758,7 @@ int main(int argc, char **argv)
         test_fault_arena_owner_stopped_mid_transfer,
         test_fault_arena_owner_stopped_other_replica,
         test_fault_arena_owner_killed_mid_transfer,
+        test_fault_arena_owner_killed_landing_full,
         test_fault_arena_client_killed_mid_get,
     };
     const char *only = argc > 1 ? argv[1] : NULL;
