@@ -46,8 +46,8 @@ struct t_fa_obj {
     uint8_t *data;
 };
 
-static void t_fa_put(mc_client_t *c, struct t_fa_obj *o, const char *prefix, int i, size_t len,
-                     uint64_t seed)
+static void t_fa_put_n(mc_client_t *c, struct t_fa_obj *o, const char *prefix, int i,
+                       size_t len, uint64_t seed, unsigned replicas)
 {
     mc_put_opts_t opt = MC_PUT_OPTS_INIT;
     int err;
@@ -57,9 +57,15 @@ static void t_fa_put(mc_client_t *c, struct t_fa_obj *o, const char *prefix, int
     o->data = malloc(len);
     ck_assert_ptr_nonnull(o->data);
     t_fill(o->data, len, seed);
-    opt.replicas = 1;
+    opt.replicas = replicas;
     err = mc_put(c, o->key, o->data, len, &opt);
     ck_assert_msg(err == 0, "put %s: %s", o->key, mc_strerror(err));
+}
+
+static void t_fa_put(mc_client_t *c, struct t_fa_obj *o, const char *prefix, int i, size_t len,
+                     uint64_t seed)
+{
+    t_fa_put_n(c, o, prefix, i, len, seed, 1);
 }
 
 /* Room for an object and its checksum trailer (what the agent lands in an arena). */
@@ -68,15 +74,22 @@ static size_t t_fa_room(size_t len)
     return (size_t)mc_shm_alloc_len(len, true);
 }
 
-static void t_fa_cluster(struct t_fc *fc, const char *name, unsigned ttl_ms, struct t_proc *a,
-                         struct t_proc *b, const char *dram_a)
+static void t_fa_cluster_with(struct t_fc *fc, const char *name, unsigned ttl_ms,
+                              struct t_proc *a, struct t_proc *b, const char *dram_a,
+                              const char *const *reader_set)
 {
     t_fc_init(fc, name, ttl_ms);
     t_fc_master_start(fc, NULL, "127.0.0.1:0", "master");
     t_fc_agent_spawn(fc, a, NULL, "127.0.0.1", "A", "dA", dram_a, NULL);
-    t_fc_agent_spawn(fc, b, NULL, "127.0.0.1", "B", NULL, "0", t_fa_reader_set);
+    t_fc_agent_spawn(fc, b, NULL, "127.0.0.1", "B", NULL, "0", reader_set);
     t_fc_agent_wait(a);
     t_fc_agent_wait(b);
+}
+
+static void t_fa_cluster(struct t_fc *fc, const char *name, unsigned ttl_ms, struct t_proc *a,
+                         struct t_proc *b, const char *dram_a)
+{
+    t_fa_cluster_with(fc, name, ttl_ms, a, b, dram_a, t_fa_reader_set);
 }
 
 /* landing_used_bytes and arena_bytes of sock reach 0 within ms. */
@@ -353,6 +366,44 @@ static void t_fa_check_call(const struct t_fa_call *k, const char *what)
                   what, (unsigned long long)k->ms, T_FC_OP_MS);
 }
 
+/* k reads objs through reader b into one arena allocation: once, every item exact (warm:
+ * endpoints up, every item whole). */
+static void t_fa_reader_warm(struct t_fa_call *k, struct t_proc *b,
+                             const struct t_fa_obj *objs)
+{
+    k->c = t_fc_conn(b);
+    k->objs = objs;
+    ck_assert_int_eq(mc_buf_alloc(k->c, t_fa_room(T_FA_BIG) * T_FA_NBIG, (void **)&k->all), 0);
+    t_fa_call_run(k);
+    for (int i = 0; i < T_FA_NBIG; i++)
+        ck_assert_msg(k->exact[i], "warm: %s: %s", objs[i].key, mc_strerror(k->results[i]));
+}
+
+/* k's batch runs while pid gets sig, delay_us after the batch began. */
+static void t_fa_call_signalled(struct t_fa_call *k, unsigned delay_us, pid_t pid, int sig)
+{
+    struct timespec ts = {0, (long)delay_us * 1000};
+    pthread_t th;
+
+    ck_assert_int_eq(pthread_create(&th, NULL, t_fa_call_run, k), 0);
+    nanosleep(&ts, NULL);
+    kill(pid, sig);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+}
+
+/* The end of a reader's test: no landing block and no arena mapping left behind. */
+static void t_fa_reader_done(struct t_fa_call *k, const struct t_proc *b, struct t_fa_obj *objs,
+                             struct t_fc *fc)
+{
+    t_fa_settled(b->sock, "landing_used_bytes", 3000);
+    ck_assert_int_eq(mc_buf_free(k->c, k->all), 0);
+    mc_close(k->c);
+    t_fa_settled(b->sock, "arena_bytes", 3000);
+    for (int i = 0; i < T_FA_NBIG; i++)
+        free(objs[i].data);
+    t_fc_finish(fc);
+}
+
 /* After the call returned, the test owns the buffers: nothing may write them again. A
  * pattern (a byte per 4 KiB page) is written, or checked. */
 static void t_fa_pattern(uint8_t *all, size_t len, bool check, const char *what)
@@ -393,24 +444,14 @@ START_TEST(test_fault_arena_owner_stopped_mid_transfer)
     for (i = 0; i < T_FA_NBIG; i++)
         t_fa_put(ca, &objs[i], "ao", i, T_FA_BIG - (size_t)i * 8, salt + (uint64_t)i);
     mc_close(ca);
-    k.c = t_fc_conn(&b);
-    k.objs = objs;
-    ck_assert_int_eq(mc_buf_alloc(k.c, all_len, (void **)&k.all), 0);
-    t_fa_call_run(&k); /* warm: endpoints up, every item whole, straight into the arena */
-    for (i = 0; i < T_FA_NBIG; i++)
-        ck_assert_msg(k.exact[i], "%s: %s", objs[i].key, mc_strerror(k.results[i]));
+    t_fa_reader_warm(&k, &b, objs); /* straight into the arena */
     ck_assert_int_ge(t_fc_stat(b.sock, "reads_into_arena"), T_FA_NBIG);
     for (unsigned d = 0; d < sizeof(delays_us) / sizeof(delays_us[0]); d++) {
-        struct timespec ts = {0, (long)delays_us[d] * 1000};
         char what[64];
-        pthread_t th;
 
         snprintf(what, sizeof(what), "A stopped after %u us", delays_us[d]);
         memset(k.all, 0, all_len);
-        ck_assert_int_eq(pthread_create(&th, NULL, t_fa_call_run, &k), 0);
-        nanosleep(&ts, NULL);
-        kill(a.pid, SIGSTOP);
-        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        t_fa_call_signalled(&k, delays_us[d], a.pid, SIGSTOP);
         t_fa_check_call(&k, what);
         /* the get returned: the buffers are ours. Then A resumes and sends what it had
          * left: none of it may land here */
@@ -433,13 +474,7 @@ START_TEST(test_fault_arena_owner_stopped_mid_transfer)
     /* a transfer caught mid-way was cut at its deadline (A stopped after 20 ms: 3 of 8
      * items whole, the fourth under way, in every run so far) */
     ck_assert_int_ge(t_fc_stat(b.sock, "arena_reads_cut"), 1);
-    t_fa_settled(b.sock, "landing_used_bytes", 3000);
-    ck_assert_int_eq(mc_buf_free(k.c, k.all), 0);
-    mc_close(k.c);
-    t_fa_settled(b.sock, "arena_bytes", 3000);
-    for (i = 0; i < T_FA_NBIG; i++)
-        free(objs[i].data);
-    t_fc_finish(&fc);
+    t_fa_reader_done(&k, &b, objs, &fc);
 }
 END_TEST
 
@@ -472,24 +507,10 @@ START_TEST(test_fault_arena_owner_stopped_other_replica)
     t_fc_agent_wait(&c);
     t_fc_agent_wait(&b);
     ca = t_fc_conn(&a);
-    for (i = 0; i < T_FA_NBIG; i++) {
-        mc_put_opts_t opt = MC_PUT_OPTS_INIT;
-
-        snprintf(objs[i].key, sizeof(objs[i].key), "ar/%d", i);
-        objs[i].len = T_FA_BIG - (size_t)i * 8;
-        objs[i].data = malloc(objs[i].len);
-        ck_assert_ptr_nonnull(objs[i].data);
-        t_fill(objs[i].data, objs[i].len, salt + (uint64_t)i);
-        opt.replicas = 2; /* A's own first, C's second */
-        ck_assert_int_eq(mc_put(ca, objs[i].key, objs[i].data, objs[i].len, &opt), 0);
-    }
+    for (i = 0; i < T_FA_NBIG; i++) /* A's own first, C's second */
+        t_fa_put_n(ca, &objs[i], "ar", i, T_FA_BIG - (size_t)i * 8, salt + (uint64_t)i, 2);
     mc_close(ca);
-    k.c = t_fc_conn(&b);
-    k.objs = objs;
-    ck_assert_int_eq(mc_buf_alloc(k.c, all_len, (void **)&k.all), 0);
-    t_fa_call_run(&k);
-    for (i = 0; i < T_FA_NBIG; i++)
-        ck_assert_msg(k.exact[i], "%s: %s", objs[i].key, mc_strerror(k.results[i]));
+    t_fa_reader_warm(&k, &b, objs);
     /* the failover comes at the first replica's turn (a quarter of what is left), not at the
      * deadline: the batch takes at most that turn and a few healthy batches' time (on a
      * busy host a healthy batch of 128 MiB alone takes hundreds of ms) */
@@ -499,16 +520,11 @@ START_TEST(test_fault_arena_owner_stopped_other_replica)
     cut0 = t_fc_stat(b.sock, "arena_reads_cut");
     fo0 = t_fc_stat(b.sock, "read_failovers");
     for (unsigned d = 0; d < sizeof(delays_us) / sizeof(delays_us[0]); d++) {
-        struct timespec ts = {0, (long)delays_us[d] * 1000};
         char what[64];
-        pthread_t th;
 
         snprintf(what, sizeof(what), "A stopped after %u us (C holds a replica)", delays_us[d]);
         memset(k.all, 0, all_len);
-        ck_assert_int_eq(pthread_create(&th, NULL, t_fa_call_run, &k), 0);
-        nanosleep(&ts, NULL);
-        kill(a.pid, SIGSTOP);
-        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        t_fa_call_signalled(&k, delays_us[d], a.pid, SIGSTOP);
         fprintf(stderr, "arena_other_replica: %s: batch in %llu ms (bound %llu ms)\n", what,
                 (unsigned long long)k.ms, (unsigned long long)bound);
         for (i = 0; i < T_FA_NBIG; i++)
@@ -527,13 +543,7 @@ START_TEST(test_fault_arena_owner_stopped_other_replica)
             (long long)t_fc_stat(b.sock, "reads_hedged"));
     ck_assert_int_ge(t_fc_stat(b.sock, "arena_reads_cut") - cut0, 1);
     ck_assert_int_eq(t_fc_stat(b.sock, "reads_hedged"), 0); /* never beside an arena read */
-    t_fa_settled(b.sock, "landing_used_bytes", 3000);
-    ck_assert_int_eq(mc_buf_free(k.c, k.all), 0);
-    mc_close(k.c);
-    t_fa_settled(b.sock, "arena_bytes", 3000);
-    for (i = 0; i < T_FA_NBIG; i++)
-        free(objs[i].data);
-    t_fc_finish(&fc);
+    t_fa_reader_done(&k, &b, objs, &fc);
 }
 END_TEST
 
@@ -543,11 +553,9 @@ START_TEST(test_fault_arena_owner_killed_mid_transfer)
     struct t_fa_obj objs[T_FA_NBIG];
     struct t_fa_call k = {0};
     size_t all_len = t_fa_room(T_FA_BIG) * T_FA_NBIG;
-    struct timespec ts = {0, 5 * 1000 * 1000};
     uint64_t salt = t_fc_salt();
     mc_client_t *ca;
     struct t_fc fc;
-    pthread_t th;
     int i;
 
     t_fa_cluster(&fc, "arena_owner_killed", 2000, &a, &b, "256M");
@@ -555,17 +563,9 @@ START_TEST(test_fault_arena_owner_killed_mid_transfer)
     for (i = 0; i < T_FA_NBIG; i++)
         t_fa_put(ca, &objs[i], "ak", i, T_FA_BIG - (size_t)i * 8, salt + (uint64_t)i);
     mc_close(ca);
-    k.c = t_fc_conn(&b);
-    k.objs = objs;
-    ck_assert_int_eq(mc_buf_alloc(k.c, all_len, (void **)&k.all), 0);
-    t_fa_call_run(&k);
-    for (i = 0; i < T_FA_NBIG; i++)
-        ck_assert_msg(k.exact[i], "%s: %s", objs[i].key, mc_strerror(k.results[i]));
-    ck_assert_int_eq(pthread_create(&th, NULL, t_fa_call_run, &k), 0);
-    nanosleep(&ts, NULL);
-    kill(a.pid, SIGKILL);
+    t_fa_reader_warm(&k, &b, objs);
+    t_fa_call_signalled(&k, 5000, a.pid, SIGKILL);
     t_proc_kill(&a); /* reaps it */
-    ck_assert_int_eq(pthread_join(th, NULL), 0);
     t_fa_check_call(&k, "A killed");
     fprintf(stderr, "arena_owner_killed: batch in %llu ms, results", (unsigned long long)k.ms);
     for (i = 0; i < T_FA_NBIG; i++)
@@ -574,13 +574,7 @@ START_TEST(test_fault_arena_owner_killed_mid_transfer)
     t_fa_pattern(k.all, all_len, false, "A killed");
     t_fc_sleep_ms(500);
     t_fa_pattern(k.all, all_len, true, "A killed");
-    t_fa_settled(b.sock, "landing_used_bytes", 3000);
-    ck_assert_int_eq(mc_buf_free(k.c, k.all), 0);
-    mc_close(k.c);
-    t_fa_settled(b.sock, "arena_bytes", 3000);
-    for (i = 0; i < T_FA_NBIG; i++)
-        free(objs[i].data);
-    t_fc_finish(&fc);
+    t_fa_reader_done(&k, &b, objs, &fc);
 }
 END_TEST
 
@@ -595,34 +589,19 @@ START_TEST(test_fault_arena_owner_killed_landing_full)
     struct t_proc a = {0}, b = {0};
     struct t_fa_obj objs[T_FA_NBIG];
     struct t_fa_call k = {0};
-    struct timespec ts = {0, 2 * 1000 * 1000};
     uint64_t salt = t_fc_salt();
     mc_client_t *ca;
     struct t_fc fc;
     int i, busy = 0;
-    pthread_t th;
 
-    t_fc_init(&fc, "arena_landing_full", 2000);
-    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
-    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", "dA", "256M", NULL);
-    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "0", small_landing);
-    t_fc_agent_wait(&a);
-    t_fc_agent_wait(&b);
+    t_fa_cluster_with(&fc, "arena_landing_full", 2000, &a, &b, "256M", small_landing);
     ca = t_fc_conn(&a);
     for (i = 0; i < T_FA_NBIG; i++)
         t_fa_put(ca, &objs[i], "lf", i, T_FA_BIG, salt + (uint64_t)i);
     mc_close(ca);
-    k.c = t_fc_conn(&b);
-    k.objs = objs;
-    ck_assert_int_eq(mc_buf_alloc(k.c, t_fa_room(T_FA_BIG) * T_FA_NBIG, (void **)&k.all), 0);
-    t_fa_call_run(&k); /* into the arena: the landing segment is not needed */
-    for (i = 0; i < T_FA_NBIG; i++)
-        ck_assert_msg(k.exact[i], "%s: %s", objs[i].key, mc_strerror(k.results[i]));
-    ck_assert_int_eq(pthread_create(&th, NULL, t_fa_call_run, &k), 0);
-    nanosleep(&ts, NULL);
-    kill(a.pid, SIGKILL);
+    t_fa_reader_warm(&k, &b, objs); /* into the arena: the landing segment is not needed */
+    t_fa_call_signalled(&k, 2000, a.pid, SIGKILL);
     t_proc_kill(&a); /* reaps it */
-    ck_assert_int_eq(pthread_join(th, NULL), 0);
     fprintf(stderr, "arena_landing_full: batch in %llu ms, results", (unsigned long long)k.ms);
     for (i = 0; i < T_FA_NBIG; i++) {
         int e = k.results[i];
@@ -636,13 +615,7 @@ START_TEST(test_fault_arena_owner_killed_landing_full)
     }
     fprintf(stderr, "\n");
     ck_assert_msg(busy > 0, "no read was cut by the kill (every item: 0 or TIMEOUT)");
-    t_fa_settled(b.sock, "landing_used_bytes", 3000);
-    ck_assert_int_eq(mc_buf_free(k.c, k.all), 0);
-    mc_close(k.c);
-    t_fa_settled(b.sock, "arena_bytes", 3000);
-    for (i = 0; i < T_FA_NBIG; i++)
-        free(objs[i].data);
-    t_fc_finish(&fc);
+    t_fa_reader_done(&k, &b, objs, &fc);
 }
 END_TEST
 
