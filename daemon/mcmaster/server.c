@@ -36,6 +36,7 @@
 #include "daemon/common/notify.h"
 #include "daemon/master/exec.h"
 #include "daemon/master/master.h"
+#include "daemon/mcmaster/calls.h"
 #include "daemon/mcmaster/diskdrops.h"
 #include "daemon/mcmaster/elect.h"
 #include "daemon/mcmaster/ha.h"
@@ -79,8 +80,6 @@ struct mc_mcmaster_server {
     uint16_t port;
     char *token; /* NULL: every token is accepted (allow_no_token) */
     size_t token_len;
-    struct mc_master_fence fence_retry[MC_MASTER_FENCE_QUEUE]; /* owners said BUSY */
-    uint32_t nfence_retry;
     uint64_t max_peers, npeers;
     uint32_t *carrying; /* carrying_nodes: the nodes of peers that carry PUBLISHes */
     size_t carrying_cap;
@@ -110,6 +109,7 @@ struct mc_mcmaster_server {
     struct mc_master_restore_req restores[MC_PROTO_BATCH_MAX];
     uint32_t seg_ids[MC_PROTO_BATCH_MAX];
     struct mc_diskdrops drops; /* DROPs until answered, unanswered disk ones remembered */
+    struct mc_calls calls;     /* FENCEs and COPYs to owners */
     struct mc_proto_seg_entry seg_page[MC_PROTO_SEG_PAGE_MAX];
     struct mc_master_node_info node_info[MC_PROTO_NODE_PAGE_MAX];
     struct mc_proto_node_entry node_page[MC_PROTO_NODE_PAGE_MAX];
@@ -212,21 +212,23 @@ static void drops_silent(void *ctx, uint32_t seg)
     }
 }
 
+/* calls.h's ep_of: the endpoint of node's authenticated agent. */
+static struct mc_ucx_ep *ep_of_node(void *ctx, uint32_t node)
+{
+    struct mc_mcmaster_server *s = ctx;
 
+    for (struct peer *p = s->peers; p != NULL; p = p->next) {
+        if (p->authed && p->node == node)
+            return p->ep;
+    }
+    return NULL;
+}
 
 static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p);
 
 static void seg_unmount(struct mc_mcmaster_server *s, uint32_t seg)
 {
     struct mc_master_req x = {.op = MC_MASTER_OP_UNMOUNT, .u.seg = seg};
-
-    (void)mc_master_exec(s->m, &x);
-}
-
-static void copy_report(struct mc_mcmaster_server *s, uint64_t id, int status)
-{
-    struct mc_master_req x = {.op = MC_MASTER_OP_COPY_DONE,
-                              .u.copy_done = {.id = id, .status = status}};
 
     (void)mc_master_exec(s->m, &x);
 }
@@ -831,7 +833,7 @@ static int ha_reset(struct mc_mcmaster_server *s, const struct mc_elect_view *v)
         peer_drop(s, s->peers, true);
     for (size_t i = 0; i < s->nsegs; i++)
         blobs_clear(&s->segs[i]);
-    s->nfence_retry = 0;
+    mc_calls_reset(&s->calls);
     err = mc_master_create(&s->mcfg, NULL, NULL, &m);
     if (err != 0)
         return err;
@@ -1049,6 +1051,7 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
         goto err_destroy;
     }
     s->mcfg = cfg->master;
+    mc_calls_init(&s->calls, &s->m, ep_of_node, s);
     err = mc_diskdrops_init(&s->drops, drop_route, drops_silent, seg_is_disk, s);
     if (err == 0)
         err = mc_master_create(&cfg->master, NULL, NULL, &s->m);
@@ -1135,88 +1138,6 @@ static void on_signal(struct mc_mcmaster_server *s)
     }
 }
 
-/* --- fencing the blocks of dead writers (docs/failure-contract.md) ---------------------- */
-
-#define FENCE_BATCH 256u
-#define FENCE_TIMEOUT_MS 3000u
-
-/* One FENCE call to an owner: the blocks it names. */
-struct fence_call {
-    struct mc_mcmaster_server *s;
-    uint32_t n;
-    struct mc_master_fence items[FENCE_BATCH];
-};
-
-static void fence_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
-                       size_t len)
-{
-    struct fence_call *fc = ctx;
-    struct mc_mcmaster_server *s = fc->s;
-    struct mc_proto_batch_rep rep;
-    int results[FENCE_BATCH];
-    uint32_t i;
-
-    (void)hdr;
-    if (status == 0 && (mc_proto_results_rep_decode(pl, len, fc->n, &rep, results) != 0 ||
-                        rep.status != 0 || rep.n != fc->n))
-        status = MC_ERR_PROTO;
-    for (i = 0; i < fc->n && status == 0; i++) {
-        const struct mc_master_fence *f = &fc->items[i];
-
-        if (results[i] == 0)
-            (void)mc_master_fence_ack(s->m, f->seg, f->alloc, f->version);
-        else if (results[i] == MC_ERR_BUSY && s->nfence_retry < MC_MASTER_FENCE_QUEUE)
-            s->fence_retry[s->nfence_retry++] = *f; /* a write still landing: ask again */
-    }
-    /* otherwise (owner unreachable, ...) the release timeout frees them */
-    free(fc);
-}
-
-/* Ask each owner to fence the blocks of dead writers in its segments. */
-static void fences_send(struct mc_mcmaster_server *s)
-{
-    struct mc_master_fence f[FENCE_BATCH];
-    struct mc_proto_fence_item items[FENCE_BATCH];
-    struct peer *p;
-    size_t n = 0, i;
-
-    while (n < FENCE_BATCH && s->nfence_retry > 0)
-        f[n++] = s->fence_retry[--s->nfence_retry];
-    n += mc_master_fences_take(s->m, f + n, FENCE_BATCH - n);
-    if (n == 0)
-        return;
-    for (p = s->peers; p != NULL; p = p->next) {
-        struct fence_call *fc;
-        struct mc_proto_fence_req req = {0};
-        size_t len;
-
-        if (!p->authed || p->node == MC_MASTER_NODE_NONE)
-            continue;
-        fc = malloc(sizeof(*fc));
-        if (fc == NULL)
-            return;
-        fc->s = s;
-        fc->n = 0;
-        for (i = 0; i < n; i++) {
-            struct mc_master_seg_info info;
-
-            if (seg_info(s, f[i].seg, &info) != 0 || info.node != p->node)
-                continue;
-            fc->items[fc->n] = f[i];
-            items[fc->n] = (struct mc_proto_fence_item){
-                .seg = f[i].seg, .alloc = f[i].alloc, .version = f[i].version};
-            fc->n++;
-        }
-        req.n = fc->n;
-        if (fc->n == 0 ||
-            mc_proto_fence_req_encode(&req, items, s->out, sizeof(s->out), &len) != 0 ||
-            mc_ucx_rpc_call(p->ep, MC_WIRE_FENCE, s->out, len,
-                            mc_ucx_now_ms() + FENCE_TIMEOUT_MS, fence_done, fc, NULL) != 0)
-            free(fc);
-    }
-    /* blocks whose owner has no endpoint: it is gone, and its segment with them */
-}
-
 /* --- drops: the owners' indexes of complete objects forget what was freed ------------------- */
 
 /* dropq.h's route: the endpoint of the owner of seg now. */
@@ -1244,78 +1165,6 @@ static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p)
 static void drops_send(struct mc_mcmaster_server *s)
 {
     mc_diskdrops_send(&s->drops, s->m, mc_ucx_now_ms());
-}
-
-/* --- copies of a drain: the source's owner writes the bytes to the target ------------------ */
-
-#define COPY_BATCH 16u
-/* The owner's own write ends by op_timeout_ms (and a stalled target is cut off after the
- * peer hard deadline): past this, the copy counts as failed and its target gets fenced. */
-#define COPY_TIMEOUT_MS 30000u
-
-struct copy_call {
-    struct mc_mcmaster_server *s;
-    uint64_t id;
-};
-
-static void copy_done(void *ctx, int status, const struct mc_wire_hdr *hdr, const void *pl,
-                      size_t len)
-{
-    struct copy_call *cc = ctx;
-    struct mc_proto_status_rep rep;
-
-    (void)hdr;
-    if (status == 0)
-        status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
-    if (status != 0)
-        mc_debug("copy %llu failed: %s", (unsigned long long)cc->id, mc_strerror(status));
-    copy_report(cc->s, cc->id, status);
-    free(cc);
-}
-
-static struct peer *peer_of_node(struct mc_mcmaster_server *s, uint32_t node)
-{
-    struct peer *p;
-
-    for (p = s->peers; p != NULL; p = p->next) {
-        if (p->authed && p->node == node)
-            return p;
-    }
-    return NULL;
-}
-
-/* Ask the owners to make the copies the tick decided on. */
-static void copies_send(struct mc_mcmaster_server *s)
-{
-    struct mc_master_copy c[COPY_BATCH];
-    size_t n = mc_master_copies_take(s->m, c, COPY_BATCH), i;
-
-    for (i = 0; i < n; i++) {
-        struct mc_proto_copy_req req = {
-            .id = c[i].id, .version = c[i].version,
-            .src_seg = c[i].src.seg, .src_alloc = c[i].src.alloc,
-            .src_offset = c[i].src.offset, .len = c[i].len,
-            .dst_node = c[i].dst.node, .dst_seg = c[i].dst.seg,
-            .dst_alloc = c[i].dst.alloc, .dst_offset = c[i].dst.offset,
-            .key = {(const uint8_t *)c[i].key, c[i].key_len}};
-        struct peer *p = peer_of_node(s, c[i].src.node);
-        struct copy_call *cc = malloc(sizeof(*cc));
-        size_t len;
-
-        if (p == NULL || cc == NULL ||
-            mc_proto_copy_req_encode(&req, s->out, sizeof(s->out), &len) != 0) {
-            free(cc);
-            copy_report(s, c[i].id, MC_ERR_UNAVAILABLE);
-            continue;
-        }
-        cc->s = s;
-        cc->id = c[i].id;
-        if (mc_ucx_rpc_call(p->ep, MC_WIRE_COPY, s->out, len,
-                            mc_ucx_now_ms() + COPY_TIMEOUT_MS, copy_done, cc, NULL) != 0) {
-            free(cc);
-            copy_report(s, c[i].id, MC_ERR_UNAVAILABLE);
-        }
-    }
 }
 
 static void on_timer(struct mc_mcmaster_server *s)
@@ -1346,8 +1195,8 @@ static void on_timer(struct mc_mcmaster_server *s)
     /* a DROP of an extent goes out before any COPY into it (the owner erases the old
      * record first; it also ignores a DROP that does not name the record it holds) */
     drops_send(s);
-    copies_send(s);
-    fences_send(s);
+    mc_calls_copies_send(&s->calls);
+    mc_calls_fences_send(&s->calls);
     mc_ucx_expire(s->u, mc_ucx_now_ms());
 }
 
@@ -1441,7 +1290,7 @@ int mc_mcmaster_server_run(struct mc_mcmaster_server *s)
          * go out now, not on the next tick, since the DRAM they hold is what puts need */
         if (mc_master_copies_pending(s->m)) {
             drops_send(s); /* the eviction that made the copy may have freed its extent */
-            copies_send(s);
+            mc_calls_copies_send(&s->calls);
         }
         if (pfd[2].revents & POLLIN)
             mc_boot_serve(s->listen_fd, s->boot, s->boot_len);
