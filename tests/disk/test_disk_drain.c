@@ -119,6 +119,10 @@ START_TEST(test_disk_drain_moves_disk_records)
     cb = t_fc_conn(&b);
     ck_assert_int_eq(t_mcctl(b.sock, NULL, "drain", "A", NULL), 0);
     wait_drained(b.sock, "A");
+    /* the disk-only objects went from A's records (read and checked there), none too late */
+    ck_assert_int_ge(disk_stat(a.sock, "drain_records_read"), only);
+    ck_assert_int_eq(disk_stat(a.sock, "drain_reads"), 0);
+    ck_assert_int_eq(t_fc_stat(a.sock, "drain_copies_late"), 0);
     mc_close(ca);
 
     /* drained: A may go, and nothing may go with it */
