@@ -730,13 +730,18 @@ static void promote_local(struct cluster *cl, struct mc_ucx_ep *ep, const struct
  * the ordinary remote write, answered when that write is (copy_written, which also tells
  * the target's owner what it holds, as for a memory source).
  *
- * The write starts only after the read. The master gives a COPY up (and fences, then frees,
- * the target) only once we answered it, after its COPY_TIMEOUT_MS, or after put_release_ms;
- * a memory source's write starts at once and ends by op_timeout_ms. So this one must not
- * start later than that either: its deadline is taken when the COPY arrives, and a read
- * that ends past it is answered MC_ERR_TIMEOUT without a byte sent (copies_late). A slow
- * disk makes the copy fail and the master try it again, never a write into a block that
- * may be someone else's by then.
+ * The write starts only after the read, and the master may give the copy up meanwhile:
+ * it fences the target once we answered, or once its COPY_TIMEOUT_MS (30 s) passed without
+ * an answer, and frees it on the fence's answer; or it frees it put_release_ms after the
+ * copy began. The target's owner answers a fence BUSY while a write of the copy lands, and
+ * refuses one that arrives after the fence for 2 * (op_timeout_ms + peer_hard_deadline_ms);
+ * what it cannot refuse is a write that starts after it forgot the fence. A memory source's
+ * write starts when the COPY arrives. This one starts by the COPY's arrival + op_timeout_ms
+ * or never: a read that ends later is answered MC_ERR_TIMEOUT without a byte sent
+ * (copies_late), and the master tries again on a later pass. The write then has its own
+ * op_timeout_ms, as a memory source's has (a read that took most of the first would leave
+ * a large record no time to be sent), so it ends by arrival + 2 * op_timeout_ms (+ the hard
+ * deadline): within the fence's memory, and far within put_release_ms at its default.
  */
 static void copy_from_disk_read(void *ctx, int status)
 {
@@ -767,7 +772,8 @@ static void copy_from_disk_read(void *ctx, int status)
     }
     w = (struct mc_rio_write){.r = &cj->dst, .version = cj->id, .key = cj->key,
                               .key_len = cj->key_len, .src = cj->staged, .from = 0,
-                              .len = cj->len, .deadline_ms = cj->deadline_ms};
+                              .len = cj->len,
+                              .deadline_ms = mc_agent_now_ms() + cl->a->cfg.op_timeout_ms};
     status = cl_write(cl, &w, copy_written, cj);
     if (status != 0)
         copy_written(cj, status);
