@@ -43,8 +43,9 @@ static void disk_settle(const char *sock)
         usleep(10000);
 }
 
-/* How many of prefix/0..n-1 have only disk replicas (asked through c). */
-static int disk_only(mc_client_t *c, const char *prefix, int n)
+/* How many of prefix/0..n-1 have only disk replicas (asked through c); which, in is[]
+ * (n entries) unless NULL. */
+static int disk_only_which(mc_client_t *c, const char *prefix, int n, bool *is)
 {
     int k = 0;
 
@@ -54,10 +55,17 @@ static int disk_only(mc_client_t *c, const char *prefix, int n)
 
         snprintf(key, sizeof(key), "%s/%d", prefix, i);
         ck_assert_int_eq(mc_stat(c, key, &info), 0);
+        if (is != NULL)
+            is[i] = info.replicas > 0 && MC_OBJ_DISK_REPLICAS(info.flags) == info.replicas;
         if (info.replicas > 0 && MC_OBJ_DISK_REPLICAS(info.flags) == info.replicas)
             k++;
     }
     return k;
+}
+
+static int disk_only(mc_client_t *c, const char *prefix, int n)
+{
+    return disk_only_which(c, prefix, n, NULL);
 }
 
 /* Waits until node `name` is "drained" (failing after DRAIN_MS, with what is left). */
@@ -134,6 +142,62 @@ START_TEST(test_disk_drain_moves_disk_records)
 }
 END_TEST
 
+/*
+ * The subtle point of a disk source (owner.c, copy_from_disk): its remote write starts only
+ * after the disk read, and the master may have given the copy up and freed its target by
+ * then. The owner starts the write by the COPY's arrival + op_timeout_ms or never. Here A's
+ * every disk read starts 1.5 s late and its op_timeout_ms is 1 s: its drain copies of
+ * disk-only objects are all answered MC_ERR_TIMEOUT unsent (drain_copies_late), none of
+ * those objects gains a replica on B, and "drained" is never said while they are on A.
+ * Without the rule the copies were sent late (and joined the objects).
+ */
+START_TEST(test_disk_drain_slow_disk_never_writes_late)
+{
+    struct t_fc fc;
+    struct t_proc a, b;
+    char path[300];
+    const char *disk[] = {"--disk", path, "--disk-size", "128M", "--set", "op_timeout_ms=1000",
+                          "--test-fault", "disk_delay_ms=1500", NULL};
+    mc_client_t *ca;
+    const size_t len = 64 * KIB;
+    const int n = 384;
+    int only;
+    bool was[384], now[384];
+    json_t *j, *node;
+
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    t_fc_init(&fc, "disk_drain_slow", TTL_MS);
+    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
+    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", disk);
+    t_fc_agent_wait(&a);
+    ca = t_fc_conn(&a);
+    put_range(ca, "sl", 0, n, len);
+    disk_settle(a.sock);
+    only = disk_only_which(ca, "sl", n, was);
+    ck_assert_int_ge(only, n / 4);
+    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "64M", NULL);
+    t_fc_agent_wait(&b);
+    ck_assert_int_eq(t_mcctl(b.sock, NULL, "drain", "A", NULL), 0);
+    /* four copies at a time, each read 1.5 s: several rounds of them */
+    for (int i = 0; i < 100 && t_fc_stat(a.sock, "drain_copies_late") < 8; i++)
+        t_fc_sleep_ms(100);
+    /* none of them copied (the tick may offload more of A's memory to its disk meanwhile) */
+    (void)disk_only_which(ca, "sl", n, now);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(!was[i] || now[i], "sl/%d was copied from A's slow disk", i);
+    ck_assert_int_ge(t_fc_stat(a.sock, "drain_copies_late"), 8);
+    j = t_fc_cluster(b.sock);
+    node = t_json_find_str(j, "nodes", "name", "A");
+    ck_assert_str_eq(t_json_str(node, "drain"), "draining");
+    ck_assert_int_gt(t_json_int(node, "drain_left_objects"), 0);
+    json_decref(j);
+    mc_close(ca);
+    t_fc_finish(&fc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("disk_drain");
@@ -143,6 +207,7 @@ int main(void)
 
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_disk_drain_moves_disk_records);
+    tcase_add_test(tc, test_disk_drain_slow_disk_never_writes_late);
     suite_add_tcase(s, tc);
     t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
