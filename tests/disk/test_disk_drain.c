@@ -8,11 +8,13 @@
  * records (read and checked there, sent with the remote write) into B's memory.
  */
 #include <check.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -142,6 +144,95 @@ START_TEST(test_disk_drain_moves_disk_records)
 }
 END_TEST
 
+/* Flip one payload byte of the record of each key of keys[0..k) in the disk file at path:
+ * the record whose header (at a block-aligned offset, with the header's magic) names that
+ * key (a key that is no other key's prefix). Returns how many were found. */
+static int flip_records(const char *path, char keys[][16], int k)
+{
+    uint8_t blk[4096];
+    struct stat sb;
+    int fd = open(path, O_RDWR), flipped = 0;
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(fstat(fd, &sb), 0);
+    for (off_t off = 4096; off + 8192 <= sb.st_size; off += 4096) {
+        ck_assert_int_eq(pread(fd, blk, sizeof(blk), off), (ssize_t)sizeof(blk));
+        if (memcmp(blk, "MCDISKRC", 8) != 0)
+            continue;
+        for (int i = 0; i < k; i++) {
+            if (memmem(blk, sizeof(blk), keys[i], strlen(keys[i])) == NULL)
+                continue;
+            ck_assert_int_eq(pread(fd, blk, 1, off + 4096 + 100), 1);
+            blk[0] ^= 0x5a;
+            ck_assert_int_eq(pwrite(fd, blk, 1, off + 4096 + 100), 1);
+            flipped++;
+            break;
+        }
+    }
+    ck_assert_int_eq(fsync(fd), 0);
+    close(fd);
+    return flipped;
+}
+
+/*
+ * A record that fails its check on the draining owner is not copied: the owner answers
+ * MC_ERR_CORRUPT, the master drops it as a lost replica (its object is gone when that was
+ * its last), and the drain ends. A payload byte of four disk-only objects' records is
+ * flipped in the file under the running agent (its O_DIRECT reads see it): after
+ * "drained" and A's stop, those four are NOT_FOUND through B and every other key reads back
+ * exactly, never wrong bytes. Without it the drain retried the corrupt records for ever.
+ */
+START_TEST(test_disk_drain_corrupt_record_lost)
+{
+    struct t_fc fc;
+    struct t_proc a, b;
+    char path[300];
+    const char *disk[] = {"--disk", path, "--disk-size", "128M", NULL};
+    mc_client_t *ca, *cb;
+    const size_t len = 64 * KIB;
+    const int n = 384;
+    int flipped, present, k = 0;
+    bool only[384];
+    char bad[4][16];
+
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    t_fc_init(&fc, "disk_drain_corrupt", TTL_MS);
+    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
+    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", disk);
+    t_fc_agent_wait(&a);
+    ca = t_fc_conn(&a);
+    put_range(ca, "co", 0, n, len);
+    disk_settle(a.sock);
+    ck_assert_int_ge(disk_only_which(ca, "co", n, only), n / 4);
+    /* four objects on disk only (one with a memory replica is copied from memory), of
+     * three-digit keys: no key is a prefix of theirs */
+    for (int i = 100; i < n && k < 4; i++) {
+        if (only[i])
+            snprintf(bad[k++], sizeof(bad[0]), "co/%d", i);
+    }
+    ck_assert_int_eq(k, 4);
+    flipped = flip_records(path, bad, k);
+    ck_assert_int_eq(flipped, 4);
+
+    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "64M", NULL);
+    t_fc_agent_wait(&b);
+    cb = t_fc_conn(&b);
+    ck_assert_int_eq(t_mcctl(b.sock, NULL, "drain", "A", NULL), 0);
+    wait_drained(b.sock, "A");
+    ck_assert_int_ge(disk_stat(a.sock, "read_corrupt"), flipped);
+    mc_close(ca);
+    ck_assert_int_eq(t_proc_stop(&a), 0);
+    present = get_range(cb, "co", 0, n, len); /* exact bytes, or NOT_FOUND */
+    ck_assert_int_eq(present, n - flipped);
+    for (int i = 0; i < k; i++)
+        ck_assert_int_eq(mc_exist(cb, bad[i]), 0);
+    mc_close(cb);
+    t_fc_finish(&fc);
+}
+END_TEST
+
 /*
  * The subtle point of a disk source (owner.c, copy_from_disk): its remote write starts only
  * after the disk read, and the master may have given the copy up and freed its target by
@@ -208,6 +299,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_disk_drain_moves_disk_records);
     tcase_add_test(tc, test_disk_drain_slow_disk_never_writes_late);
+    tcase_add_test(tc, test_disk_drain_corrupt_record_lost);
     suite_add_tcase(s, tc);
     t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
