@@ -2,7 +2,7 @@
  * The agent's disk tier (--disk PATH, docs/disk.md): the record store (disk.h) opened at
  * start (its scan), its disk segment (seg_disk.h) mounted at the master like the DRAM one
  * (MC_SEG_DISK, RESTORING while it holds records, so the restore seam re-reports them after
- * every MOUNT), and the three ways bytes move, none blocking the loop:
+ * every MOUNT), and the ways bytes move, none blocking the loop:
  *
  *   - offload: a copy the master asks for (an object it evicts from DRAM, drain.c), from
  *     our DRAM segment into an extent of the disk segment it allocated; the record is
@@ -12,6 +12,8 @@
  *     payload straight from the device, checked against the checksum trailer the record
  *     stores (format 2; a format-1 record: its XXH3, then the trailer computed): a record
  *     that fails is MC_ERR_CORRUPT, never bytes;
+ *   - drain copies: a record read (checked) into a buffer for a COPY whose target is
+ *     another node's block (our node drains; owner.c sends it with the remote write);
  *   - erases: a disk block the master freed (a DROP: evicted from disk, removed, expired)
  *     gets a tombstone, so that a restart does not find it again; a write to an extent
  *     waits for the erase under way there.

@@ -9,7 +9,10 @@
  *    reading exactly that replica, so it waits for the next pass instead;
  *  - with every replica on draining nodes, a copy is made: a block is placed elsewhere as
  *    put_start would place it, and the front end asks the source's owner to write its bytes
- *    there with the ordinary remote write. The target block belongs to no version while the
+ *    there with the ordinary remote write. The source is a replica in memory when there is
+ *    one; a disk-only object's is its disk record, which the owner reads (checked) before
+ *    it writes (docs/disk.md, "Draining a node with a disk"), into a block of the image's
+ *    length; a record that fails its check is a lost replica (drain_source_corrupt). The target block belongs to no version while the
  *    copy runs (eviction and readers cannot see it); it joins the version only when the
  *    owner reports the write answered, so a reader is never handed a replica that lacks a
  *    byte. At most drain_copies_max copies are open at once.
