@@ -724,24 +724,13 @@ static void promote_local(struct cluster *cl, struct mc_ucx_ep *ep, const struct
 }
 
 /*
- * A drain's COPY whose source is a record of our disk segment and whose target another
- * node's block (docs/disk.md, "Draining a node with a disk"): the record is read and checked
- * as a disk hit is (a corrupt one is answered MC_ERR_CORRUPT, nothing sent), then sent with
- * the ordinary remote write, answered when that write is (copy_written, which also tells
- * the target's owner what it holds, as for a memory source).
- *
- * The write starts only after the read, and the master may give the copy up meanwhile:
- * it fences the target once we answered, or once its COPY_TIMEOUT_MS (30 s) passed without
- * an answer, and frees it on the fence's answer; or it frees it put_release_ms after the
- * copy began. The target's owner answers a fence BUSY while a write of the copy lands, and
- * refuses one that arrives after the fence for 2 * (op_timeout_ms + peer_hard_deadline_ms);
- * what it cannot refuse is a write that starts after it forgot the fence. A memory source's
- * write starts when the COPY arrives. This one starts by the COPY's arrival + op_timeout_ms
- * or never: a read that ends later is answered MC_ERR_TIMEOUT without a byte sent
- * (copies_late), and the master tries again on a later pass. The write then has its own
- * op_timeout_ms, as a memory source's has (a read that took most of the first would leave
- * a large record no time to be sent), so it ends by arrival + 2 * op_timeout_ms (+ the hard
- * deadline): within the fence's memory, and far within put_release_ms at its default.
+ * A drain's COPY from a record of our disk segment to another node's block (docs/disk.md,
+ * "Draining a node with a disk"): the record read and checked as a disk hit is (a corrupt
+ * one answered MC_ERR_CORRUPT, nothing sent), then sent with the remote write and answered
+ * as a memory source's copy (copy_written). The write starts only after the read, and the
+ * master may free the target once it gave the copy up: like a memory source's, it starts
+ * by the COPY's arrival + op_timeout_ms or never (MC_ERR_TIMEOUT unsent, copies_late), then
+ * has its own op_timeout_ms (a large record may need it).
  */
 static void copy_from_disk_read(void *ctx, int status)
 {
