@@ -941,6 +941,7 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "reads_into_arena", json_integer((json_int_t)cl->st.arena_reads));
     json_object_set_new(o, "arena_reads_cut", json_integer((json_int_t)cl->st.arena_cuts));
     json_object_set_new(o, "drain_copies_out", json_integer((json_int_t)cl->st.copies_out));
+    json_object_set_new(o, "drain_copies_late", json_integer((json_int_t)cl->st.copies_late));
     json_object_set_new(o, "published_out", json_integer((json_int_t)cl->st.published_out));
     json_object_set_new(o, "publish_retries", json_integer((json_int_t)cl->pubq.retried));
     json_object_set_new(o, "publish_given_up", json_integer((json_int_t)cl->pubq.given_up));

@@ -273,6 +273,7 @@ struct cluster {
     struct diskread *diskq, *diskq_tail; /* ... and waiting for one of them to end */
     uint32_t ndiskq;
     struct diskcopy *diskcopies;  /* the master's COPYs into our disk segment under way */
+    struct copyjob *diskdrains;   /* drain COPYs reading their disk source (owner.c) */
     struct xfer *moving;          /* transfers UCX holds, for the peer hard deadline */
     struct fence *fences;
     bool fence_busy;
@@ -307,6 +308,7 @@ struct cluster {
         uint64_t master_requests;   /* batches sent to mc-master (mlink.h), every kind */
         uint64_t writes_in, write_bytes_in, reads_in, refused, peer_errors, failovers;
         uint64_t hedged, copies_out;
+        uint64_t copies_late; /* drain copies from our disk not sent: read past the deadline */
         uint64_t arena_reads;      /* reads answered from a client's arena (arena_reads) */
         uint64_t arena_cuts;       /* transfers into an arena cut at their deadline */
         uint64_t published_out, published_in, drops_in; /* the owners' indexes (holdidx.h) */

@@ -50,6 +50,7 @@ struct agent_disk {
     struct dk_barrier *barriers; /* answers waiting for erases to be durable */
     uint64_t peer_reads;       /* agent_disk_read_image's under way (disk_peer_reads) */
     uint64_t promo_reads;      /* promotions' reads under way (the master caps those) */
+    uint64_t drain_reads;      /* drain copies' reads under way (the master caps those too) */
     uint64_t peer_reads_max;   /* ... the most at once (a high-water mark) */
     struct dk_read *local_reads; /* GETs of ours under way (their deadlines) */
     uint64_t writing;          /* offload writes accepted and not ended (fault seam included) */
@@ -579,6 +580,9 @@ void agent_disk_mark_removed(struct mc_agent *a, uint64_t offset, uint64_t versi
 
 /* --- reads ------------------------------------------------------------------------------------ */
 
+/* What a read of read_image is for: counted apart, and only a peer's read is a disk hit */
+enum rd_kind { RD_PEER, RD_PROMO, RD_DRAIN };
+
 struct dk_read {
     struct mc_disk_op op;
     struct agent_disk *k;
@@ -596,7 +600,7 @@ struct dk_read {
     uint8_t *dst;
     uint64_t size;
     bool csum;
-    bool promo;               /* a promotion's read: not a disk hit */
+    enum rd_kind kind;        /* whose read (a peer's or a GET's: a disk hit) */
     size_t key_len;
     char key[MC_DIR_KEY_MAX];
 };
@@ -617,8 +621,10 @@ static void read_done(struct mc_disk_op *op, int res)
     struct dk_read *r = (struct dk_read *)op;
     struct agent_disk *k = r->k;
 
-    if (r->promo) {
+    if (r->kind == RD_PROMO) {
         k->promo_reads--;
+    } else if (r->kind == RD_DRAIN) {
+        k->drain_reads--;
     } else if (r->rdone != NULL) {
         k->peer_reads--;
     } else {
@@ -642,8 +648,10 @@ static void read_done(struct mc_disk_op *op, int res)
         return;
     }
     if (res == 0) {
-        if (!r->promo)
+        if (r->kind == RD_PEER)
             k->st.disk_hits++;
+        else if (r->kind == RD_DRAIN)
+            k->st.drain_records_read++;
     } else {
         if (res == MC_ERR_CORRUPT)
             k->st.read_corrupt++;
@@ -756,9 +764,9 @@ void agent_disk_tick(struct mc_agent *a, uint64_t now)
 
 /* Start reading the image of our record (offset, version) into dst (len bytes: the object
  * with its trailer); done(ctx, status) at the final end. The caller counted the read (in
- * peer_reads or promo_reads, by promo) and uncounts it when this fails. */
+ * peer_reads, promo_reads or drain_reads, by kind) and uncounts it when this fails. */
 static int read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
-                      uint64_t len, bool promo, agent_disk_read_fn done, void *ctx)
+                      uint64_t len, enum rd_kind kind, agent_disk_read_fn done, void *ctx)
 {
     struct agent_disk *k = a->disk;
     struct mc_holdidx_entry e;
@@ -775,7 +783,7 @@ static int read_image(struct mc_agent *a, uint64_t offset, uint64_t version, voi
     r->k = k;
     r->rdone = done;
     r->ctx = ctx;
-    r->promo = promo;
+    r->kind = kind;
     r->dst = dst;
     r->size = e.size;
     r->csum = (e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0;
@@ -806,9 +814,41 @@ int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version,
     }
     if (++k->peer_reads > k->peer_reads_max)
         k->peer_reads_max = k->peer_reads;
-    err = read_image(a, offset, version, dst, len, false, done, ctx);
+    err = read_image(a, offset, version, dst, len, RD_PEER, done, ctx);
     if (err != 0)
         k->peer_reads--;
+    return err;
+}
+
+int agent_disk_drain_read(struct mc_agent *a, const struct agent_disk_drain *dr,
+                          uint8_t **buf_p, uint64_t *len_p, agent_disk_read_fn done, void *ctx)
+{
+    struct agent_disk *k = a->disk;
+    struct mc_holdidx_entry e;
+    uint64_t len;
+    void *buf;
+    int err;
+
+    if (k == NULL || !mc_holdidx_find(a->disk_seg->held, dr->offset, &e) ||
+        e.version != dr->version || e.key_len != dr->key_len ||
+        memcmp(e.key, dr->key, dr->key_len) != 0 ||
+        (e.ttl_ms != 0 && e.ttl_ms <= mc_agent_now_ms()))
+        return MC_ERR_NOT_FOUND; /* expired: the master frees it */
+    len = mc_shm_alloc_len(e.size, (e.flags & MC_MASTER_PUT_NO_CHECKSUM) == 0);
+    if (len > dr->max_len)
+        return MC_ERR_TOO_LARGE;
+    /* block-aligned, so that the record's whole blocks land in it straight from the device */
+    if (posix_memalign(&buf, MC_DISK_BLOCK, len != 0 ? len : 1) != 0)
+        return MC_ERR_NOMEM;
+    *buf_p = buf;
+    *len_p = len;
+    k->drain_reads++;
+    err = read_image(a, dr->offset, dr->version, buf, len, RD_DRAIN, done, ctx);
+    if (err != 0) {
+        k->drain_reads--;
+        free(buf);
+        *buf_p = NULL;
+    }
     return err;
 }
 
@@ -890,7 +930,7 @@ int agent_disk_promote(struct mc_agent *a, const struct agent_disk_promote *p,
                                       .ttl_ms = e.ttl_ms != 0 ? e.ttl_ms - now : 0};
     /* straight into the block: it is no version's until the master hears our answer */
     a->disk->promo_reads++;
-    err = read_image(a, p->src_offset, p->version, dst->base + p->dst_offset, len, true,
+    err = read_image(a, p->src_offset, p->version, dst->base + p->dst_offset, len, RD_PROMO,
                      promo_read, pr);
     if (err != 0) {
         a->disk->promo_reads--;
@@ -1214,6 +1254,9 @@ json_t *agent_disk_stats_json(struct mc_agent *a)
     json_object_set_new(o, "peer_reads", json_integer((json_int_t)k->peer_reads));
     json_object_set_new(o, "peer_reads_max", json_integer((json_int_t)k->peer_reads_max));
     json_object_set_new(o, "promotion_reads", json_integer((json_int_t)k->promo_reads));
+    json_object_set_new(o, "drain_reads", json_integer((json_int_t)k->drain_reads));
+    json_object_set_new(o, "drain_records_read",
+                        json_integer((json_int_t)k->st.drain_records_read));
     json_object_set_new(o, "read_timeouts", json_integer((json_int_t)k->st.read_timeouts));
     json_object_set_new(o, "put_waits", json_integer((json_int_t)a->st.put_waits));
     json_object_set_new(o, "peer_reads_busy", json_integer((json_int_t)k->st.peer_reads_busy));

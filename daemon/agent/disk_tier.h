@@ -2,7 +2,7 @@
  * The agent's disk tier (--disk PATH, docs/disk.md): the record store (disk.h) opened at
  * start (its scan), its disk segment (seg_disk.h) mounted at the master like the DRAM one
  * (MC_SEG_DISK, RESTORING while it holds records, so the restore seam re-reports them after
- * every MOUNT), and the three ways bytes move, none blocking the loop:
+ * every MOUNT), and the ways bytes move, none blocking the loop:
  *
  *   - offload: a copy the master asks for (an object it evicts from DRAM, drain.c), from
  *     our DRAM segment into an extent of the disk segment it allocated; the record is
@@ -12,6 +12,8 @@
  *     payload straight from the device, checked against the checksum trailer the record
  *     stores (format 2; a format-1 record: its XXH3, then the trailer computed): a record
  *     that fails is MC_ERR_CORRUPT, never bytes;
+ *   - drain copies: a record read (checked) into a buffer for a COPY whose target is
+ *     another node's block (our node drains; owner.c sends it with the remote write);
  *   - erases: a disk block the master freed (a DROP: evicted from disk, removed, expired)
  *     gets a tombstone, so that a restart does not find it again; a write to an extent
  *     waits for the erase under way there.
@@ -40,6 +42,8 @@ struct agent_disk_stats {
     uint64_t erases;          /* tombstones written for blocks the master freed */
     uint64_t removed_marks;   /* records marked removed while a reader held them */
     uint64_t promotions;      /* records read back into a DRAM block of ours (disk_promote) */
+    uint64_t drain_records_read; /* records read (and checked) for a drain's copies to
+                                    another node (agent_disk_drain_read) */
     uint64_t peer_reads_busy; /* peers' reads refused MC_ERR_BUSY (disk_peer_reads): the
                                  owner queues them (owner.c) */
     uint64_t read_timeouts;   /* reads answered MC_ERR_TIMEOUT at their deadline, the I/O
@@ -146,6 +150,29 @@ void agent_disk_unpromote(struct mc_agent *a, uint32_t dst_seg, uint64_t dst_off
 typedef void (*agent_disk_read_fn)(void *ctx, int status);
 int agent_disk_read_image(struct mc_agent *a, uint64_t offset, uint64_t version, void *dst,
                           uint64_t len, agent_disk_read_fn done, void *ctx);
+
+/*
+ * A drain's copy of one of our records (docs/disk.md, "Draining a node with a disk"): a COPY
+ * whose source is our disk segment and whose target another node's block. The record at
+ * offset, of version, named key, is read and checked as a disk hit's is, into a buffer of
+ * its own (block-aligned; *buf_p, *len_p set before this returns 0): the object's image,
+ * its bytes then its checksum trailer unless it has none. done runs exactly once: 0,
+ * MC_ERR_CORRUPT (the buffer must not be sent), MC_ERR_IO, MC_ERR_CANCELED (the agent is
+ * stopping); the buffer is the caller's to free, once done ran and never before. Not
+ * bounded by disk_peer_reads: the master bounds drain copies (drain_copies_max). Returns 0,
+ * or (done never runs, nothing to free) MC_ERR_NOT_FOUND (no such record here, or its TTL
+ * passed), MC_ERR_TOO_LARGE (the image is longer than max_len: the target's block),
+ * MC_ERR_NOMEM.
+ */
+struct agent_disk_drain {
+    uint64_t offset;
+    uint64_t version;
+    const char *key;
+    size_t key_len;
+    uint64_t max_len;
+};
+int agent_disk_drain_read(struct mc_agent *a, const struct agent_disk_drain *dr,
+                          uint8_t **buf_p, uint64_t *len_p, agent_disk_read_fn done, void *ctx);
 
 /* The `disk` object of mcctl stats (NULL without a disk). */
 json_t *agent_disk_stats_json(struct mc_agent *a);

@@ -521,11 +521,15 @@ static void h_fence(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wi
 /* A copy the master asked of us (a node being drained): our segment's bytes written to a
  * block of another node, answered to the master once that owner answered the write. */
 struct copyjob {
-    struct cluster *cl;
+    struct cluster *cl;       /* NULL: orphaned by cl_owner_destroy (a disk read goes on) */
+    struct copyjob *next;     /* cl->diskdrains, while its disk source is read */
     struct mc_ucx_ep *master; /* the endpoint it came on: answered only if still ours */
     uint64_t request_id;
     struct mc_master_replica dst;
-    uint8_t *staged;          /* a GPU segment's bytes copied out for the write, or NULL */
+    uint8_t *staged;          /* a GPU segment's bytes copied out for the write, or a disk
+                                 record's image read for it (copy_from_disk), or NULL */
+    uint64_t id, len;         /* copy_from_disk: the write's version, and the image's bytes */
+    uint64_t deadline_ms;     /* copy_from_disk: the write starts by then, or never */
     uint32_t src_seg;
     uint64_t src_offset, version;
     size_t key_len;
@@ -719,6 +723,96 @@ static void promote_local(struct cluster *cl, struct mc_ucx_ep *ep, const struct
     }
 }
 
+/*
+ * A drain's COPY from a record of our disk segment to another node's block (docs/disk.md,
+ * "Draining a node with a disk"): the record read and checked as a disk hit is (a corrupt
+ * one answered MC_ERR_CORRUPT, nothing sent), then sent with the remote write and answered
+ * as a memory source's copy (copy_written). The write starts only after the read, and the
+ * master may free the target once it gave the copy up: like a memory source's, it starts
+ * by the COPY's arrival + op_timeout_ms or never (MC_ERR_TIMEOUT unsent, copies_late), then
+ * has its own op_timeout_ms (a large record may need it).
+ */
+static void copy_from_disk_read(void *ctx, int status)
+{
+    struct copyjob *cj = ctx, **pp;
+    struct cluster *cl = cj->cl;
+    struct mc_rio_write w;
+
+    if (cl == NULL) {
+        free(cj->staged); /* the cluster went meanwhile: nobody to answer */
+        free(cj);
+        return;
+    }
+    for (pp = &cl->diskdrains; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == cj) {
+            *pp = cj->next;
+            break;
+        }
+    }
+    if (status == 0 && (cl->destroying || cl->leaving))
+        status = MC_ERR_CANCELED;
+    if (status == 0 && mc_agent_now_ms() >= cj->deadline_ms) {
+        cl->st.copies_late++;
+        status = MC_ERR_TIMEOUT;
+    }
+    if (status != 0) {
+        copy_written(cj, status);
+        return;
+    }
+    w = (struct mc_rio_write){.r = &cj->dst, .version = cj->id, .key = cj->key,
+                              .key_len = cj->key_len, .src = cj->staged, .from = 0,
+                              .len = cj->len,
+                              .deadline_ms = mc_agent_now_ms() + cl->a->cfg.op_timeout_ms};
+    status = cl_write(cl, &w, copy_written, cj);
+    if (status != 0)
+        copy_written(cj, status);
+}
+
+static void copy_from_disk(struct cluster *cl, struct mc_ucx_ep *ep,
+                           const struct mc_wire_hdr *hdr, const struct mc_proto_copy_req *req)
+{
+    struct mc_agent *a = cl->a;
+    struct copyjob *cj;
+    int err;
+
+    if (cl->destroying || cl->leaving || req->key.len > MC_PROTO_KEY_MAX) {
+        reply_status(ep, hdr, MC_ERR_INVALID);
+        return;
+    }
+    cj = calloc(1, sizeof(*cj));
+    if (cj == NULL) {
+        reply_status(ep, hdr, MC_ERR_NOMEM);
+        return;
+    }
+    cj->cl = cl;
+    cj->master = ep;
+    cj->request_id = hdr->request_id;
+    cj->src_seg = req->src_seg;
+    cj->src_offset = req->src_offset;
+    cj->version = req->version;
+    cj->id = req->id;
+    cj->deadline_ms = mc_agent_now_ms() + a->cfg.op_timeout_ms;
+    cj->key_len = req->key.len;
+    memcpy(cj->key, req->key.p, req->key.len);
+    cj->dst = (struct mc_master_replica){.seg = req->dst_seg, .node = req->dst_node,
+                                         .alloc = req->dst_alloc, .offset = req->dst_offset,
+                                         .len = req->len};
+    err = agent_disk_drain_read(a,
+                                &(struct agent_disk_drain){.offset = req->src_offset,
+                                                           .version = req->version,
+                                                           .key = cj->key,
+                                                           .key_len = cj->key_len,
+                                                           .max_len = req->len},
+                                &cj->staged, &cj->len, copy_from_disk_read, cj);
+    if (err != 0) {
+        free(cj);
+        reply_status(ep, hdr, err);
+        return;
+    }
+    cj->next = cl->diskdrains;
+    cl->diskdrains = cj;
+}
+
 /* COPY from the master (our node drains): write [src_offset, +len) of our segment into
  * another node's block with the ordinary remote write; answered when that write is. */
 static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
@@ -741,7 +835,11 @@ static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
         return;
     }
     if (a->disk_seg != NULL && req.src_seg == a->disk_seg_id) {
-        promote_local(cl, ep, hdr, &req);
+        /* into our own memory: a promotion; into another node's: our node drains */
+        if (agent_seg(a, req.dst_seg) != NULL)
+            promote_local(cl, ep, hdr, &req);
+        else
+            copy_from_disk(cl, ep, hdr, &req);
         return;
     }
     src = seg_span(a, req.src_seg, req.src_offset, req.len);
@@ -791,6 +889,7 @@ static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
         reply_status(ep, hdr, MC_ERR_NOMEM);
         return;
     }
+    memset(cj, 0, sizeof(*cj));
     cj->cl = cl;
     cj->staged = staged;
     cj->master = ep;
@@ -1386,6 +1485,13 @@ void cl_owner_destroy(struct cluster *cl)
         r->cl = NULL;
         if (r->batch != NULL)
             r->batch->cl = NULL;
+    }
+    /* drain copies reading their disk source end later (agent_disk_destroy): orphaned */
+    while (cl->diskdrains != NULL) {
+        struct copyjob *cj = cl->diskdrains;
+
+        cl->diskdrains = cj->next;
+        cj->cl = NULL;
     }
     /* disk copies under way end later (or never, agent_disk_destroy): orphaned here */
     while (cl->diskcopies != NULL) {

@@ -9,7 +9,10 @@
  *    reading exactly that replica, so it waits for the next pass instead;
  *  - with every replica on draining nodes, a copy is made: a block is placed elsewhere as
  *    put_start would place it, and the front end asks the source's owner to write its bytes
- *    there with the ordinary remote write. The target block belongs to no version while the
+ *    there with the ordinary remote write. The source is a replica in memory when there is
+ *    one; a disk-only object's is its disk record, which the owner reads (checked) before
+ *    it writes (docs/disk.md, "Draining a node with a disk"), into a block of the image's
+ *    length; a record that fails its check is a lost replica (drain_source_corrupt). The target block belongs to no version while the
  *    copy runs (eviction and readers cannot see it); it joins the version only when the
  *    owner reports the write answered, so a reader is never handed a replica that lacks a
  *    byte. At most drain_copies_max copies are open at once.
@@ -248,9 +251,16 @@ static void copy_start(struct mc_master *m, struct obj *o, struct ver *v, uint32
     uint32_t i;
     bool hard = (ver_flags(v) & OF_PIN_HARD) != 0;
 
-    for (i = 0; i < v->nrep && src_seg == NULL; i++) {
-        src_seg = seg_of_rep(m, &reps[i]);
-        src = reps[i];
+    /* a replica in memory is the cheaper source; a disk record is copied only when the
+     * object has nothing else (its owner reads and checks it, then writes it) */
+    for (i = 0; i < v->nrep; i++) {
+        struct seg *s = seg_of_rep(m, &reps[i]);
+
+        if (s != NULL && (src_seg == NULL ||
+                          (src_seg->kind == MC_SEG_DISK && s->kind != MC_SEG_DISK))) {
+            src_seg = s;
+            src = reps[i];
+        }
     }
     if (src_seg == NULL)
         return;
@@ -260,7 +270,11 @@ static void copy_start(struct mc_master *m, struct obj *o, struct ver *v, uint32
     req.key = o->key;
     req.key_len = o->key_len;
     req.size = v->size;
-    req.alloc_len = mc_alloc_len(src_seg->alloc, src.alloc);
+    /* a disk extent holds a header block and the payload padded to 4 KiB: the target in
+     * memory takes the object's image (bytes and checksum trailer), as a promotion's does */
+    req.alloc_len = src_seg->kind == MC_SEG_DISK
+                        ? mc_shm_alloc_len(v->size, (o->flags & OF_NO_CSUM) == 0)
+                        : mc_alloc_len(src_seg->alloc, src.alloc);
     req.replicas = 1;
     req.flags = hard ? MC_MASTER_PUT_PIN_HARD : 0;
     if (ver_flags(v) & OF_TIER_GPU)
@@ -560,9 +574,10 @@ size_t mc_master_copies_take(struct mc_master *m, struct mc_master_copy *out, si
         o->version = c->version;
         o->key = c->key;
         o->key_len = c->key_len;
-        /* a promotion's source is a disk extent: the target's block bounds the image */
-        o->len = c->promote ? mc_alloc_len(seg_of_rep(m, &c->tgt)->alloc, c->tgt.alloc)
-                            : mc_alloc_len(s->alloc, c->src.alloc);
+        /* a disk extent (a promotion's source, or a drain's of a disk-only object) is not
+         * the image's length: the target's block bounds the image */
+        o->len = s->kind == MC_SEG_DISK ? mc_alloc_len(seg_of_rep(m, &c->tgt)->alloc, c->tgt.alloc)
+                                        : mc_alloc_len(s->alloc, c->src.alloc);
         mc_master__fill_replica(m, &c->src, &o->src);
         mc_master__fill_replica(m, &c->tgt, &o->dst);
         k++;
@@ -597,6 +612,47 @@ void mc_drain_unpublished(struct mc_master *m, const struct ver *v)
     }
 }
 
+/*
+ * A drain's copy whose source, a disk record, failed its check at the owner (MC_ERR_CORRUPT:
+ * nothing was written). The record is a lost replica: it leaves the version and its extent
+ * is freed (its owner erases it on the DROP); when it was the version's last live replica,
+ * the object is gone, as when its only node dies. Not while the version is leased (a reader
+ * may be reading that very extent: the next pass copies again and comes back here), nor
+ * when the record no longer belongs to the version the copy was of.
+ */
+static void drain_source_corrupt(struct mc_master *m, const struct copy *c)
+{
+    uint32_t now = now_ct(m), i, live = 0, at = UINT32_MAX;
+    struct seg *ss = seg_of_rep(m, &c->src);
+    struct obj *o;
+    struct ver *v;
+    struct rep *reps;
+
+    if (ss == NULL || ss->kind != MC_SEG_DISK || check_key(c->key, c->key_len) != 0 ||
+        (o = lookup(m, c->key, c->key_len)) == NULL || !obj_is_visible(m, o) ||
+        o->v.id != c->version)
+        return;
+    v = &o->v;
+    if (ver_is_leased(m, v, now))
+        return;
+    reps = ver_reps(v);
+    for (i = 0; i < v->nrep; i++) {
+        if (seg_of_rep(m, &reps[i]) == NULL)
+            continue;
+        live++;
+        if (rep_equal(&reps[i], &c->src))
+            at = i;
+    }
+    if (at == UINT32_MAX)
+        return;
+    if (live == 1) {
+        mc_master__ver_retire(m, v, now); /* unleased: its blocks are freed now */
+        return;
+    }
+    mc_master__rep_release(m, &reps[at], (ver_flags(v) & OF_PIN_HARD) != 0);
+    mc_master__ver_drop_rep(v, at);
+}
+
 void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)
 {
     struct mc_drain *d = m->drain;
@@ -617,6 +673,8 @@ void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)
             o = check_key(c->key, c->key_len) == 0 ? lookup(m, c->key, c->key_len) : NULL;
             if (o != NULL)
                 o->flags |= OF_NO_OFFLOAD; /* not again: its DRAM block would wait forever */
+        } else if (!c->promote && status == MC_ERR_CORRUPT) {
+            drain_source_corrupt(m, c);
         }
         copy_fence(m, c);
         return;

@@ -252,7 +252,9 @@ struct mc_master_copy {
     uint64_t version; /* the object's version being copied */
     const char *key;
     size_t key_len;
-    uint64_t len;     /* bytes to copy: the whole source block */
+    uint64_t len;     /* bytes to copy: the whole source block (a disk source, whose
+                         extent is a header and padded payload: the target's block, which
+                         bounds the object's image) */
     struct mc_master_replica src, dst;
 };
 /* Copies made by the tick and not handed out yet; each is handed out once. */

@@ -1,7 +1,9 @@
 /* Unit tests of draining a node (daemon/master/drain.c): one test per rule, fake clock. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "shm/ring.h"
 #include "tests/unit/master/t_master.h"
 
 /* t_master.h's helpers this file has no use for */
@@ -406,6 +408,199 @@ START_TEST(test_drain_source_dead_copy_given_up)
 }
 END_TEST
 
+/* --- a node with a disk (docs/disk.md, "Draining a node with a disk") --------------------- */
+
+/* n0: 1 MiB of DRAM and a disk; 40 objects of 100 KiB put there, every offload copy
+ * answered 0, until some are on its disk only (their keys in only[], *nonly of them);
+ * then n1 joins with 64 MiB of DRAM. */
+struct t_disknode {
+    struct mc_master *m;
+    uint32_t node[2], dram0, disk0, dram1;
+    char only[40][8];
+    int nonly;
+};
+
+#define T_DN_KEYS 40
+#define T_DN_SIZE (100 * KiB)
+
+static bool t_disk_only(struct mc_master *m, const char *key)
+{
+    struct mc_master_get_result r;
+    bool only = true;
+
+    ck_assert_int_eq(t_get(m, key, &r), 0);
+    for (uint32_t i = 0; i < r.nrep; i++)
+        only &= r.rep[i].kind == MC_SEG_DISK;
+    t_release(m, key, &r);
+    return only;
+}
+
+static void t_offloads_done(struct mc_master *m)
+{
+    struct mc_master_copy c[64];
+    size_t n;
+
+    while ((n = mc_master_copies_take(m, c, 64)) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_uint_eq(c[i].dst.kind, MC_SEG_DISK);
+            mc_master_copy_done(m, c[i].id, 0);
+        }
+    }
+}
+
+static struct t_disknode t_disknode(void)
+{
+    struct mc_master_seg_desc d = {.kind = MC_SEG_DISK, .base = 0, .size = 64 * MiB};
+    struct mc_master_put_grant g;
+    struct t_disknode t = {0};
+    char key[8];
+
+    t.m = t_master();
+    t.node[0] = t_node(t.m, "n0", "d0");
+    t.dram0 = t_seg(t.m, t.node[0], 1 * MiB);
+    d.node = t.node[0];
+    ck_assert_int_eq(mc_master_segment_mount(t.m, &d, &t.disk0), 0);
+    for (int i = 0; i < T_DN_KEYS; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        while (t_start(t.m, key, T_DN_SIZE, 0, t.node[0], &g) == MC_ERR_NO_SPACE)
+            t_offloads_done(t.m); /* room once the copies are answered */
+        ck_assert_int_eq(t_end(t.m, key, g.version, t.node[0]), 0);
+        t_offloads_done(t.m);
+    }
+    for (int i = 0; i < T_DN_KEYS; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        if (t_disk_only(t.m, key))
+            memcpy(t.only[t.nonly++], key, sizeof(key));
+    }
+    ck_assert_int_ge(t.nonly, 10);
+    t.node[1] = t_node(t.m, "n1", "d1");
+    t.dram1 = t_seg(t.m, t.node[1], 64 * MiB);
+    return t;
+}
+
+/* A disk-only object of a draining node is copied from its record into another node's
+ * memory, a block of the image's length (not the extent's); an object still in memory is
+ * copied from memory. "drained" only once the disk holds nothing; every object is then in
+ * n1's memory. Fails if the drain copies only memory sources: n0 is never drained. */
+START_TEST(test_drain_disk_record_copied_to_memory_elsewhere)
+{
+    struct t_disknode t = t_disknode();
+    struct mc_master_copy c[16];
+    struct mc_master_seg_info si;
+    struct mc_master_node_info ni;
+    size_t n, from_disk = 0;
+    int rounds = 0;
+    char key[8];
+
+    ck_assert_int_eq(mc_master_node_drain(t.m, "n0", true), 0);
+    while ((ni = t_node_info(t.m, "n0")).drain != MC_MASTER_DRAIN_DRAINED) {
+        ck_assert_int_lt(rounds++, 200);
+        mc_master_tick(t.m);
+        n = mc_master_copies_take(t.m, c, 16);
+        for (size_t k = 0; k < n; k++) {
+            char ck[8] = {0};
+
+            if (c[k].dst.kind == MC_SEG_DISK) {
+                mc_master_copy_done(t.m, c[k].id, 0); /* the tick's offload on n0 */
+                continue;
+            }
+            memcpy(ck, c[k].key, c[k].key_len);
+            ck_assert_uint_eq(c[k].src.node, t.node[0]);
+            ck_assert_uint_eq(c[k].dst.node, t.node[1]);
+            ck_assert_uint_eq(c[k].dst.kind, MC_SEG_DRAM);
+            /* a disk source only when the object has nothing in memory */
+            ck_assert_uint_eq(c[k].src.kind == MC_SEG_DISK, t_disk_only(t.m, ck));
+            if (c[k].src.kind == MC_SEG_DISK) {
+                from_disk++;
+                ck_assert_uint_ge(c[k].len, mc_shm_alloc_len(T_DN_SIZE, true));
+                ck_assert_uint_lt(c[k].len, c[k].src.len); /* not the extent's length */
+                ck_assert_uint_le(c[k].len, c[k].dst.len);
+            } else {
+                ck_assert_uint_eq(c[k].len, c[k].src.len);
+            }
+            /* not drained while a copy is open: its source is still there */
+            ck_assert_uint_eq(t_node_info(t.m, "n0").drain, MC_MASTER_DRAIN_DRAINING);
+            mc_master_copy_done(t.m, c[k].id, 0);
+        }
+    }
+    ck_assert_uint_ge(from_disk, (size_t)t.nonly);
+    ck_assert_uint_eq(ni.drain_blocks, 0);
+    ck_assert_int_eq(mc_master_segment_info(t.m, t.disk0, &si), 0);
+    ck_assert_uint_eq(si.blocks, 0);
+    for (int i = 0; i < T_DN_KEYS; i++) {
+        struct mc_master_get_result r;
+
+        snprintf(key, sizeof(key), "k%d", i);
+        ck_assert_int_eq(t_get(t.m, key, &r), 0);
+        ck_assert_uint_eq(r.nrep, 1);
+        ck_assert_uint_eq(r.rep[0].node, t.node[1]);
+        ck_assert_uint_eq(r.rep[0].kind, MC_SEG_DRAM);
+        ck_assert_uint_eq(t_release(t.m, key, &r), 1);
+    }
+    mc_master_destroy(t.m);
+}
+END_TEST
+
+/* The draining owner found a disk-only object's record corrupt (MC_ERR_CORRUPT: nothing
+ * sent): the record is a lost replica, and with it the object (NOT_FOUND), its extent freed;
+ * the target is fenced before reuse. One leased meanwhile stays (a reader may be on that
+ * very record) and is copied again on a later pass. Without it the drain retries the
+ * corrupt record for ever and n0 is never drained. */
+START_TEST(test_drain_corrupt_disk_record_is_lost)
+{
+    struct t_disknode t = t_disknode();
+    const char *bad = t.only[0], *leased = t.only[1];
+    struct mc_master_get_result lease;
+    struct mc_master_copy c[64];
+    struct mc_master_fence f[64];
+    struct mc_master_seg_info si;
+    size_t n, nf;
+    int rounds = 0, bad_seen = 0, leased_seen = 0;
+
+    ck_assert_int_eq(t_get(t.m, leased, &lease), 0);
+    ck_assert_int_eq(mc_master_node_drain(t.m, "n0", true), 0);
+    while (t_node_info(t.m, "n0").drain != MC_MASTER_DRAIN_DRAINED) {
+        ck_assert_int_lt(rounds++, 200);
+        mc_master_tick(t.m);
+        n = mc_master_copies_take(t.m, c, 64);
+        for (size_t k = 0; k < n; k++) {
+            bool is_bad = c[k].key_len == strlen(bad) && memcmp(c[k].key, bad, c[k].key_len) == 0;
+            bool is_leased = c[k].key_len == strlen(leased) &&
+                             memcmp(c[k].key, leased, c[k].key_len) == 0;
+
+            if (is_bad) {
+                ck_assert_int_eq(bad_seen++, 0); /* never copied again */
+                mc_master_copy_done(t.m, c[k].id, MC_ERR_CORRUPT);
+                ck_assert_int_eq(t_exist(t.m, bad), 0);
+            } else if (is_leased && leased_seen++ == 0) {
+                mc_master_copy_done(t.m, c[k].id, MC_ERR_CORRUPT);
+                ck_assert_int_eq(t_exist(t.m, leased), 1); /* held by a reader: kept */
+                ck_assert_uint_eq(t_release(t.m, leased, &lease), 1);
+            } else {
+                mc_master_copy_done(t.m, c[k].id, 0);
+            }
+        }
+        /* the failed copies' targets: fenced, then free */
+        nf = mc_master_fences_take(t.m, f, 64);
+        for (size_t k = 0; k < nf; k++)
+            ck_assert_int_eq(mc_master_fence_ack(t.m, f[k].seg, f[k].alloc, f[k].version), 0);
+    }
+    ck_assert_int_eq(bad_seen, 1);
+    ck_assert_int_eq(leased_seen, 2); /* the second copy, once unleased, answered 0 */
+    ck_assert_int_eq(t_exist(t.m, bad), 0);
+    for (int i = 0; i < T_DN_KEYS; i++) {
+        char key[8];
+
+        snprintf(key, sizeof(key), "k%d", i);
+        if (strcmp(key, bad) != 0)
+            ck_assert_int_eq(t_exist(t.m, key), 1);
+    }
+    ck_assert_int_eq(mc_master_segment_info(t.m, t.disk0, &si), 0);
+    ck_assert_uint_eq(si.blocks, 0); /* the corrupt record's extent too */
+    mc_master_destroy(t.m);
+}
+END_TEST
+
 static Suite *drain_suite(void)
 {
     Suite *s = suite_create("drain");
@@ -419,6 +614,8 @@ static Suite *drain_suite(void)
     tcase_add_test(tc, test_drain_drops_replica_with_home_elsewhere_once_unleased);
     tcase_add_test(tc, test_drain_copies_bounded_and_drained_node_holds_nothing);
     tcase_add_test(tc, test_drain_source_dead_copy_given_up);
+    tcase_add_test(tc, test_drain_disk_record_copied_to_memory_elsewhere);
+    tcase_add_test(tc, test_drain_corrupt_disk_record_is_lost);
     suite_add_tcase(s, tc);
     return s;
 }
