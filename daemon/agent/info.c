@@ -93,6 +93,22 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
     json_object_set_new(o, "puts_idle_revoked",
                         json_integer((json_int_t)a->st.puts_idle_revoked));
     json_object_set_new(o, "put_waits", json_integer((json_int_t)a->st.put_waits));
+    {
+        /* what is held now, for a leak to show: puts parked for room (put.c), the puts
+         * every client holds (a PUT, or a PUT_START not ended or aborted) and the clients
+         * not freed yet (gone ones included, until their last reference ends) */
+        json_int_t parked = 0, open = 0, held = 0;
+
+        for (const struct ml_req *r = a->put_parked; r != NULL; r = r->next)
+            parked++;
+        for (const struct client *c = a->cs.list; c != NULL; c = c->next) {
+            open += c->nputs;
+            held++;
+        }
+        json_object_set_new(o, "puts_parked", json_integer(parked));
+        json_object_set_new(o, "puts_open", json_integer(open));
+        json_object_set_new(o, "clients_held", json_integer(held));
+    }
     json_object_set_new(o, "puts_revoked", json_integer((json_int_t)ms->puts_revoked));
     json_object_set_new(o, "stale_freed_by_fence",
                         json_integer((json_int_t)ms->stale_freed_by_fence));

@@ -1014,7 +1014,9 @@ static void drop_erased(void *ctx, int status)
     free(d);
 }
 
-/* DROP from the master: blocks of published objects it freed. */
+/* DROP from the master: blocks of published objects it freed; or (retired) disk records
+ * of versions it unpublished while a reader or a write still held them, which are marked
+ * removed. Either is answered once what it wrote is durable. */
 static void h_drop(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                    const void *pl)
 {
@@ -1036,7 +1038,15 @@ static void h_drop(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
         struct mc_seg *s = agent_seg(cl->a, items[i].seg);
 
         results[i] = s == NULL ? MC_ERR_NOT_FOUND : 0;
-        if (s != NULL && s->kind == MC_SEG_DISK) {
+        if ((items[i].flags & MC_PROTO_DROP_F_RETIRED) != 0) {
+            /* a version unpublished while read or written: its record is marked removed,
+             * kept and readable, as standalone (agent.c's local_drops); its later plain
+             * DROP erases it. Only a disk's record is ever told so */
+            if (s != NULL && s->kind == MC_SEG_DISK) {
+                agent_disk_mark_removed(cl->a, items[i].offset, items[i].version);
+                disk = true; /* counted as removed_marks (drops_in: entries removed) */
+            }
+        } else if (s != NULL && s->kind == MC_SEG_DISK) {
             agent_disk_drop(cl->a, items[i].offset, items[i].version); /* erased, too */
             cl->st.drops_in++;
             disk = true;

@@ -16,7 +16,9 @@ static void acked(void *ctx, const struct mc_proto_drop_item *items, size_t n)
     struct mc_diskdrops *d = ctx;
 
     for (size_t i = 0; i < n; i++) {
-        if (d->is_disk(d->ctx, items[i].seg))
+        /* a retired DROP's answer says the record is marked removed, not freed: its
+         * version stays until the FREED DROP made when the block is freed is answered */
+        if ((items[i].flags & MC_PROTO_DROP_F_RETIRED) == 0 && d->is_disk(d->ctx, items[i].seg))
             mc_dropmemo_del(d->memo, items[i].version);
     }
 }
@@ -78,11 +80,14 @@ void mc_diskdrops_send(struct mc_diskdrops *d, struct mc_master *m, uint64_t now
             const struct mc_master_drop *t = &d->taken[i];
 
             /* a disk block of a version removed while a reader held it (or while its
-             * offload copy was written) is remembered from then on, and sent once freed */
+             * offload copy was written) is remembered from then on, its owner told at once
+             * to mark the record removed on its disk (so that neither its restart nor ours
+             * publishes it again), and sent again once freed */
             if (!mc_dropmemo_note(d->memo, t, d->is_disk(d->ctx, t->seg)))
                 continue;
             d->items[k++] = (struct mc_proto_drop_item){
-                .seg = t->seg, .offset = t->offset, .version = t->version};
+                .seg = t->seg, .offset = t->offset, .version = t->version,
+                .flags = t->kind == MC_MASTER_DROP_RETIRED ? MC_PROTO_DROP_F_RETIRED : 0};
         }
         if (k > 0)
             mc_dropq_send(d->q, d->items, k, now_ms);

@@ -171,5 +171,5 @@ bool mc_dropmemo_note(struct mc_dropmemo *m, const struct mc_master_drop *d, boo
 
     if (disk && (retired || !d->after_retire))
         mc_dropmemo_add(m, d->version);
-    return !retired;
+    return !retired || disk;
 }

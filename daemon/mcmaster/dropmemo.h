@@ -34,8 +34,10 @@ bool mc_dropmemo_has(const struct mc_dropmemo *m, uint64_t v);
  * remembered when it is a disk block freed (once: a FREED drop after_retire was remembered
  * by its RETIRED one) or retired (its block still allocated, the version unpublished while
  * a reader held it, or its offload copy under way: the owner's restart must not publish it
- * again). Returns whether a DROP is to be sent: not for a RETIRED one (its block is not
- * free yet: the owner would forget and erase a record a reader or a write still uses). */
+ * again). Returns whether a DROP is to be sent: a RETIRED one only for a disk block, and as
+ * a retired DROP (MC_PROTO_DROP_F_RETIRED: the owner marks the record removed on its disk,
+ * and neither forgets nor erases it while a reader or a write still uses it); its answer
+ * forgets nothing here (the later FREED one's does). */
 struct mc_master_drop;
 bool mc_dropmemo_note(struct mc_dropmemo *m, const struct mc_master_drop *d, bool disk);
 /* A RESTORE batch: the items of a disk segment (is_disk) whose version is remembered are

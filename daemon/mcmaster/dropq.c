@@ -146,14 +146,14 @@ static void send_from(struct mc_dropq *q, const struct mc_proto_drop_item *items
         q->eps[i] = NULL;
         q->st[i] = q->route(q->ctx, items[i].seg, &q->eps[i]);
     }
-    /* one DROP per owner */
+    /* one DROP per owner and kind (a retired DROP's flags are the message's) */
     for (i = 0; i < n; i++) {
         struct mc_ucx_ep *ep = q->eps[i];
 
         if (q->st[i] != 0 || ep == NULL)
             continue;
         for (j = i, k = 0; j < n; j++) {
-            if (q->st[j] == 0 && q->eps[j] == ep) {
+            if (q->st[j] == 0 && q->eps[j] == ep && items[j].flags == items[i].flags) {
                 q->group[k++] = items[j];
                 q->eps[j] = NULL;
             }

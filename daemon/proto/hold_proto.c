@@ -76,17 +76,20 @@ int mc_proto_drop_req_encode(uint32_t n, const struct mc_proto_drop_item *items,
 {
     struct mc_wire_writer w;
 
-    if (n == 0 || n > MC_PROTO_BATCH_MAX)
+    if (n == 0 || n > MC_PROTO_BATCH_MAX || (items[0].flags & ~MC_PROTO_DROP_F_KNOWN) != 0)
         return MC_ERR_INVALID;
     mc_wire_writer_init(&w, buf, cap);
     mc_wire_put_u32(&w, n);
     for (uint32_t i = 0; i < n; i++) {
-        if (items[i].version == 0)
+        if (items[i].version == 0 || items[i].flags != items[0].flags)
             return MC_ERR_INVALID;
         mc_wire_put_u32(&w, items[i].seg);
         mc_wire_put_u64(&w, items[i].offset);
         mc_wire_put_u64(&w, items[i].version);
     }
+    /* one encoding per message: no flags is nothing */
+    if (items[0].flags != 0)
+        mc_wire_put_u32(&w, items[0].flags);
     return encode_end(&w, buf, len_p);
 }
 
@@ -94,7 +97,7 @@ int mc_proto_drop_req_decode(const void *buf, size_t len, size_t cap, uint32_t *
                              struct mc_proto_drop_item *items)
 {
     struct mc_wire_reader r;
-    uint32_t n;
+    uint32_t n, flags = 0;
 
     mc_wire_reader_init(&r, buf, len);
     n = get_count(&r, cap);
@@ -107,6 +110,14 @@ int mc_proto_drop_req_decode(const void *buf, size_t len, size_t cap, uint32_t *
         if (items[i].version == 0)
             r.bad = true;
     }
+    /* optional, after the items; never 0 when there, no unknown bit */
+    if (!r.bad && mc_wire_reader_left(&r) > 0) {
+        flags = mc_wire_get_u32(&r);
+        if (flags == 0 || (flags & ~MC_PROTO_DROP_F_KNOWN) != 0)
+            r.bad = true;
+    }
+    for (uint32_t i = 0; i < n && !r.bad; i++)
+        items[i].flags = flags;
     *n_p = r.bad ? 0 : n;
     return decode_end(&r);
 }

@@ -7,7 +7,10 @@
  *            version, size, flags, TTL left); also the source owner of a drain's copy ->
  *            the copy's target owner, once the copy's write was answered
  *   DROP     mc-master -> the owner of a segment: the block at offset that held version
- *            is freed (removed, evicted, retired, TTL)
+ *            is freed (removed, evicted, retired, TTL); or, with MC_PROTO_DROP_F_RETIRED,
+ *            a disk block whose version was unpublished while still read or written: the
+ *            owner marks the record removed on its disk (kept, readable) and answers once
+ *            the mark is durable (docs/disk.md, "Removed while still in use")
  *
  * Both are batches with one status per item. Every field is checked here as far as the
  * codec can (lengths, ranges, flags); which segment is ours is the agent's check.
@@ -34,8 +37,15 @@ struct mc_proto_publish_item {
     struct mc_proto_bytes key;
 };
 
+/* A DROP's kind, one per message: after the items, as a u32 left out when 0 (a plain DROP
+ * is the bytes it always was). An owner that predates it finds bytes after the items and
+ * answers MC_ERR_PROTO: it never takes a mark for an erase (docs/protocol.md). */
+#define MC_PROTO_DROP_F_RETIRED 0x1u /* mark the disk record removed, do not free it */
+#define MC_PROTO_DROP_F_KNOWN MC_PROTO_DROP_F_RETIRED
+
 struct mc_proto_drop_item {
     uint32_t seg;
+    uint32_t flags;  /* MC_PROTO_DROP_F_*: the message's, the same in every item of it */
     uint64_t offset;
     uint64_t version;
 };
@@ -59,6 +69,8 @@ static inline bool mc_proto_publish_result_settled(int wire_result)
     return wire_result == 0 || wire_result == MC_ERR_EXISTS;
 }
 
+/* Errors: MC_ERR_INVALID (items of different flags, an unknown flag, a version 0). The
+ * decoder gives every item the message's flags. */
 int mc_proto_drop_req_encode(uint32_t n, const struct mc_proto_drop_item *items, void *buf,
                              size_t cap, size_t *len_p);
 int mc_proto_drop_req_decode(const void *buf, size_t len, size_t cap, uint32_t *n_p,

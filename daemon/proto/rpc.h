@@ -128,7 +128,8 @@
       "u64 alloc_len, u64 size, u64 version, u64 ttl_ms, blob key}",                                                        \
       "i32 status [u32 n, n * i32 status]")                                                        \
     X(DROP, drop, 39, MC_RPC_TO_OWNER | MC_RPC_BATCH, MC_PROTO_BATCH_MAX,                          \
-      "u32 n (1..1024), n * {u32 seg, u64 offset, u64 version (> 0)}",                             \
+      "u32 n (1..1024), n * {u32 seg, u64 offset, u64 version (> 0)}, u32 flags (0x1: retired: "    \
+      "mark, do not free; left out when 0)",                                                       \
       "i32 status [u32 n, n * i32 status]")
 
 #define MC_PROTO_RPCS(X)                                                                           \

@@ -374,7 +374,7 @@ static size_t t_hp_payload(const struct t_hp_ctx *x, uint16_t type, uint8_t *buf
         break;
     }
     case MC_WIRE_DROP: { /* a forged drop: never from the master's endpoint */
-        struct mc_proto_drop_item it = {x->a1_seg, 0, 1};
+        struct mc_proto_drop_item it = {.seg = x->a1_seg, .offset = 0, .version = 1};
 
         rc = mc_proto_drop_req_encode(1, &it, buf, cap, &len);
         break;
