@@ -1,7 +1,8 @@
 /*
  * The agent's cluster mode, inside: what its files (xfer.c: peers, the segment table and
- * the transfers we start; owner.c: the transfers others start with us; cluster.c: the
- * master link, join and rejoin; views.c: ops answered from the master's view) share. Not
+ * the transfers we start; owner.c, owner_copy.c, owner_gpu.c: the transfers others start
+ * with us; cluster.c: the master link, join and rejoin; views.c: ops answered from the
+ * master's view) share. Not
  * an API: the rest of the agent uses cluster.h and rio.h.
  */
 #ifndef MC_AGENT_CLUSTER_INT_H
@@ -273,7 +274,7 @@ struct cluster {
     struct diskread *diskq, *diskq_tail; /* ... and waiting for one of them to end */
     uint32_t ndiskq;
     struct diskcopy *diskcopies;  /* the master's COPYs into our disk segment under way */
-    struct copyjob *diskdrains;   /* drain COPYs reading their disk source (owner.c) */
+    struct copyjob *diskdrains;   /* drain COPYs reading their disk source (owner_copy.c) */
     struct xfer *moving;          /* transfers UCX holds, for the peer hard deadline */
     struct fence *fences;
     bool fence_busy;
@@ -412,17 +413,49 @@ int cl_publish_late_busy(const struct cluster *cl, uint32_t local,
 void cl_late_tick(struct cluster *cl, uint64_t now);
 void cl_late_destroy(struct cluster *cl);
 
-/* --- owner.c: what others ask of us ------------------------------------------------------ */
+/* --- owner_gpu.c: GPU segments that UCX moves directly ------------------------------------ */
 
-void cl_owner_register(struct cluster *cl);
 /* Decides, per GPU segment, whether UCX moves its memory directly (a UCX that moves CUDA
  * memory and a CUDA segment, or gpu_test_ucx_direct and the test device) and registers
  * those with UCX; the others are staged. Logs what it chose. cl_owner_gpu_release undoes
  * the registrations (before mc_ucx_destroy). */
 void cl_owner_gpu_setup(struct cluster *cl);
 void cl_owner_gpu_release(struct cluster *cl);
+/* [off, off + len) of our GPU segment seg where UCX moves that segment's memory directly,
+ * with its memory type in *mt_p; NULL when seg is not such a segment or the range is
+ * outside it (the caller stages, or refuses). */
+void *cl_gpu_direct_span(struct cluster *cl, uint32_t seg, uint64_t off, uint64_t len,
+                         enum mc_ucx_mem_type *mt_p);
+
+/* --- owner_copy.c: the master's COPY calls ------------------------------------------------ */
+
+/* COPY from the master: answered (hdr's type + 1) once the copy's bytes are in place, or
+ * with the error that stopped it. */
+void cl_copy_handle(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                    const void *pl);
+/* Whether a COPY into our disk segment of the block a FENCE item names is under way; such a
+ * copy is marked fenced (its record is erased when it ends) and the FENCE is answered BUSY. */
+bool cl_copy_disk_busy(struct cluster *cl, const struct mc_proto_fence_item *it);
+/* Orphans the copies still reading or writing the disk: they end later, unanswered. */
+void cl_copy_destroy(struct cluster *cl);
+
+/* --- owner.c: what others ask of us ------------------------------------------------------ */
+
+void cl_owner_register(struct cluster *cl);
 void cl_owner_tick(struct cluster *cl, uint64_t now);
 void cl_fences_forget(struct cluster *cl);
 void cl_owner_destroy(struct cluster *cl);
+
+/* The status answer to the request hdr (type + 1). */
+static inline void cl_reply_status(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                                   int status)
+{
+    struct mc_proto_status_rep rep = {.status = status};
+    uint8_t buf[8];
+    size_t len;
+
+    if (mc_proto_status_rep_encode(&rep, buf, sizeof(buf), &len) == 0)
+        mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, buf, len);
+}
 
 #endif /* MC_AGENT_CLUSTER_INT_H */

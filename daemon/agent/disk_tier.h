@@ -13,7 +13,7 @@
  *     stores (format 2; a format-1 record: its XXH3, then the trailer computed): a record
  *     that fails is MC_ERR_CORRUPT, never bytes;
  *   - drain copies: a record read (checked) into a buffer for a COPY whose target is
- *     another node's block (our node drains; owner.c sends it with the remote write);
+ *     another node's block (our node drains; owner_copy.c sends it with the remote write);
  *   - erases: a disk block the master freed (a DROP: evicted from disk, removed, expired)
  *     gets a tombstone, so that a restart does not find it again; a write to an extent
  *     waits for the erase under way there.

@@ -3,8 +3,8 @@
  * ask of us. Peers authenticate with the cluster token (HELLO) on every endpoint before any
  * READ or WRITE is served; a WRITE lands straight in our segment inside the block the
  * master granted and is answered once its bytes are in place; a READ is sent from our
- * segment straight into the reader's landing segment; FENCE and COPY come from the master
- * only. A write torn midway leaves a fence we report, so the master may reuse the block.
+ * segment straight into the reader's landing segment; FENCE, COPY (owner_copy.c), PUBLISH
+ * and DROP come from the master only. A write torn midway leaves a fence we report, so the master may reuse the block.
  */
 #include "daemon/agent/cluster_int.h"
 
@@ -17,16 +17,6 @@
 #include "daemon/agent/holdidx.h"
 #include "daemon/common/log.h"
 #include "daemon/proto/hold_proto.h"
-
-static void reply_status(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, int status)
-{
-    struct mc_proto_status_rep rep = {.status = status};
-    uint8_t buf[8];
-    size_t len;
-
-    if (mc_proto_status_rep_encode(&rep, buf, sizeof(buf), &len) == 0)
-        mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, buf, len);
-}
 
 /* --- the owner's side ----------------------------------------------------------------------- */
 
@@ -45,82 +35,6 @@ static bool ep_authed(const struct cluster *cl, struct mc_ucx_ep *ep, uint64_t i
 static uint8_t *seg_span(struct mc_agent *a, uint32_t seg, uint64_t off, uint64_t len)
 {
     return mc_seg_span(agent_seg(a, seg), off, len);
-}
-
-/*
- * [off, off + len) of our GPU segment seg where UCX moves that segment's memory directly
- * (cl_owner_gpu_setup), with its memory type; NULL when seg is not such a segment or the
- * range is outside it (the caller stages, or refuses).
- */
-static void *gpu_direct_span(struct cluster *cl, uint32_t seg, uint64_t off, uint64_t len,
-                             enum mc_ucx_mem_type *mt_p)
-{
-    struct mc_agent *a = cl->a;
-
-    for (uint32_t i = 0; i < a->ngpu; i++) {
-        uint64_t addr;
-
-        if (a->gpu[i].seg_id != seg || !cl->gpu[i].direct)
-            continue;
-        addr = mc_seg_gpu_addr(a->gpu[i].seg, off, len);
-        if (addr == 0)
-            return NULL;
-        *mt_p = cl->gpu[i].mt;
-        return (void *)(uintptr_t)addr;
-    }
-    return NULL;
-}
-
-void cl_owner_gpu_setup(struct cluster *cl)
-{
-    struct mc_agent *a = cl->a;
-    bool cuda = a->ngpu > 0 && mc_ucx_has_cuda(cl->u);
-
-    for (uint32_t i = 0; i < a->ngpu; i++) {
-        enum mc_dev_kind kind = mc_dev_kind_of(a->gpu[i].dev);
-        struct mc_seg *s = a->gpu[i].seg;
-        const char *why;
-        int err;
-
-        cl->gpu[i].direct = false;
-        if (kind == MC_DEV_CUDA && cuda) {
-            cl->gpu[i].mt = MC_UCX_MEM_CUDA;
-        } else if (kind == MC_DEV_TEST && a->cfg.gpu_test_ucx_direct) {
-            cl->gpu[i].mt = MC_UCX_MEM_HOST; /* the test device's memory is host memory */
-        } else {
-            why = kind == MC_DEV_TEST ? "the test device without gpu_test_ucx_direct"
-                                      : "this UCX has no CUDA transport";
-            mc_info("GPU segment %u: peers' reads and writes are staged through host memory "
-                    "(%s)", i, why);
-            continue;
-        }
-        if (!mc_ucx_moves(cl->u, cl->gpu[i].mt)) {
-            mc_info("GPU segment %u: staged (UCX does not move its memory type)", i);
-            continue;
-        }
-        err = mc_ucx_mem_map_type(cl->u, (void *)(uintptr_t)mc_seg_gpu_addr(s, 0, s->size),
-                                  s->size, cl->gpu[i].mt, &cl->gpu[i].mem);
-        if (err != 0) {
-            mc_warn("GPU segment %u: UCX could not register it (%s): staged through host "
-                    "memory", i, mc_strerror(err));
-            cl->gpu[i].mem = NULL;
-            continue;
-        }
-        cl->gpu[i].direct = true;
-        mc_info("GPU segment %u: registered with UCX, peers' reads and writes move directly "
-                "(%s)", i, kind == MC_DEV_TEST ? "gpu_test_ucx_direct: the test device as host "
-                                                 "memory"
-                                               : "this UCX moves CUDA memory");
-    }
-}
-
-void cl_owner_gpu_release(struct cluster *cl)
-{
-    for (uint32_t i = 0; i < MC_AGENT_GPU_MAX; i++) {
-        mc_ucx_mem_unmap(cl->gpu[i].mem);
-        cl->gpu[i].mem = NULL;
-        cl->gpu[i].direct = false;
-    }
 }
 
 static void fence_add(struct cluster *cl, uint32_t seg, uint32_t alloc, uint64_t version)
@@ -204,7 +118,7 @@ static int read_serve(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_
 
     if ((src = seg_span(a, req->seg, req->offset, req->len)) == NULL) {
         enum mc_ucx_mem_type mt;
-        const void *dsrc = gpu_direct_span(cl, req->seg, req->offset, req->len, &mt);
+        const void *dsrc = cl_gpu_direct_span(cl, req->seg, req->offset, req->len, &mt);
         struct staged *st;
 
         if (dsrc != NULL) {
@@ -266,7 +180,7 @@ static void readbatch_reply(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t r
     int err;
 
     if (mc_proto_results_rep_encode(&rep, results, out, sizeof(out), &len) != 0) {
-        reply_status(ep,
+        cl_reply_status(ep,
                      &(struct mc_wire_hdr){.request_id = request_id, .type = MC_WIRE_READ_BATCH},
                      MC_ERR_INTERNAL);
     } else if ((err = mc_ucx_rpc_reply(ep, MC_WIRE_READ_BATCH_REPLY, request_id, out, len)) !=
@@ -331,7 +245,7 @@ static void diskread_done(void *ctx, int status)
     if (b != NULL)
         readbatch_item_done(b, r->idx, err);
     else if (cl != NULL && r->ep != NULL && !cl->destroying)
-        reply_status(r->ep, &hdr, err);
+        cl_reply_status(r->ep, &hdr, err);
     if (!sending)
         free(r);
     if (cl != NULL && !cl->destroying)
@@ -346,7 +260,7 @@ static void diskq_end(struct cluster *cl, struct diskread *r, int status)
     if (r->batch != NULL)
         readbatch_item_done(r->batch, r->idx, status);
     else if (r->ep != NULL && cl != NULL && !cl->destroying)
-        reply_status(r->ep, &hdr, status);
+        cl_reply_status(r->ep, &hdr, status);
     free(r);
 }
 
@@ -453,16 +367,16 @@ static void h_read(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
     int err;
 
     if (mc_peer_read_req_decode(pl, hdr->payload_len, &req) != 0) {
-        reply_status(ep, hdr, MC_ERR_PROTO);
+        cl_reply_status(ep, hdr, MC_ERR_PROTO);
         return;
     }
     if (is_disk_read(cl, &req)) {
         err = read_disk(cl, ep, hdr->request_id, &req, NULL, 0);
         if (err != 0)
-            reply_status(ep, hdr, err);
+            cl_reply_status(ep, hdr, err);
         return;
     }
-    reply_status(ep, hdr, read_serve(cl, ep, &req));
+    cl_reply_status(ep, hdr, read_serve(cl, ep, &req));
 }
 
 /* READ_BATCH: every item's bytes are started (UCX queues and pipelines the sends), then one
@@ -478,7 +392,7 @@ static void h_read_batch(struct cluster *cl, struct mc_ucx_ep *ep,
     int err;
 
     if (mc_peer_read_batch_decode(pl, hdr->payload_len, MC_PROTO_READ_BATCH_MAX, items, &n) != 0) {
-        reply_status(ep, hdr, MC_ERR_PROTO);
+        cl_reply_status(ep, hdr, MC_ERR_PROTO);
         return;
     }
     for (i = 0; i < n; i++)
@@ -486,7 +400,7 @@ static void h_read_batch(struct cluster *cl, struct mc_ucx_ep *ep,
     if (ndisk > 0) {
         b = calloc(1, sizeof(*b) + n * sizeof(b->results[0]));
         if (b == NULL) {
-            reply_status(ep, hdr, MC_ERR_NOMEM);
+            cl_reply_status(ep, hdr, MC_ERR_NOMEM);
             return;
         }
         b->cl = cl;
@@ -518,403 +432,6 @@ static void h_read_batch(struct cluster *cl, struct mc_ucx_ep *ep,
 static void h_fence(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
                     const void *pl);
 
-/* A copy the master asked of us (a node being drained): our segment's bytes written to a
- * block of another node, answered to the master once that owner answered the write. */
-struct copyjob {
-    struct cluster *cl;       /* NULL: orphaned by cl_owner_destroy (a disk read goes on) */
-    struct copyjob *next;     /* cl->diskdrains, while its disk source is read */
-    struct mc_ucx_ep *master; /* the endpoint it came on: answered only if still ours */
-    uint64_t request_id;
-    struct mc_master_replica dst;
-    uint8_t *staged;          /* a GPU segment's bytes copied out for the write, or a disk
-                                 record's image read for it (copy_from_disk), or NULL */
-    uint64_t id, len;         /* copy_from_disk: the write's version, and the image's bytes */
-    uint64_t deadline_ms;     /* copy_from_disk: the write starts by then, or never */
-    uint32_t src_seg;
-    uint64_t src_offset, version;
-    size_t key_len;
-    char key[MC_PROTO_KEY_MAX];
-};
-
-/* The copy is written: its target owner indexes it as it indexes a put's replica (PUBLISH),
- * with what our own index says of the object -- else a new master, rebuilding from the
- * owners, would not learn the drained copy (review finding H4). Only an object our index
- * holds at the source block, of the version the master copied, whose TTL has not passed. */
-static void copy_publish(struct cluster *cl, const struct copyjob *cj)
-{
-    struct mc_agent *a = cl->a;
-    struct mc_seg *s = agent_seg(a, cj->src_seg);
-    struct mc_holdidx_entry e;
-    uint64_t now = mc_agent_now_ms(), ttl = 0;
-
-    if (s == NULL || s->held == NULL || a->rio.ops->publish == NULL ||
-        !mc_holdidx_find(s->held, cj->src_offset, &e) || e.version != cj->version ||
-        e.key_len != cj->key_len || memcmp(e.key, cj->key, cj->key_len) != 0 ||
-        e.size > cj->dst.len)
-        return;
-    if (e.ttl_ms != 0) { /* find gives the absolute expiry */
-        if (e.ttl_ms <= now)
-            return;
-        ttl = e.ttl_ms - now;
-    }
-    a->rio.ops->publish(a->rio.impl,
-                        &(struct mc_rio_publish){.r = &cj->dst, .key = cj->key,
-                                                 .key_len = cj->key_len, .version = e.version,
-                                                 .size = e.size, .flags = e.flags,
-                                                 .ttl_ms = ttl});
-}
-
-static void copy_written(void *ctx, int status)
-{
-    struct copyjob *cj = ctx;
-    struct cluster *cl = cj->cl;
-
-    if (status != 0)
-        mc_debug("copy to node %u (segment %u): %s", cj->dst.node, cj->dst.seg,
-                 mc_strerror(status));
-    else {
-        cl->st.copies_out++;
-        copy_publish(cl, cj);
-    }
-    /* the master that asked is still ours: tell it (a new one knows nothing of it) */
-    if (!cl->destroying && cj->master == cl->master && cl->master != NULL)
-        reply_status(cj->master,
-                     &(struct mc_wire_hdr){.request_id = cj->request_id, .type = MC_WIRE_COPY},
-                     status);
-    free(cj->staged); /* the write is final: UCX reads it no more */
-    free(cj);
-}
-
-/* A COPY into our own disk segment (the master offloads an object it evicts from our DRAM,
- * disk_tier.h): answered once the record is durable. Listed from the COPY until its write
- * ended -- queued, waiting for an erase or in flight -- so that a FENCE of its target
- * (the master gave the copy up: a timeout) is answered BUSY meanwhile: the master frees the
- * DRAM source and the disk extent on the fence's 0 (review finding H2). */
-struct diskcopy {
-    struct cluster *cl;       /* NULL: orphaned by cl_owner_destroy */
-    struct diskcopy *next;
-    struct mc_ucx_ep *master;
-    uint64_t request_id;
-    uint32_t seg, alloc;      /* the target, as the master names it in a FENCE */
-    uint64_t id;              /* the copy: a FENCE's version */
-    uint64_t offset;          /* the extent's (a promotion: the DRAM block's) */
-    uint64_t version;         /* a promotion: the object's */
-    bool promote;             /* our disk record into our DRAM block (disk_promote) */
-    bool fenced;              /* a FENCE came meanwhile: the record must not stand */
-};
-
-static void diskcopy_unlink(struct cluster *cl, struct diskcopy *dc)
-{
-    struct diskcopy **pp;
-
-    for (pp = &cl->diskcopies; *pp != NULL; pp = &(*pp)->next) {
-        if (*pp == dc) {
-            *pp = dc->next;
-            return;
-        }
-    }
-}
-
-/* A COPY of that target under way: marked fenced (its record will be erased). */
-static bool diskcopy_busy(struct cluster *cl, const struct mc_proto_fence_item *it)
-{
-    bool busy = false;
-
-    for (struct diskcopy *dc = cl->diskcopies; dc != NULL; dc = dc->next) {
-        if (dc->seg == it->seg && dc->alloc == it->alloc && dc->id == it->version) {
-            dc->fenced = true;
-            busy = true;
-        }
-    }
-    return busy;
-}
-
-static void disk_copied(void *ctx, int status)
-{
-    struct diskcopy *dc = ctx;
-    struct cluster *cl = dc->cl;
-
-    if (cl == NULL) {
-        free(dc);
-        return;
-    }
-    diskcopy_unlink(cl, dc);
-    if (dc->fenced && status == 0) {
-        /* the master gave this copy up (its extent may be handed out again once the
-         * fence is answered): the record goes, and the copy failed */
-        if (dc->promote)
-            agent_disk_unpromote(cl->a, dc->seg, dc->offset, dc->version);
-        else
-            agent_disk_drop(cl->a, dc->offset, 0);
-        status = MC_ERR_CANCELED;
-    }
-    if (!cl->destroying && dc->master == cl->master && cl->master != NULL)
-        reply_status(dc->master,
-                     &(struct mc_wire_hdr){.request_id = dc->request_id, .type = MC_WIRE_COPY},
-                     status);
-    free(dc);
-}
-
-static void copy_to_disk(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
-                         const struct mc_proto_copy_req *req)
-{
-    struct agent_disk_copy cp = {
-        .src_seg = req->src_seg, .src_offset = req->src_offset, .dst_offset = req->dst_offset,
-        .version = req->version, .key = (const char *)req->key.p,
-        .key_len = req->key.len,
-    };
-    struct diskcopy *dc = malloc(sizeof(*dc));
-    int err;
-
-    if (dc == NULL) {
-        reply_status(ep, hdr, MC_ERR_NOMEM);
-        return;
-    }
-    *dc = (struct diskcopy){.cl = cl, .master = ep, .request_id = hdr->request_id,
-                            .seg = req->dst_seg, .alloc = req->dst_alloc, .id = req->id,
-                            .offset = req->dst_offset};
-    /* the length the master names is the source block's: the extent is the record's */
-    cp.dst_len = 0;
-    /* listed before the call: done may run inside it */
-    dc->next = cl->diskcopies;
-    cl->diskcopies = dc;
-    err = agent_disk_copy(cl->a, &cp, disk_copied, dc);
-    if (err != 0) {
-        diskcopy_unlink(cl, dc);
-        free(dc);
-        reply_status(ep, hdr, err);
-    }
-}
-
-/* A COPY from our disk segment into our own DRAM segment: a promotion (disk_promote). Listed
- * until the read ended, so that a FENCE of the DRAM block meanwhile is answered BUSY (the
- * read may still write it) and the promotion then fails instead of standing. */
-static void promote_local(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
-                          const struct mc_proto_copy_req *req)
-{
-    struct agent_disk_promote p = {
-        .src_offset = req->src_offset, .dst_seg = req->dst_seg, .dst_offset = req->dst_offset,
-        .dst_len = req->len, .version = req->version, .key = (const char *)req->key.p,
-        .key_len = req->key.len,
-    };
-    struct diskcopy *dc;
-    int err;
-
-    if (cl->destroying || cl->leaving) {
-        reply_status(ep, hdr, MC_ERR_INVALID);
-        return;
-    }
-    dc = malloc(sizeof(*dc));
-    if (dc == NULL) {
-        reply_status(ep, hdr, MC_ERR_NOMEM);
-        return;
-    }
-    *dc = (struct diskcopy){.cl = cl, .master = ep, .request_id = hdr->request_id,
-                            .seg = req->dst_seg, .alloc = req->dst_alloc, .id = req->id,
-                            .offset = req->dst_offset, .version = req->version,
-                            .promote = true};
-    dc->next = cl->diskcopies;
-    cl->diskcopies = dc;
-    err = agent_disk_promote(cl->a, &p, disk_copied, dc);
-    if (err != 0) {
-        diskcopy_unlink(cl, dc);
-        free(dc);
-        reply_status(ep, hdr, err);
-    }
-}
-
-/*
- * A drain's COPY from a record of our disk segment to another node's block (docs/disk.md,
- * "Draining a node with a disk"): the record read and checked as a disk hit is (a corrupt
- * one answered MC_ERR_CORRUPT, nothing sent), then sent with the remote write and answered
- * as a memory source's copy (copy_written). The write starts only after the read, and the
- * master may free the target once it gave the copy up: like a memory source's, it starts
- * by the COPY's arrival + op_timeout_ms or never (MC_ERR_TIMEOUT unsent, copies_late), then
- * has its own op_timeout_ms (a large record may need it).
- */
-static void copy_from_disk_read(void *ctx, int status)
-{
-    struct copyjob *cj = ctx, **pp;
-    struct cluster *cl = cj->cl;
-    struct mc_rio_write w;
-
-    if (cl == NULL) {
-        free(cj->staged); /* the cluster went meanwhile: nobody to answer */
-        free(cj);
-        return;
-    }
-    for (pp = &cl->diskdrains; *pp != NULL; pp = &(*pp)->next) {
-        if (*pp == cj) {
-            *pp = cj->next;
-            break;
-        }
-    }
-    if (status == 0 && (cl->destroying || cl->leaving))
-        status = MC_ERR_CANCELED;
-    if (status == 0 && mc_agent_now_ms() >= cj->deadline_ms) {
-        cl->st.copies_late++;
-        status = MC_ERR_TIMEOUT;
-    }
-    if (status != 0) {
-        copy_written(cj, status);
-        return;
-    }
-    w = (struct mc_rio_write){.r = &cj->dst, .version = cj->id, .key = cj->key,
-                              .key_len = cj->key_len, .src = cj->staged, .from = 0,
-                              .len = cj->len,
-                              .deadline_ms = mc_agent_now_ms() + cl->a->cfg.op_timeout_ms};
-    status = cl_write(cl, &w, copy_written, cj);
-    if (status != 0)
-        copy_written(cj, status);
-}
-
-static void copy_from_disk(struct cluster *cl, struct mc_ucx_ep *ep,
-                           const struct mc_wire_hdr *hdr, const struct mc_proto_copy_req *req)
-{
-    struct mc_agent *a = cl->a;
-    struct copyjob *cj;
-    int err;
-
-    if (cl->destroying || cl->leaving || req->key.len > MC_PROTO_KEY_MAX) {
-        reply_status(ep, hdr, MC_ERR_INVALID);
-        return;
-    }
-    cj = calloc(1, sizeof(*cj));
-    if (cj == NULL) {
-        reply_status(ep, hdr, MC_ERR_NOMEM);
-        return;
-    }
-    cj->cl = cl;
-    cj->master = ep;
-    cj->request_id = hdr->request_id;
-    cj->src_seg = req->src_seg;
-    cj->src_offset = req->src_offset;
-    cj->version = req->version;
-    cj->id = req->id;
-    cj->deadline_ms = mc_agent_now_ms() + a->cfg.op_timeout_ms;
-    cj->key_len = req->key.len;
-    memcpy(cj->key, req->key.p, req->key.len);
-    cj->dst = (struct mc_master_replica){.seg = req->dst_seg, .node = req->dst_node,
-                                         .alloc = req->dst_alloc, .offset = req->dst_offset,
-                                         .len = req->len};
-    err = agent_disk_drain_read(a,
-                                &(struct agent_disk_drain){.offset = req->src_offset,
-                                                           .version = req->version,
-                                                           .key = cj->key,
-                                                           .key_len = cj->key_len,
-                                                           .max_len = req->len},
-                                &cj->staged, &cj->len, copy_from_disk_read, cj);
-    if (err != 0) {
-        free(cj);
-        reply_status(ep, hdr, err);
-        return;
-    }
-    cj->next = cl->diskdrains;
-    cl->diskdrains = cj;
-}
-
-/* COPY from the master (our node drains): write [src_offset, +len) of our segment into
- * another node's block with the ordinary remote write; answered when that write is. */
-static void h_copy(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
-                   const void *pl)
-{
-    struct mc_agent *a = cl->a;
-    struct mc_proto_copy_req req;
-    struct mc_rio_write w;
-    struct copyjob *cj;
-    const uint8_t *src;
-    uint8_t *staged = NULL;
-    int err;
-
-    if (mc_proto_copy_req_decode(pl, hdr->payload_len, &req) != 0) {
-        reply_status(ep, hdr, MC_ERR_PROTO);
-        return;
-    }
-    if (a->disk_seg != NULL && req.dst_seg == a->disk_seg_id) {
-        copy_to_disk(cl, ep, hdr, &req);
-        return;
-    }
-    if (a->disk_seg != NULL && req.src_seg == a->disk_seg_id) {
-        /* into our own memory: a promotion; into another node's: our node drains */
-        if (agent_seg(a, req.dst_seg) != NULL)
-            promote_local(cl, ep, hdr, &req);
-        else
-            copy_from_disk(cl, ep, hdr, &req);
-        return;
-    }
-    src = seg_span(a, req.src_seg, req.src_offset, req.len);
-    if (src == NULL) {
-        struct mc_seg *s = agent_seg(a, req.src_seg);
-        enum mc_ucx_mem_type mt;
-
-        /* a GPU segment: its bytes go from where UCX moves them (the write path sends
-         * host memory), else copied out to host memory first */
-        if (s == NULL) {
-            reply_status(ep, hdr, MC_ERR_NOT_FOUND); /* not ours */
-            return;
-        }
-        if (s->kind != MC_SEG_GPU || req.src_offset > s->size ||
-            req.len > s->size - req.src_offset) {
-            reply_status(ep, hdr, MC_ERR_INVALID);
-            return;
-        }
-        src = gpu_direct_span(cl, req.src_seg, req.src_offset, req.len, &mt);
-        if (src != NULL && mt != MC_UCX_MEM_HOST)
-            src = NULL;
-        if (src == NULL) {
-            staged = malloc(req.len != 0 ? req.len : 1);
-            if (staged == NULL) {
-                reply_status(ep, hdr, MC_ERR_NOMEM);
-                return;
-            }
-            if (s->ops->read(s, req.src_offset, staged, req.len) != 0) {
-                free(staged);
-                reply_status(ep, hdr, MC_ERR_IO);
-                return;
-            }
-            src = staged;
-            cl->st.staged_out++;
-        } else {
-            cl->st.direct_out++;
-        }
-    }
-    if (agent_seg(a, req.dst_seg) != NULL || cl->destroying || cl->leaving) {
-        free(staged);
-        reply_status(ep, hdr, MC_ERR_INVALID);
-        return;
-    }
-    cj = malloc(sizeof(*cj));
-    if (cj == NULL) {
-        free(staged);
-        reply_status(ep, hdr, MC_ERR_NOMEM);
-        return;
-    }
-    memset(cj, 0, sizeof(*cj));
-    cj->cl = cl;
-    cj->staged = staged;
-    cj->master = ep;
-    cj->request_id = hdr->request_id;
-    cj->src_seg = req.src_seg;
-    cj->src_offset = req.src_offset;
-    cj->version = req.version;
-    cj->key_len = req.key.len;
-    memcpy(cj->key, req.key.p, req.key.len);
-    cj->dst = (struct mc_master_replica){.seg = req.dst_seg, .node = req.dst_node,
-                                         .alloc = req.dst_alloc, .offset = req.dst_offset,
-                                         .len = req.len};
-    /* the master keeps the source block allocated while the copy runs; the write's version
-     * is the copy's id: the target's fences name it */
-    w = (struct mc_rio_write){.r = &cj->dst, .version = req.id, .key = cj->key,
-                              .key_len = cj->key_len, .src = src, .from = 0, .len = req.len,
-                              .deadline_ms = mc_agent_now_ms() + a->cfg.op_timeout_ms};
-    err = cl_write(cl, &w, copy_written, cj);
-    if (err != 0) {
-        free(cj->staged);
-        free(cj);
-        reply_status(ep, hdr, err);
-    }
-}
-
 /* --- the index of complete objects (holdidx.h) ------------------------------------------ */
 
 static void reply_results(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, uint32_t n,
@@ -925,7 +442,7 @@ static void reply_results(struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr, u
     uint8_t *out = malloc(cap);
 
     if (out == NULL) {
-        reply_status(ep, hdr, MC_ERR_NOMEM);
+        cl_reply_status(ep, hdr, MC_ERR_NOMEM);
         return;
     }
     if (mc_proto_results_rep_encode(&rep, results, out, cap, &len) == 0)
@@ -946,11 +463,11 @@ static void h_publish(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_
     uint32_t n, i;
 
     if (items == NULL || results == NULL) {
-        reply_status(ep, hdr, MC_ERR_NOMEM);
+        cl_reply_status(ep, hdr, MC_ERR_NOMEM);
         goto out;
     }
     if (mc_proto_publish_req_decode(pl, hdr->payload_len, MC_PROTO_BATCH_MAX, &n, items) != 0) {
-        reply_status(ep, hdr, MC_ERR_PROTO);
+        cl_reply_status(ep, hdr, MC_ERR_PROTO);
         goto out;
     }
     for (i = 0; i < n; i++) {
@@ -1027,11 +544,11 @@ static void h_drop(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wir
     bool disk = false;
 
     if (items == NULL || results == NULL) {
-        reply_status(ep, hdr, MC_ERR_NOMEM);
+        cl_reply_status(ep, hdr, MC_ERR_NOMEM);
         goto out;
     }
     if (mc_proto_drop_req_decode(pl, hdr->payload_len, MC_PROTO_BATCH_MAX, &n, items) != 0) {
-        reply_status(ep, hdr, MC_ERR_PROTO);
+        cl_reply_status(ep, hdr, MC_ERR_PROTO);
         goto out;
     }
     for (i = 0; i < n; i++) {
@@ -1084,11 +601,11 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         struct mc_proto_hello_req req;
 
         if (mc_proto_hello_req_decode(pl, hdr->payload_len, &req) != 0) {
-            reply_status(ep, hdr, MC_ERR_PROTO);
+            cl_reply_status(ep, hdr, MC_ERR_PROTO);
         } else if (!mc_proto_token_equal(cl->token, cl->token_len, &req.token)) {
             mc_warn("a peer's HELLO with a wrong cluster token refused");
             cl->st.refused++;
-            reply_status(ep, hdr, MC_ERR_DENIED);
+            cl_reply_status(ep, hdr, MC_ERR_DENIED);
             if (mc_ucx_ep_is_accepted(ep)) {
                 mc_ucx_ep_set_user(ep, NULL); /* it loses what an earlier HELLO gave it */
                 cl_inwrites_forget_ep(cl, ep);
@@ -1099,13 +616,13 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
                 mc_ucx_ep_set_user(ep, &cl->accepted_marker);
                 mc_ucx_ep_set_session(ep, MC_UCX_SESSION_OF(hdr->request_id));
             }
-            reply_status(ep, hdr, 0);
+            cl_reply_status(ep, hdr, 0);
         }
         return;
     }
     if (!ep_authed(cl, ep, hdr->request_id)) {
         cl->st.refused++;
-        reply_status(ep, hdr, MC_ERR_DENIED);
+        cl_reply_status(ep, hdr, MC_ERR_DENIED);
         mc_ucx_ep_set_user(ep, NULL);
         cl_inwrites_forget_ep(cl, ep);
         mc_ucx_ep_close(ep, false); /* an accepted one: forgotten, nothing kept for it */
@@ -1118,18 +635,18 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
     else if (hdr->type == MC_WIRE_FENCE && ep == cl->master)
         h_fence(cl, ep, hdr, pl);
     else if (hdr->type == MC_WIRE_COPY && ep == cl->master)
-        h_copy(cl, ep, hdr, pl);
+        cl_copy_handle(cl, ep, hdr, pl);
     else if (hdr->type == MC_WIRE_DROP && ep == cl->master) {
         if (!mc_fault_lose(&cl->a->fault, MC_FAULT_LOSE_DROP)) /* tests: lost on the way */
             h_drop(cl, ep, hdr, pl);
     } else if (hdr->type == MC_WIRE_PUBLISH) {
         if (mc_fault_lose(&cl->a->fault, MC_FAULT_NOMEM_PUBLISH))
-            reply_status(ep, hdr, MC_ERR_NOMEM); /* tests: as if short of memory */
+            cl_reply_status(ep, hdr, MC_ERR_NOMEM); /* tests: as if short of memory */
         else if (!mc_fault_lose(&cl->a->fault, MC_FAULT_LOSE_PUBLISH))
             h_publish(cl, ep, hdr, pl);
     }
     else
-        reply_status(ep, hdr, MC_ERR_PROTO);
+        cl_reply_status(ep, hdr, MC_ERR_PROTO);
 }
 
 static bool is_fenced(const struct cluster *cl, uint32_t seg, uint32_t alloc, uint64_t version)
@@ -1160,11 +677,11 @@ static void h_fence(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wi
 
     if (items == NULL || results == NULL ||
         (out = malloc(MC_PROTO_BATCH_MAX * 8 + 64)) == NULL) {
-        reply_status(ep, hdr, MC_ERR_NOMEM);
+        cl_reply_status(ep, hdr, MC_ERR_NOMEM);
         goto out;
     }
     if (mc_proto_fence_req_decode(pl, hdr->payload_len, MC_PROTO_BATCH_MAX, &req, items) != 0) {
-        reply_status(ep, hdr, MC_ERR_PROTO);
+        cl_reply_status(ep, hdr, MC_ERR_PROTO);
         goto out;
     }
     for (i = 0; i < req.n; i++) {
@@ -1181,7 +698,7 @@ static void h_fence(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wi
             if (w->seg == it->seg && w->alloc == it->alloc && w->version == it->version)
                 results[i] = MC_ERR_BUSY;
         }
-        if (diskcopy_busy(cl, it))
+        if (cl_copy_disk_busy(cl, it))
             results[i] = MC_ERR_BUSY; /* a disk write of that copy still reads its source */
         if (results[i] != 0 || is_fenced(cl, it->seg, it->alloc, it->version))
             continue;
@@ -1253,7 +770,7 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
 
             /* a GPU segment UCX moves: straight into it, unless the bytes came eagerly
              * (copied by the CPU: host memory only) */
-            dst = gpu_direct_span(cl, h.seg, h.offset, h.len, &mt);
+            dst = cl_gpu_direct_span(cl, h.seg, h.offset, h.len, &mt);
             if (dst != NULL && mt != MC_UCX_MEM_HOST && mc_ucx_bulk_eager(cl->u))
                 dst = NULL;
             if (dst != NULL) {
@@ -1325,7 +842,7 @@ static void bulk_done(void *ctx, void *op, int status)
             cl->st.direct_in++;
         }
         if (w->ep != NULL)
-            reply_status(w->ep, &(struct mc_wire_hdr){.request_id = w->request_id,
+            cl_reply_status(w->ep, &(struct mc_wire_hdr){.request_id = w->request_id,
                                                       .type = MC_WIRE_WRITE},
                          status);
         if (status == 0) {
@@ -1441,7 +958,7 @@ static void diskreads_expire(struct cluster *cl, uint64_t now)
         if (b != NULL)
             readbatch_item_done(b, r->idx, MC_ERR_TIMEOUT);
         else if (r->ep != NULL && !cl->destroying)
-            reply_status(r->ep, &hdr, MC_ERR_TIMEOUT);
+            cl_reply_status(r->ep, &hdr, MC_ERR_TIMEOUT);
     }
 }
 
@@ -1496,20 +1013,7 @@ void cl_owner_destroy(struct cluster *cl)
         if (r->batch != NULL)
             r->batch->cl = NULL;
     }
-    /* drain copies reading their disk source end later (agent_disk_destroy): orphaned */
-    while (cl->diskdrains != NULL) {
-        struct copyjob *cj = cl->diskdrains;
-
-        cl->diskdrains = cj->next;
-        cj->cl = NULL;
-    }
-    /* disk copies under way end later (or never, agent_disk_destroy): orphaned here */
-    while (cl->diskcopies != NULL) {
-        struct diskcopy *dc = cl->diskcopies;
-
-        cl->diskcopies = dc->next;
-        dc->cl = NULL;
-    }
+    cl_copy_destroy(cl);
     cl_fences_forget(cl);
     fenced_expire(cl, UINT64_MAX);
     cl_late_destroy(cl);
