@@ -12,10 +12,11 @@
  *    there with the ordinary remote write. The source is a replica in memory when there is
  *    one; a disk-only object's is its disk record, which the owner reads (checked) before
  *    it writes (docs/disk.md, "Draining a node with a disk"), into a block of the image's
- *    length; a record that fails its check is a lost replica (drain_source_corrupt). The target block belongs to no version while the
- *    copy runs (eviction and readers cannot see it); it joins the version only when the
- *    owner reports the write answered, so a reader is never handed a replica that lacks a
- *    byte. At most drain_copies_max copies are open at once.
+ *    length; a record that fails its check, or that its owner no longer holds, is a lost
+ *    replica (drain_source_lost). The target block belongs to no version while the copy
+ *    runs (eviction and readers cannot see it); it joins the version only when the owner
+ *    reports the write answered, so a reader is never handed a replica that lacks a byte.
+ *    At most drain_copies_max copies are open at once.
  *
  * A failed copy's block may still be written by a transfer that has not ended, so it is
  * freed only once its owner fenced it (the same FENCE the master sends for dead writers,
@@ -614,13 +615,15 @@ void mc_drain_unpublished(struct mc_master *m, const struct ver *v)
 
 /*
  * A drain's copy whose source, a disk record, failed its check at the owner (MC_ERR_CORRUPT:
- * nothing was written). The record is a lost replica: it leaves the version and its extent
- * is freed (its owner erases it on the DROP); when it was the version's last live replica,
- * the object is gone, as when its only node dies. Not while the version is leased (a reader
- * may be reading that very extent: the next pass copies again and comes back here), nor
- * when the record no longer belongs to the version the copy was of.
+ * nothing was written), or that its owner does not hold (MC_ERR_NOT_FOUND: its index has no
+ * such record of that version: lost to a restart's scan, say). The record is a lost
+ * replica: it leaves the version and its extent is freed (its owner erases it on the DROP);
+ * when it was the version's last live replica, the object is gone, as when its only node
+ * dies. Not while the version is leased (a reader may be reading that very extent: the next
+ * pass copies again and comes back here), nor when the record no longer belongs to the
+ * version the copy was of.
  */
-static void drain_source_corrupt(struct mc_master *m, const struct copy *c)
+static void drain_source_lost(struct mc_master *m, const struct copy *c)
 {
     uint32_t now = now_ct(m), i, live = 0, at = UINT32_MAX;
     struct seg *ss = seg_of_rep(m, &c->src);
@@ -673,8 +676,9 @@ void mc_master_copy_done(struct mc_master *m, uint64_t id, int status)
             o = check_key(c->key, c->key_len) == 0 ? lookup(m, c->key, c->key_len) : NULL;
             if (o != NULL)
                 o->flags |= OF_NO_OFFLOAD; /* not again: its DRAM block would wait forever */
-        } else if (!c->promote && status == MC_ERR_CORRUPT) {
-            drain_source_corrupt(m, c);
+        } else if (!c->promote &&
+                   (status == MC_ERR_CORRUPT || status == MC_ERR_NOT_FOUND)) {
+            drain_source_lost(m, c);
         }
         copy_fence(m, c);
         return;

@@ -541,12 +541,12 @@ START_TEST(test_drain_disk_record_copied_to_memory_elsewhere)
 }
 END_TEST
 
-/* The draining owner found a disk-only object's record corrupt (MC_ERR_CORRUPT: nothing
- * sent): the record is a lost replica, and with it the object (NOT_FOUND), its extent freed;
- * the target is fenced before reuse. One leased meanwhile stays (a reader may be on that
- * very record) and is copied again on a later pass. Without it the drain retries the
- * corrupt record for ever and n0 is never drained. */
-START_TEST(test_drain_corrupt_disk_record_is_lost)
+/* The draining owner answered a disk-only object's copy with `status` (nothing sent): the
+ * record is a lost replica, and with it the object (NOT_FOUND), its extent freed; the target
+ * is fenced before reuse. One leased meanwhile stays (a reader may be on that very record)
+ * and is copied again on a later pass. Without it the drain retries the record for ever and
+ * n0 is never drained. */
+static void drain_source_lost_case(int status)
 {
     struct t_disknode t = t_disknode();
     const char *bad = t.only[0], *leased = t.only[1];
@@ -570,10 +570,10 @@ START_TEST(test_drain_corrupt_disk_record_is_lost)
 
             if (is_bad) {
                 ck_assert_int_eq(bad_seen++, 0); /* never copied again */
-                mc_master_copy_done(t.m, c[k].id, MC_ERR_CORRUPT);
+                mc_master_copy_done(t.m, c[k].id, status);
                 ck_assert_int_eq(t_exist(t.m, bad), 0);
             } else if (is_leased && leased_seen++ == 0) {
-                mc_master_copy_done(t.m, c[k].id, MC_ERR_CORRUPT);
+                mc_master_copy_done(t.m, c[k].id, status);
                 ck_assert_int_eq(t_exist(t.m, leased), 1); /* held by a reader: kept */
                 ck_assert_uint_eq(t_release(t.m, leased, &lease), 1);
             } else {
@@ -596,8 +596,22 @@ START_TEST(test_drain_corrupt_disk_record_is_lost)
             ck_assert_int_eq(t_exist(t.m, key), 1);
     }
     ck_assert_int_eq(mc_master_segment_info(t.m, t.disk0, &si), 0);
-    ck_assert_uint_eq(si.blocks, 0); /* the corrupt record's extent too */
+    ck_assert_uint_eq(si.blocks, 0); /* the lost record's extent too */
     mc_master_destroy(t.m);
+}
+
+/* The record failed its check at the owner (MC_ERR_CORRUPT). */
+START_TEST(test_drain_corrupt_disk_record_is_lost)
+{
+    drain_source_lost_case(MC_ERR_CORRUPT);
+}
+END_TEST
+
+/* The owner's index has no such record (MC_ERR_NOT_FOUND: a restart's scan dropped it as
+ * torn, say). Before, the copy was retried for ever and n0 was never drained. */
+START_TEST(test_drain_missing_disk_record_is_lost)
+{
+    drain_source_lost_case(MC_ERR_NOT_FOUND);
 }
 END_TEST
 
@@ -616,6 +630,7 @@ static Suite *drain_suite(void)
     tcase_add_test(tc, test_drain_source_dead_copy_given_up);
     tcase_add_test(tc, test_drain_disk_record_copied_to_memory_elsewhere);
     tcase_add_test(tc, test_drain_corrupt_disk_record_is_lost);
+    tcase_add_test(tc, test_drain_missing_disk_record_is_lost);
     suite_add_tcase(s, tc);
     return s;
 }
