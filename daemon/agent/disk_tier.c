@@ -89,6 +89,8 @@ struct dk_erase {
     uint64_t seq;         /* k->erase_seq when it started */
     struct dk_mark *mark; /* NULL: an erase */
     struct dk_write *after; /* a mark waiting for this write of its record to end */
+    uint64_t retry_at;    /* failed: tried again then (agent_disk_tick); 0: not failed */
+    uint32_t fails;       /* its tries that failed so far */
 };
 
 /* the record a mark names (the index's entry, copied: the mark outlives nothing of it) */
@@ -391,12 +393,38 @@ void agent_disk_cancel_waiters(struct mc_agent *a)
     }
 }
 
+/*
+ * A tombstone or a removed mark that could not be written (an I/O error): the record would
+ * come back at a restart, so the erase is not over. It stays in k->erasing -- the answers
+ * waiting for it (a standalone remove, a DROP) keep waiting, writes into its extent too --
+ * and is tried again after a back-off of 100 ms doubling to 5 s, for as long as the agent
+ * runs. A DROP left unanswered is sent again by the master, which meanwhile refuses a
+ * restarted owner's report of that version (docs/disk.md, "Frees and erases").
+ */
+static void erase_failed(struct agent_disk *k, struct dk_erase *e, int res)
+{
+    uint64_t backoff = e->fails < 6 ? 100ull << e->fails : 5000;
+
+    if (e->fails == 0 || (e->fails & (e->fails - 1)) == 0) /* 1st, 2nd, 4th, 8th, ... */
+        mc_warn("disk: %s the record at %" PRIu64 " failed (%s, try %" PRIu32 "): tried "
+                "again in %" PRIu64 " ms; answers that wait for it wait on",
+                e->mark != NULL ? "marking removed" : "erasing", e->off, mc_strerror(res),
+                e->fails + 1, backoff);
+    e->fails++;
+    k->st.erase_errors++;
+    e->retry_at = mc_agent_now_ms() + backoff;
+}
+
 static void erase_done(struct mc_disk_op *op, int res)
 {
     struct dk_erase *e = (struct dk_erase *)op;
     struct agent_disk *k = e->k;
     struct dk_erase **pp;
 
+    if (res != 0 && !k->closing && !k->stopping) {
+        erase_failed(k, e, res);
+        return;
+    }
     for (pp = &k->erasing; *pp != e; pp = &(*pp)->next)
         ;
     *pp = e->next;
@@ -405,10 +433,6 @@ static void erase_done(struct mc_disk_op *op, int res)
             k->st.removed_marks++;
         else if (res == 0)
             k->st.erases++;
-        else
-            mc_warn("disk: %s the record at %" PRIu64 ": %s (a restart may report it "
-                    "again; the master refuses what it knows better)",
-                    e->mark != NULL ? "marking removed" : "erasing", e->off, mc_strerror(res));
         waiting_retry(k);
     }
     free(e->mark);
@@ -421,9 +445,16 @@ static void erase_submit(void *ctx)
 {
     struct dk_erase *e = ctx;
     const struct dk_mark *m = e->mark;
-    int err = m != NULL ? mc_disk_mark_removed(e->k->d, &e->op, e->off, (const void *)m->key,
-                                               (uint32_t)m->key_len, m->version, m->size)
-                        : mc_disk_erase(e->k->d, &e->op, e->off, e->len);
+    int err;
+
+    /* tests: a device that fails writes (disk_erase_fail=N: the next N tries) */
+    if (mc_fault_lose(&e->k->a->fault, MC_FAULT_FAIL_DISK_ERASE))
+        err = MC_ERR_IO;
+    else if (m != NULL)
+        err = mc_disk_mark_removed(e->k->d, &e->op, e->off, (const void *)m->key,
+                                   (uint32_t)m->key_len, m->version, m->size);
+    else
+        err = mc_disk_erase(e->k->d, &e->op, e->off, e->len);
 
     if (err != 0)
         erase_done(&e->op, err);
@@ -753,6 +784,12 @@ void agent_disk_tick(struct mc_agent *a, uint64_t now)
 
     if (k == NULL || k->closing)
         return;
+    for (struct dk_erase *e = k->erasing; e != NULL; e = e->next) {
+        if (e->retry_at != 0 && now >= e->retry_at) {
+            e->retry_at = 0;
+            erase_go(k, e);
+        }
+    }
     for (struct dk_read *r = k->local_reads; r != NULL; r = r->lnext) {
         if (r->answered || r->deadline_ms == 0 || now < r->deadline_ms)
             continue;
@@ -1251,6 +1288,7 @@ json_t *agent_disk_stats_json(struct mc_agent *a)
     json_object_set_new(o, "found_at_open", json_integer((json_int_t)ds.scan_found));
     json_object_set_new(o, "erases", json_integer((json_int_t)k->st.erases));
     json_object_set_new(o, "removed_marks", json_integer((json_int_t)k->st.removed_marks));
+    json_object_set_new(o, "erase_errors", json_integer((json_int_t)k->st.erase_errors));
     json_object_set_new(o, "peer_reads", json_integer((json_int_t)k->peer_reads));
     json_object_set_new(o, "peer_reads_max", json_integer((json_int_t)k->peer_reads_max));
     json_object_set_new(o, "promotion_reads", json_integer((json_int_t)k->promo_reads));
@@ -1274,6 +1312,18 @@ void agent_disk_destroy(struct mc_agent *a)
     if (k->polling)
         (void)mc_loop_cancel(&a->loop, &k->ev);
     mc_disk_drain(k->d); /* every op's callback runs (and frees it) */
+    /* failed erases waiting for their next try: not with the store, never tried again */
+    for (struct dk_erase **pp = &k->erasing; *pp != NULL;) {
+        struct dk_erase *e = *pp;
+
+        if (e->retry_at == 0) {
+            pp = &e->next; /* deferred by the fault seam: its cleanup drops it */
+            continue;
+        }
+        *pp = e->next;
+        free(e->mark);
+        free(e);
+    }
     while (k->waiting != NULL) {
         struct dk_write *w = k->waiting;
 

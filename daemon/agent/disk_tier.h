@@ -41,6 +41,7 @@ struct agent_disk_stats {
     uint64_t read_corrupt;    /* ... answered MC_ERR_CORRUPT */
     uint64_t erases;          /* tombstones written for blocks the master freed */
     uint64_t removed_marks;   /* records marked removed while a reader held them */
+    uint64_t erase_errors;    /* tries of a tombstone or mark that failed (tried again) */
     uint64_t promotions;      /* records read back into a DRAM block of ours (disk_promote) */
     uint64_t drain_records_read; /* records read (and checked) for a drain's copies to
                                     another node (agent_disk_drain_read) */

@@ -97,6 +97,7 @@ int mc_fault_parse(struct mc_fault *f, const char *spec)
         [MC_FAULT__KINDS + MC_FAULT_LOSE_PUBLISH] = "publish_lose=",
         [MC_FAULT__KINDS + MC_FAULT_LOSE_DROP] = "drop_lose=",
         [MC_FAULT__KINDS + MC_FAULT_NOMEM_PUBLISH] = "publish_nomem=",
+        [MC_FAULT__KINDS + MC_FAULT_FAIL_DISK_ERASE] = "disk_erase_fail=",
     };
 
     if (strncmp(spec, lose_masters, sizeof(lose_masters) - 1) == 0) {

@@ -22,11 +22,12 @@ enum mc_fault_kind {
     MC_FAULT__KINDS,
 };
 
-/* Requests an owner receives that can be lost (mc_fault_lose). */
+/* Requests an owner receives that can be lost, or disk writes that can fail (mc_fault_lose). */
 enum mc_fault_lose_kind {
     MC_FAULT_LOSE_PUBLISH, /* PUBLISH from a writer */
     MC_FAULT_LOSE_DROP,    /* DROP from the master */
     MC_FAULT_NOMEM_PUBLISH, /* PUBLISH answered MC_ERR_NOMEM whole (not lost: refused) */
+    MC_FAULT_FAIL_DISK_ERASE, /* a try of a disk tombstone or removed mark: MC_ERR_IO */
     MC_FAULT_LOSE__KINDS,
 };
 
@@ -44,7 +45,8 @@ typedef void (*mc_fault_fn)(void *ctx);
 
 /* Arms one fault: "get_delay_ms=MS", "put_end_delay_ms=MS", "promote_delay_ms=MS",
  * "disk_delay_ms=MS" or "disk_write_delay_ms=MS" (MS at most 60000), or
- * "publish_lose=N", "drop_lose=N" or "publish_nomem=N" (N at most 60000), or
+ * "publish_lose=N", "drop_lose=N", "publish_nomem=N" or "disk_erase_fail=N" (N at most
+ * 60000), or
  * "publish_lose_masters=N" (every PUBLISH lost until N changes of master were followed, N at
  * most 60000). 0, or MC_ERR_INVALID. */
 int mc_fault_parse(struct mc_fault *f, const char *spec);

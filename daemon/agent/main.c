@@ -66,6 +66,8 @@ static void usage(FILE *f)
             "                     the window;\n"
             "                     a slow disk (disk_delay_ms=MS: reads and erases start late,\n"
             "                     disk_write_delay_ms=MS: offload writes);\n"
+            "                     a failing disk (disk_erase_fail=N: the next N tries of\n"
+            "                     tombstones and removed marks fail with an I/O error);\n"
             "                     lose the first N requests (publish_lose=N, drop_lose=N),\n"
             "                     answer the first N MC_ERR_NOMEM (publish_nomem=N),\n"
             "                     every PUBLISH until N master changes (publish_lose_masters=N)\n"
@@ -125,7 +127,8 @@ static int run(const struct mc_agent_config *cfg, const char *ready, char **faul
         if (mc_agent_test_fault(a, faults[i]) != 0) {
             mc_error("--test-fault %s: expected get_delay_ms=MS, put_end_delay_ms=MS, "
                      "promote_delay_ms=MS, disk_delay_ms=MS, disk_write_delay_ms=MS, "
-                     "publish_lose=N, drop_lose=N, publish_nomem=N or publish_lose_masters=N",
+                     "publish_lose=N, drop_lose=N, publish_nomem=N, disk_erase_fail=N or "
+                     "publish_lose_masters=N",
                      faults[i]);
             mc_agent_destroy(a);
             return 2;
