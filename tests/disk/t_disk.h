@@ -1,9 +1,10 @@
 /*
  * Helpers shared by the disk tier's tests through real agents (tests/disk): objects of a key
  * range put and read back byte for byte, seeded batches whose old and new bytes tell apart,
- * the wait until a key is on disk only, and (with tests/lib/t_fcluster.h) the cluster of an
- * owner with a disk and a --dram 0 client node. The includer includes the header of t_fill
- * first (tests/integration/t_util.h or tests/lib/t_fcluster.h).
+ * the wait until a key is on disk only, and (with tests/lib/t_fcluster.h) an agent's disk
+ * stats, the cluster of an owner with a disk and a --dram 0 client node, and the suite
+ * runner of the cluster tests. The includer includes the header of t_fill first
+ * (tests/integration/t_util.h or tests/lib/t_fcluster.h).
  */
 #ifndef MC_TEST_T_DISK_H
 #define MC_TEST_T_DISK_H
@@ -205,19 +206,41 @@ static inline void until_disk_only(mc_client_t *stat_c, mc_client_t *put_c, cons
 }
 
 #ifdef MC_T_FCLUSTER_H
+/* A field of the `disk` stats object of the agent at sock (through mcctl stats). */
+static inline json_int_t t_disk_stat(const char *sock, const char *name)
+{
+    json_t *j = t_fc_stats(sock);
+    json_t *d = json_object_get(j, "disk");
+    json_int_t v;
+
+    ck_assert_msg(d != NULL, "no disk object in the stats of %s", sock);
+    v = json_integer_value(json_object_get(d, name));
+    json_decref(j);
+    return v;
+}
+
+/* Waits (up to 5 s) until the disk of the agent at sock has no offload in flight. */
+static inline void t_disk_settle(const char *sock)
+{
+    for (int i = 0; i < 500 && t_disk_stat(sock, "pending") != 0; i++)
+        usleep(10000);
+}
+
 /*
  * The cluster of the disk tier's cluster tests: mc-master (with promote: disk_promote on,
  * MC_DISK_PROMOTE), an owner A with 16 MiB of DRAM and owner_flags (its --disk among them,
- * the file at path: fc->dir/A.disk, written into path, path_len bytes, before A starts), a
- * client node C with --dram 0 whose every get is a remote read; both up when it returns.
+ * the file at path: fc->dir/A.disk, written into path, path_len bytes, before A starts) and,
+ * unless c is NULL, a client node C with --dram 0 and client_flags (may be NULL) whose every
+ * get is a remote read; all up when it returns.
  */
 static inline void t_disk_cluster_start(struct t_fc *fc, const char *name, uint32_t ttl_ms,
                                         bool promote, char *path, size_t path_len,
                                         struct t_proc *a, const char *const *owner_flags,
-                                        struct t_proc *c)
+                                        struct t_proc *c, const char *const *client_flags)
 {
     memset(a, 0, sizeof(*a));
-    memset(c, 0, sizeof(*c));
+    if (c != NULL)
+        memset(c, 0, sizeof(*c));
     t_fc_init(fc, name, ttl_ms);
     snprintf(path, path_len, "%s/A.disk", fc->dir);
     if (promote)
@@ -226,9 +249,30 @@ static inline void t_disk_cluster_start(struct t_fc *fc, const char *name, uint3
     if (promote)
         unsetenv("MC_DISK_PROMOTE");
     t_fc_agent_spawn(fc, a, NULL, "127.0.0.1", "A", NULL, "16M", owner_flags);
-    t_fc_agent_spawn(fc, c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
+    if (c != NULL)
+        t_fc_agent_spawn(fc, c, NULL, "127.0.0.1", "C", NULL, "0", client_flags);
     t_fc_agent_wait(a);
-    t_fc_agent_wait(c);
+    if (c != NULL)
+        t_fc_agent_wait(c);
+}
+
+/* Runs suite s with the records of t_fcluster.h (the logs of a failed test are printed);
+ * the exit status of main(): 0 when every test passed. */
+static inline int t_disk_run(Suite *s)
+{
+    SRunner *sr;
+    int failed;
+
+    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (t_fc_records == MAP_FAILED)
+        t_fc_records = NULL;
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    t_fc_dump_failed();
+    return failed == 0 ? 0 : 1;
 }
 #endif
 

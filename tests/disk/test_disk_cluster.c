@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +23,24 @@
 
 #define KIB 1024u
 #define TTL_MS 3000u /* node_ttl_ms: a loaded host stalls daemons for a second or more */
+
+/* The n items of a batch get of keys[i] (key index idx[i], len bytes each) all read back
+ * exactly; frees their buffers. */
+static void check_batch(int n, char keys[][64], const int *idx, void **bufs, const size_t *lens,
+                        const int *results, size_t len)
+{
+    for (int i = 0; i < n; i++) {
+        uint8_t *want = malloc(len);
+
+        ck_assert_ptr_nonnull(want);
+        ck_assert_msg(results[i] == 0, "batch item %s: %s", keys[i], mc_strerror(results[i]));
+        ck_assert_uint_eq(lens[i], len);
+        t_fill(want, len, t_disk_seed(idx[i], len));
+        ck_assert_msg(memcmp(want, bufs[i], len) == 0, "bytes of batch item %s", keys[i]);
+        free(want);
+        free(bufs[i]);
+    }
+}
 
 /* One batch get of keys [from, from + half) and [to - half, to) through c: the oldest
  * objects (on disk only, by now) and the newest (still in memory) in the same batch, so
@@ -48,40 +65,31 @@ static void batch_get_mixed(mc_client_t *c, const char *prefix, int from, int to
     }
     rc = mc_batch_get(c, N, kp, bufs, caps, lens, results);
     ck_assert_msg(rc == N, "batch get: %d of %d", rc, N);
-    for (int i = 0; i < N; i++) {
-        uint8_t *want = malloc(len);
-
-        ck_assert_ptr_nonnull(want);
-        ck_assert_msg(results[i] == 0, "batch item %s: %s", keys[i], mc_strerror(results[i]));
-        ck_assert_uint_eq(lens[i], len);
-        t_fill(want, len, t_disk_seed(idx[i], len));
-        ck_assert_msg(memcmp(want, bufs[i], len) == 0, "bytes of batch item %s", keys[i]);
-        free(want);
-        free(bufs[i]);
-    }
-}
-
-static json_int_t disk_stat(const char *sock, const char *name)
-{
-    json_t *j = t_fc_stats(sock);
-    json_t *d = json_object_get(j, "disk");
-    json_int_t v;
-
-    ck_assert_msg(d != NULL, "no disk object in the stats of %s", sock);
-    v = json_integer_value(json_object_get(d, name));
-    json_decref(j);
-    return v;
-}
-
-static void disk_settle(const char *sock)
-{
-    for (int i = 0; i < 500 && disk_stat(sock, "pending") != 0; i++)
-        usleep(10000);
+    check_batch(N, keys, idx, bufs, lens, results, len);
 }
 
 static void settle_fn(void *sock)
 {
-    disk_settle(sock);
+    t_disk_settle(sock);
+}
+
+/* A2 starts in A's place (node name A) on A's disk (extra: its flags, as A's). */
+static void owner_restart(struct t_fc *fc, struct t_proc *a2, const char *const *extra)
+{
+    memset(a2, 0, sizeof(*a2));
+    t_fc_agent_spawn_as(fc, a2, NULL, "127.0.0.1", "A2", "A", NULL, "16M", extra);
+    t_fc_agent_wait(a2);
+}
+
+/* Waits until key exists through c, asking up to `tries` times 100 ms apart (the caller
+ * asserts what it needs). */
+static void wait_exist(mc_client_t *c, const char *key, int tries)
+{
+    for (int i = 0; i < tries; i++) {
+        if (mc_exist(c, key) == 1)
+            break;
+        t_fc_sleep_ms(100);
+    }
 }
 
 /*
@@ -104,15 +112,14 @@ START_TEST(test_disk_cluster_removed_while_pinned_stays_removed)
     const uint64_t old = 1000;
     uint64_t removed = 0;
 
-    memset(&a2, 0, sizeof(a2));
     t_disk_cluster_start(&fc, "disk_cluster_pinned", TTL_MS, false, path, sizeof(path), &a,
-                         extra, &c);
+                         extra, &c, NULL);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     batch_put_seeded(ca, "pr", n, len, old);
     batch_put_seeded(ca, "ctl", n, len, old);
     put_range(ca, "fill", 0, 384, len); /* 24 MiB more through 16 MiB: the above to disk */
-    disk_settle(a.sock);
+    t_disk_settle(a.sock);
     assert_on_disk(cc, "pr", n);
     assert_on_disk(cc, "ctl", n);
     (void)pin_range(cc, "pr", n); /* the client node's: held past the owner's death */
@@ -122,14 +129,9 @@ START_TEST(test_disk_cluster_removed_while_pinned_stays_removed)
     t_proc_kill(&a);
     mc_close(ca);
     t_fc_sleep_ms(TTL_MS + 1500);
-    t_fc_agent_spawn_as(&fc, &a2, NULL, "127.0.0.1", "A2", "A", NULL, "16M", extra);
-    t_fc_agent_wait(&a2);
+    owner_restart(&fc, &a2, extra);
     /* the restore has run once ctl/N are back */
-    for (int tries = 0; tries < 100; tries++) {
-        if (mc_exist(cc, "ctl/7") == 1)
-            break;
-        t_fc_sleep_ms(100);
-    }
+    wait_exist(cc, "ctl/7", 100);
     ck_assert_int_eq(mc_exist(cc, "ctl/7"), 1);
     for (int i = 0; i < n; i++) {
         char key[64];
@@ -165,16 +167,15 @@ START_TEST(test_disk_cluster_removed_while_pinned_survives_master_restart)
     uint64_t removed = 0;
     json_int_t marks = 0;
 
-    memset(&a2, 0, sizeof(a2));
     t_disk_cluster_start(&fc, "disk_cluster_pinned_mrestart", TTL_MS, false, path,
-                         sizeof(path), &a, extra, &c);
+                         sizeof(path), &a, extra, &c, NULL);
     snprintf(listen, sizeof(listen), "127.0.0.1:%u", fc.master.port);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     batch_put_seeded(ca, "pm", n, len, old);
     batch_put_seeded(ca, "ctl", n, len, old + 100);
     put_range(ca, "fill", 0, 384, len); /* 24 MiB more through 16 MiB: the above to disk */
-    disk_settle(a.sock);
+    t_disk_settle(a.sock);
     assert_on_disk(cc, "pm", n);
     assert_on_disk(cc, "ctl", n);
     (void)pin_range(cc, "pm", n); /* held: the remove only retires the versions */
@@ -183,7 +184,7 @@ START_TEST(test_disk_cluster_removed_while_pinned_survives_master_restart)
     /* the remove's answer does not wait for the owner's marks (docs/disk.md, "Not
      * covered"): the test does, for up to 5 s, and asserts only the outcome below */
     for (int tries = 0; tries < 100; tries++) {
-        marks = disk_stat(a.sock, "removed_marks");
+        marks = t_disk_stat(a.sock, "removed_marks");
         if (marks >= n)
             break;
         t_fc_sleep_ms(50);
@@ -194,14 +195,9 @@ START_TEST(test_disk_cluster_removed_while_pinned_survives_master_restart)
     mc_close(ca);
     t_proc_kill(&fc.master);
     t_fc_master_start(&fc, NULL, listen, "master2"); /* fresh: no memo, no directory */
-    t_fc_agent_spawn_as(&fc, &a2, NULL, "127.0.0.1", "A2", "A", NULL, "16M", extra);
-    t_fc_agent_wait(&a2);
+    owner_restart(&fc, &a2, extra);
     /* the restore has run once ctl/N are back (C rejoined the new master meanwhile) */
-    for (int tries = 0; tries < 200; tries++) {
-        if (mc_exist(cc, "ctl/7") == 1)
-            break;
-        t_fc_sleep_ms(100);
-    }
+    wait_exist(cc, "ctl/7", 200);
     ck_assert_int_eq(mc_exist(cc, "ctl/7"), 1);
     for (int i = 0; i < n; i++) {
         char key[64];
@@ -232,34 +228,32 @@ START_TEST(test_disk_cluster_restart_keeps_objects)
     const int n = 768; /* 48 MiB through a 16 MiB pool */
     json_int_t on_disk, hits;
 
-    memset(&a2, 0, sizeof(a2));
     t_disk_cluster_start(&fc, "disk_cluster_restart", TTL_MS, false, path, sizeof(path), &a,
-                         extra, &c);
+                         extra, &c, NULL);
 
     ca = t_fc_conn(&a);
     put_range(ca, "dc", 0, n, len);
-    disk_settle(a.sock);
-    on_disk = disk_stat(a.sock, "objects");
+    t_disk_settle(a.sock);
+    on_disk = t_disk_stat(a.sock, "objects");
     ck_assert_int_gt(on_disk, n / 2);
 
     /* the client node holds nothing: every get is a remote read, most from A's disk */
     cc = t_fc_conn(&c);
     ck_assert_int_eq(get_range(cc, "dc", 0, n, len), n);
     /* objects also in memory are read from there: the others (most) from the disk */
-    hits = disk_stat(a.sock, "disk_hits");
+    hits = t_disk_stat(a.sock, "disk_hits");
     ck_assert_int_gt(hits, n / 2);
     /* a batch whose items live on A's disk and in A's memory: one READ_BATCH, all exact */
     batch_get_mixed(cc, "dc", 0, n, len);
-    ck_assert_int_gt(disk_stat(a.sock, "disk_hits"), hits);
+    ck_assert_int_gt(t_disk_stat(a.sock, "disk_hits"), hits);
     mc_close(ca);
 
     /* a crash, a verdict, and the same file again */
     t_proc_kill(&a);
     t_fc_sleep_ms(TTL_MS + 1500);
-    t_fc_agent_spawn_as(&fc, &a2, NULL, "127.0.0.1", "A2", "A", NULL, "16M", extra);
-    t_fc_agent_wait(&a2);
+    owner_restart(&fc, &a2, extra);
     /* the tick may have offloaded more since `objects` was read: at least those */
-    ck_assert_int_ge(disk_stat(a2.sock, "found_at_open"), on_disk);
+    ck_assert_int_ge(t_disk_stat(a2.sock, "found_at_open"), on_disk);
     /* the restore seam: what the disk held is known again, exact, through the client node */
     {
         int back = 0;
@@ -297,7 +291,7 @@ START_TEST(test_disk_cluster_full_exist_agrees)
     ck_assert_ptr_nonnull(buf);
     ck_assert_ptr_nonnull(want);
     t_disk_cluster_start(&fc, "disk_cluster_full", TTL_MS, false, path, sizeof(path), &a,
-                         extra, &c);
+                         extra, &c, NULL);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     put_range(ca, "df", 0, hot, len);
@@ -305,7 +299,7 @@ START_TEST(test_disk_cluster_full_exist_agrees)
         put_range(ca, "df", from, from + 64 < n ? from + 64 : n, len);
         (void)get_range(ca, "df", 0, hot, len); /* hits: the old versions stay hot */
     }
-    disk_settle(a.sock);
+    t_disk_settle(a.sock);
     for (int i = 0; i < n; i++) {
         char key[64];
         size_t got = 0;
@@ -325,7 +319,7 @@ START_TEST(test_disk_cluster_full_exist_agrees)
     }
     /* 16 MiB of DRAM and 32 MiB of disk hold most of 48 MiB of records */
     ck_assert_int_gt(present, 256);
-    ck_assert_int_gt(disk_stat(a.sock, "erases"), 0); /* the disk did evict its own */
+    ck_assert_int_gt(t_disk_stat(a.sock, "erases"), 0); /* the disk did evict its own */
     free(buf);
     free(want);
     mc_close(ca);
@@ -358,22 +352,21 @@ START_TEST(test_disk_cluster_removed_stays_removed)
     const uint64_t old = 1000, new = 5000;
     uint64_t removed = 0;
 
-    memset(&a2, 0, sizeof(a2));
     t_disk_cluster_start(&fc, "disk_cluster_removed", TTL_MS, false, path, sizeof(path), &a,
-                         slow, &c);
+                         slow, &c, NULL);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     batch_put_seeded(ca, "rm", n, len, old);
     batch_put_seeded(ca, "rpa", n, len, old);
     batch_put_seeded(ca, "rpb", n, len, old);
     put_range(ca, "fill", 0, 384, len);
-    disk_settle(a.sock);
+    t_disk_settle(a.sock);
     assert_on_disk(cc, "rm", n);
     assert_on_disk(cc, "rpa", n);
     assert_on_disk(cc, "rpb", n);
     batch_put_seeded(ca, "rpa", n, len, new);
     put_range(ca, "fill2", 0, 384, len);
-    disk_settle(a.sock);
+    t_disk_settle(a.sock);
     assert_on_disk(cc, "rpa", n);
     batch_put_seeded(ca, "rpb", n, len, new);
     ck_assert_int_eq(mc_remove_prefix(ca, "rm/", &removed), 0);
@@ -385,14 +378,9 @@ START_TEST(test_disk_cluster_removed_stays_removed)
     t_proc_kill(&a);
     mc_close(ca);
     t_fc_sleep_ms(TTL_MS + 1500);
-    t_fc_agent_spawn_as(&fc, &a2, NULL, "127.0.0.1", "A2", "A", NULL, "16M", extra);
-    t_fc_agent_wait(&a2);
+    owner_restart(&fc, &a2, extra);
     /* the restore has run once rpa/N are back */
-    for (int tries = 0; tries < 100; tries++) {
-        if (mc_exist(cc, "rpa/15") == 1)
-            break;
-        t_fc_sleep_ms(100);
-    }
+    wait_exist(cc, "rpa/15", 100);
     for (int i = 0; i < n; i++) {
         char key[64];
 
@@ -432,39 +420,30 @@ START_TEST(test_disk_cluster_peer_reads_capped)
     const char *kp[N];
     void *bufs[N];
     size_t caps[N], lens[N];
-    int results[N], rc, extra_keys = 0;
+    int results[N], idx[N], rc, extra_keys = 0;
 
     t_disk_cluster_start(&fc, "disk_cluster_capped", TTL_MS, false, path, sizeof(path), &a,
-                         extra, &c);
+                         extra, &c, NULL);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     put_range(ca, "cap", 0, 384, len); /* 24 MiB through 16 MiB: the first ones on disk */
-    disk_settle(a.sock);
+    t_disk_settle(a.sock);
     for (int i = 0; i < N; i++) {
         snprintf(keys[i], sizeof(keys[i]), "cap/%d", i);
         /* fresh filler keys each time, across every i (a key put again is EXISTS) */
         until_disk_only(cc, ca, keys[i], "capx", &extra_keys, len, settle_fn, a.sock);
+        idx[i] = i;
         kp[i] = keys[i];
         bufs[i] = malloc(len);
         ck_assert_ptr_nonnull(bufs[i]);
         caps[i] = len;
     }
     rc = mc_batch_get(cc, N, kp, bufs, caps, lens, results);
-    for (int i = 0; i < N; i++) {
-        uint8_t *want = malloc(len);
-
-        ck_assert_msg(results[i] == 0, "batch item %s: %s", keys[i], mc_strerror(results[i]));
-        ck_assert_ptr_nonnull(want);
-        ck_assert_uint_eq(lens[i], len);
-        t_fill(want, len, t_disk_seed(i, len));
-        ck_assert_msg(memcmp(want, bufs[i], len) == 0, "bytes of batch item %s", keys[i]);
-        free(want);
-        free(bufs[i]);
-    }
+    check_batch(N, keys, idx, bufs, lens, results, len);
     ck_assert_int_eq(rc, N);
-    ck_assert_int_gt(disk_stat(a.sock, "peer_reads_busy"), 0); /* the cap was met */
-    ck_assert_int_eq(disk_stat(a.sock, "peer_reads_max"), 2); /* the cap, reached, kept */
-    ck_assert_int_eq(disk_stat(a.sock, "peer_reads"), 0);
+    ck_assert_int_gt(t_disk_stat(a.sock, "peer_reads_busy"), 0); /* the cap was met */
+    ck_assert_int_eq(t_disk_stat(a.sock, "peer_reads_max"), 2); /* the cap, reached, kept */
+    ck_assert_int_eq(t_disk_stat(a.sock, "peer_reads"), 0);
     mc_close(ca);
     mc_close(cc);
     t_fc_finish(&fc);
@@ -496,11 +475,11 @@ START_TEST(test_disk_cluster_slow_peer_read_times_out)
 
     ck_assert_ptr_nonnull(buf);
     t_disk_cluster_start(&fc, "disk_cluster_slowread", TTL_MS, false, path, sizeof(path), &a,
-                         extra, &c);
+                         extra, &c, NULL);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     put_range(ca, "sr", 0, 384, len);
-    disk_settle(a.sock);
+    t_disk_settle(a.sock);
     until_disk_only(cc, ca, "sr/0", "srx", &filler, len, settle_fn, a.sock);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     err = mc_get(cc, "sr/0", buf, len, &got);
@@ -517,9 +496,9 @@ START_TEST(test_disk_cluster_slow_peer_read_times_out)
     }
     /* the read ends at the owner later, and lets go of its buffer then */
     t_fc_sleep_ms(3500);
-    for (int i = 0; i < 100 && disk_stat(a.sock, "peer_reads") != 0; i++)
+    for (int i = 0; i < 100 && t_disk_stat(a.sock, "peer_reads") != 0; i++)
         t_fc_sleep_ms(50);
-    ck_assert_int_eq(disk_stat(a.sock, "peer_reads"), 0);
+    ck_assert_int_eq(t_disk_stat(a.sock, "peer_reads"), 0);
     free(buf);
     mc_close(ca);
     mc_close(cc);
@@ -550,15 +529,8 @@ START_TEST(test_disk_cluster_put_waits_for_offload)
     json_t *j;
 
     ck_assert_ptr_nonnull(buf);
-    memset(&a, 0, sizeof(a));
-    memset(&c, 0, sizeof(c));
-    t_fc_init(&fc, "disk_cluster_put_waits", TTL_MS);
-    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
-    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
-    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", slow);
-    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
-    t_fc_agent_wait(&a);
-    t_fc_agent_wait(&c);
+    t_disk_cluster_start(&fc, "disk_cluster_put_waits", TTL_MS, false, path, sizeof(path), &a,
+                         slow, &c, NULL);
     cc = t_fc_conn(&c);
     for (int i = 0; i < n; i++) {
         char key[64];
@@ -572,7 +544,7 @@ START_TEST(test_disk_cluster_put_waits_for_offload)
     j = t_fc_stats(c.sock);
     ck_assert_int_gt(json_integer_value(json_object_get(j, "put_waits")), 0);
     json_decref(j);
-    disk_settle(a.sock);
+    t_disk_settle(a.sock);
     ck_assert_int_eq(get_range(cc, "pw", 0, n, len), n);
     free(buf);
     mc_close(cc);
@@ -584,8 +556,6 @@ int main(void)
 {
     Suite *s = suite_create("disk_cluster");
     TCase *tc = tcase_create("cluster");
-    SRunner *sr;
-    int failed;
 
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_disk_cluster_restart_keeps_objects);
@@ -597,14 +567,5 @@ int main(void)
     tcase_add_test(tc, test_disk_cluster_slow_peer_read_times_out);
     tcase_add_test(tc, test_disk_cluster_put_waits_for_offload);
     suite_add_tcase(s, tc);
-    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (t_fc_records == MAP_FAILED)
-        t_fc_records = NULL;
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    t_fc_dump_failed();
-    return failed == 0 ? 0 : 1;
+    return t_disk_run(s);
 }

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,22 +26,32 @@
 #define TTL_MS 3000u     /* node_ttl_ms: a loaded host stalls daemons for a second or more */
 #define DRAIN_MS 90000u  /* 24 MiB from a disk at four copies at once, on a loaded host */
 
-static json_int_t disk_stat(const char *sock, const char *name)
+/* mc-master and node A (16 MiB of DRAM, disk: its flags, the file at path) up, and keys
+ * prefix/0..n-1 of len bytes put through A until its disk has nothing in flight; returns
+ * the client of A. */
+static mc_client_t *start_filled(struct t_fc *fc, const char *name, char *path, size_t path_len,
+                                 struct t_proc *a, const char *const *disk, const char *prefix,
+                                 int n, size_t len)
 {
-    json_t *j = t_fc_stats(sock);
-    json_t *d = json_object_get(j, "disk");
-    json_int_t v;
+    mc_client_t *ca;
 
-    ck_assert_msg(d != NULL, "no disk object in the stats of %s", sock);
-    v = json_integer_value(json_object_get(d, name));
-    json_decref(j);
-    return v;
+    t_disk_cluster_start(fc, name, TTL_MS, false, path, path_len, a, disk, NULL, NULL);
+    ca = t_fc_conn(a);
+    put_range(ca, prefix, 0, n, len);
+    t_disk_settle(a->sock);
+    return ca;
 }
 
-static void disk_settle(const char *sock)
+/* Node B (64 MiB of DRAM, no disk) joins, with a client of it in *cb unless cb is NULL, and
+ * A is drained (`mcctl drain A`). */
+static void join_b_drain_a(struct t_fc *fc, struct t_proc *b, mc_client_t **cb)
 {
-    for (int i = 0; i < 500 && disk_stat(sock, "pending") != 0; i++)
-        usleep(10000);
+    memset(b, 0, sizeof(*b));
+    t_fc_agent_spawn(fc, b, NULL, "127.0.0.1", "B", NULL, "64M", NULL);
+    t_fc_agent_wait(b);
+    if (cb != NULL)
+        *cb = t_fc_conn(b);
+    ck_assert_int_eq(t_mcctl(b->sock, NULL, "drain", "A", NULL), 0);
 }
 
 /* How many of prefix/0..n-1 have only disk replicas (asked through c); which, in is[]
@@ -111,31 +120,19 @@ START_TEST(test_disk_drain_moves_disk_records)
     uint64_t ms;
     int only;
 
-    memset(&a, 0, sizeof(a));
-    memset(&b, 0, sizeof(b));
-    t_fc_init(&fc, "disk_drain", TTL_MS);
-    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
-    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
-    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", disk);
-    t_fc_agent_wait(&a);
-    ca = t_fc_conn(&a);
-    put_range(ca, "dr", 0, n, len);
-    disk_settle(a.sock);
+    ca = start_filled(&fc, "disk_drain", path, sizeof(path), &a, disk, "dr", n, len);
     only = disk_only(ca, "dr", n);
     ck_assert_msg(only >= n / 4, "only %d of %d objects on disk only: the test would test "
                   "little", only, n);
 
     /* B joins only now: placement would have put the overflow there instead */
-    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "64M", NULL);
-    t_fc_agent_wait(&b);
-    cb = t_fc_conn(&b);
-    ck_assert_int_eq(t_mcctl(b.sock, NULL, "drain", "A", NULL), 0);
+    join_b_drain_a(&fc, &b, &cb);
     ms = wait_drained(b.sock, "A");
     fprintf(stderr, "test_disk_drain: A drained in %llu ms (%d of %d objects of 64 KiB on "
             "its disk only)\n", (unsigned long long)ms, only, n);
     /* the disk-only objects went from A's records (read and checked there), none too late */
-    ck_assert_int_ge(disk_stat(a.sock, "drain_records_read"), only);
-    ck_assert_int_eq(disk_stat(a.sock, "drain_reads"), 0);
+    ck_assert_int_ge(t_disk_stat(a.sock, "drain_records_read"), only);
+    ck_assert_int_eq(t_disk_stat(a.sock, "drain_reads"), 0);
     ck_assert_int_eq(t_fc_stat(a.sock, "drain_copies_late"), 0);
     mc_close(ca);
 
@@ -199,16 +196,7 @@ START_TEST(test_disk_drain_corrupt_record_lost)
     bool only[384];
     char bad[4][16];
 
-    memset(&a, 0, sizeof(a));
-    memset(&b, 0, sizeof(b));
-    t_fc_init(&fc, "disk_drain_corrupt", TTL_MS);
-    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
-    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
-    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", disk);
-    t_fc_agent_wait(&a);
-    ca = t_fc_conn(&a);
-    put_range(ca, "co", 0, n, len);
-    disk_settle(a.sock);
+    ca = start_filled(&fc, "disk_drain_corrupt", path, sizeof(path), &a, disk, "co", n, len);
     ck_assert_int_ge(disk_only_which(ca, "co", n, only), n / 4);
     /* four objects on disk only (one with a memory replica is copied from memory), of
      * three-digit keys: no key is a prefix of theirs */
@@ -220,12 +208,9 @@ START_TEST(test_disk_drain_corrupt_record_lost)
     flipped = flip_records(path, bad, k);
     ck_assert_int_eq(flipped, 4);
 
-    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "64M", NULL);
-    t_fc_agent_wait(&b);
-    cb = t_fc_conn(&b);
-    ck_assert_int_eq(t_mcctl(b.sock, NULL, "drain", "A", NULL), 0);
+    join_b_drain_a(&fc, &b, &cb);
     wait_drained(b.sock, "A");
-    ck_assert_int_ge(disk_stat(a.sock, "read_corrupt"), flipped);
+    ck_assert_int_ge(t_disk_stat(a.sock, "read_corrupt"), flipped);
     mc_close(ca);
     ck_assert_int_eq(t_proc_stop(&a), 0);
     present = get_range(cb, "co", 0, n, len); /* exact bytes, or NOT_FOUND */
@@ -260,21 +245,10 @@ START_TEST(test_disk_drain_slow_disk_never_writes_late)
     bool was[384], now[384];
     json_t *j, *node;
 
-    memset(&a, 0, sizeof(a));
-    memset(&b, 0, sizeof(b));
-    t_fc_init(&fc, "disk_drain_slow", TTL_MS);
-    snprintf(path, sizeof(path), "%s/A.disk", fc.dir);
-    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
-    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", NULL, "16M", disk);
-    t_fc_agent_wait(&a);
-    ca = t_fc_conn(&a);
-    put_range(ca, "sl", 0, n, len);
-    disk_settle(a.sock);
+    ca = start_filled(&fc, "disk_drain_slow", path, sizeof(path), &a, disk, "sl", n, len);
     only = disk_only_which(ca, "sl", n, was);
     ck_assert_int_ge(only, n / 4);
-    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "64M", NULL);
-    t_fc_agent_wait(&b);
-    ck_assert_int_eq(t_mcctl(b.sock, NULL, "drain", "A", NULL), 0);
+    join_b_drain_a(&fc, &b, NULL);
     /* four copies at a time, each read 1.5 s: several rounds of them */
     for (int i = 0; i < 100 && t_fc_stat(a.sock, "drain_copies_late") < 8; i++)
         t_fc_sleep_ms(100);
@@ -297,22 +271,11 @@ int main(void)
 {
     Suite *s = suite_create("disk_drain");
     TCase *tc = tcase_create("drain");
-    SRunner *sr;
-    int failed;
 
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_disk_drain_moves_disk_records);
     tcase_add_test(tc, test_disk_drain_slow_disk_never_writes_late);
     tcase_add_test(tc, test_disk_drain_corrupt_record_lost);
     suite_add_tcase(s, tc);
-    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (t_fc_records == MAP_FAILED)
-        t_fc_records = NULL;
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    t_fc_dump_failed();
-    return failed == 0 ? 0 : 1;
+    return t_disk_run(s);
 }

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <mc/mc.h>
@@ -32,7 +31,7 @@ static void cluster(bool delayed)
         extra[5] = "promote_delay_ms=1500";
     }
     t_disk_cluster_start(&fc, delayed ? "disk_promote_cluster_rm" : "disk_promote_cluster",
-                         TTL_MS, true, path, sizeof(path), &a, extra, &c);
+                         TTL_MS, true, path, sizeof(path), &a, extra, &c, NULL);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
     t_promote_scenario(ca, cc, true, delayed);
@@ -81,21 +80,10 @@ int main(void)
 {
     Suite *s = suite_create("disk_promote_cluster");
     TCase *tc = tcase_create("cluster");
-    SRunner *sr;
-    int failed;
 
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_disk_promote_cluster);
     tcase_add_test(tc, test_disk_promote_cluster_removed_meanwhile);
     suite_add_tcase(s, tc);
-    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (t_fc_records == MAP_FAILED)
-        t_fc_records = NULL;
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    t_fc_dump_failed();
-    return failed == 0 ? 0 : 1;
+    return t_disk_run(s);
 }

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,14 +53,9 @@ static void park_start(struct park *p, const char *name, unsigned ttl_ms,
                           NULL};
 
     memset(p, 0, sizeof(*p));
-    t_fc_init(&p->fc, name, ttl_ms);
-    snprintf(p->path, sizeof(p->path), "%s/A.disk", p->fc.dir);
     snprintf(delay, sizeof(delay), "disk_write_delay_ms=%u", DELAY_MS);
-    t_fc_master_start(&p->fc, NULL, "127.0.0.1:0", "master");
-    t_fc_agent_spawn(&p->fc, &p->a, NULL, "127.0.0.1", "A", NULL, "16M", slow);
-    t_fc_agent_spawn(&p->fc, &p->c, NULL, "127.0.0.1", "C", NULL, "0", c_extra);
-    t_fc_agent_wait(&p->a);
-    t_fc_agent_wait(&p->c);
+    t_disk_cluster_start(&p->fc, name, ttl_ms, false, p->path, sizeof(p->path), &p->a, slow,
+                         &p->c, c_extra);
 }
 
 /* A client of p whose ops have a deadline of ms (MC_OP_TIMEOUT_MS, read at connect). */
@@ -397,8 +391,6 @@ int main(void)
 {
     Suite *s = suite_create("disk_put_parked");
     TCase *tc = tcase_create("cluster");
-    SRunner *sr;
-    int failed;
 
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_disk_cluster_parked_put_deadline_is_no_space);
@@ -406,14 +398,5 @@ int main(void)
     tcase_add_test(tc, test_disk_cluster_parked_put_writer_sigterm);
     tcase_add_test(tc, test_disk_cluster_parked_put_master_stopped);
     suite_add_tcase(s, tc);
-    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (t_fc_records == MAP_FAILED)
-        t_fc_records = NULL;
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    t_fc_dump_failed();
-    return failed == 0 ? 0 : 1;
+    return t_disk_run(s);
 }
