@@ -60,7 +60,9 @@ struct copy {
     uint64_t fence_ms; /* CS_FENCING: when the fence was last queued */
     bool hard;         /* the version is hard-pinned: the target block counts as such */
     bool offload;      /* DRAM to the node's disk segment (an eviction), not a drain's */
-    bool promote;      /* the node's disk segment back to its DRAM (a GET's promotion) */
+    bool promote;      /* a disk record back to DRAM (a GET's promotion): into the disk's
+                          node, or (remote) the reader's, by the owner's remote write */
+    bool remote;       /* promote: into another node's DRAM (deadlines as a drain's copy) */
     bool told;         /* offload: its version was unpublished, the target told (RETIRED) */
     struct rep src, tgt;
     uint16_t key_len;
@@ -336,10 +338,12 @@ void mc_drain_tick(struct mc_master *m)
         next = c->next;
         if (seg_of_rep(m, &c->tgt) == NULL) {
             copy_remove(d, c); /* the target's segment is gone: nothing to fence or free */
-        } else if (!c->offload && !c->promote && ms - c->start_ms >= m->cfg.put_release_ms) {
+        } else if (!c->offload && (!c->promote || c->remote) &&
+                   ms - c->start_ms >= m->cfg.put_release_ms) {
             /* no write of it can still be in flight this long after it began (a disk
-             * write or read has no such deadline: an offload copy or a promotion ends by
-             * its answer, its fence's answer, or its segment's unmount) */
+             * write or read has no such deadline: an offload copy or a promotion into the
+             * disk's node ends by its answer, its fence's answer, or its segment's
+             * unmount; a remote write starts by the COPY's arrival + op_timeout_ms) */
             mc_master__rep_release(m, &c->tgt, c->hard);
             copy_remove(d, c);
         } else if (c->state == CS_FENCING && ms - c->fence_ms >= FENCE_RETRY_MS) {
@@ -469,28 +473,54 @@ uint64_t mc_drain_kept(const struct mc_drain *d)
     return d->kept;
 }
 
-/* --- promotion: a disk hit copied back into DRAM on the disk's node --------------------------- */
+/* --- promotion: a disk hit copied back into DRAM, on the reader's node or the disk's ------- */
 
-/* The DRAM segment of disk segment s's node for s's tenant, taking data, or NULL. */
-static struct seg *dram_of(struct mc_master *m, const struct seg *s)
+/* The DRAM segment of `node` for `tenant`, taking data, or NULL. */
+static struct seg *dram_on(struct mc_master *m, uint32_t node, uint32_t tenant)
 {
     uint32_t i;
 
     for (i = 0; i < m->nsegs; i++) {
         struct seg *t = &m->segs[i];
 
-        if (t->state == SEG_MOUNTED && t->kind == MC_SEG_DRAM && t->node == s->node &&
-            t->tenant == s->tenant && !seg_restoring(m, t) && !node_draining(m, t->node))
+        if (t->state == SEG_MOUNTED && t->kind == MC_SEG_DRAM && t->node == node &&
+            t->tenant == tenant && !seg_restoring(m, t) && !node_draining(m, t->node))
             return t;
     }
     return NULL;
 }
 
+/* A block of `need` bytes in dram (evicting there as a put would) for a promotion: 0 with
+ * *tgt set, or an error when it has no room under its tenant's quota or even after evicting. */
+static int promote_block(struct mc_master *m, struct seg *dram, uint64_t need, uint32_t now,
+                         struct rep *tgt)
+{
+    if (dram == NULL || need > mc_alloc_capacity(dram->alloc))
+        return MC_ERR_NO_SPACE;
+    /* a quota bounds the tenant's memory: a promotion takes only room under it (it evicts
+     * within the segment, not down to the quota) */
+    if (m->tenants[dram->tenant].quota != 0 &&
+        mc_master__tenant_used(m, dram->tenant) + need > m->tenants[dram->tenant].quota)
+        return MC_ERR_NO_SPACE;
+    /* evicts other objects of that segment if it must (their last replicas may go to a
+     * disk): v has no block there, and the new one is no version's until the copy is
+     * answered, so this cannot evict what it promotes */
+    if (mc_master__seg_alloc(m, dram, need, now, &tgt->alloc) != 0)
+        return MC_ERR_NO_SPACE;
+    tgt->seg = (uint16_t)(dram - m->segs);
+    tgt->gen = dram->gen;
+    return 0;
+}
+
 /*
- * A GET was granted on v (o's readable version). With disk_promote on and every live
- * replica of v on disk, a DRAM block is allocated on the node of v's (first) disk replica,
- * evicting there as a put would, and a copy queued from the disk record to it; its owner
- * reads the record (checked) into the block and answers. The block belongs to no version
+ * A GET was granted on v (o's readable version) to a reader on node `reader`. With
+ * disk_promote on and every live replica of v on disk, a DRAM block is allocated on the
+ * reader's node (its next read is then local) or, when that node has no DRAM segment of the
+ * tenant or no room in it, on the node of v's (first) disk replica, evicting there as a put
+ * would, and a copy queued from the disk record to it. The disk's owner reads the record
+ * (checked) into the block and answers; into another node's block it sends it with the
+ * remote write, which starts by the COPY's arrival + op_timeout_ms or never, as a drain's
+ * copy of a disk record (docs/disk.md). The block belongs to no version
  * while the copy runs (the clock cannot pick it, readers cannot see it); it joins v on the
  * answer 0 when the disk replica still belongs to v (mc_master_copy_done), else it is freed
  * and dropped. The disk replica stays. Nothing happens when a copy of v is open already,
@@ -498,15 +528,17 @@ static struct seg *dram_of(struct mc_master *m, const struct seg *s)
  * take the tenant past its quota, or the node has no DRAM room even after evicting: the GET
  * reads the disk as before.
  */
-void mc_drain_promote(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now)
+void mc_drain_promote(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now,
+                      uint32_t reader)
 {
     struct mc_drain *d = m->drain;
     struct rep *reps = ver_reps(v);
     struct rep src = {0}, tgt = {0};
-    struct seg *disk = NULL, *dram;
+    struct seg *disk = NULL;
     struct copy *c;
     uint64_t need;
     uint32_t i;
+    bool remote = false;
 
     if (!m->cfg.disk_promote || d->promote_open >= PROMOTE_OPEN_MAX ||
         (o->flags & OF_PIN_HARD) || v != &o->v)
@@ -523,30 +555,22 @@ void mc_drain_promote(struct mc_master *m, struct obj *o, struct ver *v, uint32_
             src = reps[i];
         }
     }
-    if (disk == NULL || copy_of_version(d, v->id) != NULL || (dram = dram_of(m, disk)) == NULL)
+    if (disk == NULL || copy_of_version(d, v->id) != NULL)
         return;
     need = mc_shm_alloc_len(v->size, (o->flags & OF_NO_CSUM) == 0);
-    if (need > mc_alloc_capacity(dram->alloc))
-        return;
-    /* a quota bounds the tenant's memory: a promotion takes only room under it (it evicts
-     * within the segment, not down to the quota) */
-    if (m->tenants[dram->tenant].quota != 0 &&
-        mc_master__tenant_used(m, dram->tenant) + need > m->tenants[dram->tenant].quota)
-        return;
     c = malloc(sizeof(*c) + o->key_len);
     if (c == NULL)
         return;
-    /* evicts other objects of that segment if it must (their last replicas may go to this
-     * very disk): v has no block there, and the new one is no version's until the copy
-     * is answered, so this cannot evict what it promotes */
-    if (mc_master__seg_alloc(m, dram, need, now, &tgt.alloc) != 0) {
+    if (reader != MC_MASTER_NODE_NONE && reader != disk->node &&
+        promote_block(m, dram_on(m, reader, disk->tenant), need, now, &tgt) == 0) {
+        remote = true;
+    } else if (promote_block(m, dram_on(m, disk->node, disk->tenant), need, now, &tgt) != 0) {
         free(c);
         return;
     }
-    tgt.seg = (uint16_t)(dram - m->segs);
-    tgt.gen = dram->gen;
     copy_queue(m, c, o, v, &src, &tgt, false);
     c->promote = true;
+    c->remote = remote;
     d->promote_open++;
 }
 

@@ -32,7 +32,8 @@ uint64_t mc_drain_kept(const struct mc_drain *d);
 /* A GET was granted on v, o's readable version: with disk_promote on and v on disk only, a
  * copy back into DRAM on the disk's node is queued (bounded; docs/disk.md, Promotion). */
 struct obj;
-void mc_drain_promote(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now);
+void mc_drain_promote(struct mc_master *m, struct obj *o, struct ver *v, uint32_t now,
+                      uint32_t reader);
 /* v is being unpublished (removed, replaced): an offload copy of it still under way will
  * free its target when answered, but its record may be committed before that and a kill
  * -9 of the owner between the two would bring the object back. So the target is told now,

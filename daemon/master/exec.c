@@ -41,8 +41,8 @@ static int x_get(struct mc_master *m, struct mc_master_req *r)
         r->results[i] =
             (r->flags & MC_MASTER_EXEC_F_PIN)
                 ? mc_master_pin(m, r->in.key[i].key, r->in.key[i].key_len, &r->out.get[i])
-                : mc_master_get_replicas(m, r->in.key[i].key, r->in.key[i].key_len,
-                                         &r->out.get[i]);
+                : mc_master_get_for(m, r->node, r->in.key[i].key, r->in.key[i].key_len,
+                                    &r->out.get[i]);
     }
     return 0;
 }

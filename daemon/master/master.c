@@ -357,7 +357,7 @@ size_t mc_master_put_revoke_batch(struct mc_master *m, size_t n,
  * shortens a pin.
  */
 static int lease_grant(struct mc_master *m, const char *key, size_t key_len, uint32_t ct,
-                       bool pin, struct mc_master_get_result *res_p)
+                       bool pin, uint32_t reader, struct mc_master_get_result *res_p)
 {
     uint32_t now = now_ct(m);
     struct obj *o;
@@ -406,20 +406,26 @@ static int lease_grant(struct mc_master *m, const char *key, size_t key_len, uin
     /* from the 64-bit clock: the 32-bit tick count may have wrapped since t0 */
     res_p->lease.expires_ms = now_ms(m) + (uint64_t)(uint32_t)(v->lease_exp - now) * CT_MS;
     if (!pin)
-        mc_drain_promote(m, o, v, now); /* after res_p: it may evict (never v's blocks) */
+        mc_drain_promote(m, o, v, now, reader); /* after res_p: it may evict (not v's) */
     return 0;
 }
 
 int mc_master_get_replicas(struct mc_master *m, const char *key, size_t key_len,
                            struct mc_master_get_result *res_p)
 {
-    return lease_grant(m, key, key_len, m->lease_ct, false, res_p);
+    return lease_grant(m, key, key_len, m->lease_ct, false, MC_MASTER_NODE_NONE, res_p);
+}
+
+int mc_master_get_for(struct mc_master *m, uint32_t reader, const char *key, size_t key_len,
+                      struct mc_master_get_result *res_p)
+{
+    return lease_grant(m, key, key_len, m->lease_ct, false, reader, res_p);
 }
 
 int mc_master_pin(struct mc_master *m, const char *key, size_t key_len,
                   struct mc_master_get_result *res_p)
 {
-    return lease_grant(m, key, key_len, m->pin_ct, true, res_p);
+    return lease_grant(m, key, key_len, m->pin_ct, true, MC_MASTER_NODE_NONE, res_p);
 }
 
 int mc_master_touch(struct mc_master *m, const char *key, size_t key_len)

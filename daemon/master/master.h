@@ -383,6 +383,11 @@ size_t mc_master_put_revoke_batch(struct mc_master *m, size_t n,
  * Errors: MC_ERR_INVALID, MC_ERR_NOT_FOUND, MC_ERR_BUSY (lease counter saturated). */
 int mc_master_get_replicas(struct mc_master *m, const char *key, size_t key_len,
                            struct mc_master_get_result *res_p);
+/* mc_master_get_replicas for a reader on node `reader` (MC_MASTER_NODE_NONE: not known): a
+ * promotion the GET queues (disk_promote) goes into a DRAM block of the reader's node when it
+ * has one with room, so that its next read is local; else into the disk's own node. */
+int mc_master_get_for(struct mc_master *m, uint32_t reader, const char *key, size_t key_len,
+                      struct mc_master_get_result *res_p);
 /* A client's pin (mc_prefix_pin): a lease like a read's on the readable version, which lasts
  * cfg->pin_ttl_ms unless released earlier with mc_master_lease_release (res_p->lease names
  * it). While it lasts the version is neither evicted nor freed (a remove or an upsert

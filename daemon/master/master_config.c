@@ -138,8 +138,9 @@ const struct mc_config_entry mc_master_config_table[] = {
         .def = "false",
         .offset = FIELD(disk_promote),
         .doc = "A GET of an object whose replicas are all on disk also copies it back into "
-               "DRAM on the disk's own node (evicting there as a put would), so later GETs "
-               "read memory; the disk record stays. Off by default: a promotion takes DRAM a "
+               "DRAM on the reader's node, or the disk's own node when the reader has no DRAM "
+               "room (evicting there as a put would), so later GETs read memory; the disk "
+               "record stays. Off by default: a promotion takes DRAM a "
                "one-off read never uses again. docs/disk.md.",
     },
     {

@@ -76,6 +76,63 @@ START_TEST(test_disk_promote_cluster_removed_meanwhile)
 }
 END_TEST
 
+/*
+ * A reader node with DRAM of its own (B, 64 MiB, joined after the puts so that it holds
+ * none of them): a GET through B of an object on A's disk only is answered from that disk,
+ * and the promotion goes into B's DRAM (A reads the record and sends it with the remote
+ * write), so the next GETs through B are local: B's reads_from_peers does not move and A's
+ * disk_hits neither, the bytes exact; A's own `promotions` (into its DRAM) stays 0. Without
+ * the reader's node the promotion went into A's DRAM and every later get through B was a
+ * remote read.
+ */
+START_TEST(test_disk_promote_cluster_into_reader)
+{
+    struct t_fc fc;
+    struct t_proc a, b;
+    char path[300];
+    const char *extra[] = {"--disk", path, "--disk-size", "64M", NULL};
+    mc_client_t *ca, *cb;
+    json_int_t hits, peer_reads;
+    uint32_t reps = 0, disk = 0;
+    int k;
+
+    t_disk_cluster_start(&fc, "disk_promote_cluster_reader", TTL_MS, true, path, sizeof(path),
+                         &a, extra, NULL, NULL);
+    ca = t_fc_conn(&a);
+    for (int i = 0; i < N; i++)
+        put_one(ca, "p", i, 0);
+    disk_settle(ca);
+    memset(&b, 0, sizeof(b));
+    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "64M", NULL);
+    t_fc_agent_wait(&b);
+    cb = t_fc_conn(&b);
+    k = disk_only(cb, "p", 0);
+    hits = disk_stat(ca, "disk_hits");
+
+    ck_assert_int_eq(get_one(cb, "p", k, 0), 0); /* from A's disk */
+    ck_assert_int_eq(disk_stat(ca, "disk_hits"), hits + 1);
+    for (int t = 0; t < 200; t++) {
+        tiers(cb, "p", k, &reps, &disk);
+        if (reps == 2)
+            break;
+        usleep(10000);
+    }
+    ck_assert_uint_eq(reps, 2);
+    ck_assert_uint_eq(disk, 1);
+    ck_assert_int_eq(disk_stat(ca, "promotions"), 0); /* not into A's DRAM */
+    ck_assert_int_ge(disk_stat(ca, "drain_records_read"), 1);
+    peer_reads = t_fc_stat(b.sock, "reads_from_peers");
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(get_one(cb, "p", k, 0), 0);
+    ck_assert_int_eq(t_fc_stat(b.sock, "reads_from_peers"), peer_reads); /* local hits */
+    ck_assert_int_eq(disk_stat(ca, "disk_hits"), hits + 1);
+    ck_assert_int_eq(disk_stat(ca, "read_corrupt"), 0);
+    mc_close(ca);
+    mc_close(cb);
+    t_fc_finish(&fc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("disk_promote_cluster");
@@ -84,6 +141,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_disk_promote_cluster);
     tcase_add_test(tc, test_disk_promote_cluster_removed_meanwhile);
+    tcase_add_test(tc, test_disk_promote_cluster_into_reader);
     suite_add_tcase(s, tc);
     return t_disk_run(s);
 }

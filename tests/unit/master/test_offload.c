@@ -635,6 +635,59 @@ START_TEST(test_promote_queues_one_copy_to_dram)
 }
 END_TEST
 
+/* The one copy a GET for a reader on node `reader` queues: its target's node and kind. */
+static struct mc_master_copy t_promote_for(struct t_node *t, uint32_t reader, const char *key)
+{
+    struct mc_master_get_result r;
+    struct mc_master_copy c[4];
+
+    ck_assert_int_eq(mc_master_get_for(t->m, reader, key, strlen(key), &r), 0);
+    ck_assert_uint_eq(r.nrep, 1);
+    ck_assert_uint_eq(r.rep[0].kind, MC_SEG_DISK);
+    t_release(t->m, key, &r);
+    ck_assert_uint_eq(mc_master_copies_take(t->m, c, 4), 1);
+    ck_assert_uint_eq(c[0].src.kind, MC_SEG_DISK);
+    ck_assert_uint_eq(c[0].src.node, t->node);
+    ck_assert_uint_eq(c[0].dst.kind, MC_SEG_DRAM);
+    return c[0];
+}
+
+/* A promotion goes into the reader's node when it has DRAM of the tenant with room (its
+ * next read is local), else into the disk's own node: a reader with no DRAM segment, a
+ * reader unknown (MC_MASTER_NODE_NONE), the disk's node itself. Answered, the object reads
+ * the reader's DRAM replica first. Fails without the reader's node: every copy targets n0. */
+START_TEST(test_promote_into_reader_node)
+{
+    struct t_node t = t_promote_setup(true);
+    uint32_t n1 = t_node(t.m, "n1", "d1"), n2 = t_node(t.m, "n2", "d2");
+    struct mc_master_get_result r;
+    struct mc_master_copy c;
+
+    (void)t_seg(t.m, n1, 4 * MiB); /* n2: no segment, as a --dram 0 node */
+    c = t_promote_for(&t, n1, "k0");
+    ck_assert_uint_eq(c.dst.node, n1);
+    mc_master_copy_done(t.m, c.id, 0);
+    ck_assert_int_eq(t_get(t.m, "k0", &r), 0);
+    ck_assert_uint_eq(r.nrep, 2);
+    ck_assert_uint_eq(r.rep[0].kind, MC_SEG_DRAM);
+    ck_assert_uint_eq(r.rep[0].node, n1);
+    ck_assert_uint_eq(r.rep[1].kind, MC_SEG_DISK);
+    t_release(t.m, "k0", &r);
+
+    c = t_promote_for(&t, n2, "k1");
+    ck_assert_uint_eq(c.dst.node, t.node);
+    mc_master_copy_done(t.m, c.id, 0);
+    c = t_promote_for(&t, MC_MASTER_NODE_NONE, "k2");
+    ck_assert_uint_eq(c.dst.node, t.node);
+    mc_master_copy_done(t.m, c.id, 0);
+    c = t_promote_for(&t, t.node, "k3");
+    ck_assert_uint_eq(c.dst.node, t.node);
+    mc_master_copy_done(t.m, c.id, 0);
+    ck_assert_uint_eq(t_kinds(t.m, "k1", NULL), (1u << MC_SEG_DRAM) | (1u << MC_SEG_DISK));
+    mc_master_destroy(t.m);
+}
+END_TEST
+
 /* Removed, or replaced by a newer put, while its promotion runs: the copy's answer 0 adds
  * nothing (the target is freed), the key stays removed, the new version is untouched. A
  * failed promotion frees its block only once fenced. Hard-pinned objects are not promoted. */
@@ -805,6 +858,7 @@ int main(void)
     tcase_add_test(tc, test_offload_removed_while_copying_tells_target);
     tcase_add_test(tc, test_offload_quota_counts_memory_only);
     tcase_add_test(tc, test_promote_queues_one_copy_to_dram);
+    tcase_add_test(tc, test_promote_into_reader_node);
     tcase_add_test(tc, test_promote_removed_or_replaced_meanwhile);
     tcase_add_test(tc, test_promote_bounded_and_off_by_default);
     tcase_add_test(tc, test_offload_put_batch_no_space_yet);
