@@ -34,6 +34,14 @@
 # used just before each perftest goes into the machine note, and a perftest that runs past
 # 15 s is cut short (its figure so far is kept, and marked).
 #
+# Where users run: MC_BENCH_TRANSPORT=tcp runs the daemons with their default transport
+# between each other (tcp: ucx_shm off) and the perftest with UCX_TLS=^mm, the same; the
+# default, shm, gives both UCX shared memory. MC_BENCH_BUSY=1 runs the whole benchmark
+# under `stress-ng --cpu $(nproc)` (the perftest reference too: same run, same load), waits
+# for no quiet CPUs, and writes its table into its own block of docs/performance.md
+# (bench-cluster-busy, bench-cluster-tcp, bench-cluster-tcp-busy; bench-cluster for the
+# quiet shm run).
+#
 # Environment: MC_BENCH_BUILD (build dir, default build; --build-dir wins), MC_BENCH_REPS (3;
 # every figure is the median of the repetitions, every ratio the median of the
 # per-repetition ratios), MC_BENCH_SECONDS (2, per mc-bench run), MC_BENCH_RPC_SECONDS (1, per
@@ -64,6 +72,17 @@ secs=${MC_BENCH_SECONDS:-2}
 rpc_secs=${MC_BENCH_RPC_SECONDS:-1}
 pt_iters=${MC_BENCH_PERFTEST_ITERS:-1000}
 quiet_wait=${MC_BENCH_QUIET_WAIT:-20}
+transport=${MC_BENCH_TRANSPORT:-shm}
+busy_run=${MC_BENCH_BUSY:-0}
+case $transport in
+shm) shm_set=(--set ucx_shm=true); pt_tls=() ;;
+tcp) shm_set=(--set ucx_shm=false); pt_tls=(UCX_TLS=^mm) ;;
+*) echo "bench-cluster: MC_BENCH_TRANSPORT is shm or tcp, not $transport" >&2; exit 2 ;;
+esac
+block=bench-cluster
+[ "$transport" = tcp ] && block=$block-tcp
+[ "$busy_run" = 1 ] && block=$block-busy
+[ "$busy_run" = 1 ] && quiet_wait=0
 size=$((16 << 20))
 nkeys=32
 trace_reqs=${MC_BENCH_TRACE_REQUESTS:-2000}
@@ -98,6 +117,7 @@ agent_a=""
 agent_b=""
 agents_t=""
 pt_server=""
+stress=""
 # stop_cluster: the agents first, so that they do not go looking for a master that has gone
 stop_cluster() {
     local p
@@ -116,6 +136,10 @@ stop_cluster() {
 # shellcheck disable=SC2317  # called from the trap
 cleanup() {
     stop_cluster
+    if [ -n "$stress" ]; then
+        kill -TERM "$stress" 2>/dev/null || true
+        wait "$stress" 2>/dev/null || true
+    fi
     rm -f "$run"/*.sock
 }
 trap cleanup EXIT
@@ -155,7 +179,7 @@ wait_quiet() {
         busy=$(cpu_busy)
         [ "$busy" -le 10 ] || [ "$SECONDS" -ge "$deadline" ] && break
     done
-    [ "$busy" -le 10 ] ||
+    [ "$busy" -le 10 ] || [ "$busy_run" = 1 ] ||
         echo "bench-cluster: the CPUs are $busy% busy with something else: the perftest" \
              "reference will be low" >&2
     echo "$busy" >"$raw/busy.$rep"
@@ -166,6 +190,13 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+if [ "$busy_run" = 1 ]; then
+    command -v stress-ng >/dev/null ||
+        { echo "bench-cluster: stress-ng is missing (scripts/setup.sh)" >&2; exit 1; }
+    stress-ng --cpu "$(nproc)" --quiet &
+    stress=$!
+fi
+
 # the cluster: one token for this run, every address on 127.0.0.1, ports picked by the kernel
 MC_CLUSTER_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 export MC_CLUSTER_TOKEN
@@ -173,16 +204,16 @@ export MC_CLUSTER_TOKEN
 # perftest reference does (same UCX settings). Off by default: a sender killed mid-message
 # can block a receiver's shared-memory queue (docs/decisions.md); multi-host clusters never
 # use them.
-"$master_bin" --listen 127.0.0.1:0 --set ucx_shm=true --ready-file "$run/master.ready" \
+"$master_bin" --listen 127.0.0.1:0 "${shm_set[@]}" --ready-file "$run/master.ready" \
     2>"$run/master.log" &
 master=$!
 wait_for "$run/master.ready" "$master" "mc-master" || { cat "$run/master.log" >&2; exit 1; }
 read -r _ master_port <"$run/master.ready"
 # node a holds the objects (512 MiB of them, and room for the new versions); node b holds none
-"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node a --set ucx_shm=true \
+"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node a "${shm_set[@]}" \
     --socket "$run/a.sock" --dram 1G --ready-file "$run/a.ready" 2>"$run/agent-a.log" &
 agent_a=$!
-"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node b --set ucx_shm=true \
+"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node b "${shm_set[@]}" \
     --socket "$run/b.sock" --dram 0 --ready-file "$run/b.ready" 2>"$run/agent-b.log" &
 agent_b=$!
 wait_for "$run/a.ready" "$agent_a" "agent a" || { cat "$run/agent-a.log" >&2; exit 1; }
@@ -197,14 +228,15 @@ perftest() {
     local rep=$1 sz=${2:-$size} iters=${3:-$pt_iters} tag=${4:-perftest} port rc=0 _
     local args=(-t ucp_am_bw -s "$sz" -n "$iters" -e -v)
     port=$(free_port)
-    UCX_MM_ERROR_HANDLING=y timeout 60 ucx_perftest -p "$port" "${args[@]}" \
+    env "${pt_tls[@]}" UCX_MM_ERROR_HANDLING=y timeout 60 ucx_perftest -p "$port" "${args[@]}" \
         >"$raw/$tag-server.$rep.out" 2>&1 &
     pt_server=$!
     for _ in $(seq 1 200); do
         ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
         sleep 0.05
     done
-    UCX_MM_ERROR_HANDLING=y timeout 15 ucx_perftest 127.0.0.1 -p "$port" "${args[@]}" \
+    env "${pt_tls[@]}" UCX_MM_ERROR_HANDLING=y timeout 15 ucx_perftest 127.0.0.1 -p "$port" \
+        "${args[@]}" \
         >"$raw/$tag.$rep.csv" 2>"$raw/$tag.$rep.err" || rc=$?
     if [ "$rc" = 124 ] && grep -q '^\[thread' "$raw/$tag.$rep.csv"; then
         echo "bench-cluster: ucx_perftest cut short after 15 s (a busy machine)" >&2
@@ -266,7 +298,7 @@ stop_cluster
 
 # the trace cluster: a fresh master, two data nodes, one --dram 0 node the replay goes through
 python3 scripts/gen-trace.py --requests "$trace_reqs" --seed 1 >"$run/trace.jsonl"
-"$master_bin" --listen 127.0.0.1:0 --set ucx_shm=true --ready-file "$run/tmaster.ready" \
+"$master_bin" --listen 127.0.0.1:0 "${shm_set[@]}" --ready-file "$run/tmaster.ready" \
     2>"$run/tmaster.log" &
 master=$!
 wait_for "$run/tmaster.ready" "$master" "mc-master (trace)" || { cat "$run/tmaster.log" >&2; exit 1; }
@@ -275,7 +307,7 @@ for n in t1 t2 t3; do
     dram=$trace_dram
     [ "$n" = t3 ] && dram=0
     "$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node "$n" \
-        --set ucx_shm=true --socket "$run/$n.sock" --dram "$dram" --ready-file "$run/$n.ready" \
+        "${shm_set[@]}" --socket "$run/$n.sock" --dram "$dram" --ready-file "$run/$n.ready" \
         2>"$run/agent-$n.log" &
     agents_t="$agents_t $!"
     wait_for "$run/$n.ready" "$!" "agent $n" || { cat "$run/agent-$n.log" >&2; exit 1; }
@@ -309,7 +341,13 @@ mem=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
 ucx_version=$(ucx_info -v 2>/dev/null | sed -n 's/^# Version //p' | head -n 1)
 machine="$(nproc) vCPUs ($cpu), L3 ${l3:-?}, $mem, kernel $(uname -r), UCX ${ucx_version:-?}, load average $load at the start"
 busy=$(cat "$raw"/busy.* 2>/dev/null | paste -sd/ -)
-machine="$machine; CPUs busy before each perftest: ${busy:-?} %"
+machine="$machine; daemons' transport: $transport"
+if [ "$busy_run" = 1 ]; then
+    machine="$machine; **busy host**: stress-ng --cpu $(nproc) ran throughout (perftest too);"
+    machine="$machine CPUs busy before each perftest: ${busy:-?} %"
+else
+    machine="$machine; CPUs busy before each perftest: ${busy:-?} %"
+fi
 cut=$(find "$raw" -name 'perftest*.cut' | wc -l)
 [ "$cut" -gt 0 ] && machine="$machine; $cut perftest run(s) cut short after 15 s"
 [ -n "${MC_BENCH_NOTE:-}" ] && machine="$machine. ${MC_BENCH_NOTE}"
@@ -318,13 +356,14 @@ elapsed=$(($(date +%s) - started))
 docs_md=docs/performance.md
 [ "${MC_BENCH_NO_DOCS:-0}" = 1 ] && docs_md=""
 noisy=$(cat "$raw"/busy.* 2>/dev/null | awk '$1 > 10 { n++ } END { print n + 0 }')
+[ "$busy_run" = 1 ] && noisy=0 # busy is what this run measures
 if [ -n "$docs_md" ] && [ $((noisy + cut)) -gt 0 ] && [ "${MC_BENCH_FORCE_DOCS:-0}" != 1 ]; then
     echo "bench-cluster: a busy machine (see the note): $docs_md left as it was" \
          "(MC_BENCH_FORCE_DOCS=1 writes it anyway)" >&2
     docs_md=""
 fi
 
-python3 - "$raw" "$reps" "$machine" "$run" "$docs_md" "$secs" "$elapsed" "$rpc_secs" \
+MC_BENCH_BLOCK=$block python3 - "$raw" "$reps" "$machine" "$run" "$docs_md" "$secs" "$elapsed" "$rpc_secs" \
     "$pt_iters" "$trace_reqs" "$trace_dram" "$trace_block" "$trace_pt_iters" <<'PY'
 import datetime, json, os, statistics, sys
 
@@ -482,7 +521,8 @@ with open(os.path.join(run, "results.md"), "w") as f:
     f.write(text + "\n")
 
 if docs_md:
-    begin, end = "<!-- bench-cluster:begin -->", "<!-- bench-cluster:end -->"
+    name = os.environ.get("MC_BENCH_BLOCK", "bench-cluster")
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     block = f"{begin}\n{text}\n{end}"
     try:
         with open(docs_md) as f:
