@@ -78,6 +78,7 @@ struct mc_drain {
     uint32_t promote_open; /* promotions QUEUED or SENT */
     uint32_t queued;       /* copies QUEUED (of both kinds) */
     uint64_t kept;         /* evictions that found their block staying for its offload */
+    uint64_t lost;         /* disk replicas given up: corrupt or missing at their owner */
 };
 
 
@@ -473,6 +474,11 @@ uint64_t mc_drain_kept(const struct mc_drain *d)
     return d->kept;
 }
 
+uint64_t mc_master_disk_replicas_lost(const struct mc_master *m)
+{
+    return m->drain->lost;
+}
+
 /* --- promotion: a disk hit copied back into DRAM, on the reader's node or the disk's ------- */
 
 /* The DRAM segment of `node` for `tenant`, taking data, or NULL. */
@@ -672,6 +678,7 @@ static void drain_source_lost(struct mc_master *m, const struct copy *c)
     }
     if (at == UINT32_MAX)
         return;
+    m->drain->lost++;
     if (live == 1) {
         mc_master__ver_retire(m, v, now); /* unleased: its blocks are freed now */
         return;

@@ -483,6 +483,10 @@ void mc_master_version_floor(struct mc_master *m, uint64_t floor);
 uint64_t mc_master_version_last(const struct mc_master *m);
 
 void mc_master_get_stats(const struct mc_master *m, struct mc_master_stats *st_p);
+/* Disk replicas given up as lost so far: a drain's copy whose source record was corrupt or
+ * missing at its owner (MC_ERR_CORRUPT, MC_ERR_NOT_FOUND). Not in struct mc_master_stats,
+ * whose fields travel on the wire in a fixed order. */
+uint64_t mc_master_disk_replicas_lost(const struct mc_master *m);
 const struct mc_master_config *mc_master_config(const struct mc_master *m);
 
 #endif /* MC_MASTER_H */

@@ -87,7 +87,10 @@
       "Freed blocks whose DROP could not be queued (sent once or not at all): the owner may " \
       "still report them at a failover.", NULL, NULL)                                         \
     X(DROPS_QUEUED, "mcstore_master_drops_queued", GAUGE, NULL,                                \
-      "DROP batches held until their owners answer.", NULL, NULL)
+      "DROP batches held until their owners answer.", NULL, NULL)                             \
+    X(DISK_LOST, "mcstore_master_disk_replicas_lost_total", COUNTER, NULL,                     \
+      "Disk replicas given up as lost: a drain found the record corrupt or missing at its "    \
+      "owner.", NULL, NULL)
 
 enum mc_mcmaster_metric {
 #define MC_MCMASTER_METRIC_ENUM(id, name, type, labels, help, when, stats) MM_##id,

@@ -1231,6 +1231,7 @@ static void metrics_publish(struct mc_mcmaster_server *s)
     s->mvals[MM_STALE_FENCE] = ms.stale_freed_by_fence;
     s->mvals[MM_STALE_TIMEOUT] = ms.stale_freed_by_timeout;
     s->mvals[MM_NODES_DEAD] = ms.nodes_declared_dead;
+    s->mvals[MM_DISK_LOST] = mc_master_disk_replicas_lost(s->m);
     {
         struct mc_dropq_stats ds;
 

@@ -597,6 +597,7 @@ static void drain_source_lost_case(int status)
     }
     ck_assert_int_eq(mc_master_segment_info(t.m, t.disk0, &si), 0);
     ck_assert_uint_eq(si.blocks, 0); /* the lost record's extent too */
+    ck_assert_uint_eq(mc_master_disk_replicas_lost(t.m), 1); /* not the leased one */
     mc_master_destroy(t.m);
 }
 
