@@ -888,9 +888,15 @@ START_TEST(test_fault_arena_put_client_killed)
         ck_assert_msg(t_now_ms() < deadline, "the child's puts never took the arena path");
         t_fc_sleep_ms(5);
     }
-    /* the owner stalls: the writes from the arena stay in flight over the kill */
+    /* the owner stalls: the writes from the arena stay in flight over the kill (the child
+     * may be filling its next batch: wait for its puts, not a fixed time) */
     kill(a.pid, SIGSTOP);
-    t_fc_sleep_ms(100);
+    deadline = t_now_ms() + 20000;
+    while (t_fc_stat(b.sock, "puts_open") == 0) {
+        ck_assert_msg(t_now_ms() < deadline, "the child's next batch never started");
+        t_fc_sleep_ms(5);
+    }
+    t_fc_sleep_ms(50);
     open_at_kill = t_fc_stat(b.sock, "puts_open");
     kill(pid, SIGKILL);
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
