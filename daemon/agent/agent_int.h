@@ -96,6 +96,7 @@ struct mc_agent {
         uint64_t ops, puts, gets, hits, bytes_in;
         uint64_t puts_refused, puts_idle_revoked;
         uint64_t put_waits;   /* tries of puts parked for room (put_parked) */
+        uint64_t puts_from_arena; /* PUTs summed and sent from the client's arena (put.c) */
         uint64_t delayed_answers;
         uint64_t corrupt_reads, checksum_retries;
         uint64_t dev_copies, dev_copy_errors; /* slices copied from clients' device buffers */

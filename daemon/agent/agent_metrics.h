@@ -55,6 +55,9 @@
     X(PUT_WAITS, "mcstore_agent_put_waits_total", COUNTER, NULL,                               \
       "Tries of puts that waited for room: the master had none, but offloads to a disk "      \
       "were under way (docs/disk.md, Back-pressure).", NULL, "put_waits")                     \
+    X(PUTS_FROM_ARENA, "mcstore_agent_puts_from_arena_total", COUNTER, NULL,                   \
+      "Puts with no replica on this node sent to their owners straight from the client's "    \
+      "arena buffer (no image copy).", NULL, "puts_from_arena")                               \
     X(VIOLATIONS, "mcstore_agent_protocol_violations_total", COUNTER, NULL,                    \
       "Invalid submissions from clients.", NULL, NULL)                                        \
     X(DELAYED, "mcstore_agent_test_delayed_answers_total", COUNTER, NULL,                     \

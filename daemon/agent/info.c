@@ -93,6 +93,7 @@ char *agent_stats_json(struct mc_agent *a, const struct mc_master_stats *ms)
     json_object_set_new(o, "puts_idle_revoked",
                         json_integer((json_int_t)a->st.puts_idle_revoked));
     json_object_set_new(o, "put_waits", json_integer((json_int_t)a->st.put_waits));
+    json_object_set_new(o, "puts_from_arena", json_integer((json_int_t)a->st.puts_from_arena));
     {
         /* what is held now, for a leak to show: puts parked for room (put.c), the puts
          * every client holds (a PUT, or a PUT_START not ended or aborted) and the clients
@@ -371,6 +372,7 @@ void agent_metrics_publish(struct mc_agent *a)
     mset(a, AM_PUTS_REFUSED_OPEN, a->st.puts_refused);
     mset(a, AM_PUTS_IDLE_REVOKED, a->st.puts_idle_revoked);
     mset(a, AM_PUT_WAITS, a->st.put_waits);
+    mset(a, AM_PUTS_FROM_ARENA, a->st.puts_from_arena);
     mset(a, AM_VIOLATIONS, a->cs.st.violations);
     mset(a, AM_DELAYED, a->st.delayed_answers);
     mset(a, AM_HUGEPAGES, agent_huge(a));

@@ -199,6 +199,9 @@ static void put_forget(struct put *p, bool expire)
     p->open_bytes = 0;
     free(p->seen);
     p->seen = NULL;
+    free(p->trailer);
+    p->trailer = NULL;
+    p->arena = NULL;
     if (p->image != NULL)
         image_put(agent_of(c), p->image, p->image_cap);
     p->image = NULL;
@@ -256,7 +259,9 @@ static void put_revoke(struct mc_agent *a, struct put *p, bool expire)
 }
 
 /* Where the bytes go while they arrive: our replica when we hold one, else a buffer that
- * the writes to the replicas are sent from. */
+ * the writes to the replicas are sent from. A PUT from an arena span with no replica here
+ * needs no such buffer: its bytes are summed and sent where they lie, only the checksums
+ * need a place of their own. */
 static int put_image(struct mc_agent *a, struct put *p)
 {
     uint64_t len = mc_shm_alloc_len(p->size, p->csum);
@@ -282,6 +287,16 @@ static int put_image(struct mc_agent *a, struct put *p)
         return MC_ERR_INTERNAL;
     }
     p->nremote = p->nrep;
+    if (p->oneshot && p->src_arena) {
+        if (p->csum) {
+            p->trailer = malloc(len - mc_shm_trailer_off(p->size));
+            if (p->trailer == NULL)
+                return MC_ERR_NOMEM;
+        }
+        p->arena = p->src;
+        a->st.puts_from_arena++;
+        return 0;
+    }
     p->image = image_get(a, len, &p->image_cap);
     if (p->image == NULL)
         return MC_ERR_NOMEM;
@@ -458,6 +473,7 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
     p->c = c;
     put_set_state(p, PUT_GRANTING);
     p->oneshot = s->opcode == MC_OP_PUT;
+    p->src_arena = p->oneshot && (s->flags & MC_SQE_F_ARENA) != 0;
     p->csum = csum;
     p->key_len = (uint16_t)key_len;
     memcpy(p->key, key, key_len);
@@ -600,32 +616,69 @@ static void write_done(void *ctx, int status)
         writes_final(agent_of(p->c), p);
 }
 
-/* Sends bytes [from, to) of p's image to every replica that is not the image itself. */
-static void put_send(struct mc_agent *a, struct put *p, uint64_t from, uint64_t to)
+/* A write that reads the client's arena is final: the reference it held on the client
+ * (and so on the mapping of the arena) goes, after the put had its say. */
+static void write_done_arena(void *ctx, int status)
+{
+    struct client *c = ((struct put *)ctx)->c;
+
+    write_done(ctx, status);
+    client_put(c);
+}
+
+/* Sends len bytes read from src, at offset `from` of the object's allocation, to every
+ * replica that is not the image itself. A write that reads the client's arena holds the
+ * client until it is final: the arena is unmapped only when the client is freed, and a
+ * client killed mid-put must not take the bytes away from under a transfer. The caller
+ * holds p->sends (and the client). */
+static void send_range(struct mc_agent *a, struct put *p, const uint8_t *src, uint64_t from,
+                       uint64_t len, bool arena)
 {
     uint32_t i;
 
-    if (from >= to)
-        return;
-    p->sends++; /* held while they start, so none ends the put under our feet */
     for (i = 0; i < p->nrep; i++) {
         struct mc_rio_write w = {
             .r = &p->rep[i], .version = p->version, .key = p->key, .key_len = p->key_len,
-            .src = p->dst + from, .from = from, .len = to - from,
-            .deadline_ms = p->deadline_ms,
+            .src = src, .from = from, .len = len, .deadline_ms = p->deadline_ms,
         };
         int err;
 
-        if (agent_seg(a, p->rep[i].seg) != NULL && p->dst != p->image)
+        if (p->image == NULL && p->arena == NULL && agent_seg(a, p->rep[i].seg) != NULL)
             continue; /* the image is that replica */
         p->sends++;
-        err = a->rio.ops->write(a->rio.impl, &w, write_done, p);
+        if (arena)
+            client_get(p->c);
+        err = a->rio.ops->write(a->rio.impl, &w, arena ? write_done_arena : write_done, p);
         if (err != 0) {
             p->sends--;
+            if (arena)
+                client_put(p->c); /* never the last: the caller holds the client */
             if (p->send_err == 0)
                 p->send_err = err;
             break;
         }
+    }
+}
+
+/* Sends bytes [from, to) of p's allocation to every replica that is not the image itself:
+ * from the image, or from the arena (the payload) and the trailer buffer (the checksums,
+ * at mc_shm_trailer_off(size); the padding before them is not the object's). */
+static void put_send(struct mc_agent *a, struct put *p, uint64_t from, uint64_t to)
+{
+    if (from >= to)
+        return;
+    p->sends++; /* held while they start, so none ends the put under our feet */
+    if (p->arena == NULL) {
+        send_range(a, p, p->dst + from, from, to - from, false);
+    } else {
+        uint64_t pay_end = to < p->size ? to : p->size;
+        uint64_t toff = mc_shm_trailer_off(p->size);
+        uint64_t tfrom = from > toff ? from : toff;
+
+        if (from < pay_end)
+            send_range(a, p, p->arena + from, from, pay_end - from, true);
+        if (p->trailer != NULL && to > tfrom && p->send_err == 0)
+            send_range(a, p, p->trailer + (tfrom - toff), tfrom, to - tfrom, false);
     }
     p->sent_upto = to;
     if (--p->sends == 0)
@@ -649,6 +702,15 @@ static void put_progress(struct mc_agent *a, struct put *p)
         put_send(a, p, p->sent_upto, end);
 }
 
+/* The chunk checksums and the object checksum: in the image, or in the trailer buffer of
+ * a put sent from the arena. */
+static uint64_t *put_trailer(struct put *p)
+{
+    if (p->arena != NULL)
+        return (uint64_t *)(void *)p->trailer;
+    return (uint64_t *)(void *)(p->dst + mc_shm_trailer_off(p->size));
+}
+
 /* Publish: the object checksum over the chunk values, the writes to the replicas that are
  * not the image, then put_end. Answers p->user_data when it is over. */
 static void put_finish(struct mc_agent *a, struct put *p)
@@ -664,7 +726,7 @@ static void put_finish(struct mc_agent *a, struct put *p)
     }
     if (p->csum) {
         uint64_t n = mc_shm_nchunks(p->size);
-        uint64_t *tr = (uint64_t *)(p->dst + mc_shm_trailer_off(p->size));
+        uint64_t *tr = put_trailer(p);
 
         tr[n] = XXH3_64bits(tr, n * sizeof(uint64_t));
     }
@@ -713,6 +775,7 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
     struct copy *cp = &c->copies[c->copy_head];
     struct put *p = &c->puts[cp->put];
     uint64_t n, pos, chunk_end;
+    const uint8_t *at;
 
     if (cp->dev_inflight) {
         /* a device copy runs: the destination is the device's until it completed, deadline
@@ -764,10 +827,16 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
         a->dev_polling = true;
         return 0;
     }
+    /* no image (a put sent from the arena): nothing to offset, the arena is read below */
+    at = p->dst != NULL ? p->dst + pos : NULL;
     if (cp->dev != NULL) {
         if (n > cp->dev_avail)
             n = cp->dev_avail;
         cp->dev_avail -= n; /* already in place: only summed and counted */
+    } else if (p->arena != NULL) {
+        /* no image: the bytes are summed where they lie, and sent from there (a PUT
+         * starts at 0: pos is the offset in the arena span too) */
+        at = p->arena + pos;
     } else if (cp->src != NULL) {
         memcpy(p->dst + pos, cp->src + cp->done, n);
     } else {
@@ -786,14 +855,14 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
         n = (uint64_t)got; /* a short read: the rest comes next turn */
     }
     if (p->csum)
-        XXH3_64bits_update(cp->xs, p->dst + pos, n);
+        XXH3_64bits_update(cp->xs, at, n);
     cp->done += n;
     pos += n;
     if (pos == chunk_end || pos == p->size) {
         uint64_t idx = (pos - 1) / MC_SHM_CHUNK;
 
         if (p->csum) {
-            uint64_t *tr = (uint64_t *)(p->dst + mc_shm_trailer_off(p->size));
+            uint64_t *tr = put_trailer(p);
 
             tr[idx] = XXH3_64bits_digest(cp->xs);
             XXH3_64bits_reset(cp->xs);

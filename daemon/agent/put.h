@@ -23,7 +23,11 @@
  *
  * The image is a replica in our own segment when the master placed one here, else a buffer
  * the writes to the replicas are sent from (rio.h); it is given back only once every write
- * is final.
+ * is final. A PUT from an arena span with no replica here has no image: its chunks are
+ * summed reading the arena in place, the payload is sent from the arena and the trailer
+ * from a small buffer of the put's (docs/decisions.md, "Remote puts are sent from the
+ * client's arena"); each write that reads the arena holds a reference on the client, whose
+ * mapping of the arena lives as long as the client does.
  */
 #ifndef MC_AGENT_PUT_H
 #define MC_AGENT_PUT_H
@@ -59,6 +63,7 @@ struct put {
     bool expiring;       /* revoked for idleness while writes drain: EXPIRED after */
     bool answered;       /* its op was answered (MC_ERR_TIMEOUT at the deadline) while
                             writes to a stalled peer still read the image */
+    bool src_arena;      /* a PUT whose source `src` is a span of one of the client's arenas */
     uint16_t key_len;
     uint32_t busy;       /* copies in progress into it */
     uint64_t version;
@@ -70,6 +75,12 @@ struct put {
     uint8_t *dst;        /* the object's image: a replica in our segment, or `image` */
     uint8_t *image;      /* no replica here: alloc_len bytes the writes are sent from */
     uint64_t image_cap;
+    /* No replica here and the source is an arena span: no image (dst and image are NULL).
+     * The payload is summed in place and sent from `arena` (read only: the client's bytes);
+     * the checksums go to `trailer`, the alloc_len - mc_shm_trailer_off(size) bytes sent
+     * at that offset (NULL for a put without checksums). */
+    const uint8_t *arena;
+    uint8_t *trailer;
     uint8_t *seen;       /* one byte per chunk: copied */
     uint32_t nrep;
     struct mc_master_replica rep[MC_MASTER_MAX_REPLICAS];

@@ -13,6 +13,10 @@
  *   - a client killed mid-get: the agent lives on, the arena's mapping is released once
  *     the transfers into it are final (arena_bytes back to 0), nothing stays in the
  *     landing segment.
+ * And puts the other way (docs/decisions.md "Remote puts are sent from the client's
+ * arena"): a PUT from an arena buffer through the `--dram 0` node is sent from the arena
+ * (puts_from_arena counts it), every size reads back exactly through the owner; a client
+ * killed mid-put leaves nothing held and no object published with other bytes.
  *
  * The daemons are the real mc-master and mc-agents on loopback (tests/lib/t_fcluster.h).
  */
@@ -723,6 +727,246 @@ START_TEST(test_fault_arena_client_killed_mid_get)
 }
 END_TEST
 
+/* --- 4. puts sent from the client's arena (puts_from_arena) ------------------------------ */
+
+/* Objects of every size put through B (--dram 0: every replica is A's) from arena buffers
+ * are sent from the arena, not copied into an image: each read back through A is exact,
+ * and puts_from_arena counts each put; a plain buffer's put takes the image path. */
+START_TEST(test_fault_arena_put_sizes)
+{
+    static const size_t sizes[] = {1, 4096, 65536, 1u << 20, T_FA_BIG};
+    enum { NS = sizeof(sizes) / sizeof(sizes[0]) };
+    struct t_proc a = {0}, b = {0};
+    struct t_fa_obj objs[NS], batch[T_FA_BATCH], plain;
+    const char *keys[T_FA_BATCH];
+    const void *bufs[T_FA_BATCH];
+    size_t lens[T_FA_BATCH];
+    int results[T_FA_BATCH];
+    uint64_t salt = t_fc_salt();
+    json_int_t n0, n1;
+    mc_client_t *ca, *cb;
+    struct t_fc fc;
+    uint8_t *buf, *all, *back;
+    size_t len;
+    int i, err;
+
+    t_fa_cluster(&fc, "arena_put_sizes", 20000, &a, &b, "256M");
+    cb = t_fc_conn(&b);
+    ck_assert_int_eq(mc_buf_alloc(cb, T_FA_BIG, (void **)&buf), 0);
+    for (i = 0; i < NS; i++) {
+        snprintf(objs[i].key, sizeof(objs[i].key), "aps/%d", i);
+        objs[i].len = sizes[i];
+        objs[i].data = malloc(sizes[i]);
+        ck_assert_ptr_nonnull(objs[i].data);
+        t_fill(objs[i].data, sizes[i], salt + (uint64_t)i);
+        memcpy(buf, objs[i].data, sizes[i]);
+        n0 = t_fc_stat(b.sock, "puts_from_arena");
+        err = mc_put(cb, objs[i].key, buf, sizes[i], NULL);
+        ck_assert_msg(err == 0, "%zu bytes: %s", sizes[i], mc_strerror(err));
+        n1 = t_fc_stat(b.sock, "puts_from_arena");
+        ck_assert_msg(n1 == n0 + 1, "%zu bytes: puts_from_arena %lld -> %lld (image path?)",
+                      sizes[i], (long long)n0, (long long)n1);
+    }
+    /* a batch of 32 from one arena allocation, an object after the other */
+    ck_assert_int_eq(mc_buf_alloc(cb, (size_t)T_FA_BATCH * 65536, (void **)&all), 0);
+    for (i = 0; i < T_FA_BATCH; i++) {
+        snprintf(batch[i].key, sizeof(batch[i].key), "apb/%d", i);
+        batch[i].len = 65536;
+        batch[i].data = malloc(65536);
+        ck_assert_ptr_nonnull(batch[i].data);
+        t_fill(batch[i].data, 65536, salt + 100u + (uint64_t)i);
+        memcpy(all + (size_t)i * 65536, batch[i].data, 65536);
+        keys[i] = batch[i].key;
+        bufs[i] = all + (size_t)i * 65536;
+        lens[i] = 65536;
+    }
+    n0 = t_fc_stat(b.sock, "puts_from_arena");
+    ck_assert_int_eq(mc_batch_put(cb, T_FA_BATCH, keys, bufs, lens, NULL, results), T_FA_BATCH);
+    for (i = 0; i < T_FA_BATCH; i++)
+        ck_assert_msg(results[i] == 0, "%s: %s", keys[i], mc_strerror(results[i]));
+    ck_assert_int_eq(t_fc_stat(b.sock, "puts_from_arena"), n0 + T_FA_BATCH);
+    /* a plain buffer: the image path, as before */
+    n0 = t_fc_stat(b.sock, "puts_from_arena");
+    t_fa_put(cb, &plain, "apl", 0, 65536, salt + 200u);
+    ck_assert_int_eq(t_fc_stat(b.sock, "puts_from_arena"), n0);
+    /* the buffers are the client's again: what it writes there now is not the objects' */
+    memset(buf, 0xee, T_FA_BIG);
+    memset(all, 0xee, (size_t)T_FA_BATCH * 65536);
+    ck_assert_int_eq(mc_buf_free(cb, all), 0);
+    ck_assert_int_eq(mc_buf_free(cb, buf), 0);
+    mc_close(cb);
+    t_fa_settled(b.sock, "arena_bytes", 3000);
+
+    /* every object reads back exactly through A (the owner), checksum verified */
+    ca = t_fc_conn(&a);
+    back = malloc(T_FA_BIG);
+    ck_assert_ptr_nonnull(back);
+    for (i = 0; i < NS + T_FA_BATCH + 1; i++) {
+        const struct t_fa_obj *o = i < NS ? &objs[i] : i < NS + T_FA_BATCH ? &batch[i - NS]
+                                                                            : &plain;
+
+        len = 0;
+        err = mc_get(ca, o->key, back, T_FA_BIG, &len);
+        ck_assert_msg(err == 0, "%s: %s", o->key, mc_strerror(err));
+        ck_assert_uint_eq(len, o->len);
+        ck_assert_msg(memcmp(back, o->data, o->len) == 0, "%s: wrong bytes", o->key);
+    }
+    free(back);
+    mc_close(ca);
+    ck_assert_int_eq(t_fc_stat(b.sock, "puts_open"), 0);
+    for (i = 0; i < NS; i++)
+        free(objs[i].data);
+    for (i = 0; i < T_FA_BATCH; i++)
+        free(batch[i].data);
+    free(plain.data);
+    t_fc_finish(&fc);
+}
+END_TEST
+
+/* The bytes of the child's object i of batch n (the parent checks what was published). */
+static void t_fa_put_fill(uint8_t *p, size_t len, uint64_t salt, int n, int i)
+{
+    t_fill(p, len, salt + (uint64_t)n * T_FA_NBIG + (uint64_t)i);
+}
+
+/* The child: puts batches of T_FA_NBIG objects of T_FA_BIG from one arena allocation until
+ * killed; *batches counts the batches it started (shared with the parent). */
+static void t_fa_put_child(const char *sock, uint64_t salt, volatile int *batches)
+{
+    const char *keys[T_FA_NBIG];
+    const void *bufs[T_FA_NBIG];
+    size_t lens[T_FA_NBIG];
+    char names[T_FA_NBIG][48];
+    int results[T_FA_NBIG];
+    mc_client_t *c;
+    uint8_t *all;
+
+    if (mc_connect(sock, &c) != 0 || mc_buf_alloc(c, (size_t)T_FA_BIG * T_FA_NBIG,
+                                                  (void **)&all) != 0)
+        _exit(2);
+    for (int n = 0;; n++) {
+        for (int i = 0; i < T_FA_NBIG; i++) {
+            snprintf(names[i], sizeof(names[i]), "apk/%d/%d", n, i);
+            keys[i] = names[i];
+            bufs[i] = all + (size_t)i * T_FA_BIG;
+            lens[i] = T_FA_BIG;
+            t_fa_put_fill(all + (size_t)i * T_FA_BIG, T_FA_BIG, salt, n, i);
+        }
+        *batches = n + 1;
+        (void)mc_batch_put(c, T_FA_NBIG, keys, bufs, lens, NULL, results);
+    }
+}
+
+/* The client killed -9 while its puts from the arena are on their way to a stopped owner:
+ * B lives on, the dead client and its puts are released once their writes are final
+ * (nothing leaks), and no object is published with bytes other than the ones put. */
+START_TEST(test_fault_arena_put_client_killed)
+{
+    struct t_proc a = {0}, b = {0};
+    uint64_t salt = t_fc_salt(), deadline;
+    volatile int *batches;
+    json_int_t n0, open_at_kill;
+    mc_client_t *ca, *cb;
+    struct t_fc fc;
+    uint8_t *want, *back;
+    int st, n, i, found = 0, missing = 0;
+    pid_t pid;
+
+    batches = mmap(NULL, sizeof(*batches), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+    ck_assert_ptr_ne((void *)batches, MAP_FAILED);
+    *batches = 0;
+    t_fa_cluster(&fc, "arena_put_killed", 30000, &a, &b, "1G");
+    n0 = t_fc_stat(b.sock, "puts_from_arena");
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        t_fa_put_child(b.sock, salt, batches);
+    /* its first batch is published (the path taken), its second under way */
+    deadline = t_now_ms() + 30000;
+    while (t_fc_stat(b.sock, "puts_from_arena") < n0 + T_FA_NBIG + 2) {
+        ck_assert_msg(t_now_ms() < deadline, "the child's puts never took the arena path");
+        t_fc_sleep_ms(5);
+    }
+    /* the owner stalls: the writes from the arena stay in flight over the kill (the child
+     * may be filling its next batch: wait for its puts, not a fixed time) */
+    kill(a.pid, SIGSTOP);
+    deadline = t_now_ms() + 20000;
+    while (t_fc_stat(b.sock, "puts_open") == 0) {
+        ck_assert_msg(t_now_ms() < deadline, "the child's next batch never started");
+        t_fc_sleep_ms(5);
+    }
+    t_fc_sleep_ms(50);
+    open_at_kill = t_fc_stat(b.sock, "puts_open");
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    t_fc_sleep_ms(300);
+    fprintf(stderr, "arena_put_killed: %d batches started, %lld puts open at the kill, %lld "
+            "open and %lld clients held 300 ms after, %lld arena bytes mapped\n", *batches,
+            (long long)open_at_kill, (long long)t_fc_stat(b.sock, "puts_open"),
+            (long long)t_fc_stat(b.sock, "clients_held"),
+            (long long)t_fc_stat(b.sock, "arena_bytes"));
+    ck_assert_msg(open_at_kill > 0, "no put was in flight at the kill");
+    kill(a.pid, SIGCONT);
+    /* every write ends (the owner answers, or the deadline cuts it), then all goes */
+    t_fa_settled(b.sock, "puts_open", T_FC_OP_MS + 5000);
+    t_fa_settled(b.sock, "arena_bytes", 3000);
+    ck_assert_int_le(t_fc_stat(b.sock, "clients_held"), 1); /* the stats call's own */
+    ck_assert_int_le(t_fc_stat(b.sock, "clients"), 1);
+
+    /* what was published is exactly what was put; the rest is not found */
+    want = malloc(T_FA_BIG);
+    back = malloc(T_FA_BIG);
+    ck_assert(want != NULL && back != NULL);
+    ca = t_fc_conn(&a);
+    for (n = 0; n < *batches; n++) {
+        for (i = 0; i < T_FA_NBIG; i++) {
+            char key[48];
+            size_t len = 0;
+            int err;
+
+            snprintf(key, sizeof(key), "apk/%d/%d", n, i);
+            err = mc_get(ca, key, back, T_FA_BIG, &len);
+            ck_assert_msg(err == 0 || err == MC_ERR_NOT_FOUND, "%s: %s", key, mc_strerror(err));
+            if (err != 0) {
+                missing++;
+                continue;
+            }
+            found++;
+            t_fa_put_fill(want, T_FA_BIG, salt, n, i);
+            ck_assert_uint_eq(len, T_FA_BIG);
+            ck_assert_msg(memcmp(back, want, T_FA_BIG) == 0, "%s: published with wrong bytes",
+                          key);
+        }
+    }
+    fprintf(stderr, "arena_put_killed: %d objects published exact, %d not found\n", found,
+            missing);
+    ck_assert_int_ge(found, T_FA_NBIG);
+    mc_close(ca);
+    /* B serves puts from a new client's arena as before */
+    cb = t_fc_conn(&b);
+    {
+        struct t_fa_obj o;
+        uint8_t *buf;
+
+        ck_assert_int_eq(mc_buf_alloc(cb, 65536, (void **)&buf), 0);
+        snprintf(o.key, sizeof(o.key), "apk/after");
+        t_fill(buf, 65536, salt + 7u);
+        n0 = t_fc_stat(b.sock, "puts_from_arena");
+        ck_assert_int_eq(mc_put(cb, o.key, buf, 65536, NULL), 0);
+        ck_assert_int_eq(t_fc_stat(b.sock, "puts_from_arena"), n0 + 1);
+        ck_assert_int_eq(mc_get(cb, o.key, back, T_FA_BIG, NULL), 0);
+        ck_assert(memcmp(back, buf, 65536) == 0);
+        ck_assert_int_eq(mc_buf_free(cb, buf), 0);
+    }
+    mc_close(cb);
+    free(want);
+    free(back);
+    munmap((void *)batches, sizeof(*batches));
+    t_fc_finish(&fc);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     const TTest *const tests[] = {
@@ -733,6 +977,8 @@ int main(int argc, char **argv)
         test_fault_arena_owner_killed_mid_transfer,
         test_fault_arena_owner_killed_landing_full,
         test_fault_arena_client_killed_mid_get,
+        test_fault_arena_put_sizes,
+        test_fault_arena_put_client_killed,
     };
     const char *only = argc > 1 ? argv[1] : NULL;
     Suite *s = suite_create("fault_arena");
