@@ -721,6 +721,18 @@ int client_arena_span(struct client *c, uint32_t id, uint64_t off, uint64_t len,
     return 0;
 }
 
+int client_devbuf_span(struct client *c, uint32_t id, uint64_t off, uint64_t len,
+                       struct devbuf **b_p, uint64_t *dptr_p)
+{
+    int err = devbuf_span(c->devbufs, id, off, len, b_p, dptr_p);
+
+    if (err == MC_ERR_INVALID && c->state == CL_ACTIVE) {
+        client_read_socket(c); /* its registration may still be in the socket */
+        err = devbuf_span(c->devbufs, id, off, len, b_p, dptr_p);
+    }
+    return err;
+}
+
 /* The hello arrived (or the socket closed): answer with the region and the segment. */
 static void client_handshake(struct client *c)
 {

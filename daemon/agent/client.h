@@ -207,5 +207,10 @@ void client_violation(struct client *c, const char *what, bool fatal);
  * registration still in the socket is read first. */
 int client_arena_span(struct client *c, uint32_t id, uint64_t off, uint64_t len,
                       const uint8_t **p);
+/* Device buffer `id`'s [off, off + len) (devbuf_span). As for an arena, a registration still
+ * in the socket is read first: the client sends it and may name the buffer in an SQE at once
+ * (ring.h, MC_SHM_DEVBUF_ADD), and the ring can be read before the socket. */
+int client_devbuf_span(struct client *c, uint32_t id, uint64_t off, uint64_t len,
+                       struct devbuf **b_p, uint64_t *dptr_p);
 
 #endif /* MC_AGENT_CLIENT_H */

@@ -913,9 +913,9 @@ static int data_source(struct client *c, const struct mc_sqe *s, const uint8_t *
     *dev_p = NULL;
     if (s->flags & MC_SQE_F_DEV) {
         *src_p = NULL;
-        return devbuf_span(c->devbufs, (uint32_t)(s->data_off >> MC_SHM_ARENA_SHIFT),
-                           s->data_off & ((UINT64_C(1) << MC_SHM_ARENA_SHIFT) - 1),
-                           s->data_len, dev_p, dptr_p);
+        return client_devbuf_span(c, (uint32_t)(s->data_off >> MC_SHM_ARENA_SHIFT),
+                                  s->data_off & ((UINT64_C(1) << MC_SHM_ARENA_SHIFT) - 1),
+                                  s->data_len, dev_p, dptr_p);
     }
     if (s->flags & MC_SQE_F_USER) {
         /* Reads of a client's memory carry the agent's rights, not the client's: a
