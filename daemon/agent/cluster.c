@@ -927,6 +927,8 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
                         json_integer((json_int_t)cl->st.read_batches_out));
     json_object_set_new(o, "master_requests",
                         json_integer((json_int_t)cl->st.master_requests));
+    json_object_set_new(o, "master_get_requests",
+                        json_integer((json_int_t)ml_sent(a->ml, ML_GET)));
     json_object_set_new(o, "bytes_from_peers", json_integer((json_int_t)cl->st.read_bytes_in));
     json_object_set_new(o, "writes_served", json_integer((json_int_t)cl->st.writes_in));
     json_object_set_new(o, "reads_served", json_integer((json_int_t)cl->st.reads_in));

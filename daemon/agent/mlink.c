@@ -40,6 +40,7 @@ struct mlink {
     struct batch *free_batches;
     struct ml_req *head[ML__COUNT], *tail[ML__COUNT];
     uint32_t nqueued[ML__COUNT];
+    uint64_t sent[ML__COUNT];  /* batches sent, per kind (ml_sent) */
     size_t pending;            /* queued + in flight */
     uint32_t inflight_batches;
     struct batch *inflight;
@@ -594,7 +595,13 @@ static void send_one(struct mlink *ml, enum ml_kind k)
     if (ml->inflight != NULL)
         ml->inflight->iprev = b;
     ml->inflight = b;
+    ml->sent[k]++;
     event(ml, ML_EV_SENT);
+}
+
+uint64_t ml_sent(const struct mlink *ml, enum ml_kind k)
+{
+    return k < ML__COUNT ? ml->sent[k] : 0;
 }
 
 bool ml_flush(struct mlink *ml)

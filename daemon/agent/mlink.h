@@ -83,6 +83,8 @@ enum ml_event {
     ML_EV_REFUSED,  /* ... refusing the whole batch: it does not know us (any more) */
 };
 typedef void (*ml_event_fn)(void *ctx, enum ml_event ev);
+/* Batches of kind k sent to a remote master so far. */
+uint64_t ml_sent(const struct mlink *ml, enum ml_kind k);
 
 /* In-process: every call goes to `m` (not owned). */
 int ml_create_local(struct mc_master *m, struct mlink **ml_p);

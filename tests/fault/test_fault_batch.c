@@ -189,7 +189,7 @@ START_TEST(test_fault_batch_owner_killed_mid_batch)
     struct t_fb_obj two[T_FB_N2], one[T_FB_N1];
     struct t_fb_reader *r;
     uint64_t salt = t_fc_salt(), deadline, t_kill;
-    json_int_t reads0, reqs0, reads1, reqs1, mreq0, mreq1;
+    json_int_t reads0, reqs0, reads1, reqs1, mreq0, mreq1, mget0, mget1;
     pthread_t th;
     struct t_fc fc;
     mc_client_t *ca;
@@ -224,6 +224,7 @@ START_TEST(test_fault_batch_owner_killed_mid_batch)
     reads0 = t_fc_stat(b.sock, "reads_from_peers");
     reqs0 = t_fc_stat(b.sock, "read_requests_to_peers");
     mreq0 = t_fc_stat(b.sock, "master_requests");
+    mget0 = t_fc_stat(b.sock, "master_get_requests");
     {
         uint8_t **bufs = t_fb_bufs(64 * 1024 + 256);
         int results[T_FB_BATCH];
@@ -244,15 +245,20 @@ START_TEST(test_fault_batch_owner_killed_mid_batch)
     reads1 = t_fc_stat(b.sock, "reads_from_peers");
     reqs1 = t_fc_stat(b.sock, "read_requests_to_peers");
     mreq1 = t_fc_stat(b.sock, "master_requests");
+    mget1 = t_fc_stat(b.sock, "master_get_requests");
     fprintf(stderr,
             "batch_owner_killed: 6 batches of %d: %lld reads from peers in %lld requests; "
-            "%lld requests to the master\n",
+            "%lld requests to the master, %lld of them lookups\n",
             T_FB_BATCH, (long long)(reads1 - reads0), (long long)(reqs1 - reqs0),
-            (long long)(mreq1 - mreq0));
-    /* the lookups of a batch are one GET_BATCH and its lease releases a LEASE_RELEASE_BATCH
-     * or two (the client releases as it copies: 3 requests a batch here), a few more when
-     * its ops straddle turns of a loaded agent -- never one per key (2 x 192) */
-    ck_assert_msg(mreq1 - mreq0 <= 6 * 8, "%lld master requests for 6 batches",
+            (long long)(mreq1 - mreq0), (long long)(mget1 - mget0));
+    /* the lookups of a batch are one GET_BATCH (its 32 GETs reach the agent together: two
+     * when they straddle two turns of a loaded agent), never one per key */
+    ck_assert_msg(mget1 - mget0 <= 6 * 2, "%lld lookup requests for 6 batches",
+                  (long long)(mget1 - mget0));
+    /* its lease releases go as the client copies: a LEASE_RELEASE_BATCH or two on a quiet
+     * host (3 requests a batch in all), up to one per turn of the agent on a loaded one
+     * (CI under stress-ng saw 62 in all): never a request per key for both (2 x 192) */
+    ck_assert_msg(mreq1 - mreq0 < 2 * 6 * T_FB_BATCH, "%lld master requests for 6 batches",
                   (long long)(mreq1 - mreq0));
     ck_assert_int_eq(reads1 - reads0, 6 * T_FB_BATCH);
     /* one request per batch when the client's 32 GETs reach the agent in one turn; a few
