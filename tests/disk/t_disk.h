@@ -255,25 +255,6 @@ static inline void t_disk_cluster_start(struct t_fc *fc, const char *name, uint3
     if (c != NULL)
         t_fc_agent_wait(c);
 }
-
-/* Runs suite s with the records of t_fcluster.h (the logs of a failed test are printed);
- * the exit status of main(): 0 when every test passed. */
-static inline int t_disk_run(Suite *s)
-{
-    SRunner *sr;
-    int failed;
-
-    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (t_fc_records == MAP_FAILED)
-        t_fc_records = NULL;
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    t_fc_dump_failed();
-    return failed == 0 ? 0 : 1;
-}
 #endif
 
 #endif /* MC_TEST_T_DISK_H */

@@ -567,5 +567,5 @@ int main(void)
     tcase_add_test(tc, test_disk_cluster_slow_peer_read_times_out);
     tcase_add_test(tc, test_disk_cluster_put_waits_for_offload);
     suite_add_tcase(s, tc);
-    return t_disk_run(s);
+    return t_fc_run(s, NULL);
 }

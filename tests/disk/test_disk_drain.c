@@ -277,5 +277,5 @@ int main(void)
     tcase_add_test(tc, test_disk_drain_slow_disk_never_writes_late);
     tcase_add_test(tc, test_disk_drain_corrupt_record_lost);
     suite_add_tcase(s, tc);
-    return t_disk_run(s);
+    return t_fc_run(s, NULL);
 }

@@ -143,5 +143,5 @@ int main(void)
     tcase_add_test(tc, test_disk_promote_cluster_removed_meanwhile);
     tcase_add_test(tc, test_disk_promote_cluster_into_reader);
     suite_add_tcase(s, tc);
-    return t_disk_run(s);
+    return t_fc_run(s, NULL);
 }

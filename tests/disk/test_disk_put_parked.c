@@ -398,5 +398,5 @@ int main(void)
     tcase_add_test(tc, test_disk_cluster_parked_put_writer_sigterm);
     tcase_add_test(tc, test_disk_cluster_parked_put_master_stopped);
     suite_add_tcase(s, tc);
-    return t_disk_run(s);
+    return t_fc_run(s, NULL);
 }

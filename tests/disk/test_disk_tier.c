@@ -103,6 +103,17 @@ static void start(struct t_agent *a, const char *dram, const struct dfile *f, co
     t_agent_start(a, dram, extra);
 }
 
+/* kill -9 of the agent at once (nothing it has not made durable survives), then a fresh
+ * agent on the same file (16 MiB of DRAM, 128 MiB of disk) and a client of it. */
+static mc_client_t *kill_restart(struct t_agent *a, const struct dfile *f, mc_client_t *c)
+{
+    t_agent_kill(a);
+    mc_close(c);
+    t_agent_rmdir(a);
+    start(a, "16M", f, "128M", NULL);
+    return t_connect(a);
+}
+
 /* 4x the DRAM in distinct objects: every one reads back exactly; the stats show the
  * offloads and the reads served from disk. */
 static void fill_4x(const char *base, const char *const *more)
@@ -276,12 +287,7 @@ START_TEST(test_disk_removed_stays_removed_after_kill)
     batch_put_seeded(c, "rpb", n, len, new);
     ck_assert_int_eq(mc_remove_prefix(c, "rm/", &removed), 0);
     ck_assert_uint_eq(removed, (uint64_t)n);
-    t_agent_kill(&a); /* at once: no time for an erase that was not waited for */
-    mc_close(c);
-    t_agent_rmdir(&a);
-
-    start(&a, "16M", &f, "128M", NULL);
-    c = t_connect(&a);
+    c = kill_restart(&a, &f, c); /* at once: no time for an erase that was not waited for */
     for (int i = 0; i < n; i++) {
         char key[64];
 
@@ -347,12 +353,7 @@ START_TEST(test_disk_removed_while_pinned_stays_removed_after_kill)
     st = stats(c);
     ck_assert_int_ge(disk_stat(st, "removed_marks"), 2 * n);
     json_decref(st);
-    t_agent_kill(&a); /* the pins still held: nothing was freed, nothing erased */
-    mc_close(c);
-    t_agent_rmdir(&a);
-
-    start(&a, "16M", &f, "128M", NULL);
-    c = t_connect(&a);
+    c = kill_restart(&a, &f, c); /* the pins still held: nothing was freed, nothing erased */
     for (int i = 0; i < n; i++) {
         char key[64];
 
@@ -407,12 +408,7 @@ START_TEST(test_disk_removed_while_offloading_stays_removed_after_kill)
     ck_assert_int_ge(disk_stat(st, "removed_marks"), 1); /* copies were under way */
     json_decref(st);
     usleep(2500 * 1000); /* past any write, before the erases of the copies' records */
-    t_agent_kill(&a);
-    mc_close(c);
-    t_agent_rmdir(&a);
-
-    start(&a, "16M", &f, "128M", NULL);
-    c = t_connect(&a);
+    c = kill_restart(&a, &f, c);
     for (int i = 0; i < n; i++) {
         char key[64];
 
@@ -548,12 +544,7 @@ START_TEST(test_disk_erase_failure_retried)
     json_decref(st);
     ck_assert_msg(took >= 300, "the remove was answered after %llu ms, before the failed "
                   "tombstones were written again", (unsigned long long)took);
-    t_agent_kill(&a); /* at once: nothing was left to write */
-    mc_close(c);
-    t_agent_rmdir(&a);
-
-    start(&a, "16M", &f, "128M", NULL);
-    c = t_connect(&a);
+    c = kill_restart(&a, &f, c); /* at once: nothing was left to write */
     for (int i = 0; i < n; i++) {
         char key[64];
 

@@ -983,23 +983,12 @@ int main(int argc, char **argv)
     const char *only = argc > 1 ? argv[1] : NULL;
     Suite *s = suite_create("fault_arena");
     TCase *tc = tcase_create("arena");
-    SRunner *sr;
     size_t i;
-    int failed;
 
     tcase_set_timeout(tc, 120);
     for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
         if (only == NULL || strcmp(only, tests[i]->name) == 0)
             tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
-    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (t_fc_records == MAP_FAILED)
-        t_fc_records = NULL;
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    t_fc_dump_failed();
-    return failed == 0 ? 0 : 1;
+    return t_fc_run(s, NULL);
 }

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include <mc/mc.h>
 
@@ -493,23 +492,12 @@ int main(int argc, char **argv)
     const char *only = argc > 1 ? argv[1] : NULL;
     Suite *s = suite_create("fault_batch");
     TCase *tc = tcase_create("batch");
-    SRunner *sr;
     size_t i;
-    int failed;
 
     tcase_set_timeout(tc, 120); /* a loaded host (an ASan run beside others) */
     for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
         if (only == NULL || strcmp(only, tests[i]->name) == 0)
             tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
-    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (t_fc_records == MAP_FAILED)
-        t_fc_records = NULL; /* the tests still run; a failure shows no logs */
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    t_fc_dump_failed();
-    return failed == 0 ? 0 : 1;
+    return t_fc_run(s, NULL);
 }

@@ -1335,7 +1335,6 @@ int main(int argc, char **argv)
     const char *only = NULL;
     Suite *s;
     TCase *tc, *tp;
-    SRunner *sr;
     size_t i;
     int failed;
 
@@ -1364,16 +1363,8 @@ int main(int argc, char **argv)
     tcase_add_test(tp, partition_test);
     suite_add_tcase(s, tp);
 
-    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (t_fc_records == MAP_FAILED)
-        t_fc_records = NULL; /* the tests still run; a failure shows no logs */
-    sr = srunner_create(s);
-    srunner_run(sr, NULL, partition ? "partition" : "cluster", CK_ENV);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    failed = t_fc_run(s, partition ? "partition" : "cluster");
     if (partition)
         t_fc_netns_teardown();
-    t_fc_dump_failed();
-    return failed == 0 ? 0 : 1;
+    return failed;
 }

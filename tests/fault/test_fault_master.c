@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include <mc/mc.h>
 
@@ -617,7 +616,6 @@ int main(int argc, char **argv)
     const TTest *const partition_test = test_fault_master_partition_longer_than_ttl;
     bool partition = false;
     const char *only = NULL;
-    SRunner *sr;
     Suite *s;
     TCase *tc;
     int failed;
@@ -645,17 +643,8 @@ int main(int argc, char **argv)
                 tcase_add_test(tc, tests[i]);
     }
     suite_add_tcase(s, tc);
-    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (t_fc_records == MAP_FAILED)
-        t_fc_records = NULL; /* the tests still run; a failure shows no logs */
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_ENV);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    failed = t_fc_run(s, NULL);
     if (partition)
         t_fc_netns_teardown();
-    t_fc_dump_failed();
-    return failed == 0 ? 0 : 1;
+    return failed;
 }

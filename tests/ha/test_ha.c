@@ -45,7 +45,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include <mc/mc.h>
 
@@ -1429,10 +1428,8 @@ int main(int argc, char **argv)
     const char *only = argc > 1 ? argv[1] : NULL;
     bool etcd_only = only != NULL && strcmp(only, "etcd") == 0;
     bool need_etcd = false;
-    SRunner *sr;
     Suite *s;
     TCase *tc;
-    int failed;
 
     s = suite_create("ha");
     tc = tcase_create("ha");
@@ -1457,15 +1454,5 @@ int main(int argc, char **argv)
         return 77;
     }
     suite_add_tcase(s, tc);
-    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (t_fc_records == MAP_FAILED)
-        t_fc_records = NULL; /* the tests still run; a failure shows no logs */
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_ENV);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    t_fc_dump_failed();
-    return failed == 0 ? 0 : 1;
+    return t_fc_run(s, NULL);
 }

@@ -401,4 +401,25 @@ static inline void t_fc_sleep_ms(unsigned ms)
         t_poll_pause();
 }
 
+/* Runs suite s (only its tcase `tcase` when not NULL), each test in a child process, with
+ * the records of the tests' clusters mapped shared so that the daemons' logs of a test that
+ * failed are printed after the run. The exit status of main(): 0 when every test passed. */
+static inline int t_fc_run(Suite *s, const char *tcase)
+{
+    SRunner *sr;
+    int failed;
+
+    t_fc_records = mmap(NULL, T_FC_MAX_TESTS * sizeof(*t_fc_records), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (t_fc_records == MAP_FAILED)
+        t_fc_records = NULL; /* the tests still run; a failure shows no logs */
+    sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run(sr, NULL, tcase, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    t_fc_dump_failed();
+    return failed == 0 ? 0 : 1;
+}
+
 #endif /* MC_T_FCLUSTER_H */
