@@ -926,7 +926,14 @@ END_TEST
 /* A put through the client node B returns once every owner holds all its bytes: a get
  * through A and through C issued the instant mc_put returned sees every byte (the owner's
  * bytes used to arrive after the writer's send completed: wrong bytes, or MC_ERR_CORRUPT
- * with checksums). With and without checksums: without them a torn read is not caught. */
+ * with checksums). With and without checksums: without them a torn read is not caught.
+ * Each object is removed once read: 240 MiB through 2 x 64 MiB fills the pool, and then
+ * the master's trim on its tick may evict the object just put before it is read (every
+ * block's clock bit set by its reads: a full lap, then any victim). That is eviction, not
+ * the torn read this test is about. A CI run under stress-ng once saw NOT_FOUND through A
+ * and C for one key; eviction is the likely cause, not a proven one (10 reruns under
+ * stress-ng did not repeat it). A put that was never published still fails here: the reads
+ * come before the remove. */
 START_TEST(test_cluster_put_then_read_elsewhere_at_once)
 {
     enum { N = 120 };
@@ -958,6 +965,8 @@ START_TEST(test_cluster_put_then_read_elsewhere_at_once)
                             err == 0 && got == len ? ", wrong bytes" : "");
             }
         }
+        err = mc_remove(cb, key);
+        ck_assert_msg(err == 0, "remove %s after its reads: %s", key, mc_strerror(err));
     }
     ck_assert_msg(bad == 0, "%d of %d reads right after a put were wrong", bad, 4 * N);
     free(data);
