@@ -140,17 +140,17 @@ static int copy_verified(uint8_t *buf, const uint8_t *obj, uint64_t size, bool c
 }
 
 /*
- * An object the agent received straight into our arena buffer (MC_SHM_LOC_IN_PLACE), its
- * checksum trailer after it: verified in place like a copy (copy_verified); on a mismatch
- * the object's bytes are zeroed, so the buffer never holds bytes that failed verification.
+ * An object the agent received straight into our arena buffer: its checksum trailer after
+ * it (MC_SHM_LOC_IN_PLACE), or in the landing block of the answer's lease
+ * (MC_CQE_F_TAIL_APART): verified in place like a copy (copy_verified); on a mismatch the
+ * object's bytes are zeroed, so the buffer never holds bytes that failed verification.
  */
-static int verify_in_place(uint8_t *buf, uint64_t size, bool checksum)
+static int verify_in_place(uint8_t *buf, uint64_t size, const uint8_t *trailer)
 {
-    const uint8_t *trailer = buf + mc_shm_trailer_off(size);
     uint64_t nchunks = mc_shm_nchunks(size), off = 0, n;
 
-    if (!checksum)
-        return 0;
+    if (trailer == NULL)
+        return 0; /* stored without checksums */
     for (uint64_t i = 0; i < nchunks; i++, off += n) {
         n = size - off < MC_SHM_CHUNK ? size - off : MC_SHM_CHUNK;
         if (XXH3_64bits(buf + off, (size_t)n) != load_u64(trailer + 8 * i)) {
@@ -182,6 +182,24 @@ static bool in_place_ok(const struct mc_op *op, const struct mc_cqe *cqe, bool c
 {
     return op->src == SRC_ARENA && !op->dst_dev && cqe->size <= op->cap &&
            mc_shm_alloc_len(cqe->size, checksum) <= op->cap;
+}
+
+/* The rest of the image of a MC_CQE_F_TAIL_APART answer (from byte size on) inside our
+ * mapping of its segment, or NULL if the answer cannot be ours: only an arena GET of an
+ * object with checksums that fits the buffer is answered so. */
+static const uint8_t *tail_location(const struct mc_client *c, const struct mc_op *op,
+                                    const struct mc_cqe *cqe)
+{
+    uint64_t seg_size, tail;
+
+    if (op->src != SRC_ARENA || op->dst_dev || (cqe->obj_flags & MC_PUT_NO_CHECKSUM) ||
+        cqe->size == 0 || cqe->size > op->cap || cqe->loc_seg >= c->e.nsegs)
+        return NULL;
+    seg_size = c->e.seg_size[cqe->loc_seg];
+    tail = mc_shm_alloc_len(cqe->size, true) - cqe->size; /* size <= cap: no overflow */
+    if (tail > seg_size || cqe->loc_off > seg_size - tail)
+        return NULL;
+    return c->e.seg[cqe->loc_seg] + cqe->loc_off;
 }
 
 /* The object of a GET CQE inside our mapping of its segment, or NULL if the agent named a
@@ -497,8 +515,9 @@ static enum pump_result pump_locked(struct mc_client *c, struct mc_op *op)
             sqe.arg0 = op->skip;
             sqe.arg1 = (uint64_t)op->cap + 1; /* a remote object that cannot fit stays */
             if (op->src == SRC_ARENA) {
-                /* the agent may receive a peer's bytes straight into it (arena_reads) */
-                sqe.flags = MC_SQE_F_ARENA;
+                /* the agent may receive a peer's bytes straight into it (arena_reads),
+                 * the checksum trailer apart when the buffer has no room for it */
+                sqe.flags = MC_SQE_F_ARENA | MC_SQE_F_TAIL_APART;
                 sqe.data_off = op->arena_ref;
                 sqe.data_len = op->cap;
             }
@@ -676,6 +695,20 @@ static void op_done(struct mc_engine *e, void *owner, uint32_t tag, const struct
             finish_locked(c, op, op->canceled ? MC_ERR_CANCELED : res);
             return;
         }
+        if (cqe->obj_flags & MC_CQE_F_TAIL_APART) {
+            /* the bytes are in our buffer already, their trailer under a lease */
+            if (tail_location(c, op, cqe) == NULL) {
+                finish_locked(c, op, proto_locked(c)); /* a lease we cannot trust */
+                return;
+            }
+            if (op->canceled) {
+                mc_engine_release_locked(&c->e, cqe->lease_id);
+                finish_locked(c, op, MC_ERR_CANCELED);
+                return;
+            }
+            copy_queue_locked(c, op, cqe);
+            return;
+        }
         if (cqe->loc_seg == MC_SHM_LOC_IN_PLACE) {
             /* the bytes are in our buffer already, no lease: verified by the copier */
             if (!in_place_ok(op, cqe, checksum)) {
@@ -771,7 +804,7 @@ static void run_copies_locked(struct mc_client *c)
     struct mc_op *op;
     struct mc_cqe cqe;
     const uint8_t *obj;
-    bool checksum, expired, in_place;
+    bool checksum, expired, in_place, tail_apart;
     int err;
 
     while ((op = c->copy_head) != NULL) {
@@ -779,7 +812,8 @@ static void run_copies_locked(struct mc_client *c)
         op->in_copy = false;
         cqe = op->gcqe;
         checksum = !(cqe.obj_flags & MC_PUT_NO_CHECKSUM);
-        in_place = cqe.loc_seg == MC_SHM_LOC_IN_PLACE;
+        tail_apart = (cqe.obj_flags & MC_CQE_F_TAIL_APART) != 0;
+        in_place = !tail_apart && cqe.loc_seg == MC_SHM_LOC_IN_PLACE;
         if (op->canceled) {
             c->ncopies--;
             if (!in_place)
@@ -787,15 +821,24 @@ static void run_copies_locked(struct mc_client *c)
             finish_locked(c, op, MC_ERR_CANCELED);
             continue;
         }
-        obj = in_place ? NULL : get_location(c, &cqe, checksum); /* checked by the CQE hook */
+        /* checked by the CQE hook */
+        obj = in_place     ? NULL
+              : tail_apart ? tail_location(c, op, &cqe)
+                           : get_location(c, &cqe, checksum);
         op->copying = true;
         pthread_mutex_unlock(&c->e.mu);
         /* an expired lease is not released: the agent ended it, its id may be reused */
         expired = !in_place && mc_engine_now_ms() > cqe.deadline_ms;
-        if (in_place)
-            err = verify_in_place(op->dst, cqe.size, checksum); /* no lease: nothing expires */
+        if (in_place) /* no lease: nothing expires */
+            err = verify_in_place(op->dst, cqe.size,
+                                  checksum ? (const uint8_t *)op->dst +
+                                                 mc_shm_trailer_off(cqe.size)
+                                           : NULL);
         else if (expired)
             err = MC_ERR_LEASE_EXPIRED;
+        else if (tail_apart) /* the trailer in the lease's block, a copy's deadline after */
+            err = verify_in_place(op->dst, cqe.size,
+                                  obj + (mc_shm_trailer_off(cqe.size) - cqe.size));
         else if (op->dst_dev)
             err = copy_to_device(c, op->dst, obj, cqe.size, checksum);
         else

@@ -175,7 +175,12 @@ enum mc_shm_op {
                             arena and data_len its capacity: an object read from a peer may
                             be received straight into [data_off, +data_len) (bytes and
                             checksum trailer, mc_shm_alloc_len); the answer then says
-                            loc_seg = MC_SHM_LOC_IN_PLACE and holds no lease */
+                            loc_seg = MC_SHM_LOC_IN_PLACE and holds no lease.
+                            With MC_SQE_F_TAIL_APART too, data_len need only hold the
+                            object: then the rest of the image (from byte size on:
+                            padding and checksum trailer) may land apart, and the answer
+                            has MC_CQE_F_TAIL_APART in obj_flags, loc_seg/loc_off naming
+                            that tail, under a lease released as any other */
     MC_OP_RELEASE = 7,   /* arg0 = lease id from a GET */
     MC_OP_EXIST = 8,     /* key: res 1 / 0 */
     MC_OP_REMOVE = 9,    /* key */
@@ -210,7 +215,13 @@ enum mc_shm_op {
                                with process_vm_readv (the client allows it: PR_SET_PTRACER) */
 #define MC_SQE_F_DEV 0x8u   /* a registered device buffer: data_off = devbuf id <<
                                MC_SHM_ARENA_SHIFT | offset (PUT, PUT_DATA) */
+#define MC_SQE_F_TAIL_APART 0x10u /* GET with MC_SQE_F_ARENA only: the client takes an
+                                     answer with MC_CQE_F_TAIL_APART (MC_OP_GET) */
 #define MC_SHM_ARENA_SHIFT 48
+/* A GET answer's obj_flags bit (never a stored MC_PUT_* flag): the object's bytes are in
+ * the caller's arena buffer; loc_seg/loc_off name the rest of its image, from byte `size`
+ * on (its checksum trailer at mc_shm_trailer_off(size) - size there), under lease_id */
+#define MC_CQE_F_TAIL_APART 0x80000000u
 /* A GET answer's loc_seg: the bytes (and the checksum trailer after them, at
  * mc_shm_trailer_off(size)) are in the caller's arena buffer already; no lease to release */
 #define MC_SHM_LOC_IN_PLACE UINT32_MAX

@@ -9,6 +9,7 @@
 #include "shm/sqe_check.h"
 
 static_assert(MC_PUT_FLAGS_ALL == 0x5Fu, "put_flags in the SQE are the six MC_PUT_* bits");
+static_assert((MC_PUT_FLAGS_ALL & MC_CQE_F_TAIL_APART) == 0, "an answer's bit, never a put's");
 
 enum {
     USES_KEY = 1 << 0,     /* key_len 1 .. MC_SHM_KEY_SLOT (else 0) */
@@ -54,7 +55,11 @@ int mc_shm_sqe_check(const struct mc_shm_layout *l, const struct mc_sqe *sqe)
         return MC_ERR_INVALID;
     uses = op_uses[sqe->opcode];
 
-    if ((sqe->flags & ~(MC_SQE_F_NO_CQE | MC_SQE_F_ARENA | MC_SQE_F_USER | MC_SQE_F_DEV)) != 0)
+    if ((sqe->flags & ~(MC_SQE_F_NO_CQE | MC_SQE_F_ARENA | MC_SQE_F_USER | MC_SQE_F_DEV |
+                        MC_SQE_F_TAIL_APART)) != 0)
+        return MC_ERR_INVALID;
+    if ((sqe->flags & MC_SQE_F_TAIL_APART) != 0 &&
+        (sqe->opcode != MC_OP_GET || (sqe->flags & MC_SQE_F_ARENA) == 0))
         return MC_ERR_INVALID;
     if (sqe->flags & MC_SQE_F_DEV) {
         /* the only source of its op; the offset is checked by the agent against the import */

@@ -66,6 +66,7 @@ struct req {
     void *ctx;
     void *op;                /* RK_BULK_RECV */
     uint8_t *frame;          /* RK_FRAME, RK_BULK_SEND: points just past the struct */
+    ucp_dt_iov_t iov[2];     /* RK_BULK_RECV of a split destination (mc_ucx_bulk_dest_split) */
 };
 
 struct call {
@@ -127,6 +128,8 @@ struct mc_ucx {
      * (mc_ucx_bulk_dest_mem), and whether the bytes came eagerly */
     enum mc_ucx_mem_type dest_mt;
     bool dest_eager;
+    uint8_t *dest_tail;        /* mc_ucx_bulk_dest_split: where the bytes past dest_head go */
+    size_t dest_head;
     struct req *reqs;               /* in flight inside UCX */
     struct req *done_q, **done_tail; /* completed, callbacks not run yet */
     struct mc_ucx_ep *work, **work_tail;
@@ -720,10 +723,17 @@ static ucs_status_t bulk_am_cb(void *arg, const void *header, size_t header_leng
     }
     u->dest_mt = MC_UCX_MEM_HOST;
     u->dest_eager = !rndv;
+    u->dest_tail = NULL;
     dst = u->bulk_dest == NULL ? NULL
                                : u->bulk_dest(u->bulk_ctx, ep, &h,
                                               (const uint8_t *)header + MC_WIRE_HDR_SIZE, length,
                                               &op);
+    if (dst != NULL && u->dest_tail != NULL &&
+        (u->dest_mt != MC_UCX_MEM_HOST || u->dest_head == 0 || u->dest_head >= length)) {
+        /* a split is of host memory, with bytes on both sides of it */
+        u->bulk_done(u->bulk_ctx, op, MC_ERR_INVALID);
+        dst = NULL;
+    }
     if (dst != NULL && !rndv && u->dest_mt != MC_UCX_MEM_HOST) {
         /* eager bytes are copied here by the CPU: a dest fn gives host memory for those
          * (mc_ucx_bulk_eager); one that did not gets its done call with an error */
@@ -746,7 +756,12 @@ static ucs_status_t bulk_am_cb(void *arg, const void *header, size_t header_leng
     r->op = op;
     if (!rndv) {
         /* small enough to come eagerly despite the flag: the bytes are here already */
-        memcpy(dst, data, length);
+        if (u->dest_tail != NULL) {
+            memcpy(dst, data, u->dest_head);
+            memcpy(u->dest_tail, (const uint8_t *)data + u->dest_head, length - u->dest_head);
+        } else {
+            memcpy(dst, data, length);
+        }
         done_push(u, r, 0);
         return UCS_OK;
     }
@@ -755,9 +770,20 @@ static ucs_status_t bulk_am_cb(void *arg, const void *header, size_t header_leng
     p.cb.recv_am = recv_cb;
     p.user_data = r;
     req_param_mt(&p, u->dest_mt);
+    if (u->dest_tail != NULL) {
+        /* two pieces: UCX scatters the bytes (r->iov lives as long as the request) */
+        r->iov[0].buffer = dst;
+        r->iov[0].length = u->dest_head;
+        r->iov[1].buffer = u->dest_tail;
+        r->iov[1].length = length - u->dest_head;
+        p.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+        p.datatype = ucp_dt_make_iov();
+        dst = r->iov;
+    }
     reqs_link(u, r);
     {
-        ucs_status_ptr_t sp = ucp_am_recv_data_nbx(u->worker, data, dst, length, &p);
+        ucs_status_ptr_t sp = ucp_am_recv_data_nbx(u->worker, data, dst,
+                                                   u->dest_tail != NULL ? 2 : length, &p);
         int err = req_started(u, r, sp);
 
         if (err != 0)
@@ -1076,6 +1102,12 @@ bool mc_ucx_has_cuda(const struct mc_ucx *u)
 void mc_ucx_bulk_dest_mem(struct mc_ucx *u, enum mc_ucx_mem_type mt)
 {
     u->dest_mt = mt;
+}
+
+void mc_ucx_bulk_dest_split(struct mc_ucx *u, size_t head, void *tail)
+{
+    u->dest_head = head;
+    u->dest_tail = tail;
 }
 
 bool mc_ucx_bulk_eager(const struct mc_ucx *u)

@@ -307,6 +307,13 @@ typedef void (*mc_ucx_bulk_done_fn)(void *ctx, void *op, int status);
  * MC_ERR_INVALID.
  */
 void mc_ucx_bulk_dest_mem(struct mc_ucx *u, enum mc_ucx_mem_type mt);
+/*
+ * For a bulk dest fn only, during its call: only the first `head` bytes go to the buffer it
+ * is about to return, the rest to `tail` (host memory, both; 0 < head < len, or the
+ * transfer is refused and its done call made with MC_ERR_INVALID). Both stay the caller's
+ * to keep, as the buffer, until the done call.
+ */
+void mc_ucx_bulk_dest_split(struct mc_ucx *u, size_t head, void *tail);
 bool mc_ucx_bulk_eager(const struct mc_ucx *u);
 
 /* Sets the receiver of bulk transfers (dest NULL: every transfer is refused and counted). */

@@ -228,9 +228,10 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
             "Off by default; daemons on different hosts never use it. UCX_TLS, when set, wins."},
     {.name = "arena_reads", .type = MC_CFG_BOOL, .def = "false", .offset = FIELD(arena_reads),
      .doc = "Cluster mode: a GET into an arena buffer (mc_buf_alloc) whose object is read from "
-            "another node, and whose capacity holds the object and its checksum trailer "
-            "(mc_shm_alloc_len), receives the owner's bytes straight into that buffer instead "
-            "of the landing segment (one copy less; the client verifies the trailer in place). "
+            "another node receives the owner's bytes straight into that buffer instead of the "
+            "landing segment (one copy less; the client verifies the checksums in place). The "
+            "checksum trailer lands there too when the capacity holds it (mc_shm_alloc_len), "
+            "else apart in a small landing block: nothing past the buffer is written. "
             "Only the first transfer of a GET may land there; one still moving at the op's "
             "deadline is cut by closing the owner's endpoint with force (docs/decisions.md). "
             "Off by default."},

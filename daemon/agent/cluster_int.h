@@ -103,6 +103,7 @@ struct rget {
     uint32_t rep_next;        /* the next replica to try */
     uint32_t running;         /* transfers of it not final yet */
     uint8_t *arena;           /* the reader's arena span (rio.h), or NULL */
+    uint64_t arena_room;      /* its bytes */
     bool arena_taken;         /* a transfer was given it: no other may be */
 };
 
@@ -126,6 +127,9 @@ struct xfer {
     uint32_t land_id;          /* X_READ: its own block of the landing segment */
     uint8_t *arena;            /* X_READ: lands in the reader's arena instead (no block);
                                   never hedged, cut at its deadline (cl_xfer_tick) */
+    uint64_t head;             /* X_READ into the arena: only the first head bytes go there,
+                                  the rest of the image to the start of block land_id (0:
+                                  all of it there, no block) */
     uint32_t ri;               /* X_READ: which replica of the object it reads */
     bool hedged;               /* X_READ: stalled mid-transfer, another replica was started */
     bool retried;              /* read: tried once more on a fresh endpoint */

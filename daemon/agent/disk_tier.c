@@ -996,7 +996,7 @@ static int tier_write(void *impl, const struct mc_rio_write *w, mc_rio_write_fn 
 /* Memory first: replicas elsewhere (in memory, anywhere) are read as before; ours on disk
  * when none of those could be started. */
 static int tier_read(void *impl, const struct mc_master_get_result *g, uint32_t skip,
-                     uint32_t tenant, uint64_t deadline_ms, uint8_t *arena,
+                     uint32_t tenant, uint64_t deadline_ms, uint8_t *arena, uint64_t arena_room,
                      mc_rio_read_fn done, mc_rio_wanted_fn wanted, void *ctx)
 {
     struct mc_agent *a = impl;
@@ -1013,7 +1013,7 @@ static int tier_read(void *impl, const struct mc_master_get_result *g, uint32_t 
     }
     if (others != 0) {
         err = a->disk_below.ops->read(a->disk_below.impl, g, skip | mine, tenant, deadline_ms,
-                                      arena, done, wanted, ctx);
+                                      arena, arena_room, done, wanted, ctx);
         if (err != MC_ERR_NOT_FOUND || mine == 0)
             return err;
     }
@@ -1026,7 +1026,7 @@ static int tier_read(void *impl, const struct mc_master_get_result *g, uint32_t 
     }
     /* replicas on other nodes' disks, or nothing: as before */
     return a->disk_below.ops->read(a->disk_below.impl, g, skip | mine, tenant, deadline_ms,
-                                   arena, done, wanted, ctx);
+                                   arena, arena_room, done, wanted, ctx);
 }
 
 static uint64_t tier_lease_ttl_ms(void *impl)

@@ -112,7 +112,7 @@ static int tier_write(void *impl, const struct mc_rio_write *w, mc_rio_write_fn 
 }
 
 static int tier_read(void *impl, const struct mc_master_get_result *g, uint32_t skip,
-                     uint32_t tenant, uint64_t deadline_ms, uint8_t *arena,
+                     uint32_t tenant, uint64_t deadline_ms, uint8_t *arena, uint64_t arena_room,
                      mc_rio_read_fn done, mc_rio_wanted_fn wanted, void *ctx)
 {
     struct mc_agent *a = impl;
@@ -143,7 +143,7 @@ static int tier_read(void *impl, const struct mc_master_get_result *g, uint32_t 
         skip |= 1u << j; /* another replica, maybe */
         failed = true;
     }
-    err = a->rio_below.ops->read(a->rio_below.impl, g, skip, tenant, deadline_ms, arena, done,
+    err = a->rio_below.ops->read(a->rio_below.impl, g, skip, tenant, deadline_ms, arena, arena_room, done,
                                  wanted, ctx);
     /* no other replica: the reader hears that the copy failed, not that nothing is there */
     return err == MC_ERR_NOT_FOUND && failed ? MC_ERR_IO : err;

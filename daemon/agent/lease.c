@@ -110,10 +110,12 @@ static void held_answer_drop(void *ctx)
     free(h);
 }
 
-/* Answer a GET whose bytes are readable at segment `seg_idx`, offset `off`. */
+/* Answer a GET whose bytes are readable at segment `seg_idx`, offset `off` (with
+ * MC_CQE_F_TAIL_APART in `cqe_flags`: only the image's tail is there, from byte size on;
+ * the object's bytes are in the client's arena buffer). */
 static void get_answer(struct mc_agent *a, struct client *c, struct lease *l,
                        const struct mc_master_get_result *g, uint32_t rep, uint32_t seg_idx,
-                       uint64_t off)
+                       uint64_t off, uint32_t cqe_flags)
 {
     struct held_answer *h;
     struct mc_cqe e;
@@ -123,7 +125,7 @@ static void get_answer(struct mc_agent *a, struct client *c, struct lease *l,
     e.user_data = l->user_data;
     e.size = g->size;
     e.version = g->version;
-    e.obj_flags = g->flags;
+    e.obj_flags = g->flags | cqe_flags;
     e.loc_seg = seg_idx;
     e.loc_off = off;
     e.replicas = rep + 1; /* which one: the reader skips it if its checksum fails */
@@ -188,12 +190,15 @@ static void get_landed(void *ctx, int res, uint32_t land_id, uint32_t rep)
         return;
     }
     if (res == 0) {
-        l->land_id = land_id;
+        l->land_id = land_id & ~MC_RIO_ARENA_TAIL;
         l->landed = true;
     }
     if (res == 0 && c->state == CL_ACTIVE) {
+        /* in a landing block; or the object in the client's arena and its image's tail in
+         * that block, which the client verifies it with, then releases */
         get_answer(a, c, l, &l->g, rep, tenant_of(c)->land_idx,
-                   mc_alloc_offset(tenant_of(c)->land, land_id));
+                   mc_alloc_offset(tenant_of(c)->land, l->land_id),
+                   (land_id & MC_RIO_ARENA_TAIL) != 0 ? MC_CQE_F_TAIL_APART : 0);
     } else {
         lease_end(a, c, l); /* landed for a client that left, or failed */
         if (c->state == CL_ACTIVE)
@@ -240,7 +245,7 @@ static void get_answered(void *ctx, struct ml_req *r)
         /* in the segment of the reader's tenant, the one its client maps */
         if (tenant_of(c)->seg != NULL && g->rep[j].seg == tenant_of(c)->seg_id &&
             !(l->skip >> j & 1) && mc_seg_span(tenant_of(c)->seg, g->rep[j].offset, 0) != NULL) {
-            get_answer(a, c, l, g, j, 0, g->rep[j].offset); /* the reader maps it: no copy */
+            get_answer(a, c, l, g, j, 0, g->rep[j].offset, 0); /* the reader maps it */
             goto out;
         }
     }
@@ -275,17 +280,20 @@ static void get_answered(void *ctx, struct ml_req *r)
     }
     l->g = *g;
     lease_set_state(l, LEASE_READING);
-    /* into the caller's arena only if the object and its trailer fit its capacity (the
-     * trailer is verified by the client, in place) */
+    /* into the caller's arena if the object and its trailer fit its capacity (the trailer
+     * is verified by the client, in place), or the object alone when the client takes the
+     * rest of the image apart (MC_SQE_F_TAIL_APART: in a landing block, under the lease) */
     arena = l->arena != NULL && a->cfg.arena_reads &&
-                    mc_shm_alloc_len(g->size, (g->flags & MC_MASTER_PUT_NO_CHECKSUM) == 0) <=
-                        l->arena_cap
+                    (mc_shm_alloc_len(g->size, (g->flags & MC_MASTER_PUT_NO_CHECKSUM) == 0) <=
+                         l->arena_cap ||
+                     (l->tail_apart && g->size <= l->arena_cap))
                 ? l->arena
                 : NULL;
     /* get_landed puts it, maybe from inside the read call; until then it keeps the
      * client, and with it the mapping of its arena, alive */
     client_get(c);
     err = a->rio.ops->read(a->rio.impl, &l->g, l->skip, c->tenant, l->op_deadline_ms, arena,
+                           l->arena_cap,
                            get_landed, reader_wanted, l);
     if (err == 0)
         goto out;
@@ -341,6 +349,7 @@ void lease_op_get(struct mc_agent *a, struct client *c, const struct mc_sqe *s, 
     /* writable: arenas are mapped read-write (client.c); the span is this client's */
     l->arena = span != NULL ? (uint8_t *)(uintptr_t)span : NULL;
     l->arena_cap = span != NULL ? s->data_len : 0;
+    l->tail_apart = span != NULL && (s->flags & MC_SQE_F_TAIL_APART) != 0;
     l->skip = (uint32_t)(s->arg0 & ((1u << MC_MASTER_MAX_REPLICAS) - 1));
     l->key_len = (uint16_t)key_len;
     memcpy(l->key, key, key_len);

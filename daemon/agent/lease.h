@@ -40,6 +40,7 @@ struct lease {
     uint64_t cap_plus1;  /* the GET's arg1: the reader's capacity + 1, or 0 */
     uint8_t *arena;      /* the GET's arena destination (MC_SQE_F_ARENA), checked; or NULL */
     uint64_t arena_cap;  /* its bytes */
+    bool tail_apart;     /* the client takes the image's tail apart (MC_SQE_F_TAIL_APART) */
     uint32_t skip;       /* the GET's arg0: replicas that failed the reader's checksum */
     uint16_t key_len;
     uint32_t epoch;

@@ -21,9 +21,12 @@
 /* A write: status 0 once the owner said the bytes are in place. */
 typedef void (*mc_rio_write_fn)(void *ctx, int status);
 /* A read: status 0 with the bytes in landing block land_id (of the reader's tenant's landing
- * segment), or land_id MC_RIO_IN_ARENA: in the reader's arena span given to read, read from
- * replica rep. */
+ * segment), or land_id MC_RIO_IN_ARENA: in the reader's arena span given to read, or
+ * land_id | MC_RIO_ARENA_TAIL: the object's bytes in the arena span, the rest of its image
+ * (from byte `size` on: padding and checksum trailer) at the start of landing block
+ * land_id & ~MC_RIO_ARENA_TAIL; read from replica rep. */
 #define MC_RIO_IN_ARENA UINT32_MAX
+#define MC_RIO_ARENA_TAIL 0x80000000u
 typedef void (*mc_rio_read_fn)(void *ctx, int status, uint32_t land_id, uint32_t rep);
 /* Does the reader still want the bytes (its client is still there)? */
 typedef bool (*mc_rio_wanted_fn)(void *ctx);
@@ -52,14 +55,16 @@ struct mc_rio_ops {
     int (*write)(void *impl, const struct mc_rio_write *w, mc_rio_write_fn done, void *ctx);
     /* the first replica of g not in skip (a bit per replica) and not ours that lands
      * answers; replicas that fail are passed over in turn, a stalled one is read beside.
-     * arena (NULL: none): the reader's memory, mc_shm_alloc_len bytes, that at most ONE
-     * transfer may be received into (the first; any other lands in the landing segment),
-     * and never past its completion: done runs only once that transfer is final, by
-     * deadline_ms (cut then if still moving), so that the caller may be answered and its
-     * buffer reused. An implementation that cannot honour it ignores it. */
+     * arena (NULL: none): the reader's memory, arena_room bytes (at least the object's
+     * size; if less than its mc_shm_alloc_len image, the rest of the image lands apart:
+     * MC_RIO_ARENA_TAIL), that at most ONE transfer may be received into (the first; any
+     * other lands in the landing segment), and never past its completion: done runs only
+     * once that transfer is final, by deadline_ms (cut then if still moving), so that the
+     * caller may be answered and its buffer reused. An implementation that cannot honour
+     * it ignores it. */
     int (*read)(void *impl, const struct mc_master_get_result *g, uint32_t skip,
-                uint32_t tenant, uint64_t deadline_ms, uint8_t *arena, mc_rio_read_fn done,
-                mc_rio_wanted_fn wanted, void *ctx);
+                uint32_t tenant, uint64_t deadline_ms, uint8_t *arena, uint64_t arena_room,
+                mc_rio_read_fn done, mc_rio_wanted_fn wanted, void *ctx);
     /* how long a lease the master grants lasts, counted from when it was asked for */
     uint64_t (*lease_ttl_ms)(void *impl);
     /* optional: tell the owner of a replica not ours that its object is published (sent

@@ -16,11 +16,12 @@ static int local_write(void *impl, const struct mc_rio_write *w, mc_rio_write_fn
 }
 
 static int local_read(void *impl, const struct mc_master_get_result *g, uint32_t skip,
-                      uint32_t tenant, uint64_t deadline_ms, uint8_t *arena,
+                      uint32_t tenant, uint64_t deadline_ms, uint8_t *arena, uint64_t arena_room,
                       mc_rio_read_fn done, mc_rio_wanted_fn wanted, void *ctx)
 {
     (void)impl;
     (void)arena;
+    (void)arena_room;
     (void)g;
     (void)skip;
     (void)tenant;

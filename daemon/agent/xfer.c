@@ -663,15 +663,29 @@ static int next_remote(const struct cluster *cl, struct rget *rg)
 }
 
 /* A new transfer of rg's object from replica i: the first into the reader's arena when it
- * gave one, any other into a landing block of its own. */
+ * gave one (with a small landing block for the image's tail when the arena span holds only
+ * the object's bytes), any other into a landing block of its own. */
 static int read_new(struct cluster *cl, struct rget *rg, int i, uint64_t len, uint64_t deadline)
 {
     struct xfer *x = calloc(1, sizeof(*x));
+    uint64_t size = rg->g->size;
     int err;
 
     if (x == NULL)
         return MC_ERR_NOMEM;
-    if (rg->arena != NULL && !rg->arena_taken) {
+    if (rg->arena != NULL && !rg->arena_taken && rg->arena_room < len &&
+        rg->arena_room >= size && size > 0 && size < len) {
+        if ((err = mc_alloc_alloc(cl->a->ten[rg->tenant].land, len - size, &x->land_id)) != 0 ||
+            (x->land_id & MC_RIO_ARENA_TAIL) != 0) {
+            if (err == 0)
+                mc_alloc_free(cl->a->ten[rg->tenant].land, x->land_id);
+            free(x);
+            return err != 0 ? err : MC_ERR_NO_SPACE;
+        }
+        rg->arena_taken = true;
+        x->arena = rg->arena;
+        x->head = size;
+    } else if (rg->arena != NULL && !rg->arena_taken && rg->arena_room >= len) {
         rg->arena_taken = true;
         x->arena = rg->arena;
     } else if ((err = mc_alloc_alloc(cl->a->ten[rg->tenant].land, len, &x->land_id)) != 0) {
@@ -714,7 +728,10 @@ static void read_end(struct cluster *cl, struct xfer *x, int status)
 
     rg->running--;
     if (rg->done != NULL && status == 0) {
-        uint32_t land_id = x->arena != NULL ? MC_RIO_IN_ARENA : x->land_id, ri = x->ri;
+        uint32_t land_id = x->arena == NULL ? x->land_id
+                           : x->head != 0   ? x->land_id | MC_RIO_ARENA_TAIL
+                                            : MC_RIO_IN_ARENA,
+                 ri = x->ri;
 
         cl->st.read_bytes_in += x->len;
         if (x->arena != NULL)
@@ -726,6 +743,12 @@ static void read_end(struct cluster *cl, struct xfer *x, int status)
     if (rg->done != NULL) {
         /* this replica failed: an unreachable node counts as absent; try the next one */
         bool live = mc_agent_now_ms() < x->deadline_ms && rg->wanted(rg->ctx);
+
+        if (x->head != 0) {
+            /* the tail's block goes with the arena: a retry lands whole, apart */
+            mc_alloc_free(a->ten[rg->tenant].land, x->land_id);
+            x->head = 0;
+        }
 
         mc_debug("read from node %u (segment %u): %s", x->r.node, x->r.seg,
                  mc_strerror(status));
@@ -765,7 +788,7 @@ static void read_end(struct cluster *cl, struct xfer *x, int status)
             return;
         }
     }
-    if (x->arena == NULL)
+    if (x->arena == NULL || x->head != 0)
         mc_alloc_free(a->ten[rg->tenant].land, x->land_id);
     free(x);
     if (rg->done != NULL && rg->running == 0)
@@ -928,7 +951,8 @@ static int ucx_write(void *impl, const struct mc_rio_write *w, mc_rio_write_fn d
 
 static int ucx_read(void *impl, const struct mc_master_get_result *g, uint32_t skip,
                     uint32_t tenant, uint64_t deadline_ms, uint8_t *arena,
-                    mc_rio_read_fn done, mc_rio_wanted_fn wanted, void *ctx)
+                    uint64_t arena_room, mc_rio_read_fn done, mc_rio_wanted_fn wanted,
+                    void *ctx)
 {
     struct cluster *cl = impl;
     bool csum = (g->flags & MC_MASTER_PUT_NO_CHECKSUM) == 0;
@@ -945,6 +969,7 @@ static int ucx_read(void *impl, const struct mc_master_get_result *g, uint32_t s
     rg->wanted = wanted;
     rg->ctx = ctx;
     rg->arena = arena;
+    rg->arena_room = arena_room;
     i = next_remote(cl, rg);
     /* a read that fails at once answers inside (done runs, rg is gone): do not touch rg */
     err = i < 0 ? MC_ERR_NOT_FOUND : read_new(cl, rg, i, len, deadline_ms);
@@ -1241,6 +1266,13 @@ void *cl_read_landing(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id, siz
         return NULL; /* not a read of ours (late, or forged): refused */
     x->data_started = true;
     *op_p = x;
+    if (x->arena != NULL && x->head != 0) {
+        /* the object's bytes into the reader's arena span, the rest into our block */
+        mc_ucx_bulk_dest_split(cl->u, x->head,
+                               cl->a->ten[x->rg->tenant].land_seg->base +
+                                   mc_alloc_offset(cl->a->ten[x->rg->tenant].land, x->land_id));
+        return x->arena;
+    }
     if (x->arena != NULL)
         return x->arena; /* the reader's arena span, of x->len bytes at least (lease.c) */
     return cl->a->ten[x->rg->tenant].land_seg->base +

@@ -264,10 +264,11 @@ int mc_put(mc_client_t *c, const char *key, const void *buf, size_t len,
  *                 asks for the size (the call then returns MC_ERR_TOO_LARGE with
  *                 *len_out set). Written only during the call, never after it returns.
  *                 Host or GPU memory (docs/gpu.md), here and in the async and batch forms.
- *                 A buffer inside an arena (mc_buf_alloc) whose cap also holds the
- *                 object's checksum trailer may receive the bytes straight from another
- *                 node when the agent runs with arena_reads (docs/config.md): then the
- *                 bytes of buf past the object, up to the trailer's end, are written too.
+ *                 A buffer inside an arena (mc_buf_alloc) may receive the bytes straight
+ *                 from another node when the agent runs with arena_reads (docs/config.md);
+ *                 if cap also holds the object's checksum trailer (mc_shm_alloc_len), the
+ *                 bytes of buf past the object, up to the trailer's end, are written too,
+ *                 else nothing past the object is.
  * @param cap      The size of buf in bytes.
  * @param len_out  If not NULL, receives the object's size on success (the bytes written)
  *                 and on MC_ERR_TOO_LARGE (the size buf would need). Untouched otherwise.

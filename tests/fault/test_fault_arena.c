@@ -3,8 +3,10 @@
  * "Remote reads land in the client's arena"): a client of a `--dram 0` node reads objects
  * held by another node into buffers from mc_buf_alloc, and the owner's bytes land in those
  * buffers, not in the reader's landing segment. The contract under test:
- *   - every size is exact, and the path was taken (reads_into_arena counts each item; a
- *     buffer too small for the checksum trailer, or a plain one, takes the landing path);
+ *   - every size is exact, and the path was taken (reads_into_arena counts each item),
+ *     also into a buffer of exactly the object's size (its checksum trailer then lands
+ *     apart, and not one byte past the buffer is written); a plain buffer takes the
+ *     landing path;
  *   - bytes corrupted at the owner are caught by the client's in-place check
  *     (MC_ERR_CORRUPT, never success);
  *   - an owner stopped (SIGSTOP) or killed (SIGKILL) mid-transfer: the get ends by its
@@ -159,11 +161,26 @@ START_TEST(test_fault_arena_get_sizes)
     len = 0;
     ck_assert_int_eq(mc_get(cb, objs[1].key, buf, 0, &len), MC_ERR_TOO_LARGE);
     ck_assert_uint_eq(len, sizes[1]);
-    /* exactly the object's size: no room for the trailer, so it lands and is copied */
-    memset(buf, 0, 65536 + 64);
-    ck_assert_int_eq(mc_get(cb, objs[2].key, buf, 65536, &len), 0);
-    ck_assert_uint_eq(len, 65536);
-    ck_assert(memcmp(buf, objs[2].data, 65536) == 0);
+    /* exactly the object's size: no room for the trailer, which lands apart (the client
+     * verifies the bytes in place against it); nothing past the buffer is written */
+    for (i = 0; i < NS; i++) {
+        n0 = t_fc_stat(b.sock, "reads_into_arena");
+        memset(buf, 0xa5, sizes[i] + 64);
+        len = 0;
+        err = mc_get(cb, objs[i].key, buf, sizes[i], &len);
+        ck_assert_msg(err == 0, "%zu bytes, exact buffer: %s", sizes[i], mc_strerror(err));
+        ck_assert_uint_eq(len, sizes[i]);
+        ck_assert_msg(memcmp(buf, objs[i].data, sizes[i]) == 0,
+                      "%zu bytes, exact buffer: wrong bytes", sizes[i]);
+        for (size_t k = sizes[i]; k < sizes[i] + 64; k++)
+            ck_assert_msg(buf[k] == 0xa5, "%zu bytes, exact buffer: byte %zu past it written",
+                          sizes[i], k - sizes[i]);
+        n1 = t_fc_stat(b.sock, "reads_into_arena");
+        ck_assert_msg(n1 == n0 + 1,
+                      "%zu bytes, exact buffer: reads_into_arena %lld -> %lld (landing path?)",
+                      sizes[i], (long long)n0, (long long)n1);
+    }
+    n0 = t_fc_stat(b.sock, "reads_into_arena");
     /* a plain buffer: the landing path, as before */
     plain = malloc(t_fa_room(65536));
     ck_assert_ptr_nonnull(plain);
@@ -181,12 +198,14 @@ START_TEST(test_fault_arena_get_sizes)
         uint8_t *all;
 
         ck_assert_int_eq(mc_buf_alloc(cb, stride * T_FA_BATCH, (void **)&all), 0);
-        for (int round = 0; round < 3; round++) {
+        /* rounds 0-2 with the trailer's room, round 3 into buffers of exactly each
+         * object's size (the trailers land apart) */
+        for (int round = 0; round < 4; round++) {
             memset(all, 0x3c, stride * T_FA_BATCH);
             for (i = 0; i < T_FA_BATCH; i++) {
                 keys[i] = batch[i].key;
                 bufs[i] = all + (size_t)i * stride;
-                caps[i] = stride;
+                caps[i] = round < 3 ? stride : batch[i].len;
             }
             n0 = t_fc_stat(b.sock, "reads_into_arena");
             got = mc_batch_get(cb, T_FA_BATCH, keys, bufs, caps, lens, results);
@@ -196,6 +215,9 @@ START_TEST(test_fault_arena_get_sizes)
                 ck_assert_uint_eq(lens[i], batch[i].len);
                 ck_assert_msg(memcmp(bufs[i], batch[i].data, batch[i].len) == 0,
                               "%s: wrong bytes", keys[i]);
+                if (round == 3)
+                    ck_assert_msg(((uint8_t *)bufs[i])[batch[i].len] == 0x3c,
+                                  "%s: the byte past its exact buffer written", keys[i]);
             }
             n1 = t_fc_stat(b.sock, "reads_into_arena");
             ck_assert_int_eq(n1 - n0, T_FA_BATCH);
@@ -306,10 +328,23 @@ START_TEST(test_fault_arena_corrupt_replica)
     ck_assert_int_ge(t_fc_stat(b.sock, "reads_into_arena"), n0 + 1); /* it landed in place */
     ck_assert_msg(memcmp(buf + o.len / 2 - 16, o.data + o.len / 2 - 16, 32) != 0,
                   "the buffer kept the object's bytes after MC_ERR_CORRUPT");
+    /* a buffer of exactly its size: the trailer lands apart, the check is the same */
+    memcpy(buf, o.data, o.len);
+    n0 = t_fc_stat(b.sock, "reads_into_arena");
+    err = mc_get(cb, o.key, buf, o.len, &len);
+    ck_assert_msg(err == MC_ERR_CORRUPT, "a flipped byte, exact buffer: %s", mc_strerror(err));
+    ck_assert_int_ge(t_fc_stat(b.sock, "reads_into_arena"), n0 + 1);
+    ck_assert_msg(memcmp(buf + o.len / 2 - 16, o.data + o.len / 2 - 16, 32) != 0,
+                  "the exact buffer kept the object's bytes after MC_ERR_CORRUPT");
+    t_fa_settled(b.sock, "landing_used_bytes", 3000); /* the trailers' blocks released */
 
     ck_assert_int_eq(pwrite(fd, &orig, 1, (off_t)hit), 1);
     close(fd);
     ck_assert_int_eq(mc_get(cb, o.key, buf, room, &len), 0);
+    ck_assert_uint_eq(len, o.len);
+    ck_assert(memcmp(buf, o.data, o.len) == 0);
+    memset(buf, 0, room);
+    ck_assert_int_eq(mc_get(cb, o.key, buf, o.len, &len), 0);
     ck_assert_uint_eq(len, o.len);
     ck_assert(memcmp(buf, o.data, o.len) == 0);
     ck_assert_int_eq(mc_buf_free(cb, buf), 0);
@@ -327,6 +362,7 @@ struct t_fa_call {
     uint8_t *all;   /* T_FA_NBIG buffers of t_fa_room(T_FA_BIG), in one arena allocation */
     int results[T_FA_NBIG];
     bool exact[T_FA_NBIG];
+    bool exact_caps; /* each buffer's capacity is its object's size: the trailers land apart */
     uint64_t ms;
 };
 
@@ -342,7 +378,7 @@ static void *t_fa_call_run(void *arg)
     for (i = 0; i < T_FA_NBIG; i++) {
         keys[i] = k->objs[i].key;
         bufs[i] = k->all + (size_t)i * room;
-        caps[i] = room;
+        caps[i] = k->exact_caps ? k->objs[i].len : room;
         lens[i] = 0;
     }
     got = mc_batch_get(k->c, T_FA_NBIG, keys, bufs, caps, lens, k->results);
@@ -453,7 +489,10 @@ START_TEST(test_fault_arena_owner_stopped_mid_transfer)
     for (unsigned d = 0; d < sizeof(delays_us) / sizeof(delays_us[0]); d++) {
         char what[64];
 
-        snprintf(what, sizeof(what), "A stopped after %u us", delays_us[d]);
+        /* the second round into buffers of exactly the objects' sizes */
+        k.exact_caps = d == 1;
+        snprintf(what, sizeof(what), "A stopped after %u us%s", delays_us[d],
+                 k.exact_caps ? " (exact buffers)" : "");
         memset(k.all, 0, all_len);
         t_fa_call_signalled(&k, delays_us[d], a.pid, SIGSTOP);
         t_fa_check_call(&k, what);
@@ -568,6 +607,7 @@ START_TEST(test_fault_arena_owner_killed_mid_transfer)
         t_fa_put(ca, &objs[i], "ak", i, T_FA_BIG - (size_t)i * 8, salt + (uint64_t)i);
     mc_close(ca);
     t_fa_reader_warm(&k, &b, objs);
+    k.exact_caps = true; /* the trailers land apart: their blocks are released too */
     t_fa_call_signalled(&k, 5000, a.pid, SIGKILL);
     t_proc_kill(&a); /* reaps it */
     t_fa_check_call(&k, "A killed");

@@ -71,8 +71,8 @@ static void t_pump(int status)
 }
 
 static int t_read(void *impl, const struct mc_master_get_result *g, uint32_t skip,
-                  uint32_t tenant, uint64_t deadline_ms, uint8_t *arena, mc_rio_read_fn done,
-                  mc_rio_wanted_fn wanted, void *ctx)
+                  uint32_t tenant, uint64_t deadline_ms, uint8_t *arena, uint64_t arena_room,
+                  mc_rio_read_fn done, mc_rio_wanted_fn wanted, void *ctx)
 {
     struct mc_agent *a = impl;
     uint64_t len = mc_shm_alloc_len(g->size, (g->flags & MC_MASTER_PUT_NO_CHECKSUM) == 0);
@@ -82,6 +82,7 @@ static int t_read(void *impl, const struct mc_master_get_result *g, uint32_t ski
     (void)skip;
     (void)deadline_ms;
     (void)arena;
+    (void)arena_room;
     ck_assert(wanted(ctx));
     ck_assert_uint_eq(tenant, 0);
     T.reads++;

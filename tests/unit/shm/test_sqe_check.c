@@ -140,8 +140,14 @@ START_TEST(test_sqe_check_rejects_flags)
     for (op = 0; op < MC_OP__COUNT; op++) {
         struct mc_sqe s = t_sqe(op);
 
-        s.flags = 0x10;
+        s.flags = 0x20;
         ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took unknown flag", op);
+        s.flags = MC_SQE_F_TAIL_APART; /* only beside a GET's arena */
+        ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took a tail apart alone", op);
+        if (op != MC_OP_GET) {
+            s.flags = MC_SQE_F_TAIL_APART | MC_SQE_F_ARENA;
+            ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took a tail apart", op);
+        }
         s.flags = MC_SQE_F_ARENA | MC_SQE_F_USER;
         ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took two data sources", op);
         s.flags = MC_SQE_F_DEV | MC_SQE_F_ARENA;
@@ -213,6 +219,9 @@ START_TEST(test_sqe_check_data_sources_and_prefixes)
     s.data_off = (UINT64_C(7) << MC_SHM_ARENA_SHIFT) | 4096;
     s.data_len = UINT64_C(16) << 20;
     ck_assert_int_eq(t_check(&s), 0);
+    s.flags = MC_SQE_F_ARENA | MC_SQE_F_TAIL_APART; /* the trailer may land apart */
+    ck_assert_int_eq(t_check(&s), 0);
+    s.flags = MC_SQE_F_ARENA;
     s.data_len = 0;
     ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
     s.data_len = 4096;

@@ -1017,6 +1017,57 @@ START_TEST(test_ucx_bulk_typed_memory)
 }
 END_TEST
 
+/* A split destination (mc_ucx_bulk_dest_split): the first bytes into one buffer, the rest
+ * into another, by rendezvous; not one byte past either. */
+#define T_SPLIT_TAIL 136u
+static uint8_t t_split_tail[T_SPLIT_TAIL + 64];
+
+static void *t_bulk_dest_split(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *h,
+                               const void *hdr_payload, size_t len, void **op_p)
+{
+    void *dst = t_bulk_dest(ctx, ep, h, hdr_payload, len, op_p);
+
+    if (dst != NULL)
+        mc_ucx_bulk_dest_split(t_u, len - T_SPLIT_TAIL, t_split_tail);
+    return dst;
+}
+
+START_TEST(test_ucx_bulk_split)
+{
+    uint8_t addr[T_ADDR_MAX];
+    struct t_peer p;
+    size_t head = T_BULK_LEN - T_SPLIT_TAIL;
+
+    t_rx = (struct t_bulk_rx){0};
+    t_rx.buf = malloc(T_BULK_LEN);
+    t_rx.cap = T_BULK_LEN;
+    ck_assert_ptr_nonnull(t_rx.buf);
+    memset(t_rx.buf, 0xee, T_BULK_LEN);
+    memset(t_split_tail, 0xee, sizeof(t_split_tail));
+    p = t_peer_start(t_peer_bulk_sender, NULL);
+    t_setup();
+    mc_ucx_bulk_register(t_u, t_bulk_dest_split, t_bulk_done, &t_rx);
+    (void)t_peer_hello(&p, addr);
+    ck_assert(t_pump_until(t_u, &t_rx.done, T_WAIT_MS));
+    ck_assert_int_eq(t_rx.status, 0);
+    ck_assert_uint_eq(t_rx.len, T_BULK_LEN);
+    for (size_t i = 0; i < head; i++) {
+        if (t_rx.buf[i] != t_pattern(i))
+            ck_abort_msg("byte %zu: %02x want %02x", i, t_rx.buf[i], t_pattern(i));
+    }
+    for (size_t i = head; i < T_BULK_LEN; i++)
+        ck_assert_msg(t_rx.buf[i] == 0xee, "byte %zu of the head buffer written past its end",
+                      i);
+    for (size_t i = 0; i < T_SPLIT_TAIL; i++)
+        ck_assert_msg(t_split_tail[i] == t_pattern(head + i), "tail byte %zu wrong", i);
+    for (size_t i = T_SPLIT_TAIL; i < sizeof(t_split_tail); i++)
+        ck_assert_msg(t_split_tail[i] == 0xee, "tail written past its end at %zu", i);
+    ck_assert_int_eq(t_peer_finish(&p, T_WAIT_MS), 0);
+    mc_ucx_destroy(t_u);
+    free(t_rx.buf);
+}
+END_TEST
+
 START_TEST(test_ucx_bulk_refused)
 {
     uint8_t addr[T_ADDR_MAX];
@@ -1323,6 +1374,7 @@ static Suite *ucx_suite(void)
     tcase_add_test(tc, test_ucx_bulk_16mib_into_memfd);
     tcase_add_test(tc, test_ucx_bulk_refused);
     tcase_add_test(tc, test_ucx_bulk_typed_memory);
+    tcase_add_test(tc, test_ucx_bulk_split);
     tcase_add_test(tc, test_ucx_bulk_call_answered_once_landed);
     tcase_add_test(tc, test_ucx_bulk_call_unanswered_times_out);
     tcase_add_test(tc, test_ucx_bulk_call_refused);
