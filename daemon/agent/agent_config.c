@@ -226,7 +226,7 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
             "while it sends can leave the receiver's shared-memory queue blocked for good "
             "(UCX 1.13), and one killed with -9 leaves its segments in /dev/shm (docs/decisions.md). "
             "Off by default; daemons on different hosts never use it. UCX_TLS, when set, wins."},
-    {.name = "arena_reads", .type = MC_CFG_BOOL, .def = "false", .offset = FIELD(arena_reads),
+    {.name = "arena_reads", .type = MC_CFG_BOOL, .def = "true", .offset = FIELD(arena_reads),
      .doc = "Cluster mode: a GET into an arena buffer (mc_buf_alloc) whose object is read from "
             "another node receives the owner's bytes straight into that buffer instead of the "
             "landing segment (one copy less; the client verifies the checksums in place). The "
@@ -234,7 +234,9 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
             "else apart in a small landing block: nothing past the buffer is written. "
             "Only the first transfer of a GET may land there; one still moving at the op's "
             "deadline is cut by closing the owner's endpoint with force (docs/decisions.md). "
-            "Off by default."},
+            "A synchronous GET whose SQE the agent took then waits for its answer, as a put "
+            "from the caller's memory does (mc.h, \"Deadlines\"). false: every remote read "
+            "lands in the landing segment and is copied."},
     {.name = "metrics_listen", .type = MC_CFG_STRING, .def = NULL,
      .offset = FIELD(metrics_listen),
      .doc = "HOST:PORT of the HTTP listener serving GET /metrics (Prometheus text format), "
