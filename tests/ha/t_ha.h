@@ -9,6 +9,9 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <curl/curl.h>
+#include <jansson.h>
+
 #include "daemon/common/etcd.h"
 #include "tests/lib/t_fcluster.h"
 
@@ -123,6 +126,57 @@ static inline void t_ha_etcd_start(struct t_ha_etcd *e, const char *dir, int n)
     for (int i = 0; i < n; i++)
         t_ha_etcd_member_start(e, i);
     ck_assert_msg(t_ha_etcd_serving(e->urls, 20000), "etcd did not come up");
+}
+
+static size_t t_ha_curl_sink(char *p, size_t size, size_t n, void *ctx)
+{
+    char *buf = ctx;
+    size_t have = strlen(buf), add = size * n;
+
+    if (have + add >= 4096)
+        add = 4096 - 1 - have;
+    memcpy(buf + have, p, add);
+    buf[have + add] = '\0';
+    return size * n;
+}
+
+/* Which member is etcd's raft leader now (its status, through the JSON gateway: member i
+ * leads when its own id is the leader it names), or -1 if none says so within ms. */
+static inline int t_ha_etcd_raft_leader(const struct t_ha_etcd *e, unsigned ms)
+{
+    uint64_t t0 = t_now_ms();
+
+    do {
+        for (int i = 0; i < e->n; i++) {
+            char url[96], *body = calloc(1, 4096);
+            CURL *c = curl_easy_init();
+            json_t *j = NULL;
+            const char *id, *leader;
+            bool mine = false;
+
+            ck_assert_ptr_nonnull(body);
+            ck_assert_ptr_nonnull(c);
+            snprintf(url, sizeof(url), "http://127.0.0.1:%u/v3/maintenance/status", e->cport[i]);
+            curl_easy_setopt(c, CURLOPT_URL, url);
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{}");
+            curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 500L);
+            curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, t_ha_curl_sink);
+            curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+            if (curl_easy_perform(c) == CURLE_OK &&
+                (j = json_loads(body, 0, NULL)) != NULL &&
+                (id = json_string_value(json_object_get(json_object_get(j, "header"),
+                                                        "member_id"))) != NULL &&
+                (leader = json_string_value(json_object_get(j, "leader"))) != NULL)
+                mine = strcmp(id, leader) == 0;
+            json_decref(j);
+            curl_easy_cleanup(c);
+            free(body);
+            if (mine)
+                return i;
+        }
+        t_fc_sleep_ms(50);
+    } while (t_now_ms() - t0 < ms);
+    return -1;
 }
 
 static inline void t_ha_etcd_stop(struct t_ha_etcd *e)

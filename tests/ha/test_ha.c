@@ -1174,28 +1174,34 @@ START_TEST(test_ha_leader_sigstop)
 END_TEST
 
 /*
- * A 3-member etcd cluster. One member lost: puts and gets go on as before. Quorum lost: the
- * leader steps down within its lease, data ops fail fast with MC_ERR_UNAVAILABLE; the
- * members back: service returns and nothing complete was lost.
+ * A 3-member etcd cluster. One member lost (a follower of etcd's raft: losing its raft
+ * leader costs an etcd election first, which the 2 s lease does not always outlast; see
+ * docs/operations.md): puts and gets go on as before. Quorum lost: the leader steps down
+ * within its lease, data ops fail fast with MC_ERR_UNAVAILABLE; the members back: service
+ * returns and nothing complete was lost.
  */
 START_TEST(test_ha_etcd_member_lost)
 {
     static struct t_ha_cl h;
     static struct t_ha_obj objs[40];
     uint64_t salt = t_fc_salt(), t0;
-    int i, err, fast = 0;
+    int i, err, fast = 0, raft, lost1, lost2;
     char key[48];
 
     if (t_ha_etcd_bin() == NULL)
         return;
     t_ha_cluster_start(&h, __func__, 3);
+    raft = t_ha_etcd_raft_leader(&h.etcd, 5000);
+    ck_assert_msg(raft >= 0, "no etcd member says it leads");
+    lost1 = (raft + 1) % 3;
+    lost2 = (raft + 2) % 3;
     for (i = 0; i < 20; i++) {
         snprintf(key, sizeof(key), "member/%d", i);
         t_ha_obj_make(&objs[i], key, 3000 + (size_t)i, salt + (uint64_t)i);
         (void)t_ha_put_until(h.cl[i % 3], &objs[i], 0, 10000);
     }
     /* one member lost: nothing changes (every op succeeds at once) */
-    t_proc_kill(&h.etcd.p[2]);
+    t_proc_kill(&h.etcd.p[lost1]);
     t0 = t_now_ms();
     for (i = 20; t_now_ms() - t0 < 3 * T_HA_TTL_MS; i = i < 39 ? i + 1 : 20) {
         snprintf(key, sizeof(key), "member/%d", i);
@@ -1206,7 +1212,7 @@ START_TEST(test_ha_etcd_member_lost)
         ck_assert_int_eq(t_ha_get(h.cl[(i + 1) % 3], &objs[i % 20]), 0);
     }
     /* quorum lost: within the lease the leader stops; data ops fail fast */
-    t_proc_kill(&h.etcd.p[1]);
+    t_proc_kill(&h.etcd.p[lost2]);
     t_fc_sleep_ms(T_HA_TTL_MS + 500);
     t0 = t_now_ms();
     while (t_now_ms() - t0 < 2000) {
@@ -1221,8 +1227,8 @@ START_TEST(test_ha_etcd_member_lost)
         t_fc_sleep_ms(50);
     }
     /* quorum back: service returns, nothing complete was lost */
-    t_ha_etcd_member_start(&h.etcd, 1);
-    t_ha_etcd_member_start(&h.etcd, 2);
+    t_ha_etcd_member_start(&h.etcd, lost1);
+    t_ha_etcd_member_start(&h.etcd, lost2);
     ck_assert(t_ha_etcd_serving(h.etcd.urls, 20000));
     t_ha_obj_make(&objs[39], "member/back", 7000, salt + 999);
     t0 = t_now_ms();
