@@ -90,7 +90,13 @@
       "DROP batches held until their owners answer.", NULL, NULL)                             \
     X(DISK_LOST, "mcstore_master_disk_replicas_lost_total", COUNTER, NULL,                     \
       "Disk replicas given up as lost: a drain found the record corrupt or missing at its "    \
-      "owner.", NULL, NULL)
+      "owner.", NULL, NULL)                                                                   \
+    X(REMOVES_HELD, "mcstore_master_removes_held_total", COUNTER, NULL,                        \
+      "REMOVE answers sent once the owners of the disk records they freed or retired said "   \
+      "the erase or mark is durable.", NULL, NULL)                                            \
+    X(REMOVES_HELD_EXPIRED, "mcstore_master_removes_held_expired_total", COUNTER, NULL,        \
+      "REMOVE answers sent after waiting 1 s for those owners without all their answers.",    \
+      NULL, NULL)
 
 enum mc_mcmaster_metric {
 #define MC_MCMASTER_METRIC_ENUM(id, name, type, labels, help, when, stats) MM_##id,

@@ -2,7 +2,8 @@
  * The RPC front end of the master service (server.h): one poll() loop over the TCP
  * bootstrap listener, the UCX worker's event fd, a timerfd (the service tick) and a
  * signalfd (SIGTERM, SIGINT). Handlers run inside mc_ucx_progress and answer at once: the
- * service does no I/O, so nothing is ever deferred.
+ * service does no I/O, so nothing is deferred, but for one wait: a REMOVE that freed or
+ * retired disk blocks is answered once their owners made it durable (diskdrops.h).
  *
  * Scratch arrays for one batch (requests, grants, results) and the reply buffer live in
  * the server struct, sized for MC_PROTO_BATCH_MAX items at start-up, so a request costs no
@@ -109,6 +110,7 @@ struct mc_mcmaster_server {
     struct mc_master_restore_req restores[MC_PROTO_BATCH_MAX];
     uint32_t seg_ids[MC_PROTO_BATCH_MAX];
     struct mc_diskdrops drops; /* DROPs until answered, unanswered disk ones remembered */
+    bool hold_reply;           /* the handler's reply waits for its disk DROPs' answers */
     struct mc_calls calls;     /* FENCEs and COPYs to owners */
     struct mc_proto_seg_entry seg_page[MC_PROTO_SEG_PAGE_MAX];
     struct mc_master_node_info node_info[MC_PROTO_NODE_PAGE_MAX];
@@ -129,6 +131,7 @@ static void peer_drop(struct mc_mcmaster_server *s, struct peer *p, bool force)
     if (p->next != NULL)
         p->next->prev = p->prev;
     s->npeers--;
+    mc_diskdrops_forget_ep(&s->drops, p->ep); /* its held replies go unsent */
     mc_ucx_ep_set_user(p->ep, NULL);
     mc_ucx_ep_close(p->ep, force);
     free(p);
@@ -225,6 +228,7 @@ static struct mc_ucx_ep *ep_of_node(void *ctx, uint32_t node)
 }
 
 static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p);
+static void drops_send(struct mc_mcmaster_server *s);
 
 static void seg_unmount(struct mc_mcmaster_server *s, uint32_t seg)
 {
@@ -548,6 +552,7 @@ static int h_remove(struct mc_mcmaster_server *s, struct peer *p, const void *pl
     struct mc_proto_keys_req req;
     struct mc_proto_batch_rep rep = {0};
     struct mc_master_req x;
+    int err;
 
     if (mc_proto_remove_req_decode(pl, len, MC_PROTO_BATCH_MAX, &req, s->keys) != 0)
         return MC_ERR_PROTO;
@@ -560,8 +565,14 @@ static int h_remove(struct mc_mcmaster_server *s, struct peer *p, const void *pl
                                .in.key = s->keys, .out.count = s->counts};
     (void)mc_master_exec(s->m, &x);
     rep.n = req.n;
-    return mc_proto_remove_rep_encode(&rep, s->results, s->counts, s->out, sizeof(s->out),
-                                      out_len);
+    err = mc_proto_remove_rep_encode(&rep, s->results, s->counts, s->out, sizeof(s->out),
+                                     out_len);
+    /* the DROPs this remove made go out now; if some free or retire disk records, the
+     * answer waits for their owners' answers (their tombstones or marks durable: a crash of
+     * that owner and of this master cannot bring the objects back after the answer) */
+    drops_send(s);
+    s->hold_reply = err == 0 && mc_diskdrops_sent_disk(&s->drops);
+    return err;
 }
 
 static int h_fence(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
@@ -932,6 +943,7 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         return;
     }
     p->silent = false;
+    s->hold_reply = false;
     fn = hdr->type < MC_WIRE__COUNT ? rpc_handlers[hdr->type] : NULL;
     rc = fn != NULL ? fn(s, p, pl, len, &out_len) : MC_ERR_PROTO; /* WRITE, READ: peers' */
     if (rc == MC_ERR_PROTO)
@@ -940,7 +952,9 @@ static void on_request(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         s->mvals[MM_RPCS_FAILED]++;
     if (rc != 0)
         reply_status(ep, hdr, rc);
-    else
+    else if (!s->hold_reply ||
+             mc_diskdrops_hold(&s->drops, ep, (uint16_t)(hdr->type + 1), hdr->request_id,
+                               s->out, out_len, mc_ucx_now_ms()) != 0)
         mc_ucx_rpc_reply(ep, (uint16_t)(hdr->type + 1), hdr->request_id, s->out, out_len);
     /* a refused HELLO: no record stays for it (else endpoints without the token would pile
      * up to max_peers and lock the agents out) */
@@ -1241,6 +1255,8 @@ static void metrics_publish(struct mc_mcmaster_server *s)
         s->mvals[MM_DROPS_GIVEN_UP] = ds.given_up;
         s->mvals[MM_DROPS_LOST] = ds.lost;
         s->mvals[MM_DROPS_QUEUED] = ds.queued;
+        s->mvals[MM_REMOVES_HELD] = s->drops.held_answered;
+        s->mvals[MM_REMOVES_HELD_EXPIRED] = s->drops.held_expired;
     }
     for (i = 0; i < MM__COUNT; i++)
         s->mpresent[i] = 1;

@@ -181,14 +181,9 @@ START_TEST(test_disk_cluster_removed_while_pinned_survives_master_restart)
     (void)pin_range(cc, "pm", n); /* held: the remove only retires the versions */
     ck_assert_int_eq(mc_remove_prefix(ca, "pm/", &removed), 0);
     ck_assert_uint_eq(removed, (uint64_t)n);
-    /* the remove's answer does not wait for the owner's marks (docs/disk.md, "Not
-     * covered"): the test does, for up to 5 s, and asserts only the outcome below */
-    for (int tries = 0; tries < 100; tries++) {
-        marks = t_disk_stat(a.sock, "removed_marks");
-        if (marks >= n)
-            break;
-        t_fc_sleep_ms(50);
-    }
+    /* the remove's answer waits for the owner's marks (mc-master holds it until the
+     * retired DROPs are answered: test_disk_cluster_removed_survives_both_killed) */
+    marks = t_disk_stat(a.sock, "removed_marks");
     fprintf(stderr, "removed_while_pinned_survives_master_restart: %lld marks before the kill\n",
             (long long)marks);
     t_proc_kill(&a);
@@ -212,6 +207,87 @@ START_TEST(test_disk_cluster_removed_while_pinned_survives_master_restart)
                                     old + 100 + (uint64_t)i), 1);
     }
     ck_assert_int_ge(marks, n);
+    mc_close(cc);
+    t_fc_finish(&fc);
+}
+END_TEST
+
+/*
+ * The remove's answer waits for the owner's disk (docs/disk.md, "Frees and erases"): the
+ * owner's erases and marks start 200 ms late; objects on its disk are removed, some pinned
+ * by the client node (the remove retires them: the owner marks their records) and some not
+ * (freed: tombstones). Each remove returns only after its owner's answer (>= 150 ms), and
+ * right then the owner and mc-master are both killed -9: mc-master's memory of the removal
+ * dies with it, so only the owner's disk can keep it. A fresh mc-master and the owner on the
+ * same disk: every removed key is NOT_FOUND, the untouched ones read back exact. Before
+ * mc-master held the answer, the removes returned in a few ms and the records came back.
+ */
+START_TEST(test_disk_cluster_removed_survives_both_killed)
+{
+    struct t_fc fc;
+    struct t_proc a, a2, c;
+    char path[300], listen[64];
+    const char *slow[] = {"--disk", path, "--disk-size", "128M", "--test-fault",
+                          "disk_delay_ms=200", NULL};
+    const char *extra[] = {"--disk", path, "--disk-size", "128M", NULL};
+    mc_client_t *ca, *cc;
+    const size_t len = 64 * KIB;
+    const int n = 4;
+    const uint64_t old = 7000;
+    uint64_t removed = 0, t0, took_pinned, took_free;
+
+    t_disk_cluster_start(&fc, "disk_cluster_both_killed", TTL_MS, false, path, sizeof(path),
+                         &a, slow, &c, NULL);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%u", fc.master.port);
+    ca = t_fc_conn(&a);
+    cc = t_fc_conn(&c);
+    batch_put_seeded(ca, "bp", n, len, old);
+    batch_put_seeded(ca, "bf", n, len, old + 100);
+    batch_put_seeded(ca, "ctl", n, len, old + 200);
+    put_range(ca, "fill", 0, 384, len); /* 24 MiB more through 16 MiB: the above to disk */
+    t_disk_settle(a.sock);
+    assert_on_disk(cc, "bp", n);
+    assert_on_disk(cc, "bf", n);
+    assert_on_disk(cc, "ctl", n);
+    (void)pin_range(cc, "bp", n); /* held: the remove only retires the versions */
+    t0 = t_now_ms();
+    ck_assert_int_eq(mc_remove_prefix(ca, "bp/", &removed), 0);
+    took_pinned = t_now_ms() - t0;
+    ck_assert_uint_eq(removed, (uint64_t)n);
+    t0 = t_now_ms();
+    ck_assert_int_eq(mc_remove_prefix(ca, "bf/", &removed), 0);
+    took_free = t_now_ms() - t0;
+    ck_assert_uint_eq(removed, (uint64_t)n);
+    /* at once: no moment for anything to become durable after the answers */
+    t_proc_kill(&fc.master);
+    t_proc_kill(&a);
+    fprintf(stderr, "removed_survives_both_killed: removes answered in %llu ms (pinned) and "
+                    "%llu ms (free)\n",
+            (unsigned long long)took_pinned, (unsigned long long)took_free);
+    mc_close(ca);
+    t_fc_master_start(&fc, NULL, listen, "master2"); /* fresh: no memo, no directory */
+    owner_restart(&fc, &a2, extra);
+    wait_exist(cc, "ctl/3", 200); /* the restore has run once ctl/N are back */
+    ck_assert_int_eq(mc_exist(cc, "ctl/3"), 1);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+
+        snprintf(key, sizeof(key), "bp/%d", i);
+        ck_assert_msg(get_seeded(cc, key, len, old + (uint64_t)i, old + (uint64_t)i) == 0,
+                      "%s was removed while pinned, and came back", key);
+        snprintf(key, sizeof(key), "bf/%d", i);
+        ck_assert_msg(get_seeded(cc, key, len, old + 100 + (uint64_t)i,
+                                 old + 100 + (uint64_t)i) == 0,
+                      "%s was removed, and came back", key);
+        snprintf(key, sizeof(key), "ctl/%d", i);
+        ck_assert_int_eq(get_seeded(cc, key, len, old + 200 + (uint64_t)i,
+                                    old + 200 + (uint64_t)i), 1);
+    }
+    /* and it was so because the answers waited */
+    ck_assert_msg(took_pinned >= 150 && took_free >= 150,
+                  "a remove was answered before the owner's disk could hold it (%llu ms, "
+                  "%llu ms; erases start 200 ms late)",
+                  (unsigned long long)took_pinned, (unsigned long long)took_free);
     mc_close(cc);
     t_fc_finish(&fc);
 }
@@ -563,6 +639,7 @@ int main(void)
     tcase_add_test(tc, test_disk_cluster_removed_stays_removed);
     tcase_add_test(tc, test_disk_cluster_removed_while_pinned_stays_removed);
     tcase_add_test(tc, test_disk_cluster_removed_while_pinned_survives_master_restart);
+    tcase_add_test(tc, test_disk_cluster_removed_survives_both_killed);
     tcase_add_test(tc, test_disk_cluster_peer_reads_capped);
     tcase_add_test(tc, test_disk_cluster_slow_peer_read_times_out);
     tcase_add_test(tc, test_disk_cluster_put_waits_for_offload);
