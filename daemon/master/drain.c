@@ -496,6 +496,32 @@ static struct seg *dram_on(struct mc_master *m, uint32_t node, uint32_t tenant)
     return NULL;
 }
 
+/* Of the tenant's DRAM segments on nodes other than a and b, the one with the largest free
+ * block (a promotion for a reader on a --dram 0 node of a disk on a --dram 0 node), or
+ * NULL. */
+static struct seg *dram_elsewhere(struct mc_master *m, uint32_t a, uint32_t b, uint32_t tenant)
+{
+    struct seg *best = NULL;
+    uint64_t best_free = 0;
+    uint32_t i;
+
+    for (i = 0; i < m->nsegs; i++) {
+        struct seg *t = &m->segs[i];
+        uint64_t f;
+
+        if (t->state != SEG_MOUNTED || t->kind != MC_SEG_DRAM || t->node == a ||
+            t->node == b || t->tenant != tenant || seg_restoring(m, t) ||
+            node_draining(m, t->node))
+            continue;
+        f = mc_alloc_largest_free(t->alloc);
+        if (best == NULL || f > best_free) {
+            best = t;
+            best_free = f;
+        }
+    }
+    return best;
+}
+
 /* A block of `need` bytes in dram (evicting there as a put would) for a promotion: 0 with
  * *tgt set, or an error when it has no room under its tenant's quota or even after evicting. */
 static int promote_block(struct mc_master *m, struct seg *dram, uint64_t need, uint32_t now,
@@ -522,8 +548,10 @@ static int promote_block(struct mc_master *m, struct seg *dram, uint64_t need, u
  * A GET was granted on v (o's readable version) to a reader on node `reader`. With
  * disk_promote on and every live replica of v on disk, a DRAM block is allocated on the
  * reader's node (its next read is then local) or, when that node has no DRAM segment of the
- * tenant or no room in it, on the node of v's (first) disk replica, evicting there as a put
- * would, and a copy queued from the disk record to it. The disk's owner reads the record
+ * tenant or no room in it, on the node of v's (first) disk replica, or, when that one has
+ * none either, on the other node whose DRAM segment of the tenant has the largest free
+ * block (a read from memory, if not a local one), evicting there as a put would, and a copy
+ * queued from the disk record to it. The disk's owner reads the record
  * (checked) into the block and answers; into another node's block it sends it with the
  * remote write, which starts by the COPY's arrival + op_timeout_ms or never, as a drain's
  * copy of a disk record (docs/disk.md). The block belongs to no version
@@ -570,7 +598,13 @@ void mc_drain_promote(struct mc_master *m, struct obj *o, struct ver *v, uint32_
     if (reader != MC_MASTER_NODE_NONE && reader != disk->node &&
         promote_block(m, dram_on(m, reader, disk->tenant), need, now, &tgt) == 0) {
         remote = true;
-    } else if (promote_block(m, dram_on(m, disk->node, disk->tenant), need, now, &tgt) != 0) {
+    } else if (promote_block(m, dram_on(m, disk->node, disk->tenant), need, now, &tgt) == 0) {
+        /* the disk's own node */
+    } else if (dram_on(m, disk->node, disk->tenant) == NULL &&
+               promote_block(m, dram_elsewhere(m, reader, disk->node, disk->tenant), need, now,
+                             &tgt) == 0) {
+        remote = true;
+    } else {
         free(c);
         return;
     }

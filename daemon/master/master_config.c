@@ -139,7 +139,8 @@ const struct mc_config_entry mc_master_config_table[] = {
         .offset = FIELD(disk_promote),
         .doc = "A GET of an object whose replicas are all on disk also copies it back into "
                "DRAM on the reader's node, or the disk's own node when the reader has no DRAM "
-               "room (evicting there as a put would), so later GETs read memory; the disk "
+               "room, or another node when neither has DRAM (evicting there as a put would), "
+               "so later GETs read memory; the disk "
                "record stays. Off by default: a promotion takes DRAM a "
                "one-off read never uses again. docs/disk.md.",
     },

@@ -655,7 +655,9 @@ static struct mc_master_copy t_promote_for(struct t_node *t, uint32_t reader, co
 /* A promotion goes into the reader's node when it has DRAM of the tenant with room (its
  * next read is local), else into the disk's own node: a reader with no DRAM segment, a
  * reader unknown (MC_MASTER_NODE_NONE), the disk's node itself. Answered, the object reads
- * the reader's DRAM replica first. Fails without the reader's node: every copy targets n0. */
+ * the reader's DRAM replica first. Fails without the reader's node: every copy targets n0.
+ * A disk node with no DRAM of its own (--dram 0) and a reader with none: the node with DRAM
+ * (n1; before, nothing was promoted at all). */
 START_TEST(test_promote_into_reader_node)
 {
     struct t_node t = t_promote_setup(true);
@@ -684,6 +686,19 @@ START_TEST(test_promote_into_reader_node)
     ck_assert_uint_eq(c.dst.node, t.node);
     mc_master_copy_done(t.m, c.id, 0);
     ck_assert_uint_eq(t_kinds(t.m, "k1", NULL), (1u << MC_SEG_DRAM) | (1u << MC_SEG_DISK));
+
+    ck_assert_int_eq(mc_master_segment_unmount(t.m, t.dram), 0); /* n0: its disk only */
+    c = t_promote_for(&t, n2, "k4");
+    ck_assert_uint_eq(c.dst.node, n1);
+    mc_master_copy_done(t.m, c.id, 0);
+    ck_assert_int_eq(t_get(t.m, "k4", &r), 0);
+    ck_assert_uint_eq(r.nrep, 2);
+    ck_assert_uint_eq(r.rep[0].kind, MC_SEG_DRAM);
+    ck_assert_uint_eq(r.rep[0].node, n1);
+    t_release(t.m, "k4", &r);
+    c = t_promote_for(&t, MC_MASTER_NODE_NONE, "k5");
+    ck_assert_uint_eq(c.dst.node, n1);
+    mc_master_copy_done(t.m, c.id, 0);
     mc_master_destroy(t.m);
 }
 END_TEST
