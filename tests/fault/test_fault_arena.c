@@ -15,6 +15,10 @@
  *   - a client killed mid-get: the agent lives on, the arena's mapping is released once
  *     the transfers into it are final (arena_bytes back to 0), nothing stays in the
  *     landing segment.
+ *   - a kill-point sweep of readers: child processes reading mixed sizes into arena buffers
+ *     (exact or with the trailer's room) killed -9 at random moments: each time the agent
+ *     ends up holding nothing of the dead reader (arena_bytes, landing_used_bytes back to
+ *     0 by the op deadline) and serves the next reader exactly.
  * And puts the other way (docs/decisions.md "Remote puts are sent from the client's
  * arena"): a PUT from an arena buffer through the `--dram 0` node is sent from the arena
  * (puts_from_arena counts it), every size reads back exactly through the owner; a client
@@ -38,6 +42,7 @@
 
 #include "shm/ring.h"
 #include "tests/lib/t_fcluster.h"
+#include "tests/lib/t_rng.h"
 
 #define T_FA_BATCH 32
 #define T_FA_BIG (16u << 20)
@@ -1007,6 +1012,120 @@ START_TEST(test_fault_arena_put_client_killed)
 }
 END_TEST
 
+/* --- 4. a kill-point sweep of readers into arenas ------------------------------------------ */
+
+#define T_SW_N 8
+
+static const size_t t_sw_sizes[T_SW_N] = {4096,      65536,     65536 + 8, 262144,
+                                          1u << 20,  (4u << 20) - 8, 8u << 20, T_FA_BIG};
+
+/* A reader of objs through sock, forever: batches of all T_SW_N into one arena allocation,
+ * each buffer exactly its object's size (exact) or with the trailer's room. */
+static void t_sw_child(const char *sock, const struct t_fa_obj *objs, bool exact)
+{
+    const char *keys[T_SW_N];
+    void *bufs[T_SW_N];
+    size_t caps[T_SW_N], lens[T_SW_N], off = 0;
+    int results[T_SW_N];
+    mc_client_t *c;
+    uint8_t *all;
+
+    for (int i = 0; i < T_SW_N; i++)
+        off += t_fa_room(objs[i].len);
+    if (mc_connect(sock, &c) != 0 || mc_buf_alloc(c, off, (void **)&all) != 0)
+        _exit(2);
+    off = 0;
+    for (int i = 0; i < T_SW_N; i++) {
+        keys[i] = objs[i].key;
+        bufs[i] = all + off;
+        caps[i] = exact ? objs[i].len : t_fa_room(objs[i].len);
+        off += t_fa_room(objs[i].len);
+    }
+    for (;;) {
+        if (mc_batch_get(c, T_SW_N, keys, bufs, caps, lens, results) != T_SW_N)
+            _exit(3);
+        for (int i = 0; i < T_SW_N; i++)
+            if (results[i] != 0 || lens[i] != objs[i].len ||
+                memcmp(bufs[i], objs[i].data, objs[i].len) != 0)
+                _exit(4); /* wrong bytes reported as success: the parent sees the status */
+    }
+}
+
+/*
+ * Readers killed at random points of their gets (T_SW_ROUNDS, MC_SWEEP_GETS overrides): a
+ * child connects to B (--dram 0), reads T_SW_N objects of A of mixed sizes (4 KiB .. 16 MiB)
+ * into its arena, exact buffers or with the trailer's room (alternately), checking every
+ * byte, and is killed -9 after 0..80 ms (connecting, mid-batch, between batches). Each
+ * time: the child never saw wrong bytes (it exits 4 if it did), B holds nothing of it by the
+ * op deadline (arena_bytes and landing_used_bytes back to 0: no transfer into the dead
+ * arena is left, no trailer's block), and every 8 rounds B serves the test's own reader
+ * exactly. The path was taken: reads_into_arena grew.
+ */
+START_TEST(test_fault_arena_reader_kill_sweep)
+{
+    struct t_proc a = {0}, b = {0};
+    struct t_fa_obj objs[T_SW_N];
+    uint64_t salt = t_fc_salt();
+    const char *env = getenv("MC_SWEEP_GETS");
+    int rounds = env != NULL && atoi(env) > 0 ? atoi(env) : 40, killed_mid = 0;
+    json_int_t n0;
+    mc_client_t *ca, *cb;
+    struct t_rng rng;
+    struct t_fc fc;
+    int i, st;
+    pid_t pid;
+
+    t_rng_seed(&rng, salt);
+    t_fa_cluster(&fc, "arena_reader_sweep", 30000, &a, &b, "256M");
+    ca = t_fc_conn(&a);
+    for (i = 0; i < T_SW_N; i++)
+        t_fa_put(ca, &objs[i], "sw", i, t_sw_sizes[i], salt + (uint64_t)i);
+    mc_close(ca);
+    n0 = t_fc_stat(b.sock, "reads_into_arena");
+    for (int round = 0; round < rounds; round++) {
+        unsigned delay_ms = (unsigned)t_rng_below(&rng, 81);
+        json_int_t before = t_fc_stat(b.sock, "reads_into_arena");
+
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+            t_sw_child(b.sock, objs, round % 2 == 0);
+        t_fc_sleep_ms(delay_ms);
+        kill(pid, SIGKILL);
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFSIGNALED(st), "round %d: the reader exited %d before the kill "
+                      "(2: no connection, 3: a batch failed, 4: wrong bytes)", round,
+                      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        killed_mid += t_fc_stat(b.sock, "reads_into_arena") > before;
+        t_fa_settled(b.sock, "arena_bytes", T_FC_OP_MS + 3000);
+        t_fa_settled(b.sock, "landing_used_bytes", 3000);
+        if (round % 8 == 7) {
+            cb = t_fc_conn(&b);
+            for (i = 0; i < T_SW_N; i++) {
+                uint8_t *buf = malloc(objs[i].len);
+                size_t len = 0;
+
+                ck_assert_ptr_nonnull(buf);
+                ck_assert_int_eq(mc_get(cb, objs[i].key, buf, objs[i].len, &len), 0);
+                ck_assert_uint_eq(len, objs[i].len);
+                ck_assert(memcmp(buf, objs[i].data, len) == 0);
+                free(buf);
+            }
+            mc_close(cb);
+        }
+    }
+    fprintf(stderr, "arena_reader_sweep: %d rounds, %d with reads into the arena, %lld reads "
+            "into arenas, %lld cut\n", rounds, killed_mid,
+            (long long)(t_fc_stat(b.sock, "reads_into_arena") - n0),
+            (long long)t_fc_stat(b.sock, "arena_reads_cut"));
+    ck_assert_int_gt(t_fc_stat(b.sock, "reads_into_arena"), n0);
+    ck_assert_int_le(t_fc_stat(b.sock, "clients"), 1); /* the stats call's own */
+    for (i = 0; i < T_SW_N; i++)
+        free(objs[i].data);
+    t_fc_finish(&fc);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     const TTest *const tests[] = {
@@ -1017,6 +1136,7 @@ int main(int argc, char **argv)
         test_fault_arena_owner_killed_mid_transfer,
         test_fault_arena_owner_killed_landing_full,
         test_fault_arena_client_killed_mid_get,
+        test_fault_arena_reader_kill_sweep,
         test_fault_arena_put_sizes,
         test_fault_arena_put_client_killed,
     };
