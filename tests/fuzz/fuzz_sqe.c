@@ -160,8 +160,15 @@ static void t_sqe_promises(const struct mc_shm_layout *l, const struct mc_sqe *s
         if (s->flags != MC_SQE_F_DEV || !t_op_takes_source(s->opcode) || s->data_len == 0 ||
             (s->data_off >> MC_SHM_ARENA_SHIFT) >= MC_SHM_MAX_DEVBUFS)
             abort();
-    } else if ((s->flags & ~(MC_SQE_F_NO_CQE | MC_SQE_F_ARENA | MC_SQE_F_USER)) != 0 ||
+    } else if ((s->flags & ~(MC_SQE_F_NO_CQE | MC_SQE_F_ARENA | MC_SQE_F_USER |
+                             MC_SQE_F_TAIL_APART | MC_SQE_F_ARENA_DATA)) != 0 ||
         ((s->flags & MC_SQE_F_NO_CQE) && s->opcode != MC_OP_RELEASE) ||
+        /* a streamed arena put: named on its PUT_START, alone */
+        ((s->flags & MC_SQE_F_ARENA_DATA) &&
+         (s->opcode != MC_OP_PUT_START || s->flags != MC_SQE_F_ARENA_DATA)) ||
+        /* the trailer apart: a GET into an arena only */
+        ((s->flags & MC_SQE_F_TAIL_APART) &&
+         (s->opcode != MC_OP_GET || src != MC_SQE_F_ARENA)) ||
         (src != 0 && !(s->opcode == MC_OP_GET && src == MC_SQE_F_ARENA) &&
          (!t_op_takes_source(s->opcode) || src == (MC_SQE_F_ARENA | MC_SQE_F_USER))))
         abort(); /* a GET may name an arena destination: the agent checks its span */
@@ -206,7 +213,9 @@ static void t_sqe_legalise(const struct mc_shm_layout *l, struct mc_sqe *s)
     s->opcode = op;
     if (!t_op_takes_source(op) || src == (MC_SQE_F_ARENA | MC_SQE_F_USER))
         src = 0;
-    s->flags = src | (op == MC_OP_RELEASE ? s->flags & MC_SQE_F_NO_CQE : 0);
+    s->flags = src | (op == MC_OP_RELEASE ? s->flags & MC_SQE_F_NO_CQE : 0) |
+               (op == MC_OP_PUT_START && s->flags == MC_SQE_F_ARENA_DATA ? MC_SQE_F_ARENA_DATA
+                                                                         : 0);
     if (t_op_uses_key(op))
         s->key_len = 1 + s->key_len % MC_SHM_KEY_SLOT;
     else if (op == MC_OP_LIST)
