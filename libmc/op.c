@@ -536,6 +536,8 @@ static enum pump_result pump_locked(struct mc_client *c, struct mc_op *op)
     case STEP_START:
         sqe_put_init(&sqe, MC_OP_PUT_START, op);
         sqe.arg0 = op->len;
+        if (op->src == SRC_ARENA)
+            sqe.flags = MC_SQE_F_ARENA_DATA; /* every piece from the arena: sent from there */
         err = step_submit_locked(c, op, &sqe, true, -1, STEP_START, op->deadline_ns);
         break;
     case STEP_DATA:

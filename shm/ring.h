@@ -215,6 +215,9 @@ enum mc_shm_op {
                                with process_vm_readv (the client allows it: PR_SET_PTRACER) */
 #define MC_SQE_F_DEV 0x8u   /* a registered device buffer: data_off = devbuf id <<
                                MC_SHM_ARENA_SHIFT | offset (PUT, PUT_DATA) */
+#define MC_SQE_F_ARENA_DATA 0x20u /* PUT_START only: every PUT_DATA of this put names an
+                                     arena span (MC_SQE_F_ARENA); a put with no replica on
+                                     the agent's node is then sent from those spans */
 #define MC_SQE_F_TAIL_APART 0x10u /* GET with MC_SQE_F_ARENA only: the client takes an
                                      answer with MC_CQE_F_TAIL_APART (MC_OP_GET) */
 #define MC_SHM_ARENA_SHIFT 48

@@ -56,7 +56,10 @@ int mc_shm_sqe_check(const struct mc_shm_layout *l, const struct mc_sqe *sqe)
     uses = op_uses[sqe->opcode];
 
     if ((sqe->flags & ~(MC_SQE_F_NO_CQE | MC_SQE_F_ARENA | MC_SQE_F_USER | MC_SQE_F_DEV |
-                        MC_SQE_F_TAIL_APART)) != 0)
+                        MC_SQE_F_TAIL_APART | MC_SQE_F_ARENA_DATA)) != 0)
+        return MC_ERR_INVALID;
+    if ((sqe->flags & MC_SQE_F_ARENA_DATA) != 0 &&
+        (sqe->opcode != MC_OP_PUT_START || sqe->flags != MC_SQE_F_ARENA_DATA))
         return MC_ERR_INVALID;
     if ((sqe->flags & MC_SQE_F_TAIL_APART) != 0 &&
         (sqe->opcode != MC_OP_GET || (sqe->flags & MC_SQE_F_ARENA) == 0))

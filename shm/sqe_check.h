@@ -20,7 +20,8 @@ static_assert(MC_SHM_MAX_REPLICAS <= 64, "a GET's skip mask has 64 bits");
  * it between check and use), against the layout `l` (the agent's copy, never the header):
  *   - opcode < MC_OP__COUNT; flags: MC_SQE_F_NO_CQE only on RELEASE; MC_SQE_F_ARENA or
  *     MC_SQE_F_USER (not both) only on PUT and PUT_DATA, and MC_SQE_F_ARENA alone on GET
- *     (its destination), with MC_SQE_F_TAIL_APART there only;
+ *     (its destination), with MC_SQE_F_TAIL_APART there only; MC_SQE_F_ARENA_DATA alone,
+ *     on PUT_START only;
  *   - PUT, PUT_START, GET, EXIST, REMOVE, STAT, REMOVE_PREFIX: key_len 1 .. MC_SHM_KEY_SLOT;
  *     LIST: 0 .. MC_SHM_KEY_SLOT (a prefix); other ops 0;
  *   - PUT, PUT_DATA, STATS, LIST: data_len > 0 and [data_off, data_off + data_len) inside

@@ -287,13 +287,16 @@ static int put_image(struct mc_agent *a, struct put *p)
         return MC_ERR_INTERNAL;
     }
     p->nremote = p->nrep;
-    if (p->oneshot && p->src_arena) {
+    if ((p->oneshot && p->src_arena) || p->data_arena) {
         if (p->csum) {
             p->trailer = malloc(len - mc_shm_trailer_off(p->size));
             if (p->trailer == NULL)
                 return MC_ERR_NOMEM;
         }
-        p->arena = p->src;
+        if (p->oneshot)
+            p->arena = p->src;
+        else
+            p->stream_arena = true; /* each PUT_DATA's span is its own */
         a->st.puts_from_arena++;
         return 0;
     }
@@ -474,6 +477,7 @@ static int put_begin(struct mc_agent *a, struct client *c, const struct mc_sqe *
     put_set_state(p, PUT_GRANTING);
     p->oneshot = s->opcode == MC_OP_PUT;
     p->src_arena = p->oneshot && (s->flags & MC_SQE_F_ARENA) != 0;
+    p->data_arena = !p->oneshot && (s->flags & MC_SQE_F_ARENA_DATA) != 0;
     p->csum = csum;
     p->key_len = (uint16_t)key_len;
     memcpy(p->key, key, key_len);
@@ -643,7 +647,8 @@ static void send_range(struct mc_agent *a, struct put *p, const uint8_t *src, ui
         };
         int err;
 
-        if (p->image == NULL && p->arena == NULL && agent_seg(a, p->rep[i].seg) != NULL)
+        if (p->image == NULL && p->arena == NULL && !p->stream_arena &&
+            agent_seg(a, p->rep[i].seg) != NULL)
             continue; /* the image is that replica */
         p->sends++;
         if (arena)
@@ -668,7 +673,14 @@ static void put_send(struct mc_agent *a, struct put *p, uint64_t from, uint64_t 
     if (from >= to)
         return;
     p->sends++; /* held while they start, so none ends the put under our feet */
-    if (p->arena == NULL) {
+    if (p->stream_arena) {
+        /* the payload went piece by piece (copy_step): the checksums only */
+        uint64_t toff = mc_shm_trailer_off(p->size);
+        uint64_t tfrom = from > toff ? from : toff;
+
+        if (p->trailer != NULL && to > tfrom && p->send_err == 0)
+            send_range(a, p, p->trailer + (tfrom - toff), tfrom, to - tfrom, false);
+    } else if (p->arena == NULL) {
         send_range(a, p, p->dst + from, from, to - from, false);
     } else {
         uint64_t pay_end = to < p->size ? to : p->size;
@@ -690,8 +702,8 @@ static void put_progress(struct mc_agent *a, struct put *p)
 {
     uint64_t end = p->sent_upto;
 
-    if (p->nremote == 0 || p->send_err != 0)
-        return;
+    if (p->nremote == 0 || p->send_err != 0 || p->stream_arena)
+        return; /* a streamed arena put sends each piece once it is summed */
     while (end < p->size && p->seen[end / MC_SHM_CHUNK])
         end = (end / MC_SHM_CHUNK + 1) * MC_SHM_CHUNK;
     if (end > p->size)
@@ -706,7 +718,7 @@ static void put_progress(struct mc_agent *a, struct put *p)
  * a put sent from the arena. */
 static uint64_t *put_trailer(struct put *p)
 {
-    if (p->arena != NULL)
+    if (p->arena != NULL || p->stream_arena)
         return (uint64_t *)(void *)p->trailer;
     return (uint64_t *)(void *)(p->dst + mc_shm_trailer_off(p->size));
 }
@@ -837,6 +849,8 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
         /* no image: the bytes are summed where they lie, and sent from there (a PUT
          * starts at 0: pos is the offset in the arena span too) */
         at = p->arena + pos;
+    } else if (p->stream_arena) {
+        at = cp->src + cp->done; /* this piece's own span (PUT_DATA checked it is one) */
     } else if (cp->src != NULL) {
         memcpy(p->dst + pos, cp->src + cp->done, n);
     } else {
@@ -876,6 +890,14 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
     }
     a->st.bytes_in += n;
     p->active_ms = now;
+    if (cp->done == cp->len && p->stream_arena && p->send_err == 0 && !p->failed) {
+        /* the piece is summed: its bytes go to the replicas from its span (each write
+         * holds the client, and with it the arena's mapping, until final) */
+        p->sends++;
+        send_range(a, p, cp->src, cp->obj_off, cp->len, true);
+        if (--p->sends == 0)
+            writes_final(a, p);
+    }
     if (cp->done == cp->len)
         copy_done(a, c, 0);
     return n;
@@ -964,6 +986,12 @@ void put_op(struct mc_agent *a, struct client *c, const struct mc_sqe *s, const 
         if (p == NULL || s->arg1 % MC_SHM_CHUNK != 0 || s->arg1 >= p->size ||
             s->data_len > p->size - s->arg1 ||
             (s->data_len % MC_SHM_CHUNK != 0 && s->arg1 + s->data_len != p->size)) {
+            err = MC_ERR_INVALID;
+            break;
+        }
+        /* a put that promised arena pieces takes only those (nothing else has a place to
+         * be summed and sent from when there is no image) */
+        if (p->data_arena && !(s->flags & MC_SQE_F_ARENA)) {
             err = MC_ERR_INVALID;
             break;
         }

@@ -64,6 +64,11 @@ struct put {
     bool answered;       /* its op was answered (MC_ERR_TIMEOUT at the deadline) while
                             writes to a stalled peer still read the image */
     bool src_arena;      /* a PUT whose source `src` is a span of one of the client's arenas */
+    bool data_arena;     /* a PUT_START's promise: every PUT_DATA names an arena span
+                            (MC_SQE_F_ARENA_DATA) */
+    bool stream_arena;   /* ... and no replica here: no image; each piece is summed where
+                            it lies and sent from there once summed, the checksums from
+                            `trailer` */
     uint16_t key_len;
     uint32_t busy;       /* copies in progress into it */
     uint64_t version;

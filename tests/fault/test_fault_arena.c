@@ -47,6 +47,7 @@
 #define T_FA_BATCH 32
 #define T_FA_BIG (16u << 20)
 #define T_FA_NBIG 8 /* 128 MiB a batch: tens of ms on loopback tcp */
+#define T_FA_STREAMED ((80u << 20) + 12) /* over libmc's 64 MiB one-shot put: streamed */
 
 static const char *const t_fa_reader_set[] = {"--set", "arena_reads=true", "--set",
                                               "landing=256M", NULL};
@@ -782,7 +783,7 @@ START_TEST(test_fault_arena_put_sizes)
     static const size_t sizes[] = {1, 4096, 65536, 1u << 20, T_FA_BIG};
     enum { NS = sizeof(sizes) / sizeof(sizes[0]) };
     struct t_proc a = {0}, b = {0};
-    struct t_fa_obj objs[NS], batch[T_FA_BATCH], plain;
+    struct t_fa_obj objs[NS], batch[T_FA_BATCH], plain, streamed;
     const char *keys[T_FA_BATCH];
     const void *bufs[T_FA_BATCH];
     size_t lens[T_FA_BATCH];
@@ -834,6 +835,25 @@ START_TEST(test_fault_arena_put_sizes)
     n0 = t_fc_stat(b.sock, "puts_from_arena");
     t_fa_put(cb, &plain, "apl", 0, 65536, salt + 200u);
     ck_assert_int_eq(t_fc_stat(b.sock, "puts_from_arena"), n0);
+    /* over 64 MiB: a streamed put (PUT_START, 16 MiB PUT_DATA pieces, PUT_END), each piece
+     * sent from its arena span once summed, the checksums last */
+    {
+        uint8_t *big;
+
+        snprintf(streamed.key, sizeof(streamed.key), "aps/streamed");
+        streamed.len = T_FA_STREAMED;
+        streamed.data = malloc(T_FA_STREAMED);
+        ck_assert_ptr_nonnull(streamed.data);
+        t_fill(streamed.data, T_FA_STREAMED, salt + 300u);
+        ck_assert_int_eq(mc_buf_alloc(cb, T_FA_STREAMED, (void **)&big), 0);
+        memcpy(big, streamed.data, T_FA_STREAMED);
+        n0 = t_fc_stat(b.sock, "puts_from_arena");
+        err = mc_put(cb, streamed.key, big, T_FA_STREAMED, NULL);
+        ck_assert_msg(err == 0, "streamed put: %s", mc_strerror(err));
+        ck_assert_int_eq(t_fc_stat(b.sock, "puts_from_arena"), n0 + 1);
+        memset(big, 0xee, T_FA_STREAMED);
+        ck_assert_int_eq(mc_buf_free(cb, big), 0);
+    }
     /* the buffers are the client's again: what it writes there now is not the objects' */
     memset(buf, 0xee, T_FA_BIG);
     memset(all, 0xee, (size_t)T_FA_BATCH * 65536);
@@ -844,14 +864,16 @@ START_TEST(test_fault_arena_put_sizes)
 
     /* every object reads back exactly through A (the owner), checksum verified */
     ca = t_fc_conn(&a);
-    back = malloc(T_FA_BIG);
+    back = malloc(T_FA_STREAMED);
     ck_assert_ptr_nonnull(back);
-    for (i = 0; i < NS + T_FA_BATCH + 1; i++) {
-        const struct t_fa_obj *o = i < NS ? &objs[i] : i < NS + T_FA_BATCH ? &batch[i - NS]
-                                                                            : &plain;
+    for (i = 0; i < NS + T_FA_BATCH + 2; i++) {
+        const struct t_fa_obj *o = i < NS                ? &objs[i]
+                                   : i < NS + T_FA_BATCH ? &batch[i - NS]
+                                   : i == NS + T_FA_BATCH ? &plain
+                                                          : &streamed;
 
         len = 0;
-        err = mc_get(ca, o->key, back, T_FA_BIG, &len);
+        err = mc_get(ca, o->key, back, T_FA_STREAMED, &len);
         ck_assert_msg(err == 0, "%s: %s", o->key, mc_strerror(err));
         ck_assert_uint_eq(len, o->len);
         ck_assert_msg(memcmp(back, o->data, o->len) == 0, "%s: wrong bytes", o->key);
@@ -864,6 +886,7 @@ START_TEST(test_fault_arena_put_sizes)
     for (i = 0; i < T_FA_BATCH; i++)
         free(batch[i].data);
     free(plain.data);
+    free(streamed.data);
     t_fc_finish(&fc);
 }
 END_TEST
@@ -1012,6 +1035,103 @@ START_TEST(test_fault_arena_put_client_killed)
 }
 END_TEST
 
+/* A writer of streamed puts from its arena through sock, forever: key aks/N, 80 MiB + 12
+ * of the pattern of salt + N; *done counts the puts that returned 0. */
+static void t_fa_stream_child(const char *sock, uint64_t salt, volatile int *done)
+{
+    mc_client_t *c;
+    uint8_t *big;
+
+    if (mc_connect(sock, &c) != 0 || mc_buf_alloc(c, T_FA_STREAMED, (void **)&big) != 0)
+        _exit(2);
+    for (int n = 0;; n++) {
+        char key[48];
+
+        snprintf(key, sizeof(key), "aks/%d", n);
+        t_fill(big, T_FA_STREAMED, salt + (uint64_t)n);
+        if (mc_put(c, key, big, T_FA_STREAMED, NULL) == 0)
+            (*done)++;
+    }
+}
+
+/*
+ * A streamed put from an arena (over 64 MiB: PUT_DATA pieces sent from their spans), its
+ * writer killed -9 while the owner is stopped and writes from the arena are in flight:
+ * once the owner resumes, nothing of the dead writer is held (puts_open, arena_bytes,
+ * clients back to 0), and every key it put is exact or NOT_FOUND, never other bytes.
+ */
+START_TEST(test_fault_arena_streamed_put_client_killed)
+{
+    struct t_proc a = {0}, b = {0};
+    uint64_t salt = t_fc_salt(), deadline;
+    volatile int *done;
+    json_int_t n0, open_at_kill;
+    mc_client_t *ca;
+    struct t_fc fc;
+    uint8_t *want, *back;
+    int st, n, found = 0;
+    pid_t pid;
+
+    done = mmap(NULL, sizeof(*done), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                0);
+    ck_assert_ptr_ne((void *)done, MAP_FAILED);
+    *done = 0;
+    t_fa_cluster(&fc, "arena_streamed_killed", 30000, &a, &b, "1G");
+    n0 = t_fc_stat(b.sock, "puts_from_arena");
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        t_fa_stream_child(b.sock, salt, done);
+    /* its first put published through the arena path, its second under way */
+    deadline = t_now_ms() + 30000;
+    while (*done < 1 || t_fc_stat(b.sock, "puts_from_arena") < n0 + 2) {
+        ck_assert_msg(t_now_ms() < deadline, "the child's streamed puts never took the arena "
+                      "path (%d done)", *done);
+        t_fc_sleep_ms(5);
+    }
+    kill(a.pid, SIGSTOP);
+    t_fc_sleep_ms(50);
+    open_at_kill = t_fc_stat(b.sock, "puts_open");
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    t_fc_sleep_ms(300);
+    fprintf(stderr, "arena_streamed_killed: %d puts done, %lld open at the kill, %lld arena "
+            "bytes mapped 300 ms after\n", *done, (long long)open_at_kill,
+            (long long)t_fc_stat(b.sock, "arena_bytes"));
+    kill(a.pid, SIGCONT);
+    t_fa_settled(b.sock, "puts_open", T_FC_OP_MS + 5000);
+    t_fa_settled(b.sock, "arena_bytes", 3000);
+    ck_assert_int_le(t_fc_stat(b.sock, "clients_held"), 1); /* the stats call's own */
+    ck_assert_int_le(t_fc_stat(b.sock, "clients"), 1);
+    want = malloc(T_FA_STREAMED);
+    back = malloc(T_FA_STREAMED);
+    ck_assert(want != NULL && back != NULL);
+    ca = t_fc_conn(&a);
+    for (n = 0; n <= *done + 1; n++) {
+        char key[48];
+        size_t len = 0;
+        int err;
+
+        snprintf(key, sizeof(key), "aks/%d", n);
+        err = mc_get(ca, key, back, T_FA_STREAMED, &len);
+        ck_assert_msg(err == 0 || err == MC_ERR_NOT_FOUND, "%s: %s", key, mc_strerror(err));
+        if (err != 0)
+            continue;
+        found++;
+        t_fill(want, T_FA_STREAMED, salt + (uint64_t)n);
+        ck_assert_uint_eq(len, T_FA_STREAMED);
+        ck_assert_msg(memcmp(back, want, T_FA_STREAMED) == 0, "%s: published with wrong bytes",
+                      key);
+    }
+    ck_assert_int_ge(found, *done);
+    mc_close(ca);
+    free(want);
+    free(back);
+    munmap((void *)done, sizeof(*done));
+    t_fc_finish(&fc);
+}
+END_TEST
+
 /* --- 4. a kill-point sweep of readers into arenas ------------------------------------------ */
 
 #define T_SW_N 8
@@ -1139,6 +1259,7 @@ int main(int argc, char **argv)
         test_fault_arena_reader_kill_sweep,
         test_fault_arena_put_sizes,
         test_fault_arena_put_client_killed,
+        test_fault_arena_streamed_put_client_killed,
     };
     const char *only = argc > 1 ? argv[1] : NULL;
     Suite *s = suite_create("fault_arena");

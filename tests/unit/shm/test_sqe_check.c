@@ -140,8 +140,12 @@ START_TEST(test_sqe_check_rejects_flags)
     for (op = 0; op < MC_OP__COUNT; op++) {
         struct mc_sqe s = t_sqe(op);
 
-        s.flags = 0x20;
+        s.flags = 0x40;
         ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took unknown flag", op);
+        if (op != MC_OP_PUT_START) {
+            s.flags = MC_SQE_F_ARENA_DATA; /* a streamed arena put's start only */
+            ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took arena data", op);
+        }
         s.flags = MC_SQE_F_TAIL_APART; /* only beside a GET's arena */
         ck_assert_msg(t_check(&s) == MC_ERR_INVALID, "op %u took a tail apart alone", op);
         if (op != MC_OP_GET) {
@@ -233,6 +237,18 @@ START_TEST(test_sqe_check_data_sources_and_prefixes)
     s.flags = MC_SQE_F_ARENA | MC_SQE_F_DEV;
     ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
     s.flags = MC_SQE_F_USER;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    /* a streamed arena put: MC_SQE_F_ARENA_DATA on its PUT_START, never beside another */
+    s = t_sqe(MC_OP_PUT_START);
+    s.flags = MC_SQE_F_ARENA_DATA;
+    ck_assert_int_eq(t_check(&s), 0);
+    s.flags = MC_SQE_F_ARENA_DATA | MC_SQE_F_ARENA;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s.flags = MC_SQE_F_ARENA_DATA | MC_SQE_F_USER;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s.flags = MC_SQE_F_ARENA_DATA | MC_SQE_F_DEV;
+    ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
+    s.flags = MC_SQE_F_ARENA_DATA | MC_SQE_F_NO_CQE;
     ck_assert_int_eq(t_check(&s), MC_ERR_INVALID);
     s = t_sqe(MC_OP_EXIST);
     s.flags = MC_SQE_F_ARENA;
