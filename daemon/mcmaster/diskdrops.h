@@ -9,8 +9,8 @@
  * sends and its RESTORE handler. Calls go one way: server.c to here, never back except
  * through those callbacks.
  *
- * Replies held for disk DROPs: a REMOVE whose DROPs name disk blocks is answered only once
- * their owners answered them (each tombstone or removed mark durable), or after
+ * Replies held for disk DROPs: a REMOVE, or a PUT_END replacing a version, whose DROPs name
+ * disk blocks is answered only once their owners answered them (each tombstone or removed mark durable), or after
  * MC_DISKDROPS_HOLD_MS: so that a crash of the owner and of mc-master right after the
  * remove returned cannot bring the object back (mc-master's memo dies with it).
  */

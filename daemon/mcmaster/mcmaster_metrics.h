@@ -92,10 +92,12 @@
       "Disk replicas given up as lost: a drain found the record corrupt or missing at its "    \
       "owner.", NULL, NULL)                                                                   \
     X(REMOVES_HELD, "mcstore_master_removes_held_total", COUNTER, NULL,                        \
-      "REMOVE answers sent once the owners of the disk records they freed or retired said "   \
-      "the erase or mark is durable.", NULL, NULL)                                            \
+      "REMOVE answers (and PUT_END answers that replaced a disk-resident version) sent "      \
+      "once the owners of the disk records they freed or retired said the erase or mark is "  \
+      "durable.", NULL, NULL)                                                                 \
     X(REMOVES_HELD_EXPIRED, "mcstore_master_removes_held_expired_total", COUNTER, NULL,        \
-      "REMOVE answers sent after waiting 1 s for those owners without all their answers.",    \
+      "REMOVE (or replacing PUT_END) answers sent after waiting 1 s for those owners "        \
+      "without all their answers.",                                                           \
       NULL, NULL)
 
 enum mc_mcmaster_metric {

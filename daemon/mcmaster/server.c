@@ -463,9 +463,19 @@ static int put_end_or_revoke(struct mc_mcmaster_server *s, struct peer *p, const
     x = (struct mc_master_req){.op = revoke ? MC_MASTER_OP_PUT_REVOKE : MC_MASTER_OP_PUT_END,
                                .node = p->node, .n = req.n, .results = s->results,
                                .in.ref = s->refs};
+    if (!revoke)
+        drops_send(s); /* what others freed goes first: the hold below is for this batch's */
     (void)mc_master_exec(s->m, &x);
     rep.n = req.n;
-    return mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
+    rc = mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
+    if (!revoke) {
+        /* a put that replaced a version on a disk freed its record: the answer waits for
+         * the owner's tombstone, as a remove's does (a crash of the owner and of this
+         * master right after the put returned would bring the old bytes back) */
+        drops_send(s);
+        s->hold_reply = rc == 0 && mc_diskdrops_sent_disk(&s->drops);
+    }
+    return rc;
 }
 
 static int h_put_end(struct mc_mcmaster_server *s, struct peer *p, const void *pl, size_t len,
@@ -558,6 +568,7 @@ static int h_remove(struct mc_mcmaster_server *s, struct peer *p, const void *pl
         return MC_ERR_PROTO;
     if (req.node != p->node)
         return MC_ERR_DENIED;
+    drops_send(s); /* what others freed goes first: the hold below is for this batch's */
     x = (struct mc_master_req){.op = (req.flags & MC_PROTO_REMOVE_F_PREFIX)
                                          ? MC_MASTER_OP_REMOVE_PREFIX
                                          : MC_MASTER_OP_REMOVE,

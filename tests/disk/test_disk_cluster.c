@@ -293,6 +293,77 @@ START_TEST(test_disk_cluster_removed_survives_both_killed)
 }
 END_TEST
 
+/*
+ * A put that replaces a version held on a disk waits for the owner's tombstone, as a
+ * remove does: the owner's erases start 200 ms late; objects on its disk get new versions
+ * (MC_PUT_UPSERT), which land in its DRAM only. Right when the puts return, the owner and
+ * mc-master are both killed -9. A fresh mc-master and the owner on the same disk: each
+ * replaced key is NOT_FOUND (its new version was in the dead owner's DRAM), never the old
+ * bytes; the untouched keys read back exact. Before mc-master held a PUT_END's answer for
+ * its disk DROPs, the puts returned in a few ms and the old versions came back.
+ */
+START_TEST(test_disk_cluster_replaced_survives_both_killed)
+{
+    struct t_fc fc;
+    struct t_proc a, a2, c;
+    char path[300], listen[64];
+    const char *slow[] = {"--disk", path, "--disk-size", "128M", "--test-fault",
+                          "disk_delay_ms=200", NULL};
+    const char *extra[] = {"--disk", path, "--disk-size", "128M", NULL};
+    mc_client_t *ca, *cc;
+    const size_t len = 64 * KIB;
+    const int n = 4;
+    const uint64_t old = 9000, fresh = 9500;
+    uint64_t t0, took;
+    int back_old = 0;
+
+    t_disk_cluster_start(&fc, "disk_cluster_replaced_killed", TTL_MS, false, path,
+                         sizeof(path), &a, slow, &c, NULL);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%u", fc.master.port);
+    ca = t_fc_conn(&a);
+    cc = t_fc_conn(&c);
+    batch_put_seeded(ca, "rp", n, len, old);
+    batch_put_seeded(ca, "ctl", n, len, old + 200);
+    put_range(ca, "fill", 0, 384, len); /* 24 MiB more through 16 MiB: the above to disk */
+    t_disk_settle(a.sock);
+    assert_on_disk(cc, "rp", n);
+    assert_on_disk(cc, "ctl", n);
+    t0 = t_now_ms();
+    batch_put_seeded(ca, "rp", n, len, fresh); /* new versions: the old records freed */
+    took = t_now_ms() - t0;
+    /* at once: no moment for anything to become durable after the answer */
+    t_proc_kill(&fc.master);
+    t_proc_kill(&a);
+    fprintf(stderr, "replaced_survives_both_killed: the replacing puts answered in %llu ms\n",
+            (unsigned long long)took);
+    mc_close(ca);
+    t_fc_master_start(&fc, NULL, listen, "master2"); /* fresh: no memo, no directory */
+    owner_restart(&fc, &a2, extra);
+    wait_exist(cc, "ctl/3", 200); /* the restore has run once ctl/N are back */
+    ck_assert_int_eq(mc_exist(cc, "ctl/3"), 1);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        int r;
+
+        snprintf(key, sizeof(key), "rp/%d", i);
+        r = get_seeded(cc, key, len, fresh + (uint64_t)i, old + (uint64_t)i);
+        back_old += r == 2;
+        ck_assert_msg(r != 2, "%s was replaced, and its old bytes came back", key);
+        snprintf(key, sizeof(key), "ctl/%d", i);
+        ck_assert_int_eq(get_seeded(cc, key, len, old + 200 + (uint64_t)i,
+                                    old + 200 + (uint64_t)i), 1);
+    }
+    ck_assert_int_eq(back_old, 0);
+    /* and it was so because the answer waited */
+    ck_assert_msg(took >= 150,
+                  "a replacing put was answered before the owner's disk could hold the "
+                  "erase (%llu ms; erases start 200 ms late)",
+                  (unsigned long long)took);
+    mc_close(cc);
+    t_fc_finish(&fc);
+}
+END_TEST
+
 START_TEST(test_disk_cluster_restart_keeps_objects)
 {
     struct t_fc fc;
@@ -640,6 +711,7 @@ int main(void)
     tcase_add_test(tc, test_disk_cluster_removed_while_pinned_stays_removed);
     tcase_add_test(tc, test_disk_cluster_removed_while_pinned_survives_master_restart);
     tcase_add_test(tc, test_disk_cluster_removed_survives_both_killed);
+    tcase_add_test(tc, test_disk_cluster_replaced_survives_both_killed);
     tcase_add_test(tc, test_disk_cluster_peer_reads_capped);
     tcase_add_test(tc, test_disk_cluster_slow_peer_read_times_out);
     tcase_add_test(tc, test_disk_cluster_put_waits_for_offload);
