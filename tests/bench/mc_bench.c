@@ -27,6 +27,9 @@
  *   --room        each get buffer has room for the object's checksum trailer after it
  *                 (mc_shm_alloc_len bytes): with --registered, a get an agent reads from
  *                 a peer may land straight in it (arena_reads, docs/config.md).
+ *   --no-checksum the objects are put with MC_PUT_NO_CHECKSUM (prefill and puts): no
+ *                 checksums made at the put nor verified at the get. What the integrity
+ *                 check costs is the difference to the same run without it.
  *   --fill-socket the agent the parent makes the keys present through (get, exist, mixed),
  *                 instead of --socket: in a cluster, the objects are put through one node
  *                 and read through another (scripts/bench-cluster.sh).
@@ -81,6 +84,7 @@ struct mcb_cfg {
     uint64_t keys; /* 0: from the agent's capacity */
     bool registered;
     bool room;               /* --room: buffers of mc_shm_alloc_len(size) bytes */
+    bool no_checksum;        /* --no-checksum: puts with MC_PUT_NO_CHECKSUM */
     const char *fill_socket; /* NULL: prefill through socket */
     const char *keytab;      /* keys x MCB_KEY_SLOT bytes, made before the fork */
     struct mcb_trace_cfg trace; /* trace.path != NULL: --trace mode */
@@ -133,7 +137,7 @@ static int usage(const char *why)
         fprintf(stderr, "mc-bench: %s\n", why);
     fprintf(stderr, "usage: mc-bench --socket PATH --op put|get|exist|mixed --size BYTES "
                     "--batch N --clients N --seconds S [--keys K] [--registered] "
-                    "[--fill-socket PATH]\n"
+                    "[--room] [--no-checksum] [--fill-socket PATH]\n"
                     "       mc-bench --socket PATH --trace FILE [--block-size BYTES] "
                     "[--batch N] [--capacity BYTES] [--key-prefix P] [--registered]\n");
     return 2;
@@ -210,8 +214,11 @@ static int prefill(const struct mcb_cfg *cfg, mc_client_t *c, uint64_t n)
     size_t *lens = calloc(b, sizeof(*lens));
     int *res = calloc(b, sizeof(*res));
     unsigned char *data = malloc(cfg->size);
+    mc_put_opts_t o = MC_PUT_OPTS_INIT;
     uint64_t at, bad = 0;
     int err = 0, first = 0;
+
+    o.flags = cfg->no_checksum ? MC_PUT_NO_CHECKSUM : 0;
 
     if (keys == NULL || bufs == NULL || lens == NULL || res == NULL || data == NULL) {
         err = MC_ERR_NOMEM;
@@ -228,7 +235,7 @@ static int prefill(const struct mcb_cfg *cfg, mc_client_t *c, uint64_t n)
 
         for (i = 0; i < k; i++)
             keys[i] = key_at(cfg, at + i);
-        got = mc_batch_put(c, k, keys, bufs, lens, NULL, res);
+        got = mc_batch_put(c, k, keys, bufs, lens, &o, res);
         if (got < 0) {
             err = got;
             goto out;
@@ -238,7 +245,7 @@ static int prefill(const struct mcb_cfg *cfg, mc_client_t *c, uint64_t n)
              * moment: wait for it, as a writer would */
             for (int tries = 0; res[i] == MC_ERR_NO_SPACE && tries < 5000; tries++) {
                 usleep(1000);
-                res[i] = mc_put(c, keys[i], bufs[i], lens[i], NULL);
+                res[i] = mc_put(c, keys[i], bufs[i], lens[i], &o);
             }
             if (res[i] != 0 && res[i] != MC_ERR_EXISTS) {
                 if (bad++ == 0)
@@ -363,7 +370,7 @@ static void call_put(struct mcb_worker *w, size_t n, bool upsert)
     size_t i, size = w->cfg->size;
     int got;
 
-    o.flags = upsert ? MC_PUT_UPSERT : 0;
+    o.flags = (upsert ? MC_PUT_UPSERT : 0) | (w->cfg->no_checksum ? MC_PUT_NO_CHECKSUM : 0);
     if (n == 1) {
         w->results[0] = mc_put(w->c, w->keys[0], w->bufs[0], size, &o);
         got = 0;
@@ -576,7 +583,7 @@ static int parse_args(int argc, char **argv, struct mcb_cfg *cfg)
         {"size", required_argument, NULL, 'z'},    {"batch", required_argument, NULL, 'b'},
         {"clients", required_argument, NULL, 'c'}, {"seconds", required_argument, NULL, 't'},
         {"keys", required_argument, NULL, 'k'},    {"registered", no_argument, NULL, 'r'},
-        {"room", no_argument, NULL, 'R'},
+        {"room", no_argument, NULL, 'R'},         {"no-checksum", no_argument, NULL, 'N'},
         {"fill-socket", required_argument, NULL, 'f'},
         {"trace", required_argument, NULL, 'T'},   {"block-size", required_argument, NULL, 'B'},
         {"capacity", required_argument, NULL, 'C'}, {"key-prefix", required_argument, NULL, 'P'},
@@ -638,6 +645,9 @@ static int parse_args(int argc, char **argv, struct mcb_cfg *cfg)
         case 'R':
             cfg->room = true;
             break;
+        case 'N':
+            cfg->no_checksum = true;
+            break;
         case 'f':
             cfg->fill_socket = optarg;
             break;
@@ -668,6 +678,8 @@ static int parse_args(int argc, char **argv, struct mcb_cfg *cfg)
     if (cfg->trace.path != NULL) {
         if (cfg->socket == NULL || have_op || have_size)
             return usage("--trace needs --socket and takes --block-size, not --op or --size");
+        if (cfg->no_checksum)
+            return usage("--no-checksum does not go with --trace");
         cfg->trace.socket = cfg->socket;
         cfg->trace.registered = cfg->registered;
         cfg->trace.batch = cfg->have_batch ? cfg->batch : 32;
