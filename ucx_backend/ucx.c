@@ -35,6 +35,7 @@
 
 #include "common/clock.h"
 #include "mc/mc_status.h"
+#include "ucx_backend/saddr.h"
 
 #define AM_RPC 17u  /* eager frames: header + payload in the AM's data */
 #define AM_BULK 18u /* frame in the AM header, bulk data by rendezvous */
@@ -96,6 +97,7 @@ struct mc_ucx_ep {
     uint64_t session;              /* see mc_ucx_ep_session */
     int status;                    /* 0 usable; else failed or closed */
     bool accepted;
+    bool created;                  /* accepted from our listener: our ep, closed for real */
     bool in_hash, on_work, reported, closing, close_done;
     struct req close_req;
 };
@@ -115,6 +117,9 @@ struct mc_ucx {
     int efd;
     ucp_address_t *addr;
     size_t addr_len;
+    ucp_listener_h listener;       /* NULL: peers connect by worker address */
+    uint8_t saddr[MC_SADDR_MAX];   /* the listener's address (saddr.h) */
+    size_t saddr_len;
     size_t max_am_header;
     uint64_t next_id;
     mc_ucx_ep_error_fn ep_error;
@@ -522,8 +527,79 @@ static bool run_work(struct mc_ucx *u)
     return any;
 }
 
+/* A peer connects to our listener (from progress): the endpoint is created here, by us, with
+ * peer error handling, so UCX reports its failure and leaves freeing it to us (ucx.h,
+ * listen_ip). It is an accepted endpoint in every other respect: unauthenticated, no
+ * session until its HELLO. */
+static void conn_cb(ucp_conn_request_h req, void *arg)
+{
+    struct mc_ucx *u = arg;
+    struct mc_ucx_ep *ep = ep_new(u, NULL, true);
+    ucp_ep_params_t p;
+    struct mc_ucx_ep **b;
+
+    if (ep == NULL) {
+        u->st.conns_refused++;
+        (void)ucp_listener_reject(u->listener, req);
+        return;
+    }
+    ep->created = true;
+    memset(&p, 0, sizeof(p));
+    p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                   UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    p.conn_request = req;
+    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    p.err_handler.cb = ep_err_cb;
+    p.err_handler.arg = ep;
+    if (ucp_ep_create(u->worker, &p, &ep->uep) != UCS_OK) {
+        u->st.conns_refused++; /* UCX consumed the request either way */
+        ep_free(ep);
+        return;
+    }
+    b = ep_bucket(u, ep->uep);
+    ep->hnext = *b;
+    *b = ep;
+    ep->in_hash = true;
+    u->st.eps_accepted++;
+}
+
+/* The listener on ip (a free port), and its address blob. 0, MC_ERR_INVALID (not a numeric
+ * address) or MC_ERR_IO. */
+static int listen_on(struct mc_ucx *u, const char *ip)
+{
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    ucp_listener_params_t lp;
+    ucp_listener_attr_t la;
+
+    if (mc_saddr_from_ip(ip, 0, &ss, &sslen) != 0)
+        return MC_ERR_INVALID;
+    memset(&lp, 0, sizeof(lp));
+    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    lp.sockaddr.addr = (const struct sockaddr *)&ss;
+    lp.sockaddr.addrlen = sslen;
+    lp.conn_handler.cb = conn_cb;
+    lp.conn_handler.arg = u;
+    if (ucp_listener_create(u->worker, &lp, &u->listener) != UCS_OK) {
+        u->listener = NULL;
+        return MC_ERR_IO;
+    }
+    memset(&la, 0, sizeof(la));
+    la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    if (ucp_listener_query(u->listener, &la) != UCS_OK ||
+        (u->saddr_len = mc_saddr_pack((const struct sockaddr *)&la.sockaddr, u->saddr,
+                                      sizeof(u->saddr))) == 0) {
+        ucp_listener_destroy(u->listener);
+        u->listener = NULL;
+        return MC_ERR_IO;
+    }
+    return 0;
+}
+
 int mc_ucx_ep_connect(struct mc_ucx *u, const void *addr, size_t len, struct mc_ucx_ep **ep_p)
 {
+    struct sockaddr_storage ss;
+    socklen_t sslen = 0;
     ucp_ep_params_t p;
     struct mc_ucx_ep *ep;
     struct mc_ucx_ep **b;
@@ -540,9 +616,21 @@ int mc_ucx_ep_connect(struct mc_ucx *u, const void *addr, size_t len, struct mc_
     ep->session = (ep->session & MC_UCX_SESSION_MAX) | 1;
 
     memset(&p, 0, sizeof(p));
-    p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                   UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    p.address = addr;
+    p.field_mask = UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    if (mc_saddr_is(addr, len)) {
+        /* a listener (saddr.h): through UCX's connection manager */
+        if (mc_saddr_unpack(addr, len, &ss, &sslen) != 0) {
+            ep_free(ep);
+            return MC_ERR_UNAVAILABLE;
+        }
+        p.field_mask |= UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_FLAGS;
+        p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+        p.sockaddr.addr = (const struct sockaddr *)&ss;
+        p.sockaddr.addrlen = sslen;
+    } else {
+        p.field_mask |= UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+        p.address = addr;
+    }
     p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     p.err_handler.cb = ep_err_cb;
     p.err_handler.arg = ep;
@@ -577,7 +665,7 @@ void mc_ucx_ep_close(struct mc_ucx_ep *ep, bool force)
     else
         ep->status = MC_ERR_CANCELED;
     ep_queue_work(ep); /* fails the pending calls from progress */
-    if (ep->accepted && !(force && violator)) {
+    if (ep->accepted && !ep->created && !(force && violator)) {
         /* UCX's own ep, possibly destroyed already: forget it, never close it (above).
          * Only a peer caught breaking the protocol (alive: it just sent us a frame) is cut
          * off by a force close, from the progress call that caught it. */
@@ -1155,6 +1243,11 @@ int mc_ucx_efd(struct mc_ucx *u)
 
 void mc_ucx_address(const struct mc_ucx *u, const void **addr_p, size_t *len_p)
 {
+    if (u->listener != NULL) {
+        *addr_p = u->saddr;
+        *len_p = u->saddr_len;
+        return;
+    }
     *addr_p = u->addr;
     *len_p = u->addr_len;
 }
@@ -1263,6 +1356,8 @@ int mc_ucx_create(const struct mc_ucx_params *params, struct mc_ucx **u_p)
     err = set_am_handler(u, AM_RPC, rpc_am_cb);
     if (err == 0)
         err = set_am_handler(u, AM_BULK, bulk_am_cb);
+    if (err == 0 && params->listen_ip != NULL)
+        err = listen_on(u, params->listen_ip);
     if (err != 0)
         goto err_address;
     *u_p = u;
@@ -1287,6 +1382,8 @@ void mc_ucx_destroy(struct mc_ucx *u)
 
     if (u == NULL)
         return;
+    if (u->listener != NULL)
+        ucp_listener_destroy(u->listener); /* no new endpoint from here on */
     for (ep = u->eps; ep != NULL; ep = ep->next)
         mc_ucx_ep_close(ep, true);
     deadline = mc_ucx_now_ms() + DESTROY_WAIT_MS;

@@ -61,6 +61,14 @@ struct mc_ucx_params {
                                     applied over the environment (ucp_config_modify) */
     mc_ucx_ep_error_fn ep_error; /* NULL: failures are only visible through the calls */
     void *ep_error_ctx;
+    const char *listen_ip;       /* NULL: peers connect by worker address. Else a numeric
+                                    IPv4/IPv6 address: the worker listens there (a free
+                                    port) through UCX's connection manager, and
+                                    mc_ucx_address names that listener (saddr.h); every
+                                    endpoint a peer opens this way is created by us, so UCX
+                                    reports its peer's failure (ep_error) and never frees
+                                    it by itself, as it does an accepted worker-address
+                                    endpoint. */
 };
 
 /*
@@ -130,15 +138,16 @@ uint64_t mc_ucx_next_deadline_ms(const struct mc_ucx *u);
 
 /*
  * This worker's address, an opaque blob to hand to peers out of band (a mount record, a
- * pipe). Owned by `u`, valid until mc_ucx_destroy.
+ * pipe): its listener's (saddr.h) when it listens, else its UCX worker address. Owned by
+ * `u`, valid until mc_ucx_destroy.
  */
 void mc_ucx_address(const struct mc_ucx *u, const void **addr_p, size_t *len_p);
 
 /* --- endpoints -------------------------------------------------------------------------- */
 
 /*
- * Creates an endpoint to the worker whose address is `addr` (from mc_ucx_address),
- * with peer error handling. Non-blocking: the connection is made as messages flow. The
+ * Creates an endpoint to the worker whose address is `addr` (from mc_ucx_address: a
+ * listener's, connected by socket address, or a worker address), with peer error handling. Non-blocking: the connection is made as messages flow. The
  * endpoint is owned by the caller until mc_ucx_ep_close. Keep one per peer (a cache keyed
  * by peer id belongs to the caller). Returns 0 and *ep_p, MC_ERR_INVALID (empty address),
  * MC_ERR_NOMEM, or MC_ERR_UNAVAILABLE (UCX refused the address: unreachable or corrupt).
@@ -376,6 +385,7 @@ struct mc_ucx_stats {
     uint64_t bulk_received;
     uint64_t bulk_refused;
     uint64_t eps_accepted;
+    uint64_t conns_refused;      /* listener: connection requests we could not take */
     uint64_t eps_failed;
     uint64_t arm_errors;
 };

@@ -142,7 +142,8 @@ static void master_lost(struct cluster *cl, int status)
     cl->hb_busy = false;
     master_heard(cl); /* while it is rejoined, master_call fails fast all the same */
     cl->m_refused = false;
-    ml_reset(cl->a->ml, NULL, MC_ERR_UNAVAILABLE);
+    if (cl->a->ml != NULL) /* NULL while the agent starts or stops without a link */
+        ml_reset(cl->a->ml, NULL, MC_ERR_UNAVAILABLE);
 }
 
 static void rejoin_failed(struct cluster *cl, const char *what, int status)
@@ -731,7 +732,7 @@ static int join(struct cluster *cl, uint64_t deadline)
 
 int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int status))
 {
-    char keepalive[64];
+    char keepalive[64], listen_ip[64];
     const char *ucx_cfg[] = {"MM_ERROR_HANDLING=y", keepalive, NULL};
     struct mc_ucx_params up = {.name = "mc-agent", .config = ucx_cfg, .ep_error = on_ep_error};
     uint64_t deadline = mc_agent_now_ms() + a->cfg.connect_timeout_ms;
@@ -790,6 +791,10 @@ int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int sta
     if (!a->cfg.ucx_shm)
         setenv("UCX_TLS", "^mm", 0);
     up.ep_error_ctx = cl;
+    /* peers (and the master's answers) reach us through a listener on our own address, so
+     * that every endpoint we send on is one UCX tells us about (ucx.h, listen_ip) */
+    if (mc_boot_listen_ip(a->cfg.listen, listen_ip, sizeof(listen_ip)) == 0)
+        up.listen_ip = listen_ip;
     err = mc_ucx_create(&up, &cl->u);
     if (err != 0) {
         mc_error("UCX: %s", mc_strerror(err));

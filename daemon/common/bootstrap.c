@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -38,6 +39,21 @@ int mc_boot_split(const char *hostport, char *host, size_t cap, const char **por
     host[hl] = '\0';
     *port_p = colon + 1;
     return 0;
+}
+
+int mc_boot_listen_ip(const char *hostport, char *ip, size_t cap)
+{
+    struct in6_addr a6;
+    struct in_addr a4;
+    const char *port;
+
+    if (mc_boot_split(hostport, ip, cap, &port) != 0)
+        return MC_ERR_INVALID;
+    if (inet_pton(AF_INET, ip, &a4) == 1)
+        return a4.s_addr == htonl(INADDR_ANY) ? MC_ERR_INVALID : 0;
+    if (inet_pton(AF_INET6, ip, &a6) == 1)
+        return IN6_IS_ADDR_UNSPECIFIED(&a6) ? MC_ERR_INVALID : 0;
+    return MC_ERR_INVALID;
 }
 
 static int resolve(const char *hostport, bool passive, struct addrinfo **res_p)

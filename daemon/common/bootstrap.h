@@ -25,6 +25,12 @@
  * MC_ERR_INVALID when it is not of that shape or HOST does not fit `cap` bytes. */
 int mc_boot_split(const char *hostport, char *host, size_t cap, const char **port_p);
 
+/* The HOST of "HOST:PORT" into ip (cap bytes) when it is one numeric IPv4 or IPv6 address
+ * that is not a wildcard (0.0.0.0, ::): where a daemon's UCX worker may listen for its
+ * peers (mc_ucx_params.listen_ip). Returns 0, or MC_ERR_INVALID (a name, a wildcard, an
+ * empty host: the worker is then reached by its worker address). */
+int mc_boot_listen_ip(const char *hostport, char *ip, size_t cap);
+
 /* A non-blocking listening socket on HOST:PORT (port 0: any free one, *port_p tells).
  * Returns 0, MC_ERR_INVALID (address), MC_ERR_IO (bind/listen; logged). */
 int mc_boot_listen(const char *hostport, int backlog, int *fd_p, uint16_t *port_p);

@@ -1011,7 +1011,7 @@ static int ha_advertise(const struct mc_mcmaster_config *cfg, uint16_t port, cha
 int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
                               struct mc_mcmaster_server **s_p)
 {
-    char keepalive[64];
+    char keepalive[64], listen_ip[64];
     const char *ucx_cfg[] = {"MM_ERROR_HANDLING=y", keepalive, NULL};
     struct mc_ucx_params up = {.name = "mc-master", .config = ucx_cfg, .ep_error = on_ep_error};
     struct itimerspec its = {0};
@@ -1098,6 +1098,11 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
     up.ep_error_ctx = s;
     if (!cfg->ucx_shm)
         setenv("UCX_TLS", "^mm", 0); /* as the agents' (ucx_shm, docs/decisions.md) */
+    /* agents connect to a listener on our address: the endpoints we send DROPs, fences,
+     * copies and held answers on are then ours, and UCX reports a dead agent's instead of
+     * freeing it under us (ucx.h, listen_ip) */
+    if (mc_boot_listen_ip(cfg->listen, listen_ip, sizeof(listen_ip)) == 0)
+        up.listen_ip = listen_ip;
     err = mc_ucx_create(&up, &s->u);
     if (err != 0) {
         mc_error("UCX: %s", mc_strerror(err));

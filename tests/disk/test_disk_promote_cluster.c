@@ -133,6 +133,76 @@ START_TEST(test_disk_promote_cluster_into_reader)
 }
 END_TEST
 
+/*
+ * Neither the disk's node nor the reader's node has DRAM: A put its objects with 16 MiB of
+ * DRAM and a disk, then is killed -9 and started again on the same disk with --dram 0 (its
+ * records restored, disk only); C reads with --dram 0; B (64 MiB) holds nothing of them.
+ * A GET through C of an object on A's disk is answered from that disk, and the promotion
+ * goes into the DRAM of B, the one node that has any (the largest free block elsewhere):
+ * the next GETs through C read B's copy, A's disk_hits does not move, the bytes exact.
+ * Before, a promotion had no DRAM to go to and every get was a disk read.
+ */
+START_TEST(test_disk_promote_cluster_into_third_node)
+{
+    struct t_fc fc;
+    struct t_proc a, a2, b, c;
+    char path[300], key[64];
+    const char *extra[] = {"--disk", path, "--disk-size", "64M", NULL};
+    mc_client_t *ca, *cc;
+    json_int_t hits;
+    uint32_t reps = 0, disk = 0;
+    int k;
+
+    t_disk_cluster_start(&fc, "disk_promote_cluster_third", TTL_MS, true, path, sizeof(path),
+                         &a, extra, NULL, NULL);
+    ca = t_fc_conn(&a);
+    for (int i = 0; i < N; i++)
+        put_one(ca, "p", i, 0);
+    disk_settle(ca);
+    k = disk_only(ca, "p", 0);
+    mc_close(ca);
+    t_proc_kill(&a);
+    t_fc_sleep_ms(TTL_MS + 1500); /* declared dead: its DRAM copies are gone */
+    memset(&a2, 0, sizeof(a2));
+    t_fc_agent_spawn_as(&fc, &a2, NULL, "127.0.0.1", "A2", "A", NULL, "0", extra);
+    memset(&c, 0, sizeof(c));
+    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", NULL, "0", NULL);
+    memset(&b, 0, sizeof(b));
+    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "64M", NULL);
+    t_fc_agent_wait(&a2);
+    t_fc_agent_wait(&c);
+    t_fc_agent_wait(&b);
+    ca = t_fc_conn(&a2);
+    cc = t_fc_conn(&c);
+    snprintf(key, sizeof(key), "p/%d", k);
+    for (int t = 0; t < 100 && mc_exist(cc, key) != 1; t++)
+        t_fc_sleep_ms(100); /* the restore of A's records */
+    tiers(cc, "p", k, &reps, &disk);
+    ck_assert_msg(reps == 1 && disk == 1, "p/%d after A's restart: %u replicas, %u on disk", k,
+                  reps, disk);
+    hits = disk_stat(ca, "disk_hits");
+
+    ck_assert_int_eq(get_one(cc, "p", k, 0), 0); /* from A's disk */
+    ck_assert_int_eq(disk_stat(ca, "disk_hits"), hits + 1);
+    for (int t = 0; t < 200; t++) {
+        tiers(cc, "p", k, &reps, &disk);
+        if (reps == 2)
+            break;
+        usleep(10000);
+    }
+    ck_assert_msg(reps == 2, "p/%d was not promoted into B's DRAM (%u replicas)", k, reps);
+    ck_assert_uint_eq(disk, 1);
+    ck_assert_int_ge(disk_stat(ca, "drain_records_read"), 1);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(get_one(cc, "p", k, 0), 0);
+    ck_assert_int_eq(disk_stat(ca, "disk_hits"), hits + 1); /* B's copy read, not A's disk */
+    ck_assert_int_eq(disk_stat(ca, "read_corrupt"), 0);
+    mc_close(ca);
+    mc_close(cc);
+    t_fc_finish(&fc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("disk_promote_cluster");
@@ -142,6 +212,7 @@ int main(void)
     tcase_add_test(tc, test_disk_promote_cluster);
     tcase_add_test(tc, test_disk_promote_cluster_removed_meanwhile);
     tcase_add_test(tc, test_disk_promote_cluster_into_reader);
+    tcase_add_test(tc, test_disk_promote_cluster_into_third_node);
     suite_add_tcase(s, tc);
     return t_fc_run(s, NULL);
 }

@@ -430,6 +430,20 @@ static void t_hp_refused(struct t_hp_target *t, uint16_t type, const void *pl, s
                       "%s: %s (type %u, %zu bytes): status %d", t->what, what, type, len, st);
 }
 
+/* The daemon closed t's endpoint after refusing it: a call on it fails (within the
+ * wait: the close reaches us a moment after the answer), never succeeds. */
+static void t_hp_closed(struct t_hp_target *t)
+{
+    uint64_t deadline = mc_ucx_now_ms() + T_HP_CALL_MS;
+    struct t_hp_call c;
+    int rc;
+
+    do {
+        rc = t_hp_call(t->ep, MC_WIRE_HEARTBEAT, "", 0, &c);
+    } while (rc == 0 && mc_ucx_now_ms() < deadline);
+    ck_assert_msg(rc != 0, "%s: a refused endpoint stayed open", t->what);
+}
+
 /*
  * The daemon is alive and answers a new endpoint: an unauthenticated one (MC_ERR_DENIED),
  * or, once the phase with the token began, one that passes HELLO first (a heartbeat for
@@ -505,7 +519,9 @@ static const uint16_t t_hp_types[] = {
 static_assert(T_HP_NTYPES == (MC_WIRE__COUNT - 1) / 2, "a request type is missing here");
 
 /* Every request type, well-formed, on an endpoint without (valid) HELLO: MC_ERR_DENIED, a
- * status and nothing else (no segment, address or rkey); no READ data arrives. */
+ * status and nothing else (no segment, address or rkey); no READ data arrives. A daemon
+ * closes an endpoint it refused (one it accepted through its listener), so each goes on a
+ * new one. */
 static void t_hp_every_request_denied(struct t_hp_target *t, const struct t_hp_ctx *x)
 {
     uint8_t buf[8192];
@@ -513,10 +529,22 @@ static void t_hp_every_request_denied(struct t_hp_target *t, const struct t_hp_c
     for (size_t i = 0; i < T_HP_NTYPES; i++) {
         size_t len = t_hp_payload(x, t_hp_types[i], buf, sizeof(buf));
 
+        if (i > 0)
+            t_hp_fresh(t);
         t_hp_refused(t, t_hp_types[i], buf, len, MC_ERR_DENIED, "unauthenticated request");
     }
     t_hp_spin(T_HP_QUIET_MS);
     ck_assert_msg(t_hp_bulk_in == 0, "%s: bytes reached an unauthenticated peer", t->what);
+}
+
+/* t_hp_refused, on a new endpoint when `fresh` (a daemon closes an endpoint it refused
+ * before HELLO, so each such request needs its own). */
+static void t_hp_refused_on(struct t_hp_target *t, bool fresh, uint16_t type, const void *pl,
+                            size_t len, int want, const char *what)
+{
+    if (fresh)
+        t_hp_fresh(t);
+    t_hp_refused(t, type, pl, len, want, what);
 }
 
 /* Valid headers with garbage payloads and with every truncation of a valid payload; then a
@@ -526,6 +554,7 @@ static void t_hp_bad_payloads(struct t_hp_target *t, const struct t_hp_ctx *x, s
                               int want)
 {
     uint8_t buf[8192], junk[600];
+    const bool unauth = want == MC_ERR_DENIED; /* each refusal closes the endpoint */
 
     for (size_t i = 0; i < T_HP_NTYPES; i++) {
         uint16_t type = t_hp_types[i];
@@ -533,12 +562,12 @@ static void t_hp_bad_payloads(struct t_hp_target *t, const struct t_hp_ctx *x, s
         int w = type == MC_WIRE_HELLO ? MC_ERR_PROTO : want;
 
         for (size_t cut = 0; cut < len; cut++)
-            t_hp_refused(t, type, buf, cut, w, "truncated payload");
+            t_hp_refused_on(t, unauth, type, buf, cut, w, "truncated payload");
         for (int k = 0; k < 8; k++) {
             size_t n = (size_t)t_rng_below(r, sizeof(junk));
 
             t_rng_bytes(r, junk, n);
-            t_hp_refused(t, type, junk, n, w, "garbage payload");
+            t_hp_refused_on(t, unauth, type, junk, n, w, "garbage payload");
         }
         /* the right shape with a huge count or blob length where the first one is (only
          * without HELLO: for a token holder some of these are valid requests) */
@@ -546,10 +575,10 @@ static void t_hp_bad_payloads(struct t_hp_target *t, const struct t_hp_ctx *x, s
         if (want != 0 && len >= 8 && len <= sizeof(junk)) {
             /* (a HELLO's second word is token bytes: refused, by the token or the shape) */
             memset(junk + 4, 0xff, 4);
-            t_hp_refused(t, type, junk, len, type == MC_WIRE_HELLO ? 0 : want, "huge count");
+            t_hp_refused_on(t, unauth, type, junk, len, type == MC_WIRE_HELLO ? 0 : want, "huge count");
             memcpy(junk, buf, len);
             memset(junk, 0xff, 4);
-            t_hp_refused(t, type, junk, len, w, "huge first field");
+            t_hp_refused_on(t, unauth, type, junk, len, w, "huge first field");
         }
     }
     {
@@ -557,7 +586,7 @@ static void t_hp_bad_payloads(struct t_hp_target *t, const struct t_hp_ctx *x, s
 
         ck_assert_ptr_nonnull(big);
         t_rng_bytes(r, big, MC_WIRE_PAYLOAD_MAX);
-        t_hp_refused(t, MC_WIRE_GET_BATCH, big, MC_WIRE_PAYLOAD_MAX, want, "4 MiB of garbage");
+        t_hp_refused_on(t, unauth, MC_WIRE_GET_BATCH, big, MC_WIRE_PAYLOAD_MAX, want, "4 MiB of garbage");
         free(big);
     }
 }
@@ -572,9 +601,9 @@ struct t_hp_sender {
 };
 
 /*
- * Sends one frame on a new endpoint: after a HELLO (auth), after a refused request (half
- * of the others: the daemon knows the endpoint, the master has a record for it), or as the
- * endpoint's very first message. Every T_HP_PROBE_EVERY-th frame that the wire decoder must
+ * Sends one frame on a new endpoint: after a HELLO (auth), or as the endpoint's very first
+ * message (half of the others right after a refused request on an endpoint of its own,
+ * which the daemon closed). Every T_HP_PROBE_EVERY-th frame that the wire decoder must
  * refuse (fatal), and every one it must let through, is followed by a request on the same
  * endpoint: behind a refused frame it is never answered (the endpoint failed: it "drops
  * everything it receives after", ucx.h), so the frame did reach the daemon and was judged;
@@ -596,8 +625,10 @@ static void t_hp_send_frame(struct t_hp_sender *s, const void *frame, size_t n, 
         t_hp_auth(t, s->x);
     } else {
         t_hp_fresh(t);
-        if (s->sent % 2 == 0)
+        if (s->sent % 2 == 0) {
             t_hp_refused(t, MC_WIRE_HEARTBEAT, pb, plen, MC_ERR_DENIED, "before a bad frame");
+            t_hp_fresh(t); /* the daemon closed the endpoint it refused */
+        }
     }
     rc = mc_ucx_send_raw_frame(t->ep, frame, n);
     ck_assert_msg(rc == 0, "%s: sending a raw frame: %s", t->what, mc_strerror(rc));
@@ -844,15 +875,25 @@ START_TEST(test_hostile_peer_malformed_messages)
 
         t_hp_fresh(t);
         t_hp_every_request_denied(t, &x);
+        /* a refused HELLO closes its endpoint (each refusal does): what follows goes on a
+         * new one, and is refused all the same */
+        t_hp_fresh(t);
         len = t_hp_hello("not-the-token", T_HP_NAME, buf, sizeof(buf));
         t_hp_refused(t, MC_WIRE_HELLO, buf, len, MC_ERR_DENIED, "wrong token");
+        t_hp_closed(t);
+        t_hp_fresh(t);
         t_hp_every_request_denied(t, &x);
+        t_hp_fresh(t);
         len = t_hp_hello("", T_HP_NAME, buf, sizeof(buf));
         t_hp_refused(t, MC_WIRE_HELLO, buf, len, MC_ERR_DENIED, "empty token");
+        t_hp_closed(t);
+        t_hp_fresh(t);
         t_hp_every_request_denied(t, &x);
+        t_hp_fresh(t);
         len = t_hp_hello(x.token, T_HP_NAME, buf, sizeof(buf));
         len -= 1; /* the right token but one byte short of a whole HELLO */
         t_hp_refused(t, MC_WIRE_HELLO, buf, len, MC_ERR_PROTO, "truncated HELLO");
+        t_hp_fresh(t);
         t_hp_every_request_denied(t, &x);
     }
 
