@@ -26,6 +26,7 @@
 
 #include "daemon/proto/rpc.h" /* type names: the frames carry any */
 #include "ucx_backend/ucx.h"
+#include "ucx_backend/saddr.h"
 #include "ucx_backend/wire.h"
 
 #define T_WAIT_MS 5000     /* the longest any single wait may take */
@@ -678,6 +679,98 @@ START_TEST(test_ucx_peer_killed_fails_pending)
     ck_assert_int_eq(t_peer_finish(&p, T_WAIT_MS), -SIGKILL);
     close(ready[0]);
     mc_ucx_destroy(t_u);
+}
+END_TEST
+
+/* --- a listening worker (listen_ip): accepted endpoints that are ours -------------------- */
+
+static struct mc_ucx_ep *t_last_ep; /* the endpoint t_record_handler last answered on */
+
+static void t_record_handler(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *h,
+                             const void *payload)
+{
+    (void)ctx;
+    t_last_ep = ep;
+    (void)mc_ucx_rpc_reply(ep, (uint16_t)(h->type + 1), h->request_id, payload, h->payload_len);
+}
+
+/* Connects to the parent's listener, makes one call, says so on the pipe, then waits to be
+ * killed. */
+static int t_peer_call_then_wait(struct mc_ucx *u, const void *a, size_t n)
+{
+    struct t_call c = {0};
+    struct mc_ucx_ep *ep = NULL;
+    uint8_t one = 1;
+
+    if (!mc_saddr_is(a, n))
+        return 2; /* the parent listens: its address must say so */
+    if (mc_ucx_ep_connect(u, a, n, &ep) != 0)
+        return 3;
+    if (mc_ucx_rpc_call(ep, MC_WIRE_HEARTBEAT, NULL, 0, mc_ucx_now_ms() + T_WAIT_MS,
+                        t_call_done, &c, NULL) != 0 ||
+        !t_pump_until(u, &c.done, T_WAIT_MS) || c.status != 0)
+        return 4;
+    t_write_all(t_sink_pipe, &one, 1);
+    return t_serve(u);
+}
+
+/*
+ * A worker that listens (listen_ip) accepts a peer's endpoint as its own: when the peer is
+ * killed -9, the endpoint's failure is reported (ep_error, once, MC_ERR_UNAVAILABLE) and a
+ * call made on it after that fails at once, with the endpoint still ours to close. An
+ * accepted worker-address endpoint is destroyed by UCX on its own and never reported: a
+ * call on it then touched freed memory (mc-master died of it: docs/decisions.md).
+ */
+START_TEST(test_ucx_listener_peer_killed_reported)
+{
+    struct mc_ucx_params lp = {.name = "t-listen", .ep_error = t_on_ep_error,
+                               .listen_ip = "127.0.0.1"};
+    uint8_t addr[T_ADDR_MAX], r;
+    struct t_call late = {0};
+    struct mc_ucx_stats st;
+    struct t_peer p;
+    int ready[2], rc;
+
+    ck_assert_int_eq(pipe(ready), 0);
+    t_sink_pipe = ready[1];
+    p = t_peer_start(t_peer_call_then_wait, NULL);
+    t_u = t_create(&lp);
+    ck_assert_ptr_nonnull(t_u);
+    close(ready[1]);
+    mc_ucx_rpc_register(t_u, t_record_handler, NULL);
+    (void)t_peer_hello(&p, addr); /* the child gets our listener's address */
+    {
+        uint64_t deadline = mc_ucx_now_ms() + T_WAIT_MS;
+        struct pollfd pfd = {.fd = ready[0], .events = POLLIN};
+
+        while (poll(&pfd, 1, 0) == 0 && mc_ucx_now_ms() < deadline)
+            t_turn(t_u, 2);
+        ck_assert_int_eq(read(ready[0], &r, 1), 1);
+    }
+    ck_assert_ptr_nonnull(t_last_ep);
+    ck_assert(mc_ucx_ep_is_accepted(t_last_ep));
+    mc_ucx_get_stats(t_u, &st);
+    ck_assert_uint_eq(st.eps_accepted, 1);
+    t_err_count = 0;
+    ck_assert_int_eq(kill(p.pid, SIGKILL), 0);
+    {
+        uint64_t deadline = mc_ucx_now_ms() + T_WAIT_MS;
+
+        while (t_err_count == 0 && mc_ucx_now_ms() < deadline)
+            t_turn(t_u, 5);
+    }
+    ck_assert_int_eq(t_err_count, 1);
+    ck_assert_ptr_eq(t_err_ep, t_last_ep);
+    ck_assert_int_eq(t_err_status, MC_ERR_UNAVAILABLE);
+    /* t_on_ep_error closed it; the record is ours until the close completes: a call on it
+     * is refused at once, without touching UCX */
+    rc = mc_ucx_rpc_call(t_last_ep, MC_WIRE_FENCE, NULL, 0, mc_ucx_now_ms() + T_WAIT_MS,
+                         t_call_done, &late, NULL);
+    ck_assert_int_ne(rc, 0);
+    ck_assert_int_eq(t_peer_finish(&p, T_WAIT_MS), -SIGKILL);
+    close(ready[0]);
+    mc_ucx_destroy(t_u);
+    t_last_ep = NULL;
 }
 END_TEST
 
@@ -1369,6 +1462,7 @@ static Suite *ucx_suite(void)
     tcase_add_test(tc, test_ucx_rpc_deadline_timeout);
     tcase_add_test(tc, test_ucx_rpc_late_reply_dropped);
     tcase_add_test(tc, test_ucx_peer_killed_fails_pending);
+    tcase_add_test(tc, test_ucx_listener_peer_killed_reported);
     tcase_add_test(tc, test_ucx_corrupt_frame_fails_only_that_ep);
     tcase_add_test(tc, test_ucx_bad_reply_fails_call_proto);
     tcase_add_test(tc, test_ucx_bulk_16mib_into_memfd);
