@@ -76,6 +76,13 @@ int mc_saddr_unpack(const void *blob, size_t len, struct sockaddr_storage *ss,
     return MC_ERR_INVALID;
 }
 
+uint16_t mc_saddr_port(const void *blob, size_t len)
+{
+    const uint8_t *b = blob;
+
+    return mc_saddr_is(blob, len) ? (uint16_t)(b[5] << 8 | b[6]) : 0;
+}
+
 int mc_saddr_from_ip(const char *ip, uint16_t port, struct sockaddr_storage *ss,
                      socklen_t *sslen)
 {

@@ -37,6 +37,9 @@ size_t mc_saddr_pack(const struct sockaddr *sa, void *out, size_t cap);
 int mc_saddr_unpack(const void *blob, size_t len, struct sockaddr_storage *ss,
                     socklen_t *sslen);
 
+/* The port a listener's blob names, or 0 when blob is not one. */
+uint16_t mc_saddr_port(const void *blob, size_t len);
+
 /* ip (a numeric IPv4 or IPv6 address) and port into *ss. Returns 0, or MC_ERR_INVALID
  * (not numeric: a host name or a wildcard address is the caller's to refuse). */
 int mc_saddr_from_ip(const char *ip, uint16_t port, struct sockaddr_storage *ss,

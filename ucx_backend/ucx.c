@@ -11,9 +11,12 @@
  * UCX's error callback marks the endpoint and queues it on the work list, never frees it.
  *
  * Incoming messages name their endpoint through UCP_AM_SEND_FLAG_REPLY: every frame we send
- * carries it, and the receiver looks the ucp_ep_h up in a hash of its endpoints. A frame on
- * an ep we did not create is the first message of a peer that connected to us: it becomes an
- * accepted endpoint. Such an ep is UCX's own (created by its wire-up, "not exposed to a
+ * carries it, and the receiver looks the ucp_ep_h up in a hash of its endpoints. A worker
+ * that listens (params.listen_ip: the daemons, on a numeric --listen host) creates each
+ * endpoint a peer opens itself, from the connection request (conn_cb): an accepted endpoint
+ * that is ours, with peer error handling, reported when it fails and closed for real. Without
+ * a listener, a frame on an ep we did not create is the first message of a peer that
+ * connected to our worker address: it becomes an accepted endpoint. Such an ep is UCX's own (created by its wire-up, "not exposed to a
  * user"): UCX 1.13 destroys it by itself when its keepalive finds the peer gone, without
  * telling anyone, so closing it later would touch freed memory (it did: an assertion in
  * ucp_ep_close_nbx when mc-master stopped after an agent had left). So we never close an

@@ -14,9 +14,11 @@
  * Endpoints. A worker sees two kinds: the ones it connected (mc_ucx_ep_connect) and the
  * ones its peers connected to it ("accepted": they appear, as the `ep` argument of a
  * handler, on the first message a peer sends). Both are answered and closed the same way.
- * A connected endpoint learns of a dead peer from UCX (peer error handling); an accepted
- * one only when the peer breaks the protocol, so servers judge liveness by heartbeat
- * (docs/failure-contract.md). A failed endpoint (peer error, protocol violation) fails its pending
+ * A connected endpoint learns of a dead peer from UCX (peer error handling), and so does an
+ * accepted one of a worker that listens (params.listen_ip: it creates them itself); an
+ * accepted worker-address endpoint only when the peer breaks the protocol, and UCX may free
+ * it by itself once its peer is gone: send on one only while handling its peer's request.
+ * Servers judge liveness by heartbeat either way (docs/failure-contract.md). A failed endpoint (peer error, protocol violation) fails its pending
  * calls, drops everything it receives after, is reported once through params.ep_error, and
  * stays allocated until its owner closes it.
  *

@@ -185,8 +185,10 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
      .doc = "With etcd: the cluster whose leader to follow (1..63 of [A-Za-z0-9_.-])."},
     {.name = "listen", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(listen),
      .doc = "Cluster mode: HOST:PORT of this agent's TCP bootstrap listener, which hands "
-            "peers its UCX worker address (port 0: any free port, written to the ready "
-            "file). HOST is the address peers reach this node at."},
+            "peers its address (port 0: any free port, written to the ready file). HOST is "
+            "the address peers reach this node at; a numeric HOST (not 0.0.0.0 or ::) is "
+            "also where its UCX worker listens (a free port), and the address handed out "
+            "names that listener, else it is the UCX worker address."},
     {.name = "domain", .type = MC_CFG_STRING, .def = NULL, .offset = FIELD(domain),
      .doc = "Cluster mode: the node's failure domain (unset: a domain of its own). Replicas "
             "of one object go to distinct domains."},

@@ -19,6 +19,7 @@
 #include "daemon/agent/cluster_int.h"
 #include "daemon/agent/leader.h"
 #include "daemon/common/log.h"
+#include "ucx_backend/saddr.h"
 
 /* --- blocking calls at start-up --------------------------------------------------------- */
 
@@ -803,6 +804,9 @@ int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int sta
     cl_owner_gpu_setup(cl);
     cl_owner_register(cl);
     mc_ucx_address(cl->u, &addr, &alen);
+    if (mc_saddr_is(addr, alen))
+        mc_info("UCX listener for peers on %s port %u", listen_ip,
+                (unsigned)mc_saddr_port(addr, alen));
     err = mc_boot_msg(addr, alen, &cl->boot, &cl->boot_len);
     if (err == 0)
         err = mc_boot_listen(a->cfg.listen, BOOT_BACKLOG, &cl->listen_fd, &cl->port);

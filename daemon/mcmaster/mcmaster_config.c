@@ -17,8 +17,10 @@ const struct mc_config_entry mc_mcmaster_own_config_table[] = {
      .type = MC_CFG_STRING,
      .def = NULL,
      .offset = FIELD(listen),
-     .doc = "HOST:PORT of the TCP bootstrap listener that hands peers the master's UCX worker "
-            "address (port 0: any free port, written to the ready file)."},
+     .doc = "HOST:PORT of the TCP bootstrap listener that hands peers the master's address "
+            "(port 0: any free port, written to the ready file). A numeric HOST (not "
+            "0.0.0.0 or ::) is also where its UCX worker listens (a free port), and the "
+            "address handed out names that listener; else it is the UCX worker address."},
     {.name = "cluster_token",
      .type = MC_CFG_STRING,
      .def = NULL,

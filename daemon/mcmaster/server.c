@@ -45,6 +45,7 @@
 #include "daemon/proto/hold_proto.h"
 #include "daemon/proto/master_proto.h"
 #include "ucx_backend/ucx.h"
+#include "ucx_backend/saddr.h"
 
 #define MC_MCMASTER_LISTEN_BACKLOG 128
 #define MC_MCMASTER_DRAIN_MS       200 /* at exit: time given to flush the last replies */
@@ -1119,8 +1120,12 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
     err = mc_boot_listen(cfg->listen, MC_MCMASTER_LISTEN_BACKLOG, &s->listen_fd, &s->port);
     if (err != 0)
         goto err_destroy;
-    mc_info("listening on %s (port %u), worker address %zu bytes", cfg->listen,
-            (unsigned)s->port, addr_len);
+    if (mc_saddr_is(addr, addr_len))
+        mc_info("listening on %s (port %u), UCX listener on port %u", cfg->listen,
+                (unsigned)s->port, (unsigned)mc_saddr_port(addr, addr_len));
+    else
+        mc_info("listening on %s (port %u), worker address %zu bytes", cfg->listen,
+                (unsigned)s->port, addr_len);
     if (cfg->etcd != NULL) {
         char adv[128];
         struct mc_elect_config ec = {.endpoints = cfg->etcd, .cluster_id = cfg->cluster_id,

@@ -26,6 +26,8 @@ START_TEST(test_saddr_v4_roundtrip)
     ck_assert_uint_eq(blen, len);
     ck_assert_int_eq(memcmp(&ss, &back, len), 0);
     ck_assert_uint_eq(ntohs(((struct sockaddr_in *)&back)->sin_port), 4242);
+    ck_assert_uint_eq(mc_saddr_port(blob, n), 4242);
+    ck_assert_uint_eq(mc_saddr_port(blob, n - 1), 0); /* not a listener's address */
 }
 END_TEST
 
