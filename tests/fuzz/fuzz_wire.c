@@ -1,11 +1,13 @@
 /* libFuzzer target: the RPC frame decoder and the bounded reader (ucx_backend/wire.h), the
  * first code that touches bytes from a UCX peer. A frame that decodes is re-encoded and must
  * come out byte-identical; its payload is walked with every reader call until the reader
- * goes bad, which must be sticky. */
+ * goes bad, which must be sticky. The input is also read as a listener's address blob
+ * (saddr.h): accepted only with its shape, and packed back to the same bytes. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ucx_backend/saddr.h"
 #include "ucx_backend/wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -38,5 +40,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (r.bad && (mc_wire_get_u8(&r) != 0 || !r.bad || mc_wire_reader_done(&r)))
         abort();
+    /* the input as a listener's address (saddr.h: peers hand these out): accepted only
+     * with the blob's shape, and then packed back to the same bytes */
+    {
+        struct sockaddr_storage ss;
+        socklen_t sslen;
+        uint8_t back[MC_SADDR_MAX];
+
+        if (mc_saddr_unpack(data, size, &ss, &sslen) == 0 &&
+            (!mc_saddr_is(data, size) ||
+             mc_saddr_pack((const struct sockaddr *)&ss, back, sizeof(back)) != size ||
+             memcmp(back, data, size) != 0 || mc_saddr_port(data, size) == 0))
+            abort();
+    }
     return 0;
 }
