@@ -685,6 +685,18 @@ END_TEST
 /* --- a listening worker (listen_ip): accepted endpoints that are ours -------------------- */
 
 static struct mc_ucx_ep *t_last_ep; /* the endpoint t_record_handler last answered on */
+static int t_probe_rc;              /* a call on the failed endpoint, from its ep_error */
+
+/* ep_error of the listening worker: a call on the failed endpoint is refused at once (it is
+ * still ours: UCX did not free it), then the owner closes it as t_on_ep_error does. */
+static void t_on_ep_error_probe(void *ctx, struct mc_ucx_ep *ep, int status)
+{
+    static struct t_call late;
+
+    t_probe_rc = mc_ucx_rpc_call(ep, MC_WIRE_FENCE, NULL, 0, mc_ucx_now_ms() + T_WAIT_MS,
+                                 t_call_done, &late, NULL);
+    t_on_ep_error(ctx, ep, status);
+}
 
 static void t_record_handler(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *h,
                              const void *payload)
@@ -723,13 +735,12 @@ static int t_peer_call_then_wait(struct mc_ucx *u, const void *a, size_t n)
  */
 START_TEST(test_ucx_listener_peer_killed_reported)
 {
-    struct mc_ucx_params lp = {.name = "t-listen", .ep_error = t_on_ep_error,
+    struct mc_ucx_params lp = {.name = "t-listen", .ep_error = t_on_ep_error_probe,
                                .listen_ip = "127.0.0.1"};
     uint8_t addr[T_ADDR_MAX], r;
-    struct t_call late = {0};
     struct mc_ucx_stats st;
     struct t_peer p;
-    int ready[2], rc;
+    int ready[2];
 
     ck_assert_int_eq(pipe(ready), 0);
     t_sink_pipe = ready[1];
@@ -762,11 +773,9 @@ START_TEST(test_ucx_listener_peer_killed_reported)
     ck_assert_int_eq(t_err_count, 1);
     ck_assert_ptr_eq(t_err_ep, t_last_ep);
     ck_assert_int_eq(t_err_status, MC_ERR_UNAVAILABLE);
-    /* t_on_ep_error closed it; the record is ours until the close completes: a call on it
-     * is refused at once, without touching UCX */
-    rc = mc_ucx_rpc_call(t_last_ep, MC_WIRE_FENCE, NULL, 0, mc_ucx_now_ms() + T_WAIT_MS,
-                         t_call_done, &late, NULL);
-    ck_assert_int_ne(rc, 0);
+    /* at the report a call on it was refused at once (MC_ERR_UNAVAILABLE), without
+     * touching UCX; the owner closed it then */
+    ck_assert_int_eq(t_probe_rc, MC_ERR_UNAVAILABLE);
     ck_assert_int_eq(t_peer_finish(&p, T_WAIT_MS), -SIGKILL);
     close(ready[0]);
     mc_ucx_destroy(t_u);
