@@ -61,6 +61,11 @@ enum master_state { M_UP, M_DOWN, M_FETCH, M_HELLO, M_MOUNT };
 struct xfer;
 
 /* Another agent we send to or read from: one endpoint, authenticated once. */
+/* A peer's pending HELLO call: p is cleared when the peer goes first (peer_hello_done). */
+struct peer_hello {
+    struct peer *p;
+};
+
 struct peer {
     struct peer *next;
     struct cluster *cl;
@@ -70,6 +75,7 @@ struct peer {
     size_t addr_len;
     struct mc_ucx_ep *ep;
     enum peer_state state;
+    struct peer_hello *hello;  /* while its HELLO is unanswered */
     struct xfer *waitq, *waitq_tail; /* transfers waiting for HELLO's answer */
     struct xfer *rq, *rq_tail; /* reads ready to go, sent as READ_BATCH at the turn's end */
     struct peer *rq_next;      /* on cl->rq_peers while rq is not empty */

@@ -30,6 +30,20 @@ static void xfer_end(struct cluster *cl, struct xfer *x, int status);
 static void read_call_over(struct cluster *cl, struct xfer *x, int status);
 static void info_refresh(struct cluster *cl);
 
+/* The end of a read's turn from now: while other replicas are left, a share of the time
+ * left (at least READ_ATTEMPT_MIN_MS), so an owner that does not start its bytes (an
+ * unreachable, not yet dead one) gives its turn to the next; else its deadline. */
+static uint64_t read_turn_ms(const struct xfer *x, uint64_t now)
+{
+    uint64_t left, t;
+
+    if (x->rg->rep_next >= x->rg->g->nrep)
+        return x->deadline_ms;
+    left = x->deadline_ms > now ? x->deadline_ms - now : 0;
+    t = now + (left / 4 > READ_ATTEMPT_MIN_MS ? left / 4 : READ_ATTEMPT_MIN_MS);
+    return t < x->deadline_ms ? t : x->deadline_ms;
+}
+
 
 int cl_hello_encode(const struct cluster *cl, void *buf, size_t cap, size_t *len_p)
 {
@@ -201,6 +215,8 @@ void cl_peer_drop(struct cluster *cl, struct peer *p, int status)
 
     if (*pp == p)
         *pp = p->next;
+    if (p->hello != NULL)
+        p->hello->p = NULL; /* its HELLO ends later, without us */
     p->waitq = p->waitq_tail = NULL;
     if (p->rq_listed) {
         struct peer **lp = &cl->rq_peers;
@@ -243,14 +259,23 @@ void cl_peer_drop(struct cluster *cl, struct peer *p, int status)
     free(p);
 }
 
+/* HELLO's answer to a peer. Its context is the peer's `hello` handle, not the peer: a peer
+ * dropped while its HELLO is pending (cl_peer_drop) is freed at once, and the call ends
+ * later (canceled, from progress) with the handle's peer cleared. */
 static void peer_hello_done(void *ctx, int status, const struct mc_wire_hdr *hdr,
                             const void *pl, size_t len)
 {
-    struct peer *p = ctx;
-    struct cluster *cl = p->cl;
+    struct peer_hello *h = ctx;
+    struct peer *p = h->p;
+    struct cluster *cl;
     struct mc_proto_status_rep rep;
     struct xfer *x;
 
+    free(h);
+    if (p == NULL)
+        return; /* dropped meanwhile */
+    p->hello = NULL;
+    cl = p->cl;
     (void)hdr;
     if (status == 0)
         status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
@@ -295,12 +320,17 @@ static struct peer *peer_get(struct cluster *cl, const struct segrec *sr)
     err = mc_ucx_ep_connect(cl->u, sr->addr, sr->addr_len, &p->ep);
     if (err == 0)
         err = cl_hello_encode(cl, buf, sizeof(buf), &len);
+    if (err == 0 && (p->hello = malloc(sizeof(*p->hello))) == NULL)
+        err = MC_ERR_NOMEM;
     if (err == 0) {
+        p->hello->p = p;
         mc_ucx_ep_set_user(p->ep, p);
         err = mc_ucx_rpc_call(p->ep, MC_WIRE_HELLO, buf, len,
-                              mc_ucx_now_ms() + HELLO_TIMEOUT_MS, peer_hello_done, p, NULL);
+                              mc_ucx_now_ms() + HELLO_TIMEOUT_MS, peer_hello_done, p->hello,
+                              NULL);
     }
     if (err != 0) {
+        free(p->hello);
         mc_warn("peer node %u: %s", sr->node, mc_strerror(err));
         mc_ucx_ep_close(p->ep, true);
         free(p->addr);
@@ -457,14 +487,7 @@ static int read_send(struct cluster *cl, struct xfer *x)
     x->rb = NULL;
     /* while other replicas are left, one that does not start its bytes within a share of the
      * time left (an unreachable, not yet dead, owner) gives its turn to the next */
-    x->attempt_ms = x->deadline_ms;
-    if (x->rg->rep_next < x->rg->g->nrep) {
-        uint64_t now = mc_agent_now_ms(), left = x->deadline_ms > now ? x->deadline_ms - now : 0;
-
-        x->attempt_ms = now + (left / 4 > READ_ATTEMPT_MIN_MS ? left / 4 : READ_ATTEMPT_MIN_MS);
-        if (x->attempt_ms > x->deadline_ms)
-            x->attempt_ms = x->deadline_ms;
-    }
+    x->attempt_ms = read_turn_ms(x, mc_agent_now_ms());
     x->bnext = NULL;
     if (p->rq_tail != NULL)
         p->rq_tail->bnext = x;
@@ -635,6 +658,8 @@ static void xfer_start(struct cluster *cl, struct xfer *x)
         return;
     }
     if (x->peer->state != PEER_READY) {
+        if (x->kind == X_READ)
+            x->attempt_ms = read_turn_ms(x, mc_agent_now_ms()); /* waiting counts */
         x->next = NULL;
         if (x->peer->waitq_tail != NULL)
             x->peer->waitq_tail->next = x;
@@ -846,6 +871,24 @@ static void read_hedge(struct cluster *cl, struct xfer *x)
 
 static void publish_send(struct cluster *cl, struct mc_resend_item *it, uint64_t now);
 
+/* A peer whose HELLO is still unanswered past the turn of a read waiting for it (one with
+ * another replica left), or NULL. */
+static struct peer *peer_hello_stalled(struct cluster *cl, uint64_t now)
+{
+    for (uint32_t i = 0; i < PEER_HASH; i++) {
+        for (struct peer *p = cl->peers[i]; p != NULL; p = p->next) {
+            if (p->state != PEER_HELLO)
+                continue;
+            for (struct xfer *x = p->waitq; x != NULL; x = x->next) {
+                if (x->kind == X_READ && x->rg != NULL && x->rg->done != NULL &&
+                    x->rg->rep_next < x->rg->g->nrep && now > x->attempt_ms)
+                    return p;
+            }
+        }
+    }
+    return NULL;
+}
+
 void cl_xfer_tick(struct cluster *cl, uint64_t now)
 {
     struct mc_resend_item *it;
@@ -890,6 +933,22 @@ void cl_xfer_tick(struct cluster *cl, uint64_t now)
                  * once that one is final (it is cut instead, below) */
                 read_hedge(cl, x);
             }
+        }
+    }
+    /* a read still waiting for its owner's HELLO at its turn's end: that owner is stalled
+     * (stopped, cut off) as surely as one whose bytes stopped. It is dropped with
+     * MC_ERR_TIMEOUT, so its waiting reads go on to their next replicas at once, not at the
+     * HELLO's deadline (a reconnect to an owner stopped again, test_fault_arena's
+     * owner_stopped_other_replica under load) */
+    {
+        struct peer *p = peer_hello_stalled(cl, now);
+
+        if (p != NULL) {
+            mc_warn("peer node %u: no answer to HELLO within a read's turn: endpoint closed",
+                    p->node);
+            cl->st.peer_errors++;
+            cl_peer_drop(cl, p, MC_ERR_TIMEOUT);
+            return; /* the lists changed; the rest waits for the next tick */
         }
     }
     /* a transfer into a client's arena still moving at its turn's end: never read beside
