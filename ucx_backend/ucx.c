@@ -1,7 +1,8 @@
 /*
  * The transfer layer over UCX (ucx.h): context and worker, endpoints, AM RPC with request
  * ids and deadlines, rendezvous bulk transfers, memory registration and one-sided access.
- * The only file of mcstore that includes <ucp/api/ucp.h>.
+ * With ucx_listen.c (the listener) and ucx_int.h (the structures both share), the only code
+ * of mcstore that includes <ucp/api/ucp.h>.
  *
  * Every UCX request we start carries a `struct req` as user_data. UCX's completion callback
  * (or an immediate completion, when the nbx call returns NULL) only records the status and
@@ -13,19 +14,20 @@
  * Incoming messages name their endpoint through UCP_AM_SEND_FLAG_REPLY: every frame we send
  * carries it, and the receiver looks the ucp_ep_h up in a hash of its endpoints. A worker
  * that listens (params.listen_ip: the daemons, on a numeric --listen host) creates each
- * endpoint a peer opens itself, from the connection request (conn_cb): an accepted endpoint
- * that is ours, with peer error handling, reported when it fails and closed for real. Without
- * a listener, a frame on an ep we did not create is the first message of a peer that
- * connected to our worker address: it becomes an accepted endpoint. Such an ep is UCX's own (created by its wire-up, "not exposed to a
- * user"): UCX 1.13 destroys it by itself when its keepalive finds the peer gone, without
- * telling anyone, so closing it later would touch freed memory (it did: an assertion in
- * ucp_ep_close_nbx when mc-master stopped after an agent had left). So we never close an
- * accepted ep: "closing" one only forgets our entry (a frame arriving on it later makes a
- * new, unauthenticated entry), and UCX frees it with the worker at the latest; the one
- * exception is a peer caught breaking the protocol, force-closed at once. Replies go
- * out on it only while its peer's request is being handled. Known gap (docs/protocol.md):
- * after UCX destroyed one silently, a new peer's ep may get the same address while our
- * entry for the old one is still there, and inherit it until its owner drops it.
+ * endpoint a peer opens itself, from the connection request (ucx_listen.c): an accepted
+ * endpoint that is ours, with peer error handling, reported when it fails and closed for
+ * real. Without a listener, a frame on an ep we did not create is the first message of a peer
+ * that connected to our worker address: it becomes an accepted endpoint. Such an ep is UCX's
+ * own (created by its wire-up, "not exposed to a user"): UCX 1.13 destroys it by itself when
+ * its keepalive finds the peer gone, without telling anyone, so closing it later would touch
+ * freed memory (it did: an assertion in ucp_ep_close_nbx when mc-master stopped after an
+ * agent had left). So we never close an accepted ep: "closing" one only forgets our entry (a
+ * frame arriving on it later makes a new, unauthenticated entry), and UCX frees it with the
+ * worker at the latest; the one exception is a peer caught breaking the protocol, force-
+ * closed at once. Replies go out on it only while its peer's request is being handled. Known
+ * gap (docs/protocol.md): after UCX destroyed one silently, a new peer's ep may get the same
+ * address while our entry for the old one is still there, and inherit it until its owner
+ * drops it.
  */
 #include "ucx_backend/ucx.h"
 
@@ -40,113 +42,8 @@
 #include "mc/mc_status.h"
 #include "ucx_backend/saddr.h"
 
-#define AM_RPC 17u  /* eager frames: header + payload in the AM's data */
-#define AM_BULK 18u /* frame in the AM header, bulk data by rendezvous */
-#define CALL_BUCKETS 1024u
-#define EP_BUCKETS 256u
-#define PROGRESS_TURNS 64 /* per mc_ucx_progress: a flood cannot starve the caller's loop */
-#define DESTROY_WAIT_MS 1000
+#include "ucx_backend/ucx_int.h"
 
-enum req_kind {
-    RK_CALL,      /* the send of a call's frame */
-    RK_FRAME,     /* a reply or raw frame: its bytes live in the req */
-    RK_BULK_SEND, /* a bulk send: its header frame lives in the req */
-    RK_BULK_RECV, /* a rendezvous receive into the caller's buffer */
-    RK_CLOSE,     /* an endpoint close (embedded in the endpoint) */
-    RK_USER,      /* put, get, flush: the caller's done callback */
-};
-
-struct req {
-    struct req *prev, *next; /* u->reqs while UCX holds the request */
-    struct req *qnext;       /* u->done_q */
-    struct mc_ucx *u;
-    enum req_kind kind;
-    bool in_ucx;
-    int status;
-    struct call *call;       /* RK_CALL; RK_BULK_SEND of mc_ucx_send_bulk_call */
-    struct mc_ucx_ep *ep;    /* RK_CLOSE */
-    mc_ucx_done_fn done;     /* RK_BULK_SEND, RK_USER */
-    mc_ucx_bulk_done_fn bdone; /* RK_BULK_RECV */
-    void *ctx;
-    void *op;                /* RK_BULK_RECV */
-    uint8_t *frame;          /* RK_FRAME, RK_BULK_SEND: points just past the struct */
-    ucp_dt_iov_t iov[2];     /* RK_BULK_RECV of a split destination (mc_ucx_bulk_dest_split) */
-};
-
-struct call {
-    struct call *hnext;        /* id hash chain */
-    struct call *dprev, *dnext; /* deadline list, ascending (only deadline != 0) */
-    struct call *eprev, *enext; /* its endpoint's pending calls */
-    struct mc_ucx_ep *ep;      /* valid while !ended */
-    uint64_t id;
-    uint64_t deadline_ms;
-    uint16_t type;
-    bool ended;                /* done_cb ran */
-    bool send_busy;            /* UCX may still read frame */
-    mc_ucx_rpc_done_fn cb;
-    void *ctx;
-    size_t frame_len;
-    uint8_t *frame;            /* just past the struct */
-};
-
-struct mc_ucx_ep {
-    struct mc_ucx *u;
-    ucp_ep_h uep;
-    struct mc_ucx_ep *hnext;       /* u->ep_hash chain, while in_hash */
-    struct mc_ucx_ep *wnext;       /* u->work, while on_work */
-    struct mc_ucx_ep *prev, *next; /* u->eps */
-    struct call *calls;            /* pending calls */
-    void *user;
-    uint64_t session;              /* see mc_ucx_ep_session */
-    int status;                    /* 0 usable; else failed or closed */
-    bool accepted;
-    bool created;                  /* accepted from our listener: our ep, closed for real */
-    bool in_hash, on_work, reported, closing, close_done;
-    struct req close_req;
-};
-
-struct mc_ucx_mem {
-    struct mc_ucx *u;
-    ucp_mem_h memh;
-};
-
-struct mc_ucx_rkey {
-    ucp_rkey_h rkey;
-};
-
-struct mc_ucx {
-    ucp_context_h ctx;
-    ucp_worker_h worker;
-    int efd;
-    ucp_address_t *addr;
-    size_t addr_len;
-    ucp_listener_h listener;       /* NULL: peers connect by worker address */
-    uint8_t saddr[MC_SADDR_MAX];   /* the listener's address (saddr.h) */
-    size_t saddr_len;
-    size_t max_am_header;
-    uint64_t next_id;
-    mc_ucx_ep_error_fn ep_error;
-    void *ep_error_ctx;
-    mc_ucx_rpc_handler_fn rpc_handler;
-    void *rpc_ctx;
-    mc_ucx_bulk_dest_fn bulk_dest;
-    mc_ucx_bulk_done_fn bulk_done;
-    void *bulk_ctx;
-    /* during a bulk dest call only: the memory type of the buffer it returns
-     * (mc_ucx_bulk_dest_mem), and whether the bytes came eagerly */
-    enum mc_ucx_mem_type dest_mt;
-    bool dest_eager;
-    uint8_t *dest_tail;        /* mc_ucx_bulk_dest_split: where the bytes past dest_head go */
-    size_t dest_head;
-    struct req *reqs;               /* in flight inside UCX */
-    struct req *done_q, **done_tail; /* completed, callbacks not run yet */
-    struct mc_ucx_ep *work, **work_tail;
-    struct mc_ucx_ep *eps;
-    struct call *dl_head, *dl_tail;
-    struct call *call_hash[CALL_BUCKETS];
-    struct mc_ucx_ep *ep_hash[EP_BUCKETS];
-    struct mc_ucx_stats st;
-};
 
 uint64_t mc_ucx_now_ms(void)
 {
@@ -435,10 +332,18 @@ static void ep_hash_remove(struct mc_ucx_ep *ep)
     ep->in_hash = false;
 }
 
-static struct mc_ucx_ep *ep_new(struct mc_ucx *u, ucp_ep_h uep, bool accepted)
+void ucx_ep_hash_add(struct mc_ucx_ep *ep)
+{
+    struct mc_ucx_ep **b = ep_bucket(ep->u, ep->uep);
+
+    ep->hnext = *b;
+    *b = ep;
+    ep->in_hash = true;
+}
+
+struct mc_ucx_ep *ucx_ep_new(struct mc_ucx *u, ucp_ep_h uep, bool accepted)
 {
     struct mc_ucx_ep *ep = calloc(1, sizeof(*ep));
-    struct mc_ucx_ep **b;
 
     if (ep == NULL)
         return NULL;
@@ -448,12 +353,8 @@ static struct mc_ucx_ep *ep_new(struct mc_ucx *u, ucp_ep_h uep, bool accepted)
     ep->close_req.u = u;
     ep->close_req.kind = RK_CLOSE;
     ep->close_req.ep = ep;
-    if (uep != NULL) {
-        b = ep_bucket(u, uep);
-        ep->hnext = *b;
-        *b = ep;
-        ep->in_hash = true;
-    }
+    if (uep != NULL)
+        ucx_ep_hash_add(ep);
     ep->next = u->eps;
     if (u->eps != NULL)
         u->eps->prev = ep;
@@ -473,7 +374,7 @@ static void ep_queue_work(struct mc_ucx_ep *ep)
     u->work_tail = &ep->wnext;
 }
 
-static void ep_free(struct mc_ucx_ep *ep)
+void ucx_ep_free(struct mc_ucx_ep *ep)
 {
     struct mc_ucx *u = ep->u;
 
@@ -498,7 +399,7 @@ static void ep_fail(struct mc_ucx_ep *ep, int status)
     ep_queue_work(ep);
 }
 
-static void ep_err_cb(void *arg, ucp_ep_h uep, ucs_status_t st)
+void ucx_ep_err_cb(void *arg, ucp_ep_h uep, ucs_status_t st)
 {
     (void)uep;
     (void)st; /* whatever UCX saw, for us the peer is out of reach */
@@ -525,78 +426,9 @@ static bool run_work(struct mc_ucx *u)
                 u->ep_error(u->ep_error_ctx, ep, ep->status);
         }
         if (ep->close_done && !ep->on_work && ep->calls == NULL)
-            ep_free(ep);
+            ucx_ep_free(ep);
     }
     return any;
-}
-
-/* A peer connects to our listener (from progress): the endpoint is created here, by us, with
- * peer error handling, so UCX reports its failure and leaves freeing it to us (ucx.h,
- * listen_ip). It is an accepted endpoint in every other respect: unauthenticated, no
- * session until its HELLO. */
-static void conn_cb(ucp_conn_request_h req, void *arg)
-{
-    struct mc_ucx *u = arg;
-    struct mc_ucx_ep *ep = ep_new(u, NULL, true);
-    ucp_ep_params_t p;
-    struct mc_ucx_ep **b;
-
-    if (ep == NULL) {
-        u->st.conns_refused++;
-        (void)ucp_listener_reject(u->listener, req);
-        return;
-    }
-    ep->created = true;
-    memset(&p, 0, sizeof(p));
-    p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                   UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    p.conn_request = req;
-    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    p.err_handler.cb = ep_err_cb;
-    p.err_handler.arg = ep;
-    if (ucp_ep_create(u->worker, &p, &ep->uep) != UCS_OK) {
-        u->st.conns_refused++; /* UCX consumed the request either way */
-        ep_free(ep);
-        return;
-    }
-    b = ep_bucket(u, ep->uep);
-    ep->hnext = *b;
-    *b = ep;
-    ep->in_hash = true;
-    u->st.eps_accepted++;
-}
-
-/* The listener on ip (a free port), and its address blob. 0, MC_ERR_INVALID (not a numeric
- * address) or MC_ERR_IO. */
-static int listen_on(struct mc_ucx *u, const char *ip)
-{
-    struct sockaddr_storage ss;
-    socklen_t sslen;
-    ucp_listener_params_t lp;
-    ucp_listener_attr_t la;
-
-    if (mc_saddr_from_ip(ip, 0, &ss, &sslen) != 0)
-        return MC_ERR_INVALID;
-    memset(&lp, 0, sizeof(lp));
-    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-    lp.sockaddr.addr = (const struct sockaddr *)&ss;
-    lp.sockaddr.addrlen = sslen;
-    lp.conn_handler.cb = conn_cb;
-    lp.conn_handler.arg = u;
-    if (ucp_listener_create(u->worker, &lp, &u->listener) != UCS_OK) {
-        u->listener = NULL;
-        return MC_ERR_IO;
-    }
-    memset(&la, 0, sizeof(la));
-    la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-    if (ucp_listener_query(u->listener, &la) != UCS_OK ||
-        (u->saddr_len = mc_saddr_pack((const struct sockaddr *)&la.sockaddr, u->saddr,
-                                      sizeof(u->saddr))) == 0) {
-        ucp_listener_destroy(u->listener);
-        u->listener = NULL;
-        return MC_ERR_IO;
-    }
-    return 0;
 }
 
 int mc_ucx_ep_connect(struct mc_ucx *u, const void *addr, size_t len, struct mc_ucx_ep **ep_p)
@@ -605,12 +437,11 @@ int mc_ucx_ep_connect(struct mc_ucx *u, const void *addr, size_t len, struct mc_
     socklen_t sslen = 0;
     ucp_ep_params_t p;
     struct mc_ucx_ep *ep;
-    struct mc_ucx_ep **b;
     ucs_status_t st;
 
     if (u == NULL || addr == NULL || len == 0 || ep_p == NULL)
         return MC_ERR_INVALID;
-    ep = ep_new(u, NULL, false);
+    ep = ucx_ep_new(u, NULL, false);
     if (ep == NULL)
         return MC_ERR_NOMEM;
     /* a session no one can guess: our request ids carry it (ucx.h) */
@@ -623,7 +454,7 @@ int mc_ucx_ep_connect(struct mc_ucx *u, const void *addr, size_t len, struct mc_
     if (mc_saddr_is(addr, len)) {
         /* a listener (saddr.h): through UCX's connection manager */
         if (mc_saddr_unpack(addr, len, &ss, &sslen) != 0) {
-            ep_free(ep);
+            ucx_ep_free(ep);
             return MC_ERR_UNAVAILABLE;
         }
         p.field_mask |= UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_FLAGS;
@@ -635,17 +466,14 @@ int mc_ucx_ep_connect(struct mc_ucx *u, const void *addr, size_t len, struct mc_
         p.address = addr;
     }
     p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    p.err_handler.cb = ep_err_cb;
+    p.err_handler.cb = ucx_ep_err_cb;
     p.err_handler.arg = ep;
     st = ucp_ep_create(u->worker, &p, &ep->uep);
     if (st != UCS_OK) {
-        ep_free(ep);
+        ucx_ep_free(ep);
         return st == UCS_ERR_NO_MEMORY ? MC_ERR_NOMEM : MC_ERR_UNAVAILABLE;
     }
-    b = ep_bucket(u, ep->uep);
-    ep->hnext = *b;
-    *b = ep;
-    ep->in_hash = true;
+    ucx_ep_hash_add(ep);
     *ep_p = ep;
     return 0;
 }
@@ -730,7 +558,7 @@ static struct mc_ucx_ep *ep_of_msg(struct mc_ucx *u, const ucp_am_recv_param_t *
     }
     ep = ep_find(u, param->reply_ep);
     if (ep == NULL) {
-        ep = ep_new(u, param->reply_ep, true);
+        ep = ucx_ep_new(u, param->reply_ep, true);
         if (ep != NULL)
             u->st.eps_accepted++;
     }
@@ -1360,7 +1188,7 @@ int mc_ucx_create(const struct mc_ucx_params *params, struct mc_ucx **u_p)
     if (err == 0)
         err = set_am_handler(u, AM_BULK, bulk_am_cb);
     if (err == 0 && params->listen_ip != NULL)
-        err = listen_on(u, params->listen_ip);
+        err = ucx_listen_on(u, params->listen_ip);
     if (err != 0)
         goto err_address;
     *u_p = u;
@@ -1413,7 +1241,7 @@ void mc_ucx_destroy(struct mc_ucx *u)
     while ((ep = u->eps) != NULL) { /* close requests lost with the worker */
         while (ep->calls != NULL)
             call_end(u, ep->calls, MC_ERR_CANCELED, NULL, NULL, 0);
-        ep_free(ep);
+        ucx_ep_free(ep);
     }
     ucp_cleanup(u->ctx);
     free(u);

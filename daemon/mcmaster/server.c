@@ -230,6 +230,7 @@ static struct mc_ucx_ep *ep_of_node(void *ctx, uint32_t node)
 
 static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p);
 static void drops_send(struct mc_mcmaster_server *s);
+static void drops_hold(struct mc_mcmaster_server *s, int rc);
 
 static void seg_unmount(struct mc_mcmaster_server *s, uint32_t seg)
 {
@@ -465,17 +466,15 @@ static int put_end_or_revoke(struct mc_mcmaster_server *s, struct peer *p, const
                                .node = p->node, .n = req.n, .results = s->results,
                                .in.ref = s->refs};
     if (!revoke)
-        drops_send(s); /* what others freed goes first: the hold below is for this batch's */
+        drops_send(s); /* others' first (drops_hold) */
     (void)mc_master_exec(s->m, &x);
     rep.n = req.n;
     rc = mc_proto_results_rep_encode(&rep, s->results, s->out, sizeof(s->out), out_len);
-    if (!revoke) {
-        /* a put that replaced a version on a disk freed its record: the answer waits for
-         * the owner's tombstone, as a remove's does (a crash of the owner and of this
-         * master right after the put returned would bring the old bytes back) */
-        drops_send(s);
-        s->hold_reply = rc == 0 && mc_diskdrops_sent_disk(&s->drops);
-    }
+    /* a put that replaced a version on a disk freed its record: the answer waits for the
+     * owner's tombstone, as a remove's does (a crash of the owner and of this master right
+     * after the put returned would bring the old bytes back) */
+    if (!revoke)
+        drops_hold(s, rc);
     return rc;
 }
 
@@ -569,7 +568,7 @@ static int h_remove(struct mc_mcmaster_server *s, struct peer *p, const void *pl
         return MC_ERR_PROTO;
     if (req.node != p->node)
         return MC_ERR_DENIED;
-    drops_send(s); /* what others freed goes first: the hold below is for this batch's */
+    drops_send(s); /* others' first (drops_hold) */
     x = (struct mc_master_req){.op = (req.flags & MC_PROTO_REMOVE_F_PREFIX)
                                          ? MC_MASTER_OP_REMOVE_PREFIX
                                          : MC_MASTER_OP_REMOVE,
@@ -579,11 +578,10 @@ static int h_remove(struct mc_mcmaster_server *s, struct peer *p, const void *pl
     rep.n = req.n;
     err = mc_proto_remove_rep_encode(&rep, s->results, s->counts, s->out, sizeof(s->out),
                                      out_len);
-    /* the DROPs this remove made go out now; if some free or retire disk records, the
-     * answer waits for their owners' answers (their tombstones or marks durable: a crash of
-     * that owner and of this master cannot bring the objects back after the answer) */
-    drops_send(s);
-    s->hold_reply = err == 0 && mc_diskdrops_sent_disk(&s->drops);
+    /* if its DROPs free or retire disk records, the answer waits for their owners' answers
+     * (their tombstones or marks durable: a crash of that owner and of this master cannot
+     * bring the objects back after the answer) */
+    drops_hold(s, err);
     return err;
 }
 
@@ -1200,6 +1198,16 @@ static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p)
 static void drops_send(struct mc_mcmaster_server *s)
 {
     mc_diskdrops_send(&s->drops, s->m, mc_ucx_now_ms());
+}
+
+/* After a handler whose request freed or retired blocks (a REMOVE, a PUT_END replacing a
+ * version): its DROPs go out now, and its answer (rc 0) is held for their owners' answers
+ * when some name disk blocks (diskdrops.h). The handler sent what others freed before its
+ * request (drops_send), so only its own DROPs hold it. */
+static void drops_hold(struct mc_mcmaster_server *s, int rc)
+{
+    drops_send(s);
+    s->hold_reply = rc == 0 && mc_diskdrops_sent_disk(&s->drops);
 }
 
 static void on_timer(struct mc_mcmaster_server *s)

@@ -145,6 +145,31 @@ START_TEST(test_disk_cluster_removed_while_pinned_stays_removed)
 }
 END_TEST
 
+/* mc-master started afresh on listen (no memo, no directory), the owner started again on
+ * its disk (extra): returns once the restore has run, i.e. `ctl` (a key put before and
+ * untouched) exists again through cc. */
+static void fresh_master_and_owner(struct t_fc *fc, const char *listen, struct t_proc *a2,
+                                   const char *const *extra, mc_client_t *cc, const char *ctl)
+{
+    t_fc_master_start(fc, NULL, listen, "master2");
+    owner_restart(fc, a2, extra);
+    wait_exist(cc, ctl, 200); /* C rejoined the new master meanwhile */
+    ck_assert_int_eq(mc_exist(cc, ctl), 1);
+}
+
+/* n objects under each of the prefixes (seed seeds[k] + i for prefixes[k]/i) put through
+ * ca, then 24 MiB more through A's 16 MiB: all of them on A's disk (asked through cc). */
+static void put_to_disk(mc_client_t *ca, mc_client_t *cc, const char *a_sock,
+                        const char *const *prefixes, const uint64_t *seeds, int n, size_t len)
+{
+    for (int k = 0; prefixes[k] != NULL; k++)
+        batch_put_seeded(ca, prefixes[k], n, len, seeds[k]);
+    put_range(ca, "fill", 0, 384, len);
+    t_disk_settle(a_sock);
+    for (int k = 0; prefixes[k] != NULL; k++)
+        assert_on_disk(cc, prefixes[k], n);
+}
+
 /*
  * The same hole with mc-master restarted too (docs/disk.md, "Removed while still in use"):
  * its memo of removed versions dies with it, so only the owner's disk can keep the removal.
@@ -172,12 +197,8 @@ START_TEST(test_disk_cluster_removed_while_pinned_survives_master_restart)
     snprintf(listen, sizeof(listen), "127.0.0.1:%u", fc.master.port);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
-    batch_put_seeded(ca, "pm", n, len, old);
-    batch_put_seeded(ca, "ctl", n, len, old + 100);
-    put_range(ca, "fill", 0, 384, len); /* 24 MiB more through 16 MiB: the above to disk */
-    t_disk_settle(a.sock);
-    assert_on_disk(cc, "pm", n);
-    assert_on_disk(cc, "ctl", n);
+    put_to_disk(ca, cc, a.sock, (const char *const[]){"pm", "ctl", NULL},
+                (const uint64_t[]){old, old + 100}, n, len);
     (void)pin_range(cc, "pm", n); /* held: the remove only retires the versions */
     ck_assert_int_eq(mc_remove_prefix(ca, "pm/", &removed), 0);
     ck_assert_uint_eq(removed, (uint64_t)n);
@@ -189,11 +210,7 @@ START_TEST(test_disk_cluster_removed_while_pinned_survives_master_restart)
     t_proc_kill(&a);
     mc_close(ca);
     t_proc_kill(&fc.master);
-    t_fc_master_start(&fc, NULL, listen, "master2"); /* fresh: no memo, no directory */
-    owner_restart(&fc, &a2, extra);
-    /* the restore has run once ctl/N are back (C rejoined the new master meanwhile) */
-    wait_exist(cc, "ctl/7", 200);
-    ck_assert_int_eq(mc_exist(cc, "ctl/7"), 1);
+    fresh_master_and_owner(&fc, listen, &a2, extra, cc, "ctl/7");
     for (int i = 0; i < n; i++) {
         char key[64];
 
@@ -241,14 +258,8 @@ START_TEST(test_disk_cluster_removed_survives_both_killed)
     snprintf(listen, sizeof(listen), "127.0.0.1:%u", fc.master.port);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
-    batch_put_seeded(ca, "bp", n, len, old);
-    batch_put_seeded(ca, "bf", n, len, old + 100);
-    batch_put_seeded(ca, "ctl", n, len, old + 200);
-    put_range(ca, "fill", 0, 384, len); /* 24 MiB more through 16 MiB: the above to disk */
-    t_disk_settle(a.sock);
-    assert_on_disk(cc, "bp", n);
-    assert_on_disk(cc, "bf", n);
-    assert_on_disk(cc, "ctl", n);
+    put_to_disk(ca, cc, a.sock, (const char *const[]){"bp", "bf", "ctl", NULL},
+                (const uint64_t[]){old, old + 100, old + 200}, n, len);
     (void)pin_range(cc, "bp", n); /* held: the remove only retires the versions */
     t0 = t_now_ms();
     ck_assert_int_eq(mc_remove_prefix(ca, "bp/", &removed), 0);
@@ -265,10 +276,7 @@ START_TEST(test_disk_cluster_removed_survives_both_killed)
                     "%llu ms (free)\n",
             (unsigned long long)took_pinned, (unsigned long long)took_free);
     mc_close(ca);
-    t_fc_master_start(&fc, NULL, listen, "master2"); /* fresh: no memo, no directory */
-    owner_restart(&fc, &a2, extra);
-    wait_exist(cc, "ctl/3", 200); /* the restore has run once ctl/N are back */
-    ck_assert_int_eq(mc_exist(cc, "ctl/3"), 1);
+    fresh_master_and_owner(&fc, listen, &a2, extra, cc, "ctl/3");
     for (int i = 0; i < n; i++) {
         char key[64];
 
@@ -322,12 +330,8 @@ START_TEST(test_disk_cluster_replaced_survives_both_killed)
     snprintf(listen, sizeof(listen), "127.0.0.1:%u", fc.master.port);
     ca = t_fc_conn(&a);
     cc = t_fc_conn(&c);
-    batch_put_seeded(ca, "rp", n, len, old);
-    batch_put_seeded(ca, "ctl", n, len, old + 200);
-    put_range(ca, "fill", 0, 384, len); /* 24 MiB more through 16 MiB: the above to disk */
-    t_disk_settle(a.sock);
-    assert_on_disk(cc, "rp", n);
-    assert_on_disk(cc, "ctl", n);
+    put_to_disk(ca, cc, a.sock, (const char *const[]){"rp", "ctl", NULL},
+                (const uint64_t[]){old, old + 200}, n, len);
     t0 = t_now_ms();
     batch_put_seeded(ca, "rp", n, len, fresh); /* new versions: the old records freed */
     took = t_now_ms() - t0;
@@ -337,10 +341,7 @@ START_TEST(test_disk_cluster_replaced_survives_both_killed)
     fprintf(stderr, "replaced_survives_both_killed: the replacing puts answered in %llu ms\n",
             (unsigned long long)took);
     mc_close(ca);
-    t_fc_master_start(&fc, NULL, listen, "master2"); /* fresh: no memo, no directory */
-    owner_restart(&fc, &a2, extra);
-    wait_exist(cc, "ctl/3", 200); /* the restore has run once ctl/N are back */
-    ck_assert_int_eq(mc_exist(cc, "ctl/3"), 1);
+    fresh_master_and_owner(&fc, listen, &a2, extra, cc, "ctl/3");
     for (int i = 0; i < n; i++) {
         char key[64];
         int r;
