@@ -897,6 +897,30 @@ static void t_fa_put_fill(uint8_t *p, size_t len, uint64_t salt, int n, int i)
     t_fill(p, len, salt + (uint64_t)n * T_FA_NBIG + (uint64_t)i);
 }
 
+
+/* A counter a forked writer and the test share (zeroed). */
+static volatile int *t_fa_shared_int(void)
+{
+    volatile int *v = mmap(NULL, sizeof(*v), PROT_READ | PROT_WRITE,
+                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    ck_assert_ptr_ne((void *)v, MAP_FAILED);
+    *v = 0;
+    return v;
+}
+
+/* The stopped owner a resumes; then every write from the dead writer's arena ends (the owner
+ * answers, or the deadline cuts it) and B holds nothing of it: no open put, no arena
+ * mapped, no client but the stats call's own. */
+static void t_fa_resume_nothing_held(const struct t_proc *a, const struct t_proc *b)
+{
+    kill(a->pid, SIGCONT);
+    t_fa_settled(b->sock, "puts_open", T_FC_OP_MS + 5000);
+    t_fa_settled(b->sock, "arena_bytes", 3000);
+    ck_assert_int_le(t_fc_stat(b->sock, "clients_held"), 1);
+    ck_assert_int_le(t_fc_stat(b->sock, "clients"), 1);
+}
+
 /* The child: puts batches of T_FA_NBIG objects of T_FA_BIG from one arena allocation until
  * killed; *batches counts the batches it started (shared with the parent). */
 static void t_fa_put_child(const char *sock, uint64_t salt, volatile int *batches)
@@ -940,10 +964,7 @@ START_TEST(test_fault_arena_put_client_killed)
     int st, n, i, found = 0, missing = 0;
     pid_t pid;
 
-    batches = mmap(NULL, sizeof(*batches), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
-    ck_assert_ptr_ne((void *)batches, MAP_FAILED);
-    *batches = 0;
+    batches = t_fa_shared_int();
     t_fa_cluster(&fc, "arena_put_killed", 30000, &a, &b, "1G");
     n0 = t_fc_stat(b.sock, "puts_from_arena");
     pid = fork();
@@ -975,12 +996,7 @@ START_TEST(test_fault_arena_put_client_killed)
             (long long)t_fc_stat(b.sock, "clients_held"),
             (long long)t_fc_stat(b.sock, "arena_bytes"));
     ck_assert_msg(open_at_kill > 0, "no put was in flight at the kill");
-    kill(a.pid, SIGCONT);
-    /* every write ends (the owner answers, or the deadline cuts it), then all goes */
-    t_fa_settled(b.sock, "puts_open", T_FC_OP_MS + 5000);
-    t_fa_settled(b.sock, "arena_bytes", 3000);
-    ck_assert_int_le(t_fc_stat(b.sock, "clients_held"), 1); /* the stats call's own */
-    ck_assert_int_le(t_fc_stat(b.sock, "clients"), 1);
+    t_fa_resume_nothing_held(&a, &b);
 
     /* what was published is exactly what was put; the rest is not found */
     want = malloc(T_FA_BIG);
@@ -1072,10 +1088,7 @@ START_TEST(test_fault_arena_streamed_put_client_killed)
     int st, n, found = 0;
     pid_t pid;
 
-    done = mmap(NULL, sizeof(*done), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
-                0);
-    ck_assert_ptr_ne((void *)done, MAP_FAILED);
-    *done = 0;
+    done = t_fa_shared_int();
     t_fa_cluster(&fc, "arena_streamed_killed", 30000, &a, &b, "1G");
     n0 = t_fc_stat(b.sock, "puts_from_arena");
     pid = fork();
@@ -1098,11 +1111,7 @@ START_TEST(test_fault_arena_streamed_put_client_killed)
     fprintf(stderr, "arena_streamed_killed: %d puts done, %lld open at the kill, %lld arena "
             "bytes mapped 300 ms after\n", *done, (long long)open_at_kill,
             (long long)t_fc_stat(b.sock, "arena_bytes"));
-    kill(a.pid, SIGCONT);
-    t_fa_settled(b.sock, "puts_open", T_FC_OP_MS + 5000);
-    t_fa_settled(b.sock, "arena_bytes", 3000);
-    ck_assert_int_le(t_fc_stat(b.sock, "clients_held"), 1); /* the stats call's own */
-    ck_assert_int_le(t_fc_stat(b.sock, "clients"), 1);
+    t_fa_resume_nothing_held(&a, &b);
     want = malloc(T_FA_STREAMED);
     back = malloc(T_FA_STREAMED);
     ck_assert(want != NULL && back != NULL);
