@@ -596,6 +596,51 @@ START_TEST(test_fault_arena_owner_stopped_other_replica)
 }
 END_TEST
 
+/*
+ * The owner stops before the reader ever reached it: B's HELLO to A (first contact, through
+ * A's listener) is never answered. The reads waiting for it get their turn all the same (a
+ * quarter of the time left): at its end A is dropped and every item is read from C, well
+ * before the deadline. Before, they waited out the HELLO's 5 s and ended at the deadline.
+ */
+START_TEST(test_fault_arena_owner_stopped_before_hello)
+{
+    struct t_proc a = {0}, b = {0}, c = {0};
+    struct t_fa_obj objs[T_FA_NBIG];
+    struct t_fa_call k = {0};
+    uint64_t salt = t_fc_salt();
+    mc_client_t *ca;
+    struct t_fc fc;
+    int i;
+
+    t_fc_init(&fc, "arena_before_hello", 30000);
+    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", "dA", "256M", NULL);
+    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", "dC", "256M", NULL);
+    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "0", t_fa_reader_set);
+    t_fc_agent_wait(&a);
+    t_fc_agent_wait(&c);
+    t_fc_agent_wait(&b);
+    ca = t_fc_conn(&a);
+    for (i = 0; i < T_FA_NBIG; i++) /* A's own first, C's second */
+        t_fa_put_n(ca, &objs[i], "ah", i, T_FA_BIG - (size_t)i * 8, salt + (uint64_t)i, 2);
+    mc_close(ca);
+    k.c = t_fc_conn(&b);
+    k.objs = objs;
+    ck_assert_int_eq(mc_buf_alloc(k.c, t_fa_room(T_FA_BIG) * T_FA_NBIG, (void **)&k.all), 0);
+    kill(a.pid, SIGSTOP); /* B has not talked to A yet */
+    (void)t_fa_call_run(&k);
+    fprintf(stderr, "arena_before_hello: batch in %llu ms (deadline %u ms)\n",
+            (unsigned long long)k.ms, T_FC_OP_MS);
+    for (i = 0; i < T_FA_NBIG; i++)
+        ck_assert_msg(k.exact[i], "A stopped before HELLO: %s: %s", objs[i].key,
+                      mc_strerror(k.results[i]));
+    ck_assert_msg(k.ms < T_FC_OP_MS, "the batch took %llu ms (deadline %u ms)",
+                  (unsigned long long)k.ms, T_FC_OP_MS);
+    kill(a.pid, SIGCONT);
+    t_fa_reader_done(&k, &b, objs, &fc);
+}
+END_TEST
+
 START_TEST(test_fault_arena_owner_killed_mid_transfer)
 {
     struct t_proc a = {0}, b = {0};
@@ -1262,6 +1307,7 @@ int main(int argc, char **argv)
         test_fault_arena_corrupt_replica,
         test_fault_arena_owner_stopped_mid_transfer,
         test_fault_arena_owner_stopped_other_replica,
+        test_fault_arena_owner_stopped_before_hello,
         test_fault_arena_owner_killed_mid_transfer,
         test_fault_arena_owner_killed_landing_full,
         test_fault_arena_client_killed_mid_get,
