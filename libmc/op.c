@@ -147,18 +147,9 @@ static int copy_verified(uint8_t *buf, const uint8_t *obj, uint64_t size, bool c
  */
 static int verify_in_place(uint8_t *buf, uint64_t size, const uint8_t *trailer)
 {
-    uint64_t nchunks = mc_shm_nchunks(size), off = 0, n;
-
     if (trailer == NULL)
         return 0; /* stored without checksums */
-    for (uint64_t i = 0; i < nchunks; i++, off += n) {
-        n = size - off < MC_SHM_CHUNK ? size - off : MC_SHM_CHUNK;
-        if (XXH3_64bits(buf + off, (size_t)n) != load_u64(trailer + 8 * i)) {
-            memset(buf, 0, (size_t)size);
-            return MC_ERR_CORRUPT;
-        }
-    }
-    if (XXH3_64bits(trailer, (size_t)(8 * nchunks)) != load_u64(trailer + 8 * nchunks)) {
+    if (!mc_shm_verify(buf, size, trailer)) {
         memset(buf, 0, (size_t)size);
         return MC_ERR_CORRUPT;
     }

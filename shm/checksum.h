@@ -16,4 +16,26 @@
 #include <xxh_x86dispatch.h>
 #endif
 
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "shm/ring.h"
+
+/* Whether the `size` bytes at buf match their checksum trailer (mc_shm_trailer_off: the
+ * chunk values, then the object checksum over them); trailer need not be aligned. */
+static inline bool mc_shm_verify(const uint8_t *buf, uint64_t size, const uint8_t *trailer)
+{
+    uint64_t nchunks = mc_shm_nchunks(size), off = 0, n, v;
+
+    for (uint64_t i = 0; i < nchunks; i++, off += n) {
+        n = size - off < MC_SHM_CHUNK ? size - off : MC_SHM_CHUNK;
+        memcpy(&v, trailer + 8 * i, sizeof(v));
+        if (XXH3_64bits(buf + off, (size_t)n) != v)
+            return false;
+    }
+    memcpy(&v, trailer + 8 * nchunks, sizeof(v));
+    return XXH3_64bits(trailer, (size_t)(8 * nchunks)) == v;
+}
+
 #endif /* MC_SHM_CHECKSUM_H */

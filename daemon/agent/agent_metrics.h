@@ -143,6 +143,10 @@
     X(ARENA_READS_CUT, "mcstore_agent_arena_reads_cut_total", COUNTER, NULL,                   \
       "Transfers into a client's arena still moving at their op's deadline: the owner's "     \
       "endpoint was closed with force.", AM_CLUSTER, "arena_reads_cut")                        \
+    X(ARENA_TAILS_IN_HEADER, "mcstore_agent_arena_tails_in_header_total", COUNTER, NULL,       \
+      "Reads into a client's buffer of exactly the object's size whose checksum trailer came " \
+      "in the owner's reply header (the object's bytes received whole).", AM_CLUSTER,        \
+      "arena_tails_in_header")                                                                 \
     X(PUT_LATENCY, "mcstore_agent_put_latency_seconds", HISTOGRAM, NULL,                       \
       "Put latency: a PUT's submission taken to its completion posted (a pieced put: "        \
       "PUT_START taken to PUT_END answered), every outcome.", NULL, NULL)                     \

@@ -139,6 +139,7 @@ struct xfer {
     uint32_t ri;               /* X_READ: which replica of the object it reads */
     bool hedged;               /* X_READ: stalled mid-transfer, another replica was started */
     bool retried;              /* read: tried once more on a fresh endpoint */
+    bool tail_hdr;             /* X_READ with head: the tail came in the reply's header */
     struct peer *peer;
     uint64_t id;               /* X_READ: the request id the owner's bulk carries */
     uint64_t len;
@@ -166,6 +167,7 @@ struct diskread {
     uint64_t deadline_ms;      /* answered MC_ERR_TIMEOUT then (cl_owner_tick), if not read */
     bool answered;             /* ... it was: its end only frees it (bytes held until then) */
     uint64_t offset, version;  /* the record (a queued read starts with them later) */
+    uint64_t head;             /* the reader's (peer_proto.h): the tail in the header */
     struct diskread *qnext;    /* queued (cl->diskq): disk_peer_reads under way already;
                                 * allocated without bytes until it starts */
     uint8_t bytes[];
@@ -322,6 +324,7 @@ struct cluster {
         uint64_t copies_late; /* drain copies from our disk not sent: read past the deadline */
         uint64_t arena_reads;      /* reads answered from a client's arena (arena_reads) */
         uint64_t arena_cuts;       /* transfers into an arena cut at their deadline */
+        uint64_t arena_tails_hdr;  /* ... whose image's tail came in the reply's header */
         uint64_t published_out, published_in, drops_in; /* the owners' indexes (holdidx.h) */
         uint64_t disk_read_timeouts; /* peers' reads of our disk answered MC_ERR_TIMEOUT */
         uint64_t late_restored, late_refused; /* carried-over PUBLISHes told the master */
@@ -380,10 +383,10 @@ int cl_hello_encode(const struct cluster *cl, void *buf, size_t cap, size_t *len
 void cl_peer_drop(struct cluster *cl, struct peer *p, int status);
 /* A write of ours (rio.h), for puts and for the master's COPY. */
 int cl_write(struct cluster *cl, const struct mc_rio_write *w, mc_rio_write_fn done, void *ctx);
-/* A READ_REPLY bulk for request id: where its bytes land (NULL: not a read of ours), and
- * its end (op: what cl_read_landing gave). */
-void *cl_read_landing(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id, size_t len,
-                      void **op_p);
+/* A READ_REPLY bulk for request id, len bytes of data after hpl_len header bytes: where
+ * its bytes land (NULL: not a read of ours), and its end (op: what cl_read_landing gave). */
+void *cl_read_landing(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id, const void *hpl,
+                      size_t hpl_len, size_t len, void **op_p);
 void cl_read_landed(struct cluster *cl, void *op, int status);
 /* Sends the reads queued this turn: one READ_BATCH per owner (per MC_PROTO_READ_BATCH_MAX
  * reads). Returns whether it sent any. cl_reads_queued: whether any wait for it. */

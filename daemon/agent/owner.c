@@ -108,6 +108,24 @@ static void read_served_direct(void *ctx, int status)
     read_served(cl, status);
 }
 
+/* Sends the image of one read (len bytes at src, in host memory) as the bulk READ_REPLY of
+ * request id xfer: with head != 0 its bytes [0, head) as the data and the rest in the
+ * header, so that a reader's buffer of exactly the object's size receives the data whole
+ * (peer_proto.h); all of it as data when the header cannot hold the rest here. */
+static int reply_bulk(struct mc_ucx_ep *ep, uint64_t xfer, const uint8_t *src, uint64_t len,
+                      uint64_t head, mc_ucx_done_fn done, void *ctx)
+{
+    int err = MC_ERR_INVALID;
+
+    if (head != 0 && head < len)
+        err = mc_ucx_send_bulk(ep, MC_WIRE_READ_REPLY, xfer, src + head, (size_t)(len - head),
+                               src, (size_t)head, done, ctx);
+    if (err == MC_ERR_INVALID) /* nothing started: a header over this endpoint's limit */
+        err = mc_ucx_send_bulk(ep, MC_WIRE_READ_REPLY, xfer, NULL, 0, src, (size_t)len, done,
+                               ctx);
+    return err;
+}
+
 /* Starts sending one read's bytes to the reader as a bulk READ_REPLY with request id
  * req->xfer: 0 once they are on their way (the send's end is read_served's), else why not. */
 static int read_serve(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_peer_read_req *req)
@@ -131,15 +149,13 @@ static int read_serve(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_
             return MC_ERR_NOT_FOUND;
         st->done = read_served;
         st->ctx = cl;
-        err = mc_ucx_send_bulk(ep, MC_WIRE_READ_REPLY, req->xfer, NULL, 0, st->bytes, req->len,
-                               staged_sent, st);
+        err = reply_bulk(ep, req->xfer, st->bytes, req->len, req->head, staged_sent, st);
         if (err != 0)
             free(st);
         return err;
     }
     /* straight from the segment: the reader's lease keeps the allocation ours to send */
-    return mc_ucx_send_bulk(ep, MC_WIRE_READ_REPLY, req->xfer, NULL, 0, src, req->len,
-                            read_served, cl);
+    return reply_bulk(ep, req->xfer, src, req->len, req->head, read_served, cl);
 }
 
 /* --- reads of our disk records: asynchronous, answered when the record is read ------------ */
@@ -238,8 +254,7 @@ static void diskread_done(void *ctx, int status)
     if (cl == NULL || r->ep == NULL || cl->destroying) {
         err = MC_ERR_UNAVAILABLE; /* nobody to send to, or the cluster went meanwhile */
     } else if (err == 0) {
-        err = mc_ucx_send_bulk(r->ep, MC_WIRE_READ_REPLY, r->xfer, NULL, 0, r->bytes, r->len,
-                               diskread_sent, r);
+        err = reply_bulk(r->ep, r->xfer, r->bytes, r->len, r->head, diskread_sent, r);
         sending = err == 0; /* diskread_sent frees r at the send's final completion */
     }
     if (b != NULL)
@@ -324,7 +339,8 @@ static int read_disk(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t request_
                             * earlier: half of ours leaves it time to try another replica
                             * (review D6) */
                            .deadline_ms = mc_agent_now_ms() + cl->a->cfg.op_timeout_ms / 2,
-                           .offset = req->offset, .version = req->version};
+                           .offset = req->offset, .version = req->version,
+                           .head = req->head};
     r->next = cl->diskreads;
     if (r->next != NULL)
         r->next->prev = r;
@@ -750,7 +766,8 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
     struct mc_agent *a = cl->a;
 
     if (hdr->type == MC_WIRE_READ_REPLY)
-        return cl_read_landing(cl, ep, hdr->request_id, len, op_p); /* a read of ours */
+        return cl_read_landing(cl, ep, hdr->request_id, hpl, hdr->payload_len, len,
+                               op_p); /* a read of ours */
     if (hdr->type == MC_WIRE_WRITE && ep_authed(cl, ep, hdr->request_id)) {
         struct mc_peer_write_hdr h;
         struct inwrite *w;

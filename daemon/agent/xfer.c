@@ -482,7 +482,7 @@ static int read_send(struct cluster *cl, struct xfer *x)
     x->next = cl->reads[x->id % READ_HASH]; /* ids are new: push at the bucket's head */
     cl->reads[x->id % READ_HASH] = x;
     x->hashed = true;
-    x->data_started = x->data_done = x->reply_done = false;
+    x->data_started = x->data_done = x->reply_done = x->tail_hdr = false;
     x->status = 0;
     x->rb = NULL;
     /* while other replicas are left, one that does not start its bytes within a share of the
@@ -582,9 +582,12 @@ static void rbatch_send(struct cluster *cl, struct peer *p)
             read_call_over(cl, x, MC_ERR_BUSY);
             continue;
         }
-        items[rb->n] = (struct mc_peer_read_req){.xfer = x->id, .seg = x->r.seg,
-                                                 .alloc = x->r.alloc, .version = x->version,
-                                                 .offset = x->r.offset, .len = x->len};
+        items[rb->n] = (struct mc_peer_read_req){
+            .xfer = x->id, .seg = x->r.seg, .alloc = x->r.alloc, .version = x->version,
+            .offset = x->r.offset, .len = x->len,
+            /* a tail apart comes in the reply's header: the object's bytes land whole
+             * (a scattered receive makes UCX copy them through its buffers) */
+            .head = x->head != 0 && x->len - x->head <= MC_PEER_READ_TAIL_MAX ? x->head : 0};
         if (x->attempt_ms > deadline)
             deadline = x->attempt_ms;
         x->rb = rb;
@@ -761,6 +764,8 @@ static void read_end(struct cluster *cl, struct xfer *x, int status)
         cl->st.read_bytes_in += x->len;
         if (x->arena != NULL)
             cl->st.arena_reads++;
+        if (x->tail_hdr)
+            cl->st.arena_tails_hdr++;
         free(x);
         rget_answer(rg, 0, land_id, ri);
         return;
@@ -1316,13 +1321,27 @@ void cl_xfer_destroy(struct cluster *cl)
 
 /* --- the bytes of our reads arriving (owner.c dispatches every bulk) ---------------------- */
 
-void *cl_read_landing(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id, size_t len,
-                      void **op_p)
+void *cl_read_landing(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id, const void *hpl,
+                      size_t hpl_len, size_t len, void **op_p)
 {
     struct xfer *x = *read_slot(cl, id);
+    uint8_t *block;
 
-    if (x == NULL || x->peer == NULL || x->peer->ep != ep || x->data_started || len != x->len)
+    if (x == NULL || x->peer == NULL || x->peer->ep != ep || x->data_started)
         return NULL; /* not a read of ours (late, or forged): refused */
+    if (x->arena != NULL && x->head != 0 && len == x->head && hpl_len == x->len - x->head) {
+        /* the image's tail came in the header (peer_proto.h): into our block; the
+         * object's bytes into the reader's arena span, whole */
+        block = cl->a->ten[x->rg->tenant].land_seg->base +
+                mc_alloc_offset(cl->a->ten[x->rg->tenant].land, x->land_id);
+        memcpy(block, hpl, hpl_len);
+        x->tail_hdr = true;
+        x->data_started = true;
+        *op_p = x;
+        return x->arena;
+    }
+    if (len != x->len || hpl_len != 0)
+        return NULL; /* not what was asked: refused */
     x->data_started = true;
     *op_p = x;
     if (x->arena != NULL && x->head != 0) {

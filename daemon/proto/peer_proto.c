@@ -58,12 +58,17 @@ int mc_peer_write_hdr_decode(const void *buf, size_t len, struct mc_peer_write_h
     return end_read(&r);
 }
 
+static bool head_ok(uint64_t head, uint64_t len)
+{
+    return head == 0 || (head < len && len - head <= MC_PEER_READ_TAIL_MAX);
+}
+
 int mc_peer_read_req_encode(const struct mc_peer_read_req *m, void *buf, size_t cap,
                             size_t *len_p)
 {
     struct mc_wire_writer w;
 
-    if (!span_ok(m->offset, m->len))
+    if (!span_ok(m->offset, m->len) || !head_ok(m->head, m->len))
         return MC_ERR_INVALID;
     mc_wire_writer_init(&w, buf, cap);
     mc_wire_put_u64(&w, m->xfer);
@@ -72,6 +77,8 @@ int mc_peer_read_req_encode(const struct mc_peer_read_req *m, void *buf, size_t 
     mc_wire_put_u64(&w, m->version);
     mc_wire_put_u64(&w, m->offset);
     mc_wire_put_u64(&w, m->len);
+    if (m->head != 0)
+        mc_wire_put_u64(&w, m->head);
     return end_write(&w, buf, len_p);
 }
 
@@ -86,7 +93,13 @@ int mc_peer_read_req_decode(const void *buf, size_t len, struct mc_peer_read_req
     m_p->version = mc_wire_get_u64(&r);
     m_p->offset = mc_wire_get_u64(&r);
     m_p->len = mc_wire_get_u64(&r);
-    if (!span_ok(m_p->offset, m_p->len))
+    m_p->head = 0;
+    if (!r.bad && !mc_wire_reader_done(&r)) {
+        m_p->head = mc_wire_get_u64(&r); /* optional: present, it is not 0 */
+        if (m_p->head == 0)
+            r.bad = true;
+    }
+    if (!span_ok(m_p->offset, m_p->len) || !head_ok(m_p->head, m_p->len))
         r.bad = true;
     return end_read(&r);
 }
@@ -99,9 +112,12 @@ int mc_peer_read_batch_encode(const struct mc_peer_read_req *items, uint32_t n, 
 
     if (n == 0 || n > MC_PROTO_READ_BATCH_MAX)
         return MC_ERR_INVALID;
+    bool heads = false;
+
     for (i = 0; i < n; i++) {
-        if (!span_ok(items[i].offset, items[i].len))
+        if (!span_ok(items[i].offset, items[i].len) || !head_ok(items[i].head, items[i].len))
             return MC_ERR_INVALID;
+        heads = heads || items[i].head != 0;
     }
     mc_wire_writer_init(&w, buf, cap);
     mc_wire_put_u32(&w, n);
@@ -113,6 +129,8 @@ int mc_peer_read_batch_encode(const struct mc_peer_read_req *items, uint32_t n, 
         mc_wire_put_u64(&w, items[i].offset);
         mc_wire_put_u64(&w, items[i].len);
     }
+    for (i = 0; heads && i < n; i++)
+        mc_wire_put_u64(&w, items[i].head);
     return end_write(&w, buf, len_p);
 }
 
@@ -135,7 +153,21 @@ int mc_peer_read_batch_decode(const void *buf, size_t len, uint32_t cap,
         m->version = mc_wire_get_u64(&r);
         m->offset = mc_wire_get_u64(&r);
         m->len = mc_wire_get_u64(&r);
+        m->head = 0;
         if (!span_ok(m->offset, m->len))
+            r.bad = true;
+    }
+    if (!r.bad && !mc_wire_reader_done(&r)) {
+        /* the optional heads: present, one of them is not 0 */
+        bool some = false;
+
+        for (i = 0; i < n && !r.bad; i++) {
+            items[i].head = mc_wire_get_u64(&r);
+            some = some || items[i].head != 0;
+            if (!head_ok(items[i].head, items[i].len))
+                r.bad = true;
+        }
+        if (!some)
             r.bad = true;
     }
     if (end_read(&r) != 0)

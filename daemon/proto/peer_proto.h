@@ -18,6 +18,14 @@
  *                starts each item's bulk READ_REPLY (request id its `xfer`) and answers the
  *                call once with mc_proto_results_rep: one status per item, 0 for each item
  *                whose bytes are on their way.
+ *                Optional, after the n items: n * u64 head (present only when some item's
+ *                head is not 0).
+ *   head (READ: an optional u64 after len): 0, or 1..len-1 with len - head <=
+ *                MC_PEER_READ_TAIL_MAX: the reader takes the image's bytes [0, head) as the
+ *                READ_REPLY's data and [head, len) in its header payload (a buffer of
+ *                exactly the object's size receives the data contiguously; docs/protocol.md).
+ *                The owner may still send the whole image as data (GPU memory it cannot
+ *                read): the reader takes both.
  *
  * Lengths are bounded by MC_PEER_XFER_MAX; keys by MC_PROTO_KEY_MAX. Decoders return
  * MC_ERR_PROTO on any malformed payload; pointers point into the buffer.
@@ -31,6 +39,7 @@
 #include "daemon/proto/master_proto.h"
 
 #define MC_PEER_XFER_MAX (UINT64_C(1) << 40)
+#define MC_PEER_READ_TAIL_MAX 1024u /* bytes of an image's tail a READ_REPLY header carries */
 
 struct mc_peer_write_hdr {
     uint32_t seg;
@@ -48,6 +57,7 @@ struct mc_peer_read_req {
     uint64_t version;
     uint64_t offset;
     uint64_t len; /* 1..MC_PEER_XFER_MAX */
+    uint64_t head; /* 0: all len bytes as data; else [head, len) in the reply's header */
 };
 
 int mc_peer_write_hdr_encode(const struct mc_peer_write_hdr *m, void *buf, size_t cap,

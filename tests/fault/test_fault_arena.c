@@ -126,7 +126,7 @@ START_TEST(test_fault_arena_get_sizes)
     struct t_proc a = {0}, b = {0};
     struct t_fa_obj objs[NS], batch[T_FA_BATCH];
     uint64_t salt = t_fc_salt();
-    json_int_t n0, n1;
+    json_int_t n0, n1, h0, h1;
     mc_client_t *ca, *cb;
     struct t_fc fc;
     uint8_t *buf, *plain;
@@ -171,6 +171,7 @@ START_TEST(test_fault_arena_get_sizes)
      * verifies the bytes in place against it); nothing past the buffer is written */
     for (i = 0; i < NS; i++) {
         n0 = t_fc_stat(b.sock, "reads_into_arena");
+        h0 = t_fc_stat(b.sock, "arena_tails_in_header");
         memset(buf, 0xa5, sizes[i] + 64);
         len = 0;
         err = mc_get(cb, objs[i].key, buf, sizes[i], &len);
@@ -185,6 +186,10 @@ START_TEST(test_fault_arena_get_sizes)
         ck_assert_msg(n1 == n0 + 1,
                       "%zu bytes, exact buffer: reads_into_arena %lld -> %lld (landing path?)",
                       sizes[i], (long long)n0, (long long)n1);
+        /* the trailer came in the reply's header: the bytes were received whole */
+        h1 = t_fc_stat(b.sock, "arena_tails_in_header");
+        ck_assert_msg(h1 == h0 + 1, "%zu bytes, exact buffer: arena_tails_in_header %lld -> %lld",
+                      sizes[i], (long long)h0, (long long)h1);
     }
     n0 = t_fc_stat(b.sock, "reads_into_arena");
     /* a plain buffer: the landing path, as before */
@@ -214,6 +219,7 @@ START_TEST(test_fault_arena_get_sizes)
                 caps[i] = round < 3 ? stride : batch[i].len;
             }
             n0 = t_fc_stat(b.sock, "reads_into_arena");
+            h0 = t_fc_stat(b.sock, "arena_tails_in_header");
             got = mc_batch_get(cb, T_FA_BATCH, keys, bufs, caps, lens, results);
             ck_assert_int_eq(got, T_FA_BATCH);
             for (i = 0; i < T_FA_BATCH; i++) {
@@ -227,6 +233,8 @@ START_TEST(test_fault_arena_get_sizes)
             }
             n1 = t_fc_stat(b.sock, "reads_into_arena");
             ck_assert_int_eq(n1 - n0, T_FA_BATCH);
+            ck_assert_int_eq(t_fc_stat(b.sock, "arena_tails_in_header") - h0,
+                             round == 3 ? T_FA_BATCH : 0);
         }
         ck_assert_int_eq(mc_buf_free(cb, all), 0);
     }

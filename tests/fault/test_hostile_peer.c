@@ -317,14 +317,14 @@ static size_t t_hp_payload(const struct t_hp_ctx *x, uint16_t type, uint8_t *buf
         break;
     }
     case MC_WIRE_READ: { /* the start of a1's segment */
-        struct mc_peer_read_req m = {77, x->a1_seg, 0, 1, 0, 1u << 20};
+        struct mc_peer_read_req m = {77, x->a1_seg, 0, 1, 0, 1u << 20, 0};
 
         rc = mc_peer_read_req_encode(&m, buf, cap, &len);
         break;
     }
     case MC_WIRE_READ_BATCH: { /* the start of a1's segment, twice */
-        struct mc_peer_read_req m[2] = {{78, x->a1_seg, 0, 1, 0, 1u << 20},
-                                        {79, x->a1_seg, 0, 1, 1u << 20, 4096}};
+        struct mc_peer_read_req m[2] = {{78, x->a1_seg, 0, 1, 0, 1u << 20, 0},
+                                        {79, x->a1_seg, 0, 1, 1u << 20, 4096, 0}};
 
         rc = mc_peer_read_batch_encode(m, 2, buf, cap, &len);
         break;
@@ -943,12 +943,12 @@ START_TEST(test_hostile_peer_malformed_messages)
     {
         /* reads outside the segment, writes that do not fit it: refused, no byte moves */
         struct mc_peer_read_req rr[] = {
-            {78, x.a1_seg + 1, 0, 1, 0, 4096},
-            {79, x.a1_seg, 0, 1, x.a1_seg_size, 1},
-            {80, x.a1_seg, 0, 1, x.a1_seg_size - 10, 11},
-            {81, x.a1_seg, 0, 1, UINT64_MAX - 10, 4096},
-            {82, x.a1_seg, 0, 1, 4096, MC_PEER_XFER_MAX},
-            {83, x.a1_seg, 0, 1, 0, 0},
+            {78, x.a1_seg + 1, 0, 1, 0, 4096, 0},
+            {79, x.a1_seg, 0, 1, x.a1_seg_size, 1, 0},
+            {80, x.a1_seg, 0, 1, x.a1_seg_size - 10, 11, 0},
+            {81, x.a1_seg, 0, 1, UINT64_MAX - 10, 4096, 0},
+            {82, x.a1_seg, 0, 1, 4096, MC_PEER_XFER_MAX, 0},
+            {83, x.a1_seg, 0, 1, 0, 0, 0},
         };
         struct mc_peer_write_hdr wh[] = {
             {x.a1_seg + 1, 0, 1, 0, 4096, {(const uint8_t *)"k", 1}},

@@ -163,6 +163,67 @@ START_TEST(test_peer_read_batch_round_trip_and_refusals)
 }
 END_TEST
 
+/* A read's head (the image's tail in the reply's header, for a buffer of exactly the
+ * object's size) rides after the fields, left out when 0: a plain READ / READ_BATCH is byte
+ * for byte what it was. A head at or past len, or one leaving more than
+ * MC_PEER_READ_TAIL_MAX bytes of tail, is refused both ways; a heads block cut short is
+ * refused. Fails when the head is lost, or when a plain request grows. */
+START_TEST(test_peer_read_head_round_trip_and_refusals)
+{
+    struct mc_peer_read_req r = {.xfer = 42, .seg = 1, .alloc = 9, .version = 5,
+                                 .offset = 4096, .len = (1 << 24) + 136, .head = 1 << 24},
+                            d, in[3], out[3];
+    uint8_t buf[256];
+    uint32_t n = 0;
+    size_t len;
+
+    ck_assert_int_eq(mc_peer_read_req_encode(&r, buf, sizeof(buf), &len), 0);
+    ck_assert_uint_eq(len, 48);
+    ck_assert_int_eq(mc_peer_read_req_decode(buf, len, &d), 0);
+    ck_assert(memcmp(&r, &d, sizeof(r)) == 0);
+    ck_assert_int_eq(mc_peer_read_req_decode(buf, 40, &d), 0); /* without it: 0 */
+    ck_assert_uint_eq(d.head, 0);
+    for (size_t k = 41; k < len; k++)
+        ck_assert_int_eq(mc_peer_read_req_decode(buf, k, &d), MC_ERR_PROTO);
+    r.head = r.len; /* no tail */
+    ck_assert_int_eq(mc_peer_read_req_encode(&r, buf, sizeof(buf), &len), MC_ERR_INVALID);
+    r.head = r.len - MC_PEER_READ_TAIL_MAX - 1; /* a tail too large for a header */
+    ck_assert_int_eq(mc_peer_read_req_encode(&r, buf, sizeof(buf), &len), MC_ERR_INVALID);
+    r.head = r.len - MC_PEER_READ_TAIL_MAX;
+    ck_assert_int_eq(mc_peer_read_req_encode(&r, buf, sizeof(buf), &len), 0);
+    memset(buf + 40, 0xff, 8); /* head past len */
+    ck_assert_int_eq(mc_peer_read_req_decode(buf, len, &d), MC_ERR_PROTO);
+    memset(buf + 40, 0, 8); /* an explicit 0: not how it is written */
+    ck_assert_int_eq(mc_peer_read_req_decode(buf, len, &d), MC_ERR_PROTO);
+
+    for (int i = 0; i < 3; i++)
+        in[i] = (struct mc_peer_read_req){.xfer = 7 + (uint64_t)i, .seg = 2, .alloc = 3,
+                                          .version = 4, .offset = (uint64_t)i << 20,
+                                          .len = 65536 + 24};
+    /* no head in any item: the batch is what it was */
+    ck_assert_int_eq(mc_peer_read_batch_encode(in, 3, buf, sizeof(buf), &len), 0);
+    ck_assert_uint_eq(len, 4 + 3 * 40);
+    in[1].head = 65536;
+    ck_assert_int_eq(mc_peer_read_batch_encode(in, 3, buf, sizeof(buf), &len), 0);
+    ck_assert_uint_eq(len, 4 + 3 * 40 + 3 * 8);
+    ck_assert_int_eq(mc_peer_read_batch_decode(buf, len, 3, out, &n), 0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(out[0].head, 0);
+    ck_assert_uint_eq(out[1].head, 65536);
+    ck_assert_uint_eq(out[2].head, 0);
+    ck_assert(memcmp(&out[1], &in[1], sizeof(in[1])) == 0);
+    for (size_t k = 4 + 3 * 40 + 1; k < len; k++)
+        ck_assert_int_eq(mc_peer_read_batch_decode(buf, k, 3, out, &n), MC_ERR_PROTO);
+    ck_assert_int_eq(mc_peer_read_batch_decode(buf, len + 1, 3, out, &n), MC_ERR_PROTO);
+    memset(buf + 4 + 3 * 40 + 16, 0xff, 8); /* the third item's head past its len */
+    ck_assert_int_eq(mc_peer_read_batch_decode(buf, len, 3, out, &n), MC_ERR_PROTO);
+    memset(buf + 4 + 3 * 40, 0, 3 * 8); /* a heads block of zeros: not how it is written */
+    ck_assert_int_eq(mc_peer_read_batch_decode(buf, len, 3, out, &n), MC_ERR_PROTO);
+    in[2].head = in[2].len;
+    ck_assert_int_eq(mc_peer_read_batch_encode(in, 3, buf, sizeof(buf), &len), MC_ERR_INVALID);
+}
+END_TEST
+
 static int write_corpus(const char *dir)
 {
     uint8_t buf[1100];
@@ -187,6 +248,18 @@ static int write_corpus(const char *dir)
     snprintf(path, sizeof(path), "%s/read", dir);
     if ((f = fopen(path, "wb")) == NULL || fwrite(buf, 1, n + 1, f) != n + 1 || fclose(f) != 0)
         return 1;
+    {
+        struct mc_peer_read_req rh = r;
+
+        rh.len = 65536 + 24;
+        rh.head = 65536;
+        if (mc_peer_read_req_encode(&rh, buf + 1, sizeof(buf) - 1, &n) != 0)
+            return 1;
+        snprintf(path, sizeof(path), "%s/read_head", dir);
+        if ((f = fopen(path, "wb")) == NULL || fwrite(buf, 1, n + 1, f) != n + 1 ||
+            fclose(f) != 0)
+            return 1;
+    }
     {
         struct mc_peer_read_req rb[2] = {r, r};
 
@@ -321,6 +394,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_peer_write_hdr_bounds);
     tcase_add_test(tc, test_peer_read_req_round_trip_and_refusals);
     tcase_add_test(tc, test_peer_read_batch_round_trip_and_refusals);
+    tcase_add_test(tc, test_peer_read_head_round_trip_and_refusals);
     tcase_add_test(tc, test_publish_results_round_trip);
     tcase_add_test(tc, test_publish_item_reign_round_trip);
     tcase_add_test(tc, test_drop_retired_flag_round_trip);
