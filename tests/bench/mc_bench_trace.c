@@ -14,7 +14,8 @@
  * The offline LRU of the same capacity (bytes / block size blocks) replays the same trace
  * with the same semantics (trace.h). Time counts the store calls only (filling and checking
  * the buffers is the bench's, not the store's): blocks_per_s and gb_per_s are blocks (bytes)
- * read plus written over that time; p50_ms / p99_ms are per request. The last line of
+ * read plus written over that time; p50_ms / p99_ms are per request; match_s, get_s and
+ * put_s split the store's time by step. The last line of
  * stdout is one JSON object; malformed trace lines are reported on stderr with their line
  * numbers and skipped. Exit status 1 on wrong bytes or failed calls.
  */
@@ -51,6 +52,7 @@ struct replay {
     uint64_t *lat;
 
     uint64_t store_ns, hits, got, put, exists, get_misses, wrong, errors;
+    uint64_t match_ns, get_ns, put_ns; /* store_ns by step: where a request's time goes */
     uint64_t put_waits; /* puts retried after MC_ERR_NO_SPACE, 1 ms apart (untimed) */
     int first_err;
 };
@@ -104,7 +106,9 @@ static uint64_t replay_gets(struct replay *rp, const struct mct_req *r, uint32_t
         }
         t0 = now_ns();
         n = mc_batch_get(rp->c, k, rp->keys + at, rp->gbufs, rp->caps, rp->lens, rp->res);
-        rp->store_ns += now_ns() - t0;
+        t0 = now_ns() - t0;
+        rp->store_ns += t0;
+        rp->get_ns += t0;
         if (n < 0) {
             count_error(rp, n);
             for (j = 0; j < k; j++)
@@ -156,7 +160,9 @@ static void replay_puts(struct replay *rp, const struct mct_req *r, uint64_t req
             break;
         t0 = now_ns();
         n = mc_batch_put(rp->c, k, rp->pkeys, rp->pbufs, rp->lens, NULL, rp->res);
-        rp->store_ns += now_ns() - t0;
+        t0 = now_ns() - t0;
+        rp->store_ns += t0;
+        rp->put_ns += t0;
         if (n < 0) {
             count_error(rp, n);
         } else {
@@ -198,7 +204,9 @@ static int replay_one(struct replay *rp, const struct mct_req *r, uint64_t reqno
     }
     s = now_ns();
     h = mc_prefix_match(rp->c, r->nblocks, rp->keys);
-    rp->store_ns += now_ns() - s;
+    s = now_ns() - s;
+    rp->store_ns += s;
+    rp->match_ns += s;
     if (h < 0) {
         count_error(rp, h);
         h = 0;
@@ -289,12 +297,13 @@ static void print_json(const struct replay *rp, const struct mct_trace *t, uint6
            ",\"blocks_per_s\":%.1f,\"gb_per_s\":%.4f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
            "\"store_s\":%.3f,\"wall_s\":%.3f,\"get_misses\":%" PRIu64 ",\"put_exists\":%" PRIu64
            ",\"wrong_bytes\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"malformed_lines\":%" PRIu64
-           ",\"put_waits\":%" PRIu64 "}\n",
+           ",\"put_waits\":%" PRIu64 ",\"match_s\":%.3f,\"get_s\":%.3f,\"put_s\":%.3f}\n",
            cfg->block_size, cfg->batch, t->nreqs, t->nblocks, t->ndistinct, cap, rp->hits, hr,
            lr, lr > 0 ? hr / lr : 0, rp->got, rp->put, (double)moved / secs,
            (double)moved * (double)cfg->block_size / 1e9 / secs,
            pct_ms(rp->lat, t->nreqs, 0.50), pct_ms(rp->lat, t->nreqs, 0.99), secs, wall_s,
-           rp->get_misses, rp->exists, rp->wrong, rp->errors, t->malformed, rp->put_waits);
+           rp->get_misses, rp->exists, rp->wrong, rp->errors, t->malformed, rp->put_waits,
+           (double)rp->match_ns / 1e9, (double)rp->get_ns / 1e9, (double)rp->put_ns / 1e9);
     fflush(stdout);
 }
 
