@@ -147,6 +147,10 @@
       "Reads into a client's buffer of exactly the object's size whose checksum trailer came " \
       "in the owner's reply header (the object's bytes received whole).", AM_CLUSTER,        \
       "arena_tails_in_header")                                                                 \
+    X(WRITE_TAILS_IN_HEADER, "mcstore_agent_write_tails_in_header_total", COUNTER, NULL,       \
+      "Writes to peers of a put sent from a client's arena that carried the checksum "        \
+      "trailer in their header (one write per replica instead of two).", AM_CLUSTER,         \
+      "write_tails_in_header")                                                                 \
     X(PUT_LATENCY, "mcstore_agent_put_latency_seconds", HISTOGRAM, NULL,                       \
       "Put latency: a PUT's submission taken to its completion posted (a pieced put: "        \
       "PUT_START taken to PUT_END answered), every outcome.", NULL, NULL)                     \

@@ -953,6 +953,8 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
     json_object_set_new(o, "arena_reads_cut", json_integer((json_int_t)cl->st.arena_cuts));
     json_object_set_new(o, "arena_tails_in_header",
                         json_integer((json_int_t)cl->st.arena_tails_hdr));
+    json_object_set_new(o, "write_tails_in_header",
+                        json_integer((json_int_t)cl->st.write_tails_hdr));
     json_object_set_new(o, "drain_copies_out", json_integer((json_int_t)cl->st.copies_out));
     json_object_set_new(o, "drain_copies_late", json_integer((json_int_t)cl->st.copies_late));
     json_object_set_new(o, "published_out", json_integer((json_int_t)cl->st.published_out));
@@ -991,7 +993,7 @@ void cluster_metrics_fill(const struct mc_agent *a, uint64_t *v, uint8_t *presen
         AM_WRITES_TO_PEERS, AM_BYTES_TO_PEERS, AM_READS_FROM_PEERS, AM_BYTES_FROM_PEERS,
         AM_WRITES_SERVED, AM_WRITE_BYTES_SERVED, AM_READS_SERVED, AM_PEER_REFUSED,
         AM_PEER_ERRORS, AM_READ_FAILOVERS, AM_READS_HEDGED, AM_READS_INTO_ARENA,
-        AM_ARENA_READS_CUT, AM_ARENA_TAILS_IN_HEADER,
+        AM_ARENA_READS_CUT, AM_ARENA_TAILS_IN_HEADER, AM_WRITE_TAILS_IN_HEADER,
     };
     size_t i;
 
@@ -1011,6 +1013,7 @@ void cluster_metrics_fill(const struct mc_agent *a, uint64_t *v, uint8_t *presen
     v[AM_READS_INTO_ARENA] = cl->st.arena_reads;
     v[AM_ARENA_READS_CUT] = cl->st.arena_cuts;
     v[AM_ARENA_TAILS_IN_HEADER] = cl->st.arena_tails_hdr;
+    v[AM_WRITE_TAILS_IN_HEADER] = cl->st.write_tails_hdr;
     for (i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
         present[ids[i]] = 1;
 }

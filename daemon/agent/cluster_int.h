@@ -123,6 +123,8 @@ struct xfer {
     /* X_WRITE: the image's bytes [from, from + len) to the replica */
     const uint8_t *src;
     uint64_t from;
+    const uint8_t *tail;       /* X_WRITE: the bytes after [from, from + len), in the header */
+    size_t tail_len;
     uint64_t version;          /* X_READ too: the lease's version, copied when queued (the
                                   reader's result may be gone by the flush) */
     const char *key;           /* the writer's, valid until done ran */
@@ -325,6 +327,7 @@ struct cluster {
         uint64_t arena_reads;      /* reads answered from a client's arena (arena_reads) */
         uint64_t arena_cuts;       /* transfers into an arena cut at their deadline */
         uint64_t arena_tails_hdr;  /* ... whose image's tail came in the reply's header */
+        uint64_t write_tails_hdr;  /* WRITEs that carried the image's tail in their header */
         uint64_t published_out, published_in, drops_in; /* the owners' indexes (holdidx.h) */
         uint64_t disk_read_timeouts; /* peers' reads of our disk answered MC_ERR_TIMEOUT */
         uint64_t late_restored, late_refused; /* carried-over PUBLISHes told the master */

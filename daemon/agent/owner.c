@@ -775,14 +775,19 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
 
         struct mc_seg *s;
         uint8_t *staged = NULL;
+        uint64_t total; /* the bytes and the tail the header carries (peer_proto.h) */
 
         if (mc_peer_write_hdr_decode(hpl, hdr->payload_len, &h) != 0 || h.len != len ||
             (s = agent_seg(a, h.seg)) == NULL || h.offset > s->size ||
-            h.len > s->size - h.offset || is_fenced(cl, h.seg, h.alloc, h.version)) {
+            (total = h.len + h.tail.len) > s->size - h.offset ||
+            is_fenced(cl, h.seg, h.alloc, h.version)) {
             cl->st.refused++;
             return NULL;
         }
-        if ((dst = seg_span(a, h.seg, h.offset, h.len)) == NULL) {
+        if ((dst = seg_span(a, h.seg, h.offset, total)) != NULL) {
+            if (h.tail.len != 0)
+                memcpy(dst + h.len, h.tail.p, h.tail.len);
+        } else {
             enum mc_ucx_mem_type mt = MC_UCX_MEM_HOST;
 
             /* a GPU segment UCX moves: straight into it, unless the bytes came eagerly
@@ -798,6 +803,12 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
                 if (staged == NULL)
                     return NULL;
             }
+            if (h.tail.len != 0 &&
+                s->ops->write(s, h.offset + h.len, h.tail.p, h.tail.len) != 0) {
+                free(staged);
+                cl->st.refused++;
+                return NULL;
+            }
         }
         w = calloc(1, sizeof(*w));
         if (w == NULL) {
@@ -808,7 +819,7 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
         w->direct = staged == NULL && s->kind == MC_SEG_GPU;
         /* a block freed and handed out again: what the index had there is gone */
         if (s->held != NULL)
-            (void)mc_holdidx_overwrite(s->held, h.offset, h.len, h.version);
+            (void)mc_holdidx_overwrite(s->held, h.offset, total, h.version);
         w->what = OP_INWRITE;
         w->cl = cl;
         w->ep = ep;

@@ -201,6 +201,8 @@ static void put_forget(struct put *p, bool expire)
     p->seen = NULL;
     free(p->trailer);
     p->trailer = NULL;
+    free(p->tailhdr);
+    p->tailhdr = NULL;
     p->arena = NULL;
     if (p->image != NULL)
         image_put(agent_of(c), p->image, p->image_cap);
@@ -636,7 +638,7 @@ static void write_done_arena(void *ctx, int status)
  * client killed mid-put must not take the bytes away from under a transfer. The caller
  * holds p->sends (and the client). */
 static void send_range(struct mc_agent *a, struct put *p, const uint8_t *src, uint64_t from,
-                       uint64_t len, bool arena)
+                       uint64_t len, bool arena, const uint8_t *tail, size_t tail_len)
 {
     uint32_t i;
 
@@ -644,6 +646,7 @@ static void send_range(struct mc_agent *a, struct put *p, const uint8_t *src, ui
         struct mc_rio_write w = {
             .r = &p->rep[i], .version = p->version, .key = p->key, .key_len = p->key_len,
             .src = src, .from = from, .len = len, .deadline_ms = p->deadline_ms,
+            .tail = tail, .tail_len = tail_len,
         };
         int err;
 
@@ -679,18 +682,29 @@ static void put_send(struct mc_agent *a, struct put *p, uint64_t from, uint64_t 
         uint64_t tfrom = from > toff ? from : toff;
 
         if (p->trailer != NULL && to > tfrom && p->send_err == 0)
-            send_range(a, p, p->trailer + (tfrom - toff), tfrom, to - tfrom, false);
+            send_range(a, p, p->trailer + (tfrom - toff), tfrom, to - tfrom, false, NULL, 0);
     } else if (p->arena == NULL) {
-        send_range(a, p, p->dst + from, from, to - from, false);
+        send_range(a, p, p->dst + from, from, to - from, false, NULL, 0);
     } else {
         uint64_t pay_end = to < p->size ? to : p->size;
         uint64_t toff = mc_shm_trailer_off(p->size);
         uint64_t tfrom = from > toff ? from : toff;
 
-        if (from < pay_end)
-            send_range(a, p, p->arena + from, from, pay_end - from, true);
-        if (p->trailer != NULL && to > tfrom && p->send_err == 0)
-            send_range(a, p, p->trailer + (tfrom - toff), tfrom, to - tfrom, false);
+        if (from < pay_end && pay_end == p->size && to > toff && p->trailer != NULL &&
+            to - p->size + p->key_len <= MC_RIO_TAIL_MAX && p->tailhdr == NULL &&
+            (p->tailhdr = calloc(1, to - p->size)) != NULL) {
+            /* the last bytes and the checksums in one write per replica: the padding
+             * (zeros) and the trailer ride in its header */
+            memcpy(p->tailhdr + (toff - p->size), p->trailer, to - toff);
+            send_range(a, p, p->arena + from, from, pay_end - from, true, p->tailhdr,
+                       (size_t)(to - p->size));
+        } else {
+            if (from < pay_end)
+                send_range(a, p, p->arena + from, from, pay_end - from, true, NULL, 0);
+            if (p->trailer != NULL && to > tfrom && p->send_err == 0)
+                send_range(a, p, p->trailer + (tfrom - toff), tfrom, to - tfrom, false, NULL,
+                           0);
+        }
     }
     p->sent_upto = to;
     if (--p->sends == 0)
@@ -706,8 +720,8 @@ static void put_progress(struct mc_agent *a, struct put *p)
         return; /* a streamed arena put sends each piece once it is summed */
     while (end < p->size && p->seen[end / MC_SHM_CHUNK])
         end = (end / MC_SHM_CHUNK + 1) * MC_SHM_CHUNK;
-    if (end > p->size)
-        end = p->size;
+    if (end >= p->size)
+        end = p->size - 1; /* the last byte's piece goes with the checksums: one write */
     /* whole pieces only: the tail goes with the checksums when the put finishes */
     end = p->sent_upto + (end - p->sent_upto) / PUT_PIECE * PUT_PIECE;
     if (end > p->sent_upto)
@@ -894,7 +908,7 @@ static uint64_t copy_step(struct mc_agent *a, struct client *c, uint64_t budget,
         /* the piece is summed: its bytes go to the replicas from its span (each write
          * holds the client, and with it the arena's mapping, until final) */
         p->sends++;
-        send_range(a, p, cp->src, cp->obj_off, cp->len, true);
+        send_range(a, p, cp->src, cp->obj_off, cp->len, true, NULL, 0);
         if (--p->sends == 0)
             writes_final(a, p);
     }

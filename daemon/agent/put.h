@@ -86,6 +86,7 @@ struct put {
      * at that offset (NULL for a put without checksums). */
     const uint8_t *arena;
     uint8_t *trailer;
+    uint8_t *tailhdr;    /* the padding and `trailer`, sent in the last write's header */
     uint8_t *seen;       /* one byte per chunk: copied */
     uint32_t nrep;
     struct mc_master_replica rep[MC_MASTER_MAX_REPLICAS];

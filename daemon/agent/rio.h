@@ -31,6 +31,9 @@ typedef void (*mc_rio_read_fn)(void *ctx, int status, uint32_t land_id, uint32_t
 /* Does the reader still want the bytes (its client is still there)? */
 typedef bool (*mc_rio_wanted_fn)(void *ctx);
 
+/* A write's tail and key together stay within this (both ride in its header) */
+#define MC_RIO_TAIL_MAX 960u
+
 struct mc_rio_write {
     const struct mc_master_replica *r;
     uint64_t version;
@@ -38,6 +41,10 @@ struct mc_rio_write {
     size_t key_len;
     const uint8_t *src;  /* the image's bytes [from, from + len) */
     uint64_t from, len;  /* at offset r->offset + from of the replica */
+    const uint8_t *tail; /* NULL, or the image's next tail_len bytes (from + len on), sent in
+                            the write's header (tail_len + key_len <= MC_RIO_TAIL_MAX);
+                            valid until done */
+    size_t tail_len;
     uint64_t deadline_ms;
 };
 

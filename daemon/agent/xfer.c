@@ -25,6 +25,11 @@
 #include "shm/checksum.h"
 #include "shm/ring.h"
 
+/* a write's header: 32 bytes of fields, its key and its tail (two blobs, 4 + 4 bytes) */
+_Static_assert(MC_RIO_TAIL_MAX <= MC_PEER_WRITE_TAIL_MAX &&
+                   40 + MC_RIO_TAIL_MAX <= MC_UCX_BULK_HDR_MAX,
+               "a write's key and tail fit its header");
+
 static void xfer_start(struct cluster *cl, struct xfer *x);
 static void xfer_end(struct cluster *cl, struct xfer *x, int status);
 static void read_call_over(struct cluster *cl, struct xfer *x, int status);
@@ -435,8 +440,9 @@ static int write_send(struct cluster *cl, struct xfer *x)
     struct mc_peer_write_hdr h = {
         .seg = x->r.seg, .alloc = x->r.alloc, .offset = x->r.offset + x->from, .len = x->len,
         .version = x->version, .key = {(const uint8_t *)x->key, x->key_len},
+        .tail = {x->tail, x->tail_len},
     };
-    uint8_t buf[MC_PROTO_KEY_MAX + 64];
+    uint8_t buf[MC_PROTO_KEY_MAX + MC_PEER_WRITE_TAIL_MAX + 64];
     size_t len;
     int err = mc_peer_write_hdr_encode(&h, buf, sizeof(buf), &len);
 
@@ -449,7 +455,9 @@ static int write_send(struct cluster *cl, struct xfer *x)
                                     x->deadline_ms, xfer_replied, write_data_done, x);
     if (err == 0) {
         cl->st.writes_out++;
-        cl->st.write_bytes_out += x->len;
+        cl->st.write_bytes_out += x->len + x->tail_len;
+        if (x->tail_len != 0)
+            cl->st.write_tails_hdr++;
         moving_add(cl, x);
     }
     return err;
@@ -998,6 +1006,8 @@ int cl_write(struct cluster *cl, const struct mc_rio_write *w, mc_rio_write_fn d
     x->src = w->src;
     x->from = w->from;
     x->len = w->len;
+    x->tail = w->tail;
+    x->tail_len = w->tail_len;
     x->version = w->version;
     x->key = w->key;
     x->key_len = w->key_len;

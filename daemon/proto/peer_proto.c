@@ -28,7 +28,9 @@ int mc_peer_write_hdr_encode(const struct mc_peer_write_hdr *m, void *buf, size_
 {
     struct mc_wire_writer w;
 
-    if (!span_ok(m->offset, m->len) || m->key.len == 0 || m->key.len > MC_PROTO_KEY_MAX)
+    if (!span_ok(m->offset, m->len) || m->key.len == 0 || m->key.len > MC_PROTO_KEY_MAX ||
+        m->tail.len > MC_PEER_WRITE_TAIL_MAX || (m->tail.len != 0 && m->tail.p == NULL) ||
+        !span_ok(m->offset, m->len + m->tail.len))
         return MC_ERR_INVALID;
     mc_wire_writer_init(&w, buf, cap);
     mc_wire_put_u32(&w, m->seg);
@@ -37,6 +39,8 @@ int mc_peer_write_hdr_encode(const struct mc_peer_write_hdr *m, void *buf, size_
     mc_wire_put_u64(&w, m->offset);
     mc_wire_put_u64(&w, m->len);
     mc_wire_put_blob(&w, m->key.p, m->key.len);
+    if (m->tail.len != 0)
+        mc_wire_put_blob(&w, m->tail.p, m->tail.len);
     return end_write(&w, buf, len_p);
 }
 
@@ -53,7 +57,19 @@ int mc_peer_write_hdr_decode(const void *buf, size_t len, struct mc_peer_write_h
     m_p->len = mc_wire_get_u64(&r);
     m_p->key.p = mc_wire_get_blob(&r, MC_PROTO_KEY_MAX, &klen);
     m_p->key.len = klen;
-    if (klen == 0 || !span_ok(m_p->offset, m_p->len))
+    m_p->tail.p = NULL;
+    m_p->tail.len = 0;
+    if (!r.bad && !mc_wire_reader_done(&r)) {
+        size_t tlen = 0;
+
+        /* optional: present, it is not empty */
+        m_p->tail.p = mc_wire_get_blob(&r, MC_PEER_WRITE_TAIL_MAX, &tlen);
+        m_p->tail.len = tlen;
+        if (tlen == 0)
+            r.bad = true;
+    }
+    if (klen == 0 || !span_ok(m_p->offset, m_p->len) ||
+        !span_ok(m_p->offset, m_p->len + m_p->tail.len))
         r.bad = true;
     return end_read(&r);
 }

@@ -7,6 +7,7 @@
  *                has carried the right token. Reply: mc_proto_status_rep.
  *   WRITE        a bulk transfer (MC_WIRE_F_BULK) whose header payload is
  *                  u32 seg, u32 alloc, u64 version, u64 offset, u64 len, blob key
+ *                  [blob tail: 1..MC_PEER_WRITE_TAIL_MAX bytes landing at offset + len]
  *                and whose data (len bytes) the owner lands at offset in segment seg,
  *                only inside the allocation the master granted. The sender learns the
  *                outcome from the transfer itself (refused = an error).
@@ -40,6 +41,7 @@
 
 #define MC_PEER_XFER_MAX (UINT64_C(1) << 40)
 #define MC_PEER_READ_TAIL_MAX 1024u /* bytes of an image's tail a READ_REPLY header carries */
+#define MC_PEER_WRITE_TAIL_MAX 1024u /* ... and a WRITE header, after its key */
 
 struct mc_peer_write_hdr {
     uint32_t seg;
@@ -48,6 +50,10 @@ struct mc_peer_write_hdr {
     uint64_t offset; /* bytes from the segment's start */
     uint64_t len;    /* 1..MC_PEER_XFER_MAX: the bulk's size */
     struct mc_proto_bytes key;
+    /* optional (a blob after the key, written only when not empty): up to
+     * MC_PEER_WRITE_TAIL_MAX bytes that land right after the bulk's, at offset + len (the
+     * image's padding and checksum trailer: one WRITE per put from an arena) */
+    struct mc_proto_bytes tail;
 };
 
 struct mc_peer_read_req {

@@ -109,13 +109,16 @@
 /* Agent to agent (peer_proto.h); HELLO is the master's row. */
 #define MC_PROTO_PEER_RPCS(X)                                                                      \
     X(WRITE, write, 25, MC_RPC_PEER | MC_RPC_BULK, 0,                                              \
-      "u32 seg, u32 alloc, u64 version, u64 offset, u64 len, blob key; then len bytes",            \
+      "u32 seg, u32 alloc, u64 version, u64 offset, u64 len, blob key [blob tail, 1..1024 "       \
+      "bytes]; then len bytes",                                                                    \
       "i32 status")                                                                                \
     X(READ, read, 27, MC_RPC_PEER, 0,                                                              \
-      "u64 xfer, u32 seg, u32 alloc, u64 version, u64 offset, u64 len",                            \
-      "bulk READ_REPLY frame (id xfer, len bytes), then i32 status")                            \
+      "u64 xfer, u32 seg, u32 alloc, u64 version, u64 offset, u64 len [u64 head, not 0]",          \
+      "bulk READ_REPLY frame (id xfer, len bytes; with a head: head bytes of data, the other "    \
+      "len - head in its header), then i32 status")                                               \
     X(READ_BATCH, read_batch, 43, MC_RPC_PEER | MC_RPC_BATCH, MC_PROTO_READ_BATCH_MAX,             \
-      "u32 n (1..256), n * {u64 xfer, u32 seg, u32 alloc, u64 version, u64 offset, u64 len}",      \
+      "u32 n (1..256), n * {u64 xfer, u32 seg, u32 alloc, u64 version, u64 offset, u64 len} "     \
+      "[n * u64 head, when one is not 0]",                                                         \
       "a bulk READ_REPLY frame (id xfer) per item whose status is 0, and i32 status "              \
       "[u32 n, n * i32 status]")
 

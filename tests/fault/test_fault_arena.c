@@ -842,7 +842,7 @@ START_TEST(test_fault_arena_put_sizes)
     size_t lens[T_FA_BATCH];
     int results[T_FA_BATCH];
     uint64_t salt = t_fc_salt();
-    json_int_t n0, n1;
+    json_int_t n0, n1, h0, h1;
     mc_client_t *ca, *cb;
     struct t_fc fc;
     uint8_t *buf, *all, *back;
@@ -860,11 +860,16 @@ START_TEST(test_fault_arena_put_sizes)
         t_fill(objs[i].data, sizes[i], salt + (uint64_t)i);
         memcpy(buf, objs[i].data, sizes[i]);
         n0 = t_fc_stat(b.sock, "puts_from_arena");
+        h0 = t_fc_stat(b.sock, "write_tails_in_header");
         err = mc_put(cb, objs[i].key, buf, sizes[i], NULL);
         ck_assert_msg(err == 0, "%zu bytes: %s", sizes[i], mc_strerror(err));
         n1 = t_fc_stat(b.sock, "puts_from_arena");
         ck_assert_msg(n1 == n0 + 1, "%zu bytes: puts_from_arena %lld -> %lld (image path?)",
                       sizes[i], (long long)n0, (long long)n1);
+        /* the last bytes and the checksum trailer went in one write to the owner */
+        h1 = t_fc_stat(b.sock, "write_tails_in_header");
+        ck_assert_msg(h1 == h0 + 1, "%zu bytes: write_tails_in_header %lld -> %lld", sizes[i],
+                      (long long)h0, (long long)h1);
     }
     /* a batch of 32 from one arena allocation, an object after the other */
     ck_assert_int_eq(mc_buf_alloc(cb, (size_t)T_FA_BATCH * 65536, (void **)&all), 0);
@@ -880,10 +885,12 @@ START_TEST(test_fault_arena_put_sizes)
         lens[i] = 65536;
     }
     n0 = t_fc_stat(b.sock, "puts_from_arena");
+    h0 = t_fc_stat(b.sock, "write_tails_in_header");
     ck_assert_int_eq(mc_batch_put(cb, T_FA_BATCH, keys, bufs, lens, NULL, results), T_FA_BATCH);
     for (i = 0; i < T_FA_BATCH; i++)
         ck_assert_msg(results[i] == 0, "%s: %s", keys[i], mc_strerror(results[i]));
     ck_assert_int_eq(t_fc_stat(b.sock, "puts_from_arena"), n0 + T_FA_BATCH);
+    ck_assert_int_eq(t_fc_stat(b.sock, "write_tails_in_header"), h0 + T_FA_BATCH);
     /* a plain buffer: the image path, as before */
     n0 = t_fc_stat(b.sock, "puts_from_arena");
     t_fa_put(cb, &plain, "apl", 0, 65536, salt + 200u);

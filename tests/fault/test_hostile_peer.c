@@ -311,7 +311,8 @@ static size_t t_hp_payload(const struct t_hp_ctx *x, uint16_t type, uint8_t *buf
         break;
     }
     case MC_WIRE_WRITE: { /* a bulk header sent as an RPC */
-        struct mc_peer_write_hdr m = {x->a1_seg, 0, 1, 0, 4096, {(const uint8_t *)"k", 1}};
+        struct mc_peer_write_hdr m = {x->a1_seg, 0, 1, 0, 4096, {(const uint8_t *)"k", 1},
+                                      {NULL, 0}};
 
         rc = mc_peer_write_hdr_encode(&m, buf, cap, &len);
         break;
@@ -901,7 +902,8 @@ START_TEST(test_hostile_peer_malformed_messages)
      * read never asked, WRITEs to the master; all refused, the victim untouched */
     {
         struct mc_peer_write_hdr wh = {
-            x.a1_seg, 0, 1, 0, x.a1_seg_size, {(const uint8_t *)x.victim, strlen(x.victim)}};
+            x.a1_seg, 0, 1, 0, x.a1_seg_size, {(const uint8_t *)x.victim, strlen(x.victim)},
+            {NULL, 0}};
         uint8_t *junk = malloc(x.a1_seg_size);
         size_t hlen;
 
@@ -950,12 +952,15 @@ START_TEST(test_hostile_peer_malformed_messages)
             {82, x.a1_seg, 0, 1, 4096, MC_PEER_XFER_MAX, 0},
             {83, x.a1_seg, 0, 1, 0, 0, 0},
         };
+        static const uint8_t tail64[64];
         struct mc_peer_write_hdr wh[] = {
-            {x.a1_seg + 1, 0, 1, 0, 4096, {(const uint8_t *)"k", 1}},
-            {x.a1_seg, 0, 1, x.a1_seg_size - 100, 4096, {(const uint8_t *)"k", 1}},
-            {x.a1_seg, 0, 1, UINT64_MAX - 100, 4096, {(const uint8_t *)"k", 1}},
-            {x.a1_seg, 0, 1, 0, 8192, {(const uint8_t *)"k", 1}}, /* len is not the bulk's */
-            {x.a1_seg, 0, 1, 0, 4096, {NULL, 0}},                 /* no key */
+            {x.a1_seg + 1, 0, 1, 0, 4096, {(const uint8_t *)"k", 1}, {NULL, 0}},
+            {x.a1_seg, 0, 1, x.a1_seg_size - 100, 4096, {(const uint8_t *)"k", 1}, {NULL, 0}},
+            {x.a1_seg, 0, 1, UINT64_MAX - 100, 4096, {(const uint8_t *)"k", 1}, {NULL, 0}},
+            {x.a1_seg, 0, 1, 0, 8192, {(const uint8_t *)"k", 1}, {NULL, 0}}, /* len: not the bulk's */
+            {x.a1_seg, 0, 1, 0, 4096, {NULL, 0}, {NULL, 0}},                 /* no key */
+            /* the bytes fit the segment's end, the tail after them does not */
+            {x.a1_seg, 0, 1, x.a1_seg_size - 4096, 4096, {(const uint8_t *)"k", 1}, {tail64, 64}},
         };
         uint8_t *junk = calloc(1, 8192);
         size_t len;
@@ -1012,6 +1017,8 @@ START_TEST(test_hostile_peer_malformed_messages)
             mc_wire_put_u64(&w, wh[i].offset);
             mc_wire_put_u64(&w, wh[i].len);
             mc_wire_put_blob(&w, wh[i].key.p, wh[i].key.len);
+            if (wh[i].tail.len != 0)
+                mc_wire_put_blob(&w, wh[i].tail.p, wh[i].tail.len);
             t_hp_bulk_refused(&ta, MC_WIRE_WRITE, 0, buf, (size_t)(w.p - buf), junk, 4096,
                               "WRITE outside the segment");
         }

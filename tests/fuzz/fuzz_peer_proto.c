@@ -1,6 +1,6 @@
 /* libFuzzer target: the agent-to-agent payload decoders (daemon/proto/peer_proto.h), which
  * an owner runs on what any authenticated peer sends. The first byte picks the decoder (2:
- * READ_BATCH, other even: READ, odd: WRITE; a read's optional head included); a
+ * READ_BATCH, other even: READ, odd: WRITE; a read's optional head and a write's optional tail included); a
  * payload that decodes is re-encoded and must come out byte-identical, and its fields must
  * be within the documented bounds. */
 #include <stdint.h>
@@ -11,7 +11,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint8_t out[MC_PROTO_KEY_MAX + 128];
+    uint8_t out[MC_PROTO_KEY_MAX + MC_PEER_WRITE_TAIL_MAX + 128];
     struct mc_peer_write_hdr w;
     struct mc_peer_read_req r;
     size_t len;
@@ -41,7 +41,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (mc_peer_write_hdr_decode(data + 1, size - 1, &w) != 0)
             return 0;
         if (w.len == 0 || w.len > MC_PEER_XFER_MAX || w.key.len == 0 ||
-            w.key.len > MC_PROTO_KEY_MAX || w.key.p < data || w.key.p + w.key.len > data + size)
+            w.key.len > MC_PROTO_KEY_MAX || w.key.p < data || w.key.p + w.key.len > data + size ||
+            w.tail.len > MC_PEER_WRITE_TAIL_MAX ||
+            (w.tail.len != 0 && (w.tail.p < data || w.tail.p + w.tail.len > data + size)) ||
+            w.offset > UINT64_MAX - w.len - w.tail.len)
             abort();
         if (mc_peer_write_hdr_encode(&w, out, sizeof(out), &len) != 0 || len != size - 1 ||
             memcmp(out, data + 1, len) != 0)

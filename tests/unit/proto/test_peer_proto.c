@@ -55,6 +55,51 @@ START_TEST(test_peer_write_hdr_truncated_and_trailing_refused)
 }
 END_TEST
 
+/* A write's tail (the image's padding and checksum trailer after its bytes, one WRITE per
+ * put from an arena) is a blob after the key, left out when empty: a plain header is byte
+ * for byte what it was. An explicit empty tail, one over MC_PEER_WRITE_TAIL_MAX, or one
+ * whose bytes would end past UINT64_MAX, is refused. */
+START_TEST(test_peer_write_hdr_tail)
+{
+    static uint8_t tail[MC_PEER_WRITE_TAIL_MAX + 1];
+    struct mc_peer_write_hdr h = {.seg = 1, .alloc = 2, .version = 3, .offset = 4096,
+                                  .len = 65536, .key = {(const uint8_t *)"k/1", 3},
+                                  .tail = {tail, 24}},
+                             d;
+    uint8_t buf[2048];
+    size_t n, plain;
+
+    for (size_t i = 0; i < sizeof(tail); i++)
+        tail[i] = (uint8_t)(i * 7 + 1);
+    h.tail.len = 0;
+    ck_assert_int_eq(mc_peer_write_hdr_encode(&h, buf, sizeof(buf), &plain), 0);
+    ck_assert_uint_eq(plain, 32 + 4 + 3);
+    h.tail.len = 24;
+    ck_assert_int_eq(mc_peer_write_hdr_encode(&h, buf, sizeof(buf), &n), 0);
+    ck_assert_uint_eq(n, plain + 4 + 24);
+    ck_assert_int_eq(mc_peer_write_hdr_decode(buf, n, &d), 0);
+    ck_assert_uint_eq(d.len, 65536);
+    ck_assert_uint_eq(d.tail.len, 24);
+    ck_assert(memcmp(d.tail.p, tail, 24) == 0);
+    ck_assert(d.tail.p > buf && d.tail.p + d.tail.len == buf + n);
+    ck_assert_int_eq(mc_peer_write_hdr_decode(buf, plain, &d), 0); /* without it */
+    ck_assert_uint_eq(d.tail.len, 0);
+    ck_assert_ptr_null(d.tail.p);
+    for (size_t k = plain + 1; k < n; k++)
+        ck_assert_int_eq(mc_peer_write_hdr_decode(buf, k, &d), MC_ERR_PROTO);
+    memset(buf + plain, 0, 4); /* an explicit empty tail: not how it is written */
+    ck_assert_int_eq(mc_peer_write_hdr_decode(buf, plain + 4, &d), MC_ERR_PROTO);
+    h.tail.len = MC_PEER_WRITE_TAIL_MAX;
+    ck_assert_int_eq(mc_peer_write_hdr_encode(&h, buf, sizeof(buf), &n), 0);
+    ck_assert_int_eq(mc_peer_write_hdr_decode(buf, n, &d), 0);
+    h.tail.len = MC_PEER_WRITE_TAIL_MAX + 1;
+    ck_assert_int_eq(mc_peer_write_hdr_encode(&h, buf, sizeof(buf), &n), MC_ERR_INVALID);
+    h.tail.len = 24;
+    h.offset = UINT64_MAX - 65536 - 10; /* the bytes fit, the tail wraps */
+    ck_assert_int_eq(mc_peer_write_hdr_encode(&h, buf, sizeof(buf), &n), MC_ERR_INVALID);
+}
+END_TEST
+
 START_TEST(test_peer_write_hdr_bounds)
 {
     struct mc_peer_write_hdr h = {.len = 0, .key = {.p = (const uint8_t *)"k", .len = 1}};
@@ -242,6 +287,13 @@ static int write_corpus(const char *dir)
     snprintf(path, sizeof(path), "%s/write", dir);
     if ((f = fopen(path, "wb")) == NULL || fwrite(buf, 1, n + 1, f) != n + 1 || fclose(f) != 0)
         return 1;
+    h.tail.p = (const uint8_t *)"\0\0\0\0\0\0\0\0trailer!";
+    h.tail.len = 16;
+    if (mc_peer_write_hdr_encode(&h, buf + 1, sizeof(buf) - 1, &n) != 0)
+        return 1;
+    snprintf(path, sizeof(path), "%s/write_tail", dir);
+    if ((f = fopen(path, "wb")) == NULL || fwrite(buf, 1, n + 1, f) != n + 1 || fclose(f) != 0)
+        return 1;
     buf[0] = 0;
     if (mc_peer_read_req_encode(&r, buf + 1, sizeof(buf) - 1, &n) != 0)
         return 1;
@@ -392,6 +444,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_peer_write_hdr_round_trip);
     tcase_add_test(tc, test_peer_write_hdr_truncated_and_trailing_refused);
     tcase_add_test(tc, test_peer_write_hdr_bounds);
+    tcase_add_test(tc, test_peer_write_hdr_tail);
     tcase_add_test(tc, test_peer_read_req_round_trip_and_refusals);
     tcase_add_test(tc, test_peer_read_batch_round_trip_and_refusals);
     tcase_add_test(tc, test_peer_read_head_round_trip_and_refusals);
