@@ -718,6 +718,8 @@ static void put_progress(struct mc_agent *a, struct put *p)
 
     if (p->nremote == 0 || p->send_err != 0 || p->stream_arena)
         return; /* a streamed arena put sends each piece once it is summed */
+    if (p->sent_upto >= p->size)
+        return; /* the final write is out: nothing is left to send early */
     while (end < p->size && p->seen[end / MC_SHM_CHUNK])
         end = (end / MC_SHM_CHUNK + 1) * MC_SHM_CHUNK;
     if (end >= p->size)
