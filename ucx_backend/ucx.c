@@ -332,7 +332,7 @@ static void ep_hash_remove(struct mc_ucx_ep *ep)
     ep->in_hash = false;
 }
 
-void ucx_ep_hash_add(struct mc_ucx_ep *ep)
+static void ucx_ep_hash_add(struct mc_ucx_ep *ep)
 {
     struct mc_ucx_ep **b = ep_bucket(ep->u, ep->uep);
 
@@ -341,7 +341,7 @@ void ucx_ep_hash_add(struct mc_ucx_ep *ep)
     ep->in_hash = true;
 }
 
-struct mc_ucx_ep *ucx_ep_new(struct mc_ucx *u, ucp_ep_h uep, bool accepted)
+static struct mc_ucx_ep *ucx_ep_new(struct mc_ucx *u, ucp_ep_h uep, bool accepted)
 {
     struct mc_ucx_ep *ep = calloc(1, sizeof(*ep));
 
@@ -374,7 +374,7 @@ static void ep_queue_work(struct mc_ucx_ep *ep)
     u->work_tail = &ep->wnext;
 }
 
-void ucx_ep_free(struct mc_ucx_ep *ep)
+static void ucx_ep_free(struct mc_ucx_ep *ep)
 {
     struct mc_ucx *u = ep->u;
 
@@ -399,7 +399,7 @@ static void ep_fail(struct mc_ucx_ep *ep, int status)
     ep_queue_work(ep);
 }
 
-void ucx_ep_err_cb(void *arg, ucp_ep_h uep, ucs_status_t st)
+static void ucx_ep_err_cb(void *arg, ucp_ep_h uep, ucs_status_t st)
 {
     (void)uep;
     (void)st; /* whatever UCX saw, for us the peer is out of reach */
@@ -1121,6 +1121,38 @@ static int set_am_handler(struct mc_ucx *u, unsigned id, ucp_am_recv_callback_t 
     return ucp_worker_set_am_recv_handler(u->worker, &p) == UCS_OK ? 0 : MC_ERR_IO;
 }
 
+/* A peer connects to our listener (from progress): the endpoint is created here, by us, with
+ * peer error handling, so UCX reports its failure and leaves freeing it to us (ucx.h,
+ * listen_ip). It is an accepted endpoint in every other respect: unauthenticated, no
+ * session until its HELLO. */
+static void listener_conn_cb(ucp_conn_request_h req, void *arg)
+{
+    struct mc_ucx *u = arg;
+    struct mc_ucx_ep *ep = ucx_ep_new(u, NULL, true);
+    ucp_ep_params_t p;
+
+    if (ep == NULL) {
+        u->st.conns_refused++;
+        (void)ucp_listener_reject(u->listener, req);
+        return;
+    }
+    ep->created = true;
+    memset(&p, 0, sizeof(p));
+    p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                   UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    p.conn_request = req;
+    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    p.err_handler.cb = ucx_ep_err_cb;
+    p.err_handler.arg = ep;
+    if (ucp_ep_create(u->worker, &p, &ep->uep) != UCS_OK) {
+        u->st.conns_refused++; /* UCX consumed the request either way */
+        ucx_ep_free(ep);
+        return;
+    }
+    ucx_ep_hash_add(ep);
+    u->st.eps_accepted++;
+}
+
 int mc_ucx_create(const struct mc_ucx_params *params, struct mc_ucx **u_p)
 {
     static const struct mc_ucx_params no_params;
@@ -1188,7 +1220,7 @@ int mc_ucx_create(const struct mc_ucx_params *params, struct mc_ucx **u_p)
     if (err == 0)
         err = set_am_handler(u, AM_BULK, bulk_am_cb);
     if (err == 0 && params->listen_ip != NULL)
-        err = ucx_listen_on(u, params->listen_ip);
+        err = ucx_listen_on(u, params->listen_ip, listener_conn_cb);
     if (err != 0)
         goto err_address;
     *u_p = u;

@@ -123,18 +123,9 @@ struct mc_ucx {
     struct mc_ucx_stats st;
 };
 
-/* A new endpoint record (accepted: a peer's), hashed by uep when it is not NULL; NULL when
- * out of memory. */
-struct mc_ucx_ep *ucx_ep_new(struct mc_ucx *u, ucp_ep_h uep, bool accepted);
-/* ep->uep into the hash that frames' reply endpoints are looked up in. */
-void ucx_ep_hash_add(struct mc_ucx_ep *ep);
-/* Unhashes, unlinks and frees the record (UCX no longer holds it). */
-void ucx_ep_free(struct mc_ucx_ep *ep);
-/* UCX's error callback of an endpoint we created (arg: its record). */
-void ucx_ep_err_cb(void *arg, ucp_ep_h uep, ucs_status_t st);
-
-/* The listener on ip (a free port), and u->saddr naming it (ucx_listen.c). 0,
- * MC_ERR_INVALID (not a numeric address) or MC_ERR_IO. */
-int ucx_listen_on(struct mc_ucx *u, const char *ip);
+/* The listener on ip (a free port), whose connection requests go to conn_cb (arg u), and
+ * u->saddr naming it (ucx_listen.c). 0, MC_ERR_INVALID (not a numeric address) or
+ * MC_ERR_IO. */
+int ucx_listen_on(struct mc_ucx *u, const char *ip, ucp_listener_conn_callback_t conn_cb);
 
 #endif /* MC_UCX_UCX_INT_H */

@@ -1,43 +1,12 @@
 /* The listener of a worker (ucx.h, listen_ip): peers connect by socket address through UCX's
- * connection manager, and each endpoint they open is created here, by us. */
+ * connection manager; ucx.c's handler creates the endpoint each of them opens. Nothing here
+ * calls back into ucx.c. */
 #include <string.h>
 
 #include "mc/mc_status.h"
 #include "ucx_backend/ucx_int.h"
 
-/* A peer connects to our listener (from progress): the endpoint is created here, by us, with
- * peer error handling, so UCX reports its failure and leaves freeing it to us (ucx.h,
- * listen_ip). It is an accepted endpoint in every other respect: unauthenticated, no
- * session until its HELLO. */
-static void conn_cb(ucp_conn_request_h req, void *arg)
-{
-    struct mc_ucx *u = arg;
-    struct mc_ucx_ep *ep = ucx_ep_new(u, NULL, true);
-    ucp_ep_params_t p;
-
-    if (ep == NULL) {
-        u->st.conns_refused++;
-        (void)ucp_listener_reject(u->listener, req);
-        return;
-    }
-    ep->created = true;
-    memset(&p, 0, sizeof(p));
-    p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                   UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    p.conn_request = req;
-    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    p.err_handler.cb = ucx_ep_err_cb;
-    p.err_handler.arg = ep;
-    if (ucp_ep_create(u->worker, &p, &ep->uep) != UCS_OK) {
-        u->st.conns_refused++; /* UCX consumed the request either way */
-        ucx_ep_free(ep);
-        return;
-    }
-    ucx_ep_hash_add(ep);
-    u->st.eps_accepted++;
-}
-
-int ucx_listen_on(struct mc_ucx *u, const char *ip)
+int ucx_listen_on(struct mc_ucx *u, const char *ip, ucp_listener_conn_callback_t conn_cb)
 {
     struct sockaddr_storage ss;
     socklen_t sslen;

@@ -1331,20 +1331,25 @@ void cl_xfer_destroy(struct cluster *cl)
 
 /* --- the bytes of our reads arriving (owner.c dispatches every bulk) ---------------------- */
 
+/* Where read x's own landing block is (its image, or its image's tail). */
+static uint8_t *read_block(struct cluster *cl, const struct xfer *x)
+{
+    const struct agent_tenant *t = &cl->a->ten[x->rg->tenant];
+
+    return t->land_seg->base + mc_alloc_offset(t->land, x->land_id);
+}
+
 void *cl_read_landing(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id, const void *hpl,
                       size_t hpl_len, size_t len, void **op_p)
 {
     struct xfer *x = *read_slot(cl, id);
-    uint8_t *block;
 
     if (x == NULL || x->peer == NULL || x->peer->ep != ep || x->data_started)
         return NULL; /* not a read of ours (late, or forged): refused */
     if (x->arena != NULL && x->head != 0 && len == x->head && hpl_len == x->len - x->head) {
         /* the image's tail came in the header (peer_proto.h): into our block; the
          * object's bytes into the reader's arena span, whole */
-        block = cl->a->ten[x->rg->tenant].land_seg->base +
-                mc_alloc_offset(cl->a->ten[x->rg->tenant].land, x->land_id);
-        memcpy(block, hpl, hpl_len);
+        memcpy(read_block(cl, x), hpl, hpl_len);
         x->tail_hdr = true;
         x->data_started = true;
         *op_p = x;
@@ -1356,15 +1361,12 @@ void *cl_read_landing(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t id, con
     *op_p = x;
     if (x->arena != NULL && x->head != 0) {
         /* the object's bytes into the reader's arena span, the rest into our block */
-        mc_ucx_bulk_dest_split(cl->u, x->head,
-                               cl->a->ten[x->rg->tenant].land_seg->base +
-                                   mc_alloc_offset(cl->a->ten[x->rg->tenant].land, x->land_id));
+        mc_ucx_bulk_dest_split(cl->u, x->head, read_block(cl, x));
         return x->arena;
     }
     if (x->arena != NULL)
         return x->arena; /* the reader's arena span, of x->len bytes at least (lease.c) */
-    return cl->a->ten[x->rg->tenant].land_seg->base +
-           mc_alloc_offset(cl->a->ten[x->rg->tenant].land, x->land_id);
+    return read_block(cl, x);
 }
 
 void cl_read_landed(struct cluster *cl, void *op, int status)

@@ -535,6 +535,29 @@ START_TEST(test_fault_arena_owner_stopped_mid_transfer)
 }
 END_TEST
 
+/* A cluster of two owners in their own domains (A, C) and a reader B (--dram 0, arena
+ * reads), with T_FA_NBIG objects put through A in 2 replicas each: A's own first, C's
+ * second. */
+static void t_fa_two_owners(struct t_fc *fc, const char *name, const char *prefix,
+                            struct t_proc *a, struct t_proc *c, struct t_proc *b,
+                            struct t_fa_obj *objs, uint64_t salt)
+{
+    mc_client_t *ca;
+
+    t_fc_init(fc, name, 30000);
+    t_fc_master_start(fc, NULL, "127.0.0.1:0", "master");
+    t_fc_agent_spawn(fc, a, NULL, "127.0.0.1", "A", "dA", "256M", NULL);
+    t_fc_agent_spawn(fc, c, NULL, "127.0.0.1", "C", "dC", "256M", NULL);
+    t_fc_agent_spawn(fc, b, NULL, "127.0.0.1", "B", NULL, "0", t_fa_reader_set);
+    t_fc_agent_wait(a);
+    t_fc_agent_wait(c);
+    t_fc_agent_wait(b);
+    ca = t_fc_conn(a);
+    for (int i = 0; i < T_FA_NBIG; i++)
+        t_fa_put_n(ca, &objs[i], prefix, i, T_FA_BIG - (size_t)i * 8, salt + (uint64_t)i, 2);
+    mc_close(ca);
+}
+
 /*
  * The same with a second replica on C: a transfer into the arena stalled past its turn is
  * not read beside (two transfers would then target one buffer) but cut, and the item is
@@ -551,22 +574,10 @@ START_TEST(test_fault_arena_owner_stopped_other_replica)
     uint64_t salt = t_fc_salt();
     json_int_t cut0, fo0;
     uint64_t bound;
-    mc_client_t *ca;
     struct t_fc fc;
     int i;
 
-    t_fc_init(&fc, "arena_other_replica", 30000);
-    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
-    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", "dA", "256M", NULL);
-    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", "dC", "256M", NULL);
-    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "0", t_fa_reader_set);
-    t_fc_agent_wait(&a);
-    t_fc_agent_wait(&c);
-    t_fc_agent_wait(&b);
-    ca = t_fc_conn(&a);
-    for (i = 0; i < T_FA_NBIG; i++) /* A's own first, C's second */
-        t_fa_put_n(ca, &objs[i], "ar", i, T_FA_BIG - (size_t)i * 8, salt + (uint64_t)i, 2);
-    mc_close(ca);
+    t_fa_two_owners(&fc, "arena_other_replica", "ar", &a, &c, &b, objs, salt);
     t_fa_reader_warm(&k, &b, objs);
     /* the failover comes at the first replica's turn (a quarter of what is left), not at the
      * deadline: the batch takes at most that turn and a few healthy batches' time (on a
@@ -616,22 +627,10 @@ START_TEST(test_fault_arena_owner_stopped_before_hello)
     struct t_fa_obj objs[T_FA_NBIG];
     struct t_fa_call k = {0};
     uint64_t salt = t_fc_salt();
-    mc_client_t *ca;
     struct t_fc fc;
     int i;
 
-    t_fc_init(&fc, "arena_before_hello", 30000);
-    t_fc_master_start(&fc, NULL, "127.0.0.1:0", "master");
-    t_fc_agent_spawn(&fc, &a, NULL, "127.0.0.1", "A", "dA", "256M", NULL);
-    t_fc_agent_spawn(&fc, &c, NULL, "127.0.0.1", "C", "dC", "256M", NULL);
-    t_fc_agent_spawn(&fc, &b, NULL, "127.0.0.1", "B", NULL, "0", t_fa_reader_set);
-    t_fc_agent_wait(&a);
-    t_fc_agent_wait(&c);
-    t_fc_agent_wait(&b);
-    ca = t_fc_conn(&a);
-    for (i = 0; i < T_FA_NBIG; i++) /* A's own first, C's second */
-        t_fa_put_n(ca, &objs[i], "ah", i, T_FA_BIG - (size_t)i * 8, salt + (uint64_t)i, 2);
-    mc_close(ca);
+    t_fa_two_owners(&fc, "arena_before_hello", "ah", &a, &c, &b, objs, salt);
     k.c = t_fc_conn(&b);
     k.objs = objs;
     ck_assert_int_eq(mc_buf_alloc(k.c, t_fa_room(T_FA_BIG) * T_FA_NBIG, (void **)&k.all), 0);
