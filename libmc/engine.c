@@ -727,13 +727,19 @@ int mc_engine_submit_locked(struct mc_engine *e, struct mc_sqe *sqe, const char 
                             void *owner, uint32_t tag, uint64_t deadline_ns, uint32_t *op_p)
 {
     struct mc_slot *o;
-    uint32_t idx, at = e->sq_tail;
+    uint32_t idx, at;
     int err = atomic_load(&e->poison);
 
     if (err != 0)
         return err;
     if (e->nops_free == 0)
         return MC_ERR_BUSY;
+    /* the RELEASEs that found the SQ full go first: an op written past them (a GET) would
+     * reach the agent while its lease table still holds the leases they end */
+    rel_flush_locked(e);
+    if (e->nrel_pending > 0)
+        return MC_ERR_BUSY; /* full SQ: the agent empties it each turn */
+    at = e->sq_tail;
     o = slot_take_locked(e, sqe, key_len, deadline_ns, &idx);
     if (!sq_write_locked(e, sqe, key, key_len)) {
         err = atomic_load(&e->poison);
@@ -753,6 +759,7 @@ void mc_engine_submit_detached_locked(struct mc_engine *e, struct mc_sqe *sqe)
 
     if (atomic_load(&e->poison) != 0 || e->nops_free == 0)
         return;
+    rel_flush_locked(e); /* the RELEASEs waiting go first, as for every submission */
     dl = sqe->deadline_ms; /* as given: 0 is the agent's default deadline */
     o = slot_take_locked(e, sqe, 0, 0, &idx);
     sqe->deadline_ms = dl;
