@@ -674,7 +674,9 @@ static ucs_status_t bulk_am_cb(void *arg, const void *header, size_t header_leng
     r->ctx = u->bulk_ctx;
     r->op = op;
     if (!rndv) {
-        /* small enough to come eagerly despite the flag: the bytes are here already */
+        /* sent eagerly (bulk_eager_max), or small enough to come so despite the flag: the
+         * bytes are here already */
+        u->st.bulk_received_eager++;
         if (u->dest_tail != NULL) {
             memcpy(dst, data, u->dest_head);
             memcpy(u->dest_tail, (const uint8_t *)data + u->dest_head, length - u->dest_head);
@@ -851,7 +853,10 @@ static int bulk_start(struct mc_ucx_ep *ep, struct req *r, uint16_t type, uint64
         memcpy(r->frame + MC_WIRE_HDR_SIZE, hdr, hdr_len);
     /* UCX 1.13 reads the AM header until the send completes (no COPY_HEADER flag yet), so
      * it lives in r, freed by the completion */
-    req_param(&p, r, UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_RNDV);
+    req_param(&p, r,
+              UCP_AM_SEND_FLAG_REPLY |
+                  (mt == MC_UCX_MEM_HOST && len <= ep->u->bulk_eager_max ? UCP_AM_SEND_FLAG_EAGER
+                                                                         : UCP_AM_SEND_FLAG_RNDV));
     req_param_mt(&p, mt);
     reqs_link(ep->u, r);
     return req_started(ep->u, r, ucp_am_send_nbx(ep->uep, AM_BULK, r->frame,
@@ -1174,6 +1179,7 @@ int mc_ucx_create(const struct mc_ucx_params *params, struct mc_ucx **u_p)
     u->work_tail = &u->work;
     u->ep_error = params->ep_error;
     u->ep_error_ctx = params->ep_error_ctx;
+    u->bulk_eager_max = params->bulk_eager_max;
 
     if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK) {
         err = MC_ERR_IO;

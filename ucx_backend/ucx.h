@@ -71,6 +71,11 @@ struct mc_ucx_params {
                                     reports its peer's failure (ep_error) and never frees
                                     it by itself, as it does an accepted worker-address
                                     endpoint. */
+    size_t bulk_eager_max;       /* bulk transfers (mc_ucx_send_bulk_mem) of host memory up
+                                    to this many bytes go eagerly: one message, copied out
+                                    of UCX's buffers on arrival; larger ones, and device
+                                    memory, by rendezvous (the receiver pulls them into
+                                    place). 0: always rendezvous */
 };
 
 /*
@@ -385,6 +390,7 @@ struct mc_ucx_stats {
     uint64_t frames_bad;         /* failed decoding: each failed its endpoint */
     uint64_t frames_unattributed; /* no reply endpoint: cannot be answered, dropped */
     uint64_t bulk_received;
+    uint64_t bulk_received_eager; /* of those: sent eagerly (mc_ucx_params bulk_eager_max) */
     uint64_t bulk_refused;
     uint64_t eps_accepted;
     uint64_t conns_refused;      /* listener: connection requests we could not take */

@@ -99,6 +99,7 @@ struct mc_ucx {
     uint8_t saddr[MC_SADDR_MAX];   /* the listener's address (saddr.h) */
     size_t saddr_len;
     size_t max_am_header;
+    size_t bulk_eager_max;          /* mc_ucx_params */
     uint64_t next_id;
     mc_ucx_ep_error_fn ep_error;
     void *ep_error_ctx;

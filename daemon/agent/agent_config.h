@@ -64,6 +64,7 @@ struct mc_agent_config {
     uint64_t keepalive_ms;     /* UCX KEEPALIVE_INTERVAL */
     uint64_t peer_hard_deadline_ms; /* a transfer this far past its deadline: peer closed */
     bool ucx_shm;              /* let UCX use shared memory between daemons of one host */
+    uint64_t bulk_eager_max;   /* peer transfers up to this size go eagerly (mc_ucx_params) */
     bool arena_reads;          /* a peer's bytes received straight into a GET's arena buffer */
     char *metrics_listen;      /* HOST:PORT of the metrics and health pages (NULL: none) */
 };

@@ -792,6 +792,7 @@ int cluster_create(struct mc_agent *a, void (*fatal)(struct mc_agent *a, int sta
     if (!a->cfg.ucx_shm)
         setenv("UCX_TLS", "^mm", 0);
     up.ep_error_ctx = cl;
+    up.bulk_eager_max = (size_t)a->cfg.bulk_eager_max;
     /* peers (and the master's answers) reach us through a listener on our own address, so
      * that every endpoint we send on is one UCX tells us about (ucx.h, listen_ip) */
     if (mc_boot_listen_ip(a->cfg.listen, listen_ip, sizeof(listen_ip)) == 0)
@@ -938,6 +939,10 @@ void cluster_stats_add(const struct mc_agent *a, json_t *o)
                         json_integer((json_int_t)cl->st.master_requests));
     json_object_set_new(o, "master_get_requests",
                         json_integer((json_int_t)ml_sent(a->ml, ML_GET)));
+    json_object_set_new(o, "master_put_end_requests",
+                        json_integer((json_int_t)ml_sent(a->ml, ML_PUT_END)));
+    json_object_set_new(o, "master_lease_release_requests",
+                        json_integer((json_int_t)ml_sent(a->ml, ML_LEASE_RELEASE)));
     json_object_set_new(o, "bytes_from_peers", json_integer((json_int_t)cl->st.read_bytes_in));
     json_object_set_new(o, "writes_served", json_integer((json_int_t)cl->st.writes_in));
     json_object_set_new(o, "reads_served", json_integer((json_int_t)cl->st.reads_in));

@@ -759,16 +759,13 @@ static void fenced_expire(struct cluster *cl, uint64_t now)
     }
 }
 
-static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
-                       const void *hpl, size_t len, void **op_p)
+/* Where a peer's WRITE lands, or NULL: refused. */
+static void *write_dest(struct cluster *cl, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                        const void *hpl, size_t len, void **op_p)
 {
-    struct cluster *cl = ctx;
     struct mc_agent *a = cl->a;
 
-    if (hdr->type == MC_WIRE_READ_REPLY)
-        return cl_read_landing(cl, ep, hdr->request_id, hpl, hdr->payload_len, len,
-                               op_p); /* a read of ours */
-    if (hdr->type == MC_WIRE_WRITE && ep_authed(cl, ep, hdr->request_id)) {
+    if (ep_authed(cl, ep, hdr->request_id)) {
         struct mc_peer_write_hdr h;
         struct inwrite *w;
         uint8_t *dst;
@@ -838,6 +835,27 @@ static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr
     }
     cl->st.refused++;
     return NULL;
+}
+
+static void *bulk_dest(void *ctx, struct mc_ucx_ep *ep, const struct mc_wire_hdr *hdr,
+                       const void *hpl, size_t len, void **op_p)
+{
+    struct cluster *cl = ctx;
+    void *dst;
+
+    if (hdr->type == MC_WIRE_READ_REPLY)
+        return cl_read_landing(cl, ep, hdr->request_id, hpl, hdr->payload_len, len,
+                               op_p); /* a read of ours */
+    if (hdr->type != MC_WIRE_WRITE) {
+        cl->st.refused++;
+        return NULL;
+    }
+    dst = write_dest(cl, ep, hdr, hpl, len, op_p);
+    /* a refused rendezvous fails the writer's send; bytes that came eagerly have left it
+     * for good, so the writer learns the refusal from the answer it waits for */
+    if (dst == NULL && mc_ucx_bulk_eager(cl->u))
+        cl_reply_status(ep, hdr, MC_ERR_CANCELED);
+    return dst;
 }
 
 static void bulk_done(void *ctx, void *op, int status)

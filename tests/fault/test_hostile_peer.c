@@ -483,22 +483,70 @@ static void t_hp_bulk_sent(void *ctx, int status)
     b->done = true;
 }
 
-/* A bulk transfer the receiver must refuse: the send ends with an error. */
+struct t_hp_bcall {
+    bool replied, data_done;
+    int status;
+};
+
+static void t_hp_bcall_replied(void *ctx, int status, const struct mc_wire_hdr *h,
+                               const void *pl, size_t len)
+{
+    struct t_hp_bcall *b = ctx;
+    struct mc_proto_status_rep rep;
+
+    (void)h;
+    if (status == 0)
+        status = mc_proto_status_rep_decode(pl, len, &rep) == 0 ? rep.status : MC_ERR_PROTO;
+    b->status = status;
+    b->replied = true;
+}
+
+static void t_hp_bcall_data(void *ctx, int status)
+{
+    struct t_hp_bcall *b = ctx;
+
+    (void)status;
+    b->data_done = true;
+}
+
+/* A bulk transfer the receiver must refuse. A WRITE goes as the daemons send it, a call
+ * the receiver answers: refused, it ends with an error, whether its bytes went by rendezvous
+ * (the send fails) or eagerly (they left with the header: the answer says so). Other types
+ * are plain sends, by rendezvous here: the send ends with an error. */
 static void t_hp_bulk_refused(struct t_hp_target *t, uint16_t type, uint64_t id,
                               const void *hdr, size_t hdr_len, const void *data, size_t len,
                               const char *what)
 {
-    struct t_hp_bulk b = {0};
     uint64_t deadline = t_now_ms() + T_HP_CALL_MS;
-    int rc = mc_ucx_send_bulk(t->ep, type, id, hdr, hdr_len, data, len, t_hp_bulk_sent, &b);
 
-    if (rc != 0)
-        return; /* refused before it left: fine */
-    while (!b.done && t_now_ms() < deadline)
-        t_hp_turn(5);
-    ck_assert_msg(b.done, "%s: %s: the bulk send never ended", t->what, what);
-    ck_assert_msg(b.status != 0, "%s: %s: a bulk transfer of %zu bytes was taken", t->what,
-                  what, len);
+    if (type == MC_WIRE_WRITE) {
+        struct t_hp_bcall b = {0};
+        int rc = mc_ucx_send_bulk_call(t->ep, type, hdr, hdr_len, data, len,
+                                       mc_ucx_now_ms() + T_HP_CALL_MS, t_hp_bcall_replied,
+                                       t_hp_bcall_data, &b);
+
+        (void)id;
+        if (rc != 0)
+            return; /* refused before it left: fine */
+        while (!(b.replied && b.data_done) && t_now_ms() < deadline + 1000)
+            t_hp_turn(5);
+        ck_assert_msg(b.replied && b.data_done, "%s: %s: the WRITE call never ended", t->what,
+                      what);
+        ck_assert_msg(b.status != 0 && b.status != MC_ERR_TIMEOUT,
+                      "%s: %s: a WRITE of %zu bytes was %s", t->what, what, len,
+                      b.status == 0 ? "taken" : "never answered");
+    } else {
+        struct t_hp_bulk b = {0};
+        int rc = mc_ucx_send_bulk(t->ep, type, id, hdr, hdr_len, data, len, t_hp_bulk_sent, &b);
+
+        if (rc != 0)
+            return; /* refused before it left: fine */
+        while (!b.done && t_now_ms() < deadline)
+            t_hp_turn(5);
+        ck_assert_msg(b.done, "%s: %s: the bulk send never ended", t->what, what);
+        ck_assert_msg(b.status != 0, "%s: %s: a bulk transfer of %zu bytes was taken", t->what,
+                      what, len);
+    }
 }
 
 /* every request type of wire.h: the master's, the agents' (WRITE as an RPC, READ,
@@ -814,7 +862,10 @@ static void t_hp_target_init(struct t_hp_target *t, const char *what, const stru
 START_TEST(test_hostile_peer_malformed_messages)
 {
     static const char *const mm_cfg[] = {"MM_ERROR_HANDLING=y", NULL};
-    struct mc_ucx_params up = {.name = "t-hostile-peer", .config = mm_cfg};
+    /* transfers up to 128 KiB go eagerly, as the daemons send them: the bytes arrive with
+     * the header, before anyone looked at it */
+    struct mc_ucx_params up = {.name = "t-hostile-peer", .config = mm_cfg,
+                               .bulk_eager_max = 128u << 10};
     const size_t vlen = 256u << 10;
     struct t_proc master = {0}, a1 = {0}, a2 = {0};
     struct t_hp_target tm, ta;
@@ -920,6 +971,15 @@ START_TEST(test_hostile_peer_malformed_messages)
         t_hp_fresh(&tm);
         t_hp_bulk_refused(&tm, MC_WIRE_WRITE, 0, buf, hlen, junk, 1u << 20,
                           "WRITE to the master");
+        /* eagerly, the bytes with the header: refused all the same, nothing lands */
+        for (uint64_t off = 0; off < x.a1_seg_size && off < (1u << 20); off += 64u << 10) {
+            wh.offset = off;
+            wh.len = 64u << 10;
+            ck_assert_int_eq(mc_peer_write_hdr_encode(&wh, buf, sizeof(buf), &hlen), 0);
+            t_hp_fresh(&ta);
+            t_hp_bulk_refused(&ta, MC_WIRE_WRITE, 0, buf, hlen, junk, 64u << 10,
+                              "unauthenticated WRITE of 64 KiB, eagerly");
+        }
         free(junk);
         t_hp_get_check(a1.sock, x.victim, victim, vlen);
         t_hp_get_check(a2.sock, x.victim, victim, vlen);

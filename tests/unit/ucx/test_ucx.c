@@ -990,21 +990,24 @@ static void t_send_done(void *ctx, int status)
     s->done = true;
 }
 
-/* Sends T_BULK_LEN pattern bytes to the parent; exit status 0 if UCX reported success,
+/* What t_peer_bulk_sender sends (set before the fork). */
+static size_t t_bulk_len = T_BULK_LEN;
+
+/* Sends t_bulk_len pattern bytes to the parent; exit status 0 if UCX reported success,
  * 10 + n for a failed send with status -n. */
 static int t_peer_bulk_sender(struct mc_ucx *u, const void *a, size_t n)
 {
     static const char hdr[] = "alloc 42 v7";
     struct mc_ucx_ep *ep = NULL;
     struct t_sent s = {0};
-    uint8_t *data = malloc(T_BULK_LEN);
+    uint8_t *data = malloc(t_bulk_len);
     int err;
 
     if (data == NULL || mc_ucx_ep_connect(u, a, n, &ep) != 0)
         return 2;
-    for (size_t i = 0; i < T_BULK_LEN; i++)
+    for (size_t i = 0; i < t_bulk_len; i++)
         data[i] = t_pattern(i);
-    err = mc_ucx_send_bulk(ep, MC_WIRE_WRITE, 77, hdr, sizeof(hdr), data, T_BULK_LEN,
+    err = mc_ucx_send_bulk(ep, MC_WIRE_WRITE, 77, hdr, sizeof(hdr), data, t_bulk_len,
                            t_send_done, &s);
     if (err != 0)
         return 3;
@@ -1051,6 +1054,7 @@ START_TEST(test_ucx_bulk_16mib_into_memfd)
     ck_assert_int_eq(t_peer_finish(&p, T_WAIT_MS), 0); /* the sender saw success */
     mc_ucx_get_stats(t_u, &st);
     ck_assert_uint_eq(st.bulk_received, 1);
+    ck_assert_uint_eq(st.bulk_received_eager, 0); /* bulk_eager_max 0: a rendezvous */
     mc_ucx_destroy(t_u);
     munmap(t_rx.buf, T_BULK_LEN);
     close(fd);
@@ -1134,30 +1138,35 @@ static void *t_bulk_dest_split(void *ctx, struct mc_ucx_ep *ep, const struct mc_
     return dst;
 }
 
-START_TEST(test_ucx_bulk_split)
+/* A bulk of `len` bytes from a peer created with `child` lands split in two buffers, each
+ * byte where it belongs; returns how many bulk messages came eagerly. */
+static uint64_t t_bulk_split_run(size_t len, struct mc_ucx_params *child)
 {
     uint8_t addr[T_ADDR_MAX];
+    struct mc_ucx_stats st;
     struct t_peer p;
-    size_t head = T_BULK_LEN - T_SPLIT_TAIL;
+    size_t head = len - T_SPLIT_TAIL;
 
     t_rx = (struct t_bulk_rx){0};
-    t_rx.buf = malloc(T_BULK_LEN);
-    t_rx.cap = T_BULK_LEN;
+    t_rx.buf = malloc(len);
+    t_rx.cap = len;
     ck_assert_ptr_nonnull(t_rx.buf);
-    memset(t_rx.buf, 0xee, T_BULK_LEN);
+    memset(t_rx.buf, 0xee, len);
     memset(t_split_tail, 0xee, sizeof(t_split_tail));
-    p = t_peer_start(t_peer_bulk_sender, NULL);
+    t_bulk_len = len;
+    p = t_peer_start(t_peer_bulk_sender, child);
+    t_bulk_len = T_BULK_LEN;
     t_setup();
     mc_ucx_bulk_register(t_u, t_bulk_dest_split, t_bulk_done, &t_rx);
     (void)t_peer_hello(&p, addr);
     ck_assert(t_pump_until(t_u, &t_rx.done, T_WAIT_MS));
     ck_assert_int_eq(t_rx.status, 0);
-    ck_assert_uint_eq(t_rx.len, T_BULK_LEN);
+    ck_assert_uint_eq(t_rx.len, len);
     for (size_t i = 0; i < head; i++) {
         if (t_rx.buf[i] != t_pattern(i))
             ck_abort_msg("byte %zu: %02x want %02x", i, t_rx.buf[i], t_pattern(i));
     }
-    for (size_t i = head; i < T_BULK_LEN; i++)
+    for (size_t i = head; i < len; i++)
         ck_assert_msg(t_rx.buf[i] == 0xee, "byte %zu of the head buffer written past its end",
                       i);
     for (size_t i = 0; i < T_SPLIT_TAIL; i++)
@@ -1165,8 +1174,27 @@ START_TEST(test_ucx_bulk_split)
     for (size_t i = T_SPLIT_TAIL; i < sizeof(t_split_tail); i++)
         ck_assert_msg(t_split_tail[i] == 0xee, "tail written past its end at %zu", i);
     ck_assert_int_eq(t_peer_finish(&p, T_WAIT_MS), 0);
+    mc_ucx_get_stats(t_u, &st);
+    ck_assert_uint_eq(st.bulk_received, 1);
     mc_ucx_destroy(t_u);
     free(t_rx.buf);
+    return st.bulk_received_eager;
+}
+
+START_TEST(test_ucx_bulk_split)
+{
+    ck_assert_uint_eq(t_bulk_split_run(T_BULK_LEN, NULL), 0);
+}
+END_TEST
+
+/* A sender with bulk_eager_max sends what fits in one eager message: it lands the same,
+ * split included; one past the limit goes by rendezvous */
+START_TEST(test_ucx_bulk_eager_split)
+{
+    struct mc_ucx_params child = {.bulk_eager_max = 128u << 10};
+
+    ck_assert_uint_eq(t_bulk_split_run(64u << 10, &child), 1);
+    ck_assert_uint_eq(t_bulk_split_run((128u << 10) + 1, &child), 0);
 }
 END_TEST
 
@@ -1478,6 +1506,7 @@ static Suite *ucx_suite(void)
     tcase_add_test(tc, test_ucx_bulk_refused);
     tcase_add_test(tc, test_ucx_bulk_typed_memory);
     tcase_add_test(tc, test_ucx_bulk_split);
+    tcase_add_test(tc, test_ucx_bulk_eager_split);
     tcase_add_test(tc, test_ucx_bulk_call_answered_once_landed);
     tcase_add_test(tc, test_ucx_bulk_call_unanswered_times_out);
     tcase_add_test(tc, test_ucx_bulk_call_refused);
