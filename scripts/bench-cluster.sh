@@ -75,8 +75,10 @@ quiet_wait=${MC_BENCH_QUIET_WAIT:-20}
 transport=${MC_BENCH_TRANSPORT:-shm}
 busy_run=${MC_BENCH_BUSY:-0}
 case $transport in
-shm) shm_set=(--set ucx_shm=true); pt_tls=() ;;
-tcp) shm_set=(--set ucx_shm=false); pt_tls=(UCX_TLS=^mm) ;;
+# over shared memory an eager transfer costs a copy in and out of a FIFO and beats the
+# rendezvous up to 1 MiB; over tcp only up to the default 128 KiB (docs/decisions.md)
+shm) shm_set=(--set ucx_shm=true); agent_set=(--set bulk_eager_max=1M); pt_tls=() ;;
+tcp) shm_set=(--set ucx_shm=false); agent_set=(); pt_tls=(UCX_TLS=^mm) ;;
 *) echo "bench-cluster: MC_BENCH_TRANSPORT is shm or tcp, not $transport" >&2; exit 2 ;;
 esac
 block=bench-cluster
@@ -210,10 +212,10 @@ master=$!
 wait_for "$run/master.ready" "$master" "mc-master" || { cat "$run/master.log" >&2; exit 1; }
 read -r _ master_port <"$run/master.ready"
 # node a holds the objects (512 MiB of them, and room for the new versions); node b holds none
-"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node a "${shm_set[@]}" \
+"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node a "${shm_set[@]}" "${agent_set[@]}" \
     --socket "$run/a.sock" --dram 1G --ready-file "$run/a.ready" 2>"$run/agent-a.log" &
 agent_a=$!
-"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node b "${shm_set[@]}" \
+"$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node b "${shm_set[@]}" "${agent_set[@]}" \
     --socket "$run/b.sock" --dram 0 --ready-file "$run/b.ready" 2>"$run/agent-b.log" &
 agent_b=$!
 wait_for "$run/a.ready" "$agent_a" "agent a" || { cat "$run/agent-a.log" >&2; exit 1; }
@@ -307,7 +309,7 @@ for n in t1 t2 t3; do
     dram=$trace_dram
     [ "$n" = t3 ] && dram=0
     "$agent_bin" --master "127.0.0.1:$master_port" --listen 127.0.0.1:0 --node "$n" \
-        "${shm_set[@]}" --socket "$run/$n.sock" --dram "$dram" --ready-file "$run/$n.ready" \
+        "${shm_set[@]}" "${agent_set[@]}" --socket "$run/$n.sock" --dram "$dram" --ready-file "$run/$n.ready" \
         2>"$run/agent-$n.log" &
     agents_t="$agents_t $!"
     wait_for "$run/$n.ready" "$!" "agent $n" || { cat "$run/agent-$n.log" >&2; exit 1; }

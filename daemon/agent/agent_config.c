@@ -234,7 +234,8 @@ const struct mc_config_entry mc_agent_own_config_table[] = {
             "reply) of up to this many bytes goes as one message, copied out of UCX's buffers "
             "on arrival; a larger one by rendezvous, the receiver pulling the bytes into place "
             "(a request and an acknowledgement more per object). 0: always rendezvous. 128K: "
-            "64 KiB objects moved 1.4-1.5x faster over tcp, 1 MiB ones 0.8x (docs/decisions.md)."},
+            "64 KiB objects moved 1.4-1.5x faster over tcp, 1 MiB ones 0.8x; with ucx_shm, 1M "
+            "pays (docs/decisions.md)."},
     {.name = "arena_reads", .type = MC_CFG_BOOL, .def = "true", .offset = FIELD(arena_reads),
      .doc = "Cluster mode: a GET into an arena buffer (mc_buf_alloc) whose object is read from "
             "another node receives the owner's bytes straight into that buffer instead of the "
