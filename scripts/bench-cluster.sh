@@ -36,7 +36,8 @@
 #
 # Where users run: MC_BENCH_TRANSPORT=tcp runs the daemons with their default transport
 # between each other (tcp: ucx_shm off) and the perftest with UCX_TLS=^mm, the same; the
-# default, shm, gives both UCX shared memory. MC_BENCH_BUSY=1 runs the whole benchmark
+# default, shm, gives both UCX shared memory. The perftest also gets the daemons' tcp
+# receive segment (UCX_TCP_RX_SEG_SIZE=256K, set by mc-agent). MC_BENCH_BUSY=1 runs the whole benchmark
 # under `stress-ng --cpu $(nproc)` (the perftest reference too: same run, same load), waits
 # for no quiet CPUs, and writes its table into its own block of docs/performance.md
 # (bench-cluster-busy, bench-cluster-tcp, bench-cluster-tcp-busy; bench-cluster for the
@@ -230,14 +231,14 @@ perftest() {
     local rep=$1 sz=${2:-$size} iters=${3:-$pt_iters} tag=${4:-perftest} port rc=0 _
     local args=(-t ucp_am_bw -s "$sz" -n "$iters" -e -v)
     port=$(free_port)
-    env "${pt_tls[@]}" UCX_MM_ERROR_HANDLING=y timeout 60 ucx_perftest -p "$port" "${args[@]}" \
+    env "${pt_tls[@]}" UCX_MM_ERROR_HANDLING=y UCX_TCP_RX_SEG_SIZE=256K timeout 60 ucx_perftest -p "$port" "${args[@]}" \
         >"$raw/$tag-server.$rep.out" 2>&1 &
     pt_server=$!
     for _ in $(seq 1 200); do
         ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
         sleep 0.05
     done
-    env "${pt_tls[@]}" UCX_MM_ERROR_HANDLING=y timeout 15 ucx_perftest 127.0.0.1 -p "$port" \
+    env "${pt_tls[@]}" UCX_MM_ERROR_HANDLING=y UCX_TCP_RX_SEG_SIZE=256K timeout 15 ucx_perftest 127.0.0.1 -p "$port" \
         "${args[@]}" \
         >"$raw/$tag.$rep.csv" 2>"$raw/$tag.$rep.err" || rc=$?
     if [ "$rc" = 124 ] && grep -q '^\[thread' "$raw/$tag.$rep.csv"; then
