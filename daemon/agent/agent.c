@@ -626,9 +626,12 @@ int mc_agent_create(const struct mc_agent_config *cfg, const char *socket_path,
             mc_loop_has_futex(&a->loop) ? "yes" : "no");
     /* joined and listening: /ready says so before the ready file is written (main.c), so
      * that whoever saw the file never sees 503 (connections wait in the backlog until the
-     * loop runs) */
-    if (a->metrics != NULL)
+     * loop runs); the page and /health hold the figures before that, or a scrape between
+     * the ready file and the loop's first turn saw no samples and a 503 */
+    if (a->metrics != NULL) {
+        agent_metrics_publish(a);
         mc_metrics_set_ready(a->metrics, true);
+    }
     *a_p = a;
     return 0;
 

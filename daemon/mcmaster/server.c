@@ -231,6 +231,7 @@ static struct mc_ucx_ep *ep_of_node(void *ctx, uint32_t node)
 static int drop_route(void *ctx, uint32_t seg, struct mc_ucx_ep **ep_p);
 static void drops_send(struct mc_mcmaster_server *s);
 static void drops_hold(struct mc_mcmaster_server *s, int rc);
+static void metrics_publish(struct mc_mcmaster_server *s);
 
 static void seg_unmount(struct mc_mcmaster_server *s, uint32_t seg)
 {
@@ -1144,9 +1145,12 @@ int mc_mcmaster_server_create(const struct mc_mcmaster_config *cfg,
                 cfg->etcd, adv);
     }
     /* listening: /ready says so before the ready file is written (main.c), so that whoever
-     * saw the file never sees 503 (peers wait in the backlog until the loop runs) */
-    if (s->metrics != NULL)
+     * saw the file never sees 503 (peers wait in the backlog until the loop runs); the page
+     * and /health hold the figures before that, not the empty "starting" page */
+    if (s->metrics != NULL) {
+        metrics_publish(s);
         mc_metrics_set_ready(s->metrics, true);
+    }
     *s_p = s;
     return 0;
 
