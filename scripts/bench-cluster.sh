@@ -26,7 +26,9 @@
 #   - mc-bench --trace through t3 of a trace made by scripts/gen-trace.py (growing
 #     conversations, shared prefixes, Zipf reuse): prefix match, batch get of the hits, batch
 #     put of the misses, bytes verified; GB/s moved against the perftest (goal >= 0.7x) and
-#     its hit ratio against the offline LRU of the cluster's total DRAM (goal >= 0.95x).
+#     its hit ratio against the offline LRU of the cluster's total DRAM (goal >= 0.95x);
+#   - the same replay with MC_BENCH_TRACE_CLIENTS (4) clients taking the requests in order,
+#     that many in flight (an engine serving several requests at once), same goals.
 #
 # The perftest reference is two busy pollers: it needs both vCPUs of this machine and
 # collapses (to well under 1 GB/s) when anything else runs. So each repetition first waits up
@@ -49,7 +51,8 @@
 # master-rpc-bench phase), MC_BENCH_PERFTEST_ITERS (1000 messages of 16 MiB),
 # MC_BENCH_QUIET_WAIT (20), MC_BENCH_TRACE_REQUESTS (2000 requests of the generated trace),
 # MC_BENCH_TRACE_DRAM (128M per data node of the trace cluster), MC_BENCH_TRACE_BLOCK (64K),
-# MC_BENCH_TRACE_PT_ITERS (50000 perftest messages at the block size), MC_BENCH_NO_BUILD=1 (use the build as it is), MC_BENCH_NO_DOCS=1
+# MC_BENCH_TRACE_PT_ITERS (50000 perftest messages at the block size), MC_BENCH_TRACE_CLIENTS
+# (4, the second replay's clients), MC_BENCH_NO_BUILD=1 (use the build as it is), MC_BENCH_NO_DOCS=1
 # (print only), MC_BENCH_FORCE_DOCS=1 (write the docs even from a busy machine, which a run
 # otherwise leaves alone), MC_BENCH_NOTE (a line added to the machine note).
 # Every process it starts (mc-master, both agents, the perftest server) is stopped on exit,
@@ -92,6 +95,7 @@ trace_reqs=${MC_BENCH_TRACE_REQUESTS:-2000}
 trace_dram=${MC_BENCH_TRACE_DRAM:-128M}
 trace_block=${MC_BENCH_TRACE_BLOCK:-64K}
 trace_pt_iters=${MC_BENCH_TRACE_PT_ITERS:-50000}
+trace_clients=${MC_BENCH_TRACE_CLIENTS:-4}
 small_pt_bytes=$((4 << 30))    # perftest messages of 64 / 256 KiB: 4 GiB in all
 small_keys_bytes=$((64 << 20)) # the 64 / 256 KiB objects read at batch 32: 64 MiB of each
 started=$(date +%s)
@@ -331,6 +335,15 @@ for rep in $(seq 1 "$reps"); do
         failed=1
     fi
     tail -n 1 "$raw/trace.$rep.out" >"$raw/trace.$rep.json"
+    # the same trace with several requests in flight, as an engine serving several has them
+    if ! "$bench" --socket "$run/t3.sock" --trace "$run/trace.jsonl" --block-size "$trace_block" \
+        --capacity "$trace_cap" --registered --key-prefix "tracec$rep" --clients "$trace_clients" \
+        >"$raw/tracec.$rep.out" 2>"$raw/tracec.$rep.err"; then
+        echo "bench-cluster: mc-bench --trace --clients $trace_clients failed:" >&2
+        cat "$raw/tracec.$rep.err" >&2
+        failed=1
+    fi
+    tail -n 1 "$raw/tracec.$rep.out" >"$raw/tracec.$rep.json"
 done
 for n in t1 t2 t3; do
     "$builddir/libmc/mcctl" --socket "$run/$n.sock" stats >"$run/stats-$n.json" 2>/dev/null || true
@@ -367,11 +380,11 @@ if [ -n "$docs_md" ] && [ $((noisy + cut)) -gt 0 ] && [ "${MC_BENCH_FORCE_DOCS:-
 fi
 
 MC_BENCH_BLOCK=$block python3 - "$raw" "$reps" "$machine" "$run" "$docs_md" "$secs" "$elapsed" "$rpc_secs" \
-    "$pt_iters" "$trace_reqs" "$trace_dram" "$trace_block" "$trace_pt_iters" <<'PY'
+    "$pt_iters" "$trace_reqs" "$trace_dram" "$trace_block" "$trace_pt_iters" "$trace_clients" <<'PY'
 import datetime, json, os, statistics, sys
 
 raw, reps, machine, run, docs_md, secs, elapsed, rpc_secs, pt_iters = sys.argv[1:10]
-trace_reqs, trace_dram, trace_block, trace_pt_iters = sys.argv[10:14]
+trace_reqs, trace_dram, trace_block, trace_pt_iters, trace_clients = sys.argv[10:15]
 reps = int(reps)
 
 def load_json(tag, rep):
@@ -453,6 +466,12 @@ rows = [
      "registered", "GB/s", mcj("getb32_262144", "gb_per_s"),
      "ucx_perftest ucp_am_bw 256 KiB, same UCX settings",
      lambda rep: perftest_gbs(rep, "perftest_262144"), "ratio", 0.8),
+    (f"trace replay as row 5, {trace_clients} clients taking the requests in order "
+     f"({trace_clients} in flight)", "GB/s", mcj("tracec", "gb_per_s"),
+     f"ucx_perftest ucp_am_bw {trace_block}, same UCX settings", trace_gbs, "ratio", 0.7),
+    (f"trace replay, {trace_clients} clients: hit ratio", "", mcj("tracec", "hit_ratio"),
+     f"offline LRU of the cluster's DRAM (2 x {trace_dram})", mcj("tracec", "lru_hit_ratio"),
+     "ratio", 0.95),
 ]
 
 def fmt(v, unit):
@@ -509,11 +528,12 @@ foot = [
     "",
     "Figures are medians over the repetitions; a ratio is the median of the per-repetition "
     "ratios (each mc figure against the reference of its own repetition), with its range. "
-    "Rows 1, 5, 6, 10 and 11's goals are on the ratio; rows 2–4's on the RPC rate itself (its "
+    "Rows 1, 5, 6 and 10–13's goals are on the ratio; rows 2–4's on the RPC rate itself (its "
     "range in brackets), the in-process master being context. Rows 7–9 have no goal. The trace "
-    "replay's GB/s and blocks/s count the time spent in store calls (one client, one "
-    "request at a time, batches of 32). GB/s = 1e9 B/s (perftest's MB/s are MiB/s, "
-    "converted).",
+    "replay's GB/s and blocks/s count the time during which a store call was in flight (rows "
+    "5, 6, 8, 9: one client, one request at a time; rows 12, 13: "
+    f"{trace_clients} clients, each one request at a time; batches of 32). GB/s = 1e9 B/s "
+    "(perftest's MB/s are MiB/s, converted).",
 ]
 text = "\n".join(head + table + foot)
 print()

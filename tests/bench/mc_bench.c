@@ -13,7 +13,7 @@
  *                 --clients N --seconds S [--keys K] [--registered]
  *                 [--fill-socket PATH]
  *        mc-bench --socket PATH --trace FILE [--block-size BYTES] [--batch N]
- *                 [--capacity BYTES] [--key-prefix P] [--registered]
+ *                 [--capacity BYTES] [--key-prefix P] [--registered] [--clients N]
  *
  *   put    stores the keys in order; once a client has wrapped around its slice it
  *          overwrites them with MC_PUT_UPSERT. Counts stored objects only (a plain put on
@@ -38,8 +38,9 @@
  *                 "output_length","hash_ids":[...]}) through one client: per request a
  *                 prefix match, a batch get of the leading hits, a batch put of the misses,
  *                 bytes verified, against an offline LRU of --capacity bytes (default: the
- *                 agent's pool); --block-size default 64 KiB, --batch default 32
- *                 (mc_bench_trace.c says what each figure means).
+ *                 agent's pool); --block-size default 64 KiB, --batch default 32;
+ *                 --clients N: N client threads take the requests in file order, N in
+ *                 flight (default 1) (mc_bench_trace.c says what each figure means).
  *
  * gb_per_s is bytes moved (hits, stored objects) / 1e9 / s; ops_per_s counts items, not
  * calls; p50_us and p99_us are per call (per batch) over every client's calls. On a terminal
@@ -139,7 +140,8 @@ static int usage(const char *why)
                     "--batch N --clients N --seconds S [--keys K] [--registered] "
                     "[--room] [--no-checksum] [--fill-socket PATH]\n"
                     "       mc-bench --socket PATH --trace FILE [--block-size BYTES] "
-                    "[--batch N] [--capacity BYTES] [--key-prefix P] [--registered]\n");
+                    "[--batch N] [--capacity BYTES] [--key-prefix P] [--registered] "
+                    "[--clients N]\n");
     return 2;
 }
 
@@ -682,6 +684,7 @@ static int parse_args(int argc, char **argv, struct mcb_cfg *cfg)
             return usage("--no-checksum does not go with --trace");
         cfg->trace.socket = cfg->socket;
         cfg->trace.registered = cfg->registered;
+        cfg->trace.clients = cfg->clients;
         cfg->trace.batch = cfg->have_batch ? cfg->batch : 32;
         if (cfg->trace.block_size == 0)
             cfg->trace.block_size = 64 * 1024;

@@ -1,27 +1,34 @@
 /*
- * mc-bench --trace: replay a prefix-cache trace through one client, request by request in
- * file order (timestamps are not waited for: the trace is replayed as fast as the store
- * goes). Per request, with keys KEY_PREFIX/<hash_id>:
+ * mc-bench --trace: replay a prefix-cache trace through --clients clients (default one),
+ * request by request in file order (timestamps are not waited for: the trace is replayed as
+ * fast as the store goes). With N clients, N threads of one process, each with its own
+ * connection and buffers, take the requests in file order: up to N requests are in flight,
+ * as an engine serving several at once has them (a request may then miss a block that one
+ * before it is still putting). Per request, with keys KEY_PREFIX/<hash_id>:
  *
  *   1. mc_prefix_match over its keys: h leading blocks present;
  *   2. mc_batch_get of those h (batches of --batch), every block's bytes checked against
  *      the content derived from its hash id (trace.h); the request's hits are the leading
  *      blocks read and verified;
  *   3. mc_batch_put (plain) of every block not read: a key found present (MC_ERR_EXISTS,
- *      e.g. a block present behind a miss) is fine, a block twice in one request is put
- *      once.
+ *      e.g. a block present behind a miss) or being put by another client's request
+ *      (MC_ERR_BUSY) is fine, a block twice in one request is put once.
  *
  * The offline LRU of the same capacity (bytes / block size blocks) replays the same trace
  * with the same semantics (trace.h). Time counts the store calls only (filling and checking
- * the buffers is the bench's, not the store's): blocks_per_s and gb_per_s are blocks (bytes)
- * read plus written over that time; p50_ms / p99_ms are per request; match_s, get_s and
- * put_s split the store's time by step. The last line of
+ * the buffers is the bench's, not the store's): with several clients, the time during
+ * which at least one store call was in flight (busy_s; store_s sums every call's time).
+ * blocks_per_s and gb_per_s are blocks (bytes) read plus written over busy_s; p50_ms /
+ * p99_ms are per request (the sum of its calls); match_s, get_s and put_s split store_s by
+ * step. The last line of
  * stdout is one JSON object; malformed trace lines are reported on stderr with their line
  * numbers and skipped. Exit status 1 on wrong bytes or failed calls.
  */
 #include "tests/bench/mc_bench_trace.h"
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +42,29 @@
 
 #define KEY_SLOT 96
 
+/* A store call's start and end (ns): the replay's busy time is their union. */
+struct span {
+    uint64_t s, e;
+};
+
+/* What the clients share: the trace, the next request to take, each request's latency. */
+struct shared {
+    const struct mcb_trace_cfg *cfg;
+    const struct mct_trace *t;
+    const char *prefix;
+    uint32_t maxb;
+    atomic_size_t next;
+    uint64_t *lat; /* per request: written by the client that took it */
+};
+
 struct replay {
     const struct mcb_trace_cfg *cfg;
+    struct shared *sh;
     mc_client_t *c;
-    char prefix[48];
+    pthread_t th;
+    int conn_err;
+    struct span *spans;
+    size_t nspans, spans_cap;
     char *keytab;       /* max_blocks x KEY_SLOT */
     const char **keys;  /* max_blocks pointers */
     unsigned char *ok;  /* per block of the request: read and verified */
@@ -49,9 +75,8 @@ struct replay {
     size_t *lens, *caps;
     int *res;
     void *arena; /* batch x block_size */
-    uint64_t *lat;
 
-    uint64_t store_ns, hits, got, put, exists, get_misses, wrong, errors;
+    uint64_t store_ns, hits, got, put, exists, busy, get_misses, wrong, errors;
     uint64_t match_ns, get_ns, put_ns; /* store_ns by step: where a request's time goes */
     uint64_t put_waits; /* puts retried after MC_ERR_NO_SPACE, 1 ms apart (untimed) */
     int first_err;
@@ -69,6 +94,29 @@ static void count_error(struct replay *rp, int err)
 {
     if (rp->errors++ == 0)
         rp->first_err = err;
+}
+
+/* A store call that ran from s to now: its time, and its span (MC_ERR_NOMEM when the span
+ * list cannot grow: counted as an error, the figures would be wrong). Returns its ns. */
+static uint64_t timed(struct replay *rp, uint64_t s, uint64_t *step_ns)
+{
+    uint64_t e = now_ns();
+
+    if (rp->nspans == rp->spans_cap) {
+        size_t cap = rp->spans_cap > 0 ? 2 * rp->spans_cap : 4096;
+        struct span *n = realloc(rp->spans, cap * sizeof(*n));
+
+        if (n == NULL) {
+            count_error(rp, MC_ERR_NOMEM);
+            return e - s;
+        }
+        rp->spans = n;
+        rp->spans_cap = cap;
+    }
+    rp->spans[rp->nspans++] = (struct span){s, e};
+    rp->store_ns += e - s;
+    *step_ns += e - s;
+    return e - s;
 }
 
 uint64_t mcb_pool_capacity(mc_client_t *c)
@@ -106,9 +154,7 @@ static uint64_t replay_gets(struct replay *rp, const struct mct_req *r, uint32_t
         }
         t0 = now_ns();
         n = mc_batch_get(rp->c, k, rp->keys + at, rp->gbufs, rp->caps, rp->lens, rp->res);
-        t0 = now_ns() - t0;
-        rp->store_ns += t0;
-        rp->get_ns += t0;
+        timed(rp, t0, &rp->get_ns);
         if (n < 0) {
             count_error(rp, n);
             for (j = 0; j < k; j++)
@@ -160,9 +206,7 @@ static void replay_puts(struct replay *rp, const struct mct_req *r, uint64_t req
             break;
         t0 = now_ns();
         n = mc_batch_put(rp->c, k, rp->pkeys, rp->pbufs, rp->lens, NULL, rp->res);
-        t0 = now_ns() - t0;
-        rp->store_ns += t0;
-        rp->put_ns += t0;
+        timed(rp, t0, &rp->put_ns);
         if (n < 0) {
             count_error(rp, n);
         } else {
@@ -177,6 +221,8 @@ static void replay_puts(struct replay *rp, const struct mct_req *r, uint64_t req
                     rp->put++;
                 else if (rp->res[j] == MC_ERR_EXISTS)
                     rp->exists++;
+                else if (rp->res[j] == MC_ERR_BUSY)
+                    rp->busy++; /* another client's request is putting it */
                 else
                     count_error(rp, rp->res[j]);
             }
@@ -192,28 +238,26 @@ static int replay_one(struct replay *rp, const struct mct_req *r, uint64_t reqno
     int h;
 
     if (r->nblocks == 0) {
-        rp->lat[reqno] = 0;
+        rp->sh->lat[reqno] = 0;
         return 0;
     }
     for (i = 0; i < r->nblocks; i++) {
         char *slot = rp->keytab + (size_t)i * KEY_SLOT;
 
-        snprintf(slot, KEY_SLOT, "%s/%" PRIu64, rp->prefix, r->ids[i]);
+        snprintf(slot, KEY_SLOT, "%s/%" PRIu64, rp->sh->prefix, r->ids[i]);
         rp->keys[i] = slot;
         rp->ok[i] = 0;
     }
     s = now_ns();
     h = mc_prefix_match(rp->c, r->nblocks, rp->keys);
-    s = now_ns() - s;
-    rp->store_ns += s;
-    rp->match_ns += s;
+    timed(rp, s, &rp->match_ns);
     if (h < 0) {
         count_error(rp, h);
         h = 0;
     }
     rp->hits += replay_gets(rp, r, (uint32_t)h);
     replay_puts(rp, r, reqno);
-    rp->lat[reqno] = rp->store_ns - t0;
+    rp->sh->lat[reqno] = rp->store_ns - t0;
     return 0;
 }
 
@@ -249,10 +293,9 @@ static int replay_alloc(struct replay *rp, const struct mct_trace *t, uint32_t m
     rp->lens = calloc(b, sizeof(*rp->lens));
     rp->caps = calloc(b, sizeof(*rp->caps));
     rp->res = calloc(b, sizeof(*rp->res));
-    rp->lat = calloc(t->nreqs > 0 ? t->nreqs : 1, sizeof(*rp->lat));
     if (rp->keytab == NULL || rp->keys == NULL || rp->ok == NULL || rp->stamp == NULL ||
         rp->pkeys == NULL || rp->pbufs == NULL || rp->gbufs == NULL || rp->lens == NULL ||
-        rp->caps == NULL || rp->res == NULL || rp->lat == NULL)
+        rp->caps == NULL || rp->res == NULL)
         return MC_ERR_NOMEM;
     if (cfg->registered)
         return mc_buf_alloc(rp->c, b * cfg->block_size, &rp->arena);
@@ -278,42 +321,126 @@ static void replay_free(struct replay *rp)
     free(rp->lens);
     free(rp->caps);
     free(rp->res);
-    free(rp->lat);
+    free(rp->spans);
+    mc_close(rp->c);
 }
 
-static void print_json(const struct replay *rp, const struct mct_trace *t, uint64_t cap,
-                       uint64_t lru_hits, double wall_s)
+/* One client: connect, take the requests in file order until none is left. */
+static void *replay_thread(void *arg)
 {
-    const struct mcb_trace_cfg *cfg = rp->cfg;
-    double secs = rp->store_ns > 0 ? (double)rp->store_ns / 1e9 : 1;
-    double hr = t->nblocks > 0 ? (double)rp->hits / (double)t->nblocks : 0;
-    double lr = t->nblocks > 0 ? (double)lru_hits / (double)t->nblocks : 0;
-    uint64_t moved = rp->got + rp->put;
+    struct replay *rp = arg;
+    struct shared *sh = rp->sh;
+    size_t i;
 
-    printf("{\"op\":\"trace\",\"block_size\":%zu,\"batch\":%zu,\"requests\":%zu,"
-           "\"blocks\":%" PRIu64 ",\"distinct_blocks\":%u,\"capacity_bytes\":%" PRIu64
-           ",\"hit_blocks\":%" PRIu64 ",\"hit_ratio\":%.4f,\"lru_hit_ratio\":%.4f,"
-           "\"hit_vs_lru\":%.3f,\"blocks_read\":%" PRIu64 ",\"blocks_written\":%" PRIu64
-           ",\"blocks_per_s\":%.1f,\"gb_per_s\":%.4f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
-           "\"store_s\":%.3f,\"wall_s\":%.3f,\"get_misses\":%" PRIu64 ",\"put_exists\":%" PRIu64
-           ",\"wrong_bytes\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"malformed_lines\":%" PRIu64
-           ",\"put_waits\":%" PRIu64 ",\"match_s\":%.3f,\"get_s\":%.3f,\"put_s\":%.3f}\n",
-           cfg->block_size, cfg->batch, t->nreqs, t->nblocks, t->ndistinct, cap, rp->hits, hr,
-           lr, lr > 0 ? hr / lr : 0, rp->got, rp->put, (double)moved / secs,
-           (double)moved * (double)cfg->block_size / 1e9 / secs,
-           pct_ms(rp->lat, t->nreqs, 0.50), pct_ms(rp->lat, t->nreqs, 0.99), secs, wall_s,
-           rp->get_misses, rp->exists, rp->wrong, rp->errors, t->malformed, rp->put_waits,
-           (double)rp->match_ns / 1e9, (double)rp->get_ns / 1e9, (double)rp->put_ns / 1e9);
+    rp->conn_err = mc_connect(rp->cfg->socket, &rp->c);
+    if (rp->conn_err == 0)
+        rp->conn_err = replay_alloc(rp, sh->t, sh->maxb);
+    if (rp->conn_err != 0) {
+        count_error(rp, rp->conn_err);
+        return NULL;
+    }
+    while ((i = atomic_fetch_add(&sh->next, 1)) < sh->t->nreqs)
+        replay_one(rp, &sh->t->reqs[i], i);
+    return NULL;
+}
+
+static int cmp_span(const void *a, const void *b)
+{
+    const struct span *x = a, *y = b;
+
+    return x->s < y->s ? -1 : x->s > y->s;
+}
+
+/* The union of every client's spans, in ns (the spans are sorted in place). */
+static uint64_t busy_ns(struct span *sp, size_t n)
+{
+    uint64_t total = 0, s = 0, e = 0;
+    size_t i;
+
+    qsort(sp, n, sizeof(*sp), cmp_span);
+    for (i = 0; i < n; i++) {
+        if (i == 0 || sp[i].s > e) {
+            total += e - s;
+            s = sp[i].s;
+            e = sp[i].e;
+        } else if (sp[i].e > e) {
+            e = sp[i].e;
+        }
+    }
+    return total + (e - s);
+}
+
+static void print_json(const struct replay *tot, const struct shared *sh, uint64_t cap,
+                       uint64_t lru_hits, uint64_t busy, double wall_s)
+{
+    const struct mcb_trace_cfg *cfg = sh->cfg;
+    const struct mct_trace *t = sh->t;
+    double secs = busy > 0 ? (double)busy / 1e9 : 1;
+    double hr = t->nblocks > 0 ? (double)tot->hits / (double)t->nblocks : 0;
+    double lr = t->nblocks > 0 ? (double)lru_hits / (double)t->nblocks : 0;
+    uint64_t moved = tot->got + tot->put;
+
+    printf("{\"op\":\"trace\",\"block_size\":%zu,\"batch\":%zu,\"clients\":%u,"
+           "\"requests\":%zu,\"blocks\":%" PRIu64 ",\"distinct_blocks\":%u,"
+           "\"capacity_bytes\":%" PRIu64 ",\"hit_blocks\":%" PRIu64 ",\"hit_ratio\":%.4f,"
+           "\"lru_hit_ratio\":%.4f,\"hit_vs_lru\":%.3f,\"blocks_read\":%" PRIu64
+           ",\"blocks_written\":%" PRIu64 ",\"blocks_per_s\":%.1f,\"gb_per_s\":%.4f,"
+           "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"store_s\":%.3f,\"busy_s\":%.3f,"
+           "\"wall_s\":%.3f,\"get_misses\":%" PRIu64 ",\"put_exists\":%" PRIu64
+           ",\"put_busy\":%" PRIu64 ",\"wrong_bytes\":%" PRIu64 ",\"errors\":%" PRIu64
+           ",\"malformed_lines\":%" PRIu64 ",\"put_waits\":%" PRIu64
+           ",\"match_s\":%.3f,\"get_s\":%.3f,\"put_s\":%.3f}\n",
+           cfg->block_size, cfg->batch, cfg->clients, t->nreqs, t->nblocks, t->ndistinct, cap,
+           tot->hits, hr, lr, lr > 0 ? hr / lr : 0, tot->got, tot->put,
+           (double)moved / secs, (double)moved * (double)cfg->block_size / 1e9 / secs,
+           pct_ms(sh->lat, t->nreqs, 0.50), pct_ms(sh->lat, t->nreqs, 0.99),
+           (double)tot->store_ns / 1e9, secs, wall_s, tot->get_misses, tot->exists, tot->busy,
+           tot->wrong, tot->errors, t->malformed, tot->put_waits, (double)tot->match_ns / 1e9,
+           (double)tot->get_ns / 1e9, (double)tot->put_ns / 1e9);
     fflush(stdout);
+}
+
+/* Adds a client's counters and spans into tot (tot->spans holds them all). */
+static int replay_sum(struct replay *tot, const struct replay *rp)
+{
+    struct span *n;
+
+    tot->store_ns += rp->store_ns;
+    tot->hits += rp->hits;
+    tot->got += rp->got;
+    tot->put += rp->put;
+    tot->exists += rp->exists;
+    tot->busy += rp->busy;
+    tot->get_misses += rp->get_misses;
+    tot->wrong += rp->wrong;
+    tot->match_ns += rp->match_ns;
+    tot->get_ns += rp->get_ns;
+    tot->put_ns += rp->put_ns;
+    tot->put_waits += rp->put_waits;
+    if (rp->errors > 0 && tot->errors == 0)
+        tot->first_err = rp->first_err;
+    tot->errors += rp->errors;
+    if (rp->nspans == 0)
+        return 0;
+    n = realloc(tot->spans, (tot->nspans + rp->nspans) * sizeof(*n));
+    if (n == NULL)
+        return MC_ERR_NOMEM;
+    memcpy(n + tot->nspans, rp->spans, rp->nspans * sizeof(*n));
+    tot->spans = n;
+    tot->nspans += rp->nspans;
+    return 0;
 }
 
 int mcb_trace_run(const struct mcb_trace_cfg *cfg)
 {
-    struct replay rp;
+    unsigned nc = cfg->clients > 0 ? cfg->clients : 1, started = 0, k;
+    struct replay *rps = NULL, tot;
+    struct shared sh;
     struct mct_trace t;
     FILE *f = strcmp(cfg->path, "-") == 0 ? stdin : fopen(cfg->path, "r");
     uint64_t cap = cfg->capacity, lru_hits, w0;
-    uint32_t maxb = 0;
+    char prefix[48];
+    mc_client_t *c = NULL;
     size_t i;
     int err, rc = 1;
 
@@ -329,24 +456,29 @@ int mcb_trace_run(const struct mcb_trace_cfg *cfg)
     if (t.malformed > 0)
         fprintf(stderr, "mc-bench: %s: %" PRIu64 " malformed line(s) skipped\n", cfg->path,
                 t.malformed);
-    for (i = 0; i < t.nreqs; i++)
-        maxb = t.reqs[i].nblocks > maxb ? t.reqs[i].nblocks : maxb;
 
-    memset(&rp, 0, sizeof(rp));
-    rp.cfg = cfg;
+    memset(&sh, 0, sizeof(sh));
+    memset(&tot, 0, sizeof(tot));
+    sh.cfg = cfg;
+    sh.t = &t;
+    sh.prefix = prefix;
+    atomic_init(&sh.next, 0);
+    for (i = 0; i < t.nreqs; i++)
+        sh.maxb = t.reqs[i].nblocks > sh.maxb ? t.reqs[i].nblocks : sh.maxb;
     if (cfg->key_prefix != NULL)
-        snprintf(rp.prefix, sizeof(rp.prefix), "%s", cfg->key_prefix);
+        snprintf(prefix, sizeof(prefix), "%s", cfg->key_prefix);
     else
-        snprintf(rp.prefix, sizeof(rp.prefix), "mct/%ld.%" PRIu64, (long)getpid(),
+        snprintf(prefix, sizeof(prefix), "mct/%ld.%" PRIu64, (long)getpid(),
                  now_ns() % 1000000000u);
-    err = mc_connect(cfg->socket, &rp.c);
-    if (err != 0) {
-        fprintf(stderr, "mc-bench: connect %s: %s\n", cfg->socket, mc_strerror(err));
-        mct_trace_free(&t);
-        return 1;
+    if (cap == 0) {
+        err = mc_connect(cfg->socket, &c);
+        if (err != 0) {
+            fprintf(stderr, "mc-bench: connect %s: %s\n", cfg->socket, mc_strerror(err));
+            goto out;
+        }
+        cap = mcb_pool_capacity(c);
+        mc_close(c);
     }
-    if (cap == 0)
-        cap = mcb_pool_capacity(rp.c);
     if (cap == 0) {
         fprintf(stderr, "mc-bench: the agent's capacity is unknown (a --dram 0 node?): give "
                         "--capacity\n");
@@ -354,26 +486,47 @@ int mcb_trace_run(const struct mcb_trace_cfg *cfg)
         goto out;
     }
     lru_hits = mct_lru_hits(&t, cap / cfg->block_size);
-    err = replay_alloc(&rp, &t, maxb);
-    if (lru_hits == UINT64_MAX || err != 0) {
-        fprintf(stderr, "mc-bench: out of memory for the replay: %s\n",
-                mc_strerror(err != 0 ? err : MC_ERR_NOMEM));
+    sh.lat = calloc(t.nreqs > 0 ? t.nreqs : 1, sizeof(*sh.lat));
+    rps = calloc(nc, sizeof(*rps));
+    if (lru_hits == UINT64_MAX || sh.lat == NULL || rps == NULL) {
+        fprintf(stderr, "mc-bench: out of memory for the replay\n");
         goto out;
     }
     w0 = now_ns();
-    for (i = 0; i < t.nreqs; i++)
-        replay_one(&rp, &t.reqs[i], i);
-    qsort(rp.lat, t.nreqs, sizeof(*rp.lat), cmp_u64);
-    if (rp.errors > 0)
-        fprintf(stderr, "mc-bench: %" PRIu64 " failed items or calls (first: %s)\n", rp.errors,
-                mc_strerror(rp.first_err));
-    if (rp.wrong > 0)
-        fprintf(stderr, "mc-bench: %" PRIu64 " blocks read with wrong bytes\n", rp.wrong);
-    print_json(&rp, &t, cap, lru_hits, (double)(now_ns() - w0) / 1e9);
-    rc = rp.errors > 0 || rp.wrong > 0 ? 1 : 0;
+    for (k = 0; k < nc; k++) {
+        rps[k].cfg = cfg;
+        rps[k].sh = &sh;
+        if (pthread_create(&rps[k].th, NULL, replay_thread, &rps[k]) != 0) {
+            fprintf(stderr, "mc-bench: cannot start client thread %u\n", k);
+            break;
+        }
+        started++;
+    }
+    for (k = 0; k < started; k++)
+        pthread_join(rps[k].th, NULL);
+    for (k = 0; k < started; k++) {
+        if (rps[k].conn_err != 0)
+            fprintf(stderr, "mc-bench: client %u: %s\n", k, mc_strerror(rps[k].conn_err));
+        if (replay_sum(&tot, &rps[k]) != 0)
+            count_error(&tot, MC_ERR_NOMEM);
+    }
+    if (started < nc)
+        count_error(&tot, MC_ERR_NOMEM);
+    qsort(sh.lat, t.nreqs, sizeof(*sh.lat), cmp_u64);
+    if (tot.errors > 0)
+        fprintf(stderr, "mc-bench: %" PRIu64 " failed items or calls (first: %s)\n", tot.errors,
+                mc_strerror(tot.first_err));
+    if (tot.wrong > 0)
+        fprintf(stderr, "mc-bench: %" PRIu64 " blocks read with wrong bytes\n", tot.wrong);
+    print_json(&tot, &sh, cap, lru_hits, busy_ns(tot.spans, tot.nspans),
+               (double)(now_ns() - w0) / 1e9);
+    rc = tot.errors > 0 || tot.wrong > 0 ? 1 : 0;
 out:
-    replay_free(&rp);
-    mc_close(rp.c);
+    for (k = 0; rps != NULL && k < started; k++)
+        replay_free(&rps[k]);
+    free(rps);
+    free(tot.spans);
+    free(sh.lat);
     mct_trace_free(&t);
     return rc;
 }

@@ -1,6 +1,6 @@
 /*
- * mc-bench --trace: replay a prefix-cache trace (trace.h) through one client of a running
- * agent, bytes verified, against the offline LRU of the same capacity.
+ * mc-bench --trace: replay a prefix-cache trace (trace.h) through one or more clients of a
+ * running agent, bytes verified, against the offline LRU of the same capacity.
  */
 #ifndef MC_BENCH_TRACE_RUN_H
 #define MC_BENCH_TRACE_RUN_H
@@ -16,6 +16,7 @@ struct mcb_trace_cfg {
     size_t batch;           /* items per mc_batch_get / mc_batch_put call (32) */
     uint64_t capacity;      /* LRU capacity in bytes; 0: the agent's pool capacity */
     bool registered;        /* buffers from mc_buf_alloc */
+    unsigned clients;       /* client threads, each one request in flight (1) */
     const char *key_prefix; /* NULL: "mct/<pid>.<time>" so that runs do not share keys */
 };
 

@@ -77,11 +77,27 @@ if replay "fits" --trace "$dir/t.jsonl" --block-size 16K; then
     [ "$(field "$json" hit_ratio)" = "$(field "$json" lru_hit_ratio)" ] ||
         fail "fits: hit ratio differs from the LRU's with nothing evicted"
     [ "$(field "$json" malformed_lines)" = 0 ] || fail "fits: malformed lines"
+    # one client: its calls never overlap, so the busy time is their sum
+    [ "$(field "$json" busy_s)" = "$(field "$json" store_s)" ] ||
+        fail "fits: one client's busy_s differs from store_s"
 fi
 
 # 2. the same agent, 64 KiB blocks (128 MiB of distinct blocks in a 64 MiB pool): eviction
 #    all along, registered buffers; still every byte right and no failed put
 replay "evicting" --trace "$dir/t.jsonl" --block-size 64K --registered --batch 8
+
+# 2b. four clients, four requests in flight, through eviction: every byte still right, no
+#     failed call (a block another request is putting is MC_ERR_BUSY or EXISTS, not an
+#     error), every request replayed once, and the busy time (calls of the four clients
+#     overlapping) under the sum of the calls' times
+if replay "four clients" --trace "$dir/t.jsonl" --block-size 64K --registered --batch 8 \
+    --clients 4; then
+    [ "$(field "$json" clients)" = 4 ] || fail "four clients: clients"
+    [ "$(field "$json" requests)" = 400 ] || fail "four clients: requests"
+    awk -v b="$(field "$json" busy_s)" -v s="$(field "$json" store_s)" \
+        'BEGIN { exit !(b > 0 && b < s) }' ||
+        fail "four clients: busy_s not under store_s (the calls never overlapped?)"
+fi
 
 # 3. hostile lines: reported with their numbers, skipped; the good ones replay
 {
