@@ -36,6 +36,15 @@ struct slot {
 /* the largest read landing straight in the reader's memory (with a larger chunk: chunk) */
 #define DIRECT_MAX (16u << 20)
 
+/* registered memory reads may land in (mc_disk_register_region), in pieces of at most
+ * 1 GiB (the kernel's limit per fixed buffer), each its own fixed buffer after the slots' */
+#define PIECE_MAX (1u << 30)
+#define PIECES_MAX 64u
+struct piece {
+    uint8_t *base;
+    size_t len;
+};
+
 /* a write's phases (struct mc_disk_op.phase); W_MARK: mc_disk_mark_removed, a header read
  * then (when it is the record's) written back in state removed from the same slot */
 enum { W_PENDING, W_BODY, W_COMMIT, W_ERASE, W_MARK };
@@ -53,6 +62,8 @@ struct mc_disk {
     uint8_t *staging;
     size_t staging_len;
     struct slot *free_slots;
+    struct piece pieces[PIECES_MAX];          /* fixed buffers nslots.. (registered) */
+    unsigned npieces;
     struct mc_disk_op *wait_head, *wait_tail; /* ops with units to issue */
     unsigned ops;                             /* ops not yet completed */
     uint64_t seq;                             /* the last sequence number written */
@@ -112,6 +123,36 @@ static void wait_pop(struct mc_disk *d)
 
 static void io_done(struct mc_disk_io_req *r, int res);
 
+/* The fixed buffer [p, p + len) lies in, or -1: a registered piece's. */
+static int piece_of(const struct mc_disk *d, const uint8_t *p, size_t len)
+{
+    for (unsigned i = 0; i < d->npieces; i++) {
+        const struct piece *pc = &d->pieces[i];
+
+        if (p >= pc->base && len <= pc->len && (size_t)(p - pc->base) <= pc->len - len)
+            return (int)(d->nslots + i);
+    }
+    return -1;
+}
+
+/* The staging slots and the pieces registered so far, as the engine's fixed buffers. */
+static int register_all(struct mc_disk *d)
+{
+    struct iovec *iov = calloc(d->nslots + d->npieces, sizeof(*iov));
+    int err;
+
+    if (iov == NULL)
+        return MC_ERR_NOMEM;
+    for (unsigned i = 0; i < d->nslots; i++)
+        iov[i] = (struct iovec){.iov_base = d->slots[i].buf, .iov_len = d->chunk};
+    for (unsigned i = 0; i < d->npieces; i++)
+        iov[d->nslots + i] = (struct iovec){.iov_base = d->pieces[i].base,
+                                            .iov_len = d->pieces[i].len};
+    err = mc_disk_io_register(d->io, iov, d->nslots + d->npieces);
+    free(iov);
+    return err;
+}
+
 /* direct: the memory the read lands in instead of the slot's buffer (NULL: the buffer) */
 static void slot_issue(struct mc_disk *d, struct slot *s, struct mc_disk_op *op, uint64_t pos,
                        uint32_t n, bool write, uint8_t *direct)
@@ -122,7 +163,6 @@ static void slot_issue(struct mc_disk *d, struct slot *s, struct mc_disk_op *op,
     s->direct = direct != NULL;
     s->req.done = io_done;
     s->req.buf = direct != NULL ? direct : s->buf;
-    s->req.buf_index = direct != NULL ? -1 : (int)(s - d->slots);
     s->req.write = write;
     if (pos == HDR_POS) {
         s->req.off = file_off(op->off);
@@ -131,6 +171,10 @@ static void slot_issue(struct mc_disk *d, struct slot *s, struct mc_disk_op *op,
         s->req.off = file_off(op->off) + MC_DISK_BLOCK + pos;
         s->req.len = (n + MC_DISK_BLOCK - 1) & ~(MC_DISK_BLOCK - 1);
     }
+    s->req.buf_index = direct != NULL ? piece_of(d, direct, s->req.len)
+                                      : (int)(s - d->slots);
+    if (direct != NULL && s->req.buf_index >= 0 && mc_disk_io_fixed(d->io))
+        d->st.read_direct_fixed += !write;
     op->inflight++;
     mc_disk_io_submit(d->io, &s->req);
 }
@@ -916,6 +960,41 @@ err_close:
     return err;
 err_free:
     free(d);
+    return err;
+}
+
+int mc_disk_register_region(struct mc_disk *d, void *base, size_t len)
+{
+    unsigned n0 = d->npieces;
+    uint8_t *p = base;
+    int err;
+
+    if (strcmp(mc_disk_io_engine(d->io), "io_uring") != 0)
+        return 0; /* the threads engine reads with pread: nothing to register */
+    if (base == NULL || len == 0 || ((uintptr_t)base | len) % MC_DISK_BLOCK != 0)
+        return MC_ERR_INVALID;
+    if (mc_disk_io_pending(d->io) > 0)
+        return MC_ERR_BUSY;
+    while (len > 0) {
+        size_t n = len < PIECE_MAX ? len : PIECE_MAX;
+
+        if (d->npieces == PIECES_MAX) {
+            d->npieces = n0;
+            return MC_ERR_TOO_LARGE;
+        }
+        d->pieces[d->npieces++] = (struct piece){p, n};
+        p += n;
+        len -= n;
+    }
+    err = register_all(d);
+    if (err != 0) {
+        /* the kernel would not pin them: back to the set that worked (the staging slots
+         * alone were registered at open) */
+        d->npieces = n0;
+        if (register_all(d) != 0)
+            mc_warn("disk: the staging buffers are no longer registered: every I/O pins "
+                    "its pages");
+    }
     return err;
 }
 

@@ -45,6 +45,7 @@ struct mc_disk_stats {
     uint64_t writes, reads;    /* records written and read (completed, successfully) */
     uint64_t write_bytes, read_bytes; /* device bytes moved, headers and padding included */
     uint64_t read_direct_bytes; /* of read_bytes, landed straight in the reader's memory */
+    uint64_t read_direct_fixed; /* of those reads, the I/Os into registered memory */
     uint64_t erases;           /* records erased */
     uint64_t marks;            /* records marked removed (mc_disk_mark_removed) */
     uint64_t write_errors, read_errors;
@@ -69,6 +70,16 @@ void mc_disk_close(struct mc_disk *d);
 uint64_t mc_disk_region(const struct mc_disk *d);
 const char *mc_disk_engine(const struct mc_disk *d);
 bool mc_disk_is_direct(const struct mc_disk *d);
+/*
+ * Registers [base, base + len) (block-aligned; mapped until mc_disk_close) with the io_uring
+ * engine: reads landing there use fixed buffers, whose pages the kernel pinned once, instead
+ * of pinning (and dirtying) them per read. Only while nothing is in flight (after open,
+ * before the loop runs). Returns 0 (also with the threads engine, which needs none),
+ * MC_ERR_INVALID, MC_ERR_BUSY (I/O in flight), MC_ERR_TOO_LARGE (over 64 GiB in all), or
+ * MC_ERR_NOMEM (the kernel refused to pin them: RLIMIT_MEMLOCK); on an error nothing
+ * changes and reads there pin pages per read, as before.
+ */
+int mc_disk_register_region(struct mc_disk *d, void *base, size_t len);
 int mc_disk_uring_err(const struct mc_disk *d); /* why io_uring is not used, or 0 */
 void mc_disk_get_stats(const struct mc_disk *d, struct mc_disk_stats *st_p);
 

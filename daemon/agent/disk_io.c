@@ -419,6 +419,34 @@ void mc_disk_io_destroy(struct mc_disk_io *io)
     free(io);
 }
 
+int mc_disk_io_register(struct mc_disk_io *io, const struct iovec *bufs, unsigned nbufs)
+{
+    int rc;
+
+    if (!io->uring)
+        return 0;
+    if (io->inflight > 0 || io->q_head != NULL)
+        return MC_ERR_INVALID;
+    if (io->bufs_registered) {
+        rc = io_uring_unregister_buffers(&io->ring);
+        if (rc < 0)
+            return MC_ERR_INVALID;
+        io->bufs_registered = false;
+    }
+    if (nbufs == 0)
+        return 0;
+    rc = io_uring_register_buffers(&io->ring, bufs, nbufs);
+    if (rc < 0)
+        return rc == -ENOMEM || rc == -EFAULT ? MC_ERR_NOMEM : MC_ERR_INVALID;
+    io->bufs_registered = true;
+    return 0;
+}
+
+bool mc_disk_io_fixed(const struct mc_disk_io *io)
+{
+    return io->uring && io->bufs_registered;
+}
+
 const char *mc_disk_io_engine(const struct mc_disk_io *io)
 {
     return io->uring ? "io_uring" : "threads";

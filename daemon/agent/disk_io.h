@@ -88,5 +88,15 @@ unsigned mc_disk_io_reap(struct mc_disk_io *io);
 void mc_disk_io_wait(struct mc_disk_io *io);
 /* Requests queued or in flight. */
 unsigned mc_disk_io_pending(const struct mc_disk_io *io);
+/*
+ * Registers bufs (each at most 1 GiB) as the fixed buffers in place of the set given at
+ * creation: a request's buf_index then counts in this set. Nothing may be queued or in
+ * flight. The threads engine has none: 0, nothing done. Returns 0, or MC_ERR_NOMEM (the
+ * kernel refused: RLIMIT_MEMLOCK, memory it cannot pin) or MC_ERR_INVALID, with no fixed
+ * buffers left registered (mc_disk_io_fixed false: call again with a smaller set).
+ */
+int mc_disk_io_register(struct mc_disk_io *io, const struct iovec *bufs, unsigned nbufs);
+/* Whether requests with a buf_index use registered buffers (io_uring, registration done). */
+bool mc_disk_io_fixed(const struct mc_disk_io *io);
 
 #endif /* MC_AGENT_DISK_IO_H */

@@ -1106,6 +1106,19 @@ int agent_disk_loop_start(struct mc_agent *a)
 
     if (k == NULL)
         return 0;
+    /* GETs' disk hits land in the landing segments: registered with the disk's ring, the
+     * kernel pins their pages once, not at every read (docs/decisions.md) */
+    for (uint32_t t = 0; t < a->ntenants; t++) {
+        const struct mc_seg *ls = a->ten[t].land_seg;
+
+        if (ls == NULL || ls->base == NULL)
+            continue;
+        err = mc_disk_register_region(k->d, ls->base, ls->size & ~(uint64_t)(MC_DISK_BLOCK - 1));
+        if (err != 0)
+            mc_warn("disk: registering the landing segment (%" PRIu64 " bytes) with io_uring: "
+                    "%s (RLIMIT_MEMLOCK?); reads into it pin its pages each time",
+                    ls->size, mc_strerror(err));
+    }
     k->ev.fn = on_disk_event;
     err = mc_loop_poll(&a->loop, mc_disk_fd(k->d), POLLIN, &k->ev);
     if (err == 0)
@@ -1283,6 +1296,8 @@ json_t *agent_disk_stats_json(struct mc_agent *a)
     json_object_set_new(o, "promotions", json_integer((json_int_t)k->st.promotions));
     json_object_set_new(o, "read_bytes", json_integer((json_int_t)ds.read_bytes));
     json_object_set_new(o, "write_bytes", json_integer((json_int_t)ds.write_bytes));
+    json_object_set_new(o, "read_direct_bytes", json_integer((json_int_t)ds.read_direct_bytes));
+    json_object_set_new(o, "read_direct_fixed", json_integer((json_int_t)ds.read_direct_fixed));
     json_object_set_new(o, "read_corrupt", json_integer((json_int_t)k->st.read_corrupt));
     json_object_set_new(o, "corrupt_dropped", json_integer((json_int_t)ds.scan_dropped));
     json_object_set_new(o, "found_at_open", json_integer((json_int_t)ds.scan_found));

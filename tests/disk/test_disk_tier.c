@@ -137,6 +137,14 @@ static void fill_4x(const char *base, const char *const *more)
     ck_assert_int_gt(disk_stat(st, "objects"), n / 2);
     ck_assert_int_gt(disk_stat(st, "write_bytes"), (long long)(n / 2) * (long long)len);
     ck_assert_int_eq(disk_stat(st, "read_corrupt"), 0);
+    /* the hits land in the landing segment straight from the device; with io_uring through
+     * its fixed buffers (registered at start), with the threads engine there are none */
+    ck_assert_int_gt(disk_stat(st, "read_direct_bytes"), (long long)(n / 2) * (long long)len);
+    if (strcmp(json_string_value(json_object_get(json_object_get(st, "disk"), "engine")),
+               "io_uring") == 0)
+        ck_assert_int_ge(disk_stat(st, "read_direct_fixed"), disk_stat(st, "disk_hits"));
+    else
+        ck_assert_int_eq(disk_stat(st, "read_direct_fixed"), 0);
     json_decref(st);
     /* exist and prefix_match count the objects on disk */
     {

@@ -1179,6 +1179,76 @@ START_TEST(test_disk_io_past_the_end)
 }
 END_TEST
 
+/* Reads into a region registered with the io_uring engine (mc_disk_register_region, what
+ * the agent does with its landing segments) use its fixed buffers: read_direct_fixed counts
+ * each such I/O, the bytes are right, a read into aligned memory outside the region is direct
+ * but not fixed, and so are reads that straddle its end; an unaligned region is refused and
+ * changes nothing. With the threads engine there is nothing to register: 0, none fixed. */
+START_TEST(test_disk_reads_into_a_registered_region_use_fixed_buffers)
+{
+    bool uring = _i == 0;
+    enum { SZ = 3 * CHUNK + BLK }; /* whole blocks: the payload is one direct read */
+    size_t cap = 4 * (size_t)SZ;
+    uint8_t *src = malloc(SZ), *reg, *other;
+    struct mc_disk_stats st;
+    struct mc_disk_cfg cfg;
+    struct mc_disk *d;
+    uint64_t fixed0;
+
+    ck_assert_ptr_nonnull(src);
+    ck_assert_int_eq(posix_memalign((void **)&reg, BLK, cap), 0);
+    ck_assert_int_eq(posix_memalign((void **)&other, BLK, cap), 0);
+    t_pattern(src, SZ, 91);
+    t_make_path(T_DIRECT);
+    cfg = t_cfg(T_DIRECT, uring ? MC_DISK_ENGINE_AUTO : MC_DISK_ENGINE_THREADS, 8u << 20);
+    ck_assert_int_eq(mc_disk_open(&cfg, &d), 0);
+    if (uring && (!mc_disk_is_direct(d) || strcmp(mc_disk_engine(d), "io_uring") != 0)) {
+        fprintf(stderr, "SKIP fixed buffers: engine %s, direct %d, uring err %d\n",
+                mc_disk_engine(d), mc_disk_is_direct(d), mc_disk_uring_err(d));
+        uring = false; /* the threads engine's half of the test still holds */
+    }
+    ck_assert_int_eq(t_write(d, 0, "fx", 3, src, SZ), 0);
+    ck_assert_int_eq(mc_disk_register_region(d, reg + 8, cap - BLK), uring ? MC_ERR_INVALID : 0);
+    ck_assert_int_eq(mc_disk_register_region(d, reg, cap / 2), 0);
+
+    /* inside the region: every direct I/O fixed */
+    memset(reg, 0xee, cap);
+    ck_assert_int_eq(t_read(d, 0, "fx", 3, reg, SZ), 0);
+    ck_assert(memcmp(reg, src, SZ) == 0);
+    mc_disk_get_stats(d, &st);
+    ck_assert_uint_gt(st.read_direct_bytes, 0);
+    if (uring)
+        ck_assert_uint_eq(st.read_direct_fixed, 1); /* the payload's one read */
+    else
+        ck_assert_uint_eq(st.read_direct_fixed, 0);
+    fixed0 = st.read_direct_fixed;
+
+    /* aligned memory elsewhere: direct, not fixed */
+    memset(other, 0xee, cap);
+    ck_assert_int_eq(t_read(d, 0, "fx", 3, other, SZ), 0);
+    ck_assert(memcmp(other, src, SZ) == 0);
+    mc_disk_get_stats(d, &st);
+    ck_assert_uint_eq(st.read_direct_fixed, fixed0);
+
+    /* straddling the region's end (cap / 2): the read that crosses it is not fixed, the
+     * bytes are right all the same; one ending exactly at the end is */
+    memset(reg, 0xee, cap);
+    ck_assert_int_eq(t_read(d, 0, "fx", 3, reg + cap / 2 - 2 * CHUNK, SZ), 0);
+    ck_assert(memcmp(reg + cap / 2 - 2 * CHUNK, src, SZ) == 0);
+    mc_disk_get_stats(d, &st);
+    ck_assert_uint_eq(st.read_direct_fixed, fixed0);
+    ck_assert_int_eq(t_read(d, 0, "fx", 3, reg + cap / 2 - SZ, SZ), 0);
+    ck_assert(memcmp(reg + cap / 2 - SZ, src, SZ) == 0);
+    mc_disk_get_stats(d, &st);
+    ck_assert_uint_eq(st.read_direct_fixed, fixed0 + uring);
+    mc_disk_close(d);
+    unlink(t_path);
+    free(src);
+    free(reg);
+    free(other);
+}
+END_TEST
+
 static Suite *t_suite(void)
 {
     Suite *s = suite_create("agent_disk");
@@ -1202,6 +1272,7 @@ static Suite *t_suite(void)
     tcase_add_loop_test(tc, test_disk_many_ops_queue_for_buffers, 0, 2);
     tcase_add_test(tc, test_disk_kill9_keeps_completed_records);
     tcase_add_loop_test(tc, test_disk_io_past_the_end, 0, 2);
+    tcase_add_loop_test(tc, test_disk_reads_into_a_registered_region_use_fixed_buffers, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
