@@ -171,8 +171,9 @@ struct diskread {
     uint64_t offset, version;  /* the record (a queued read starts with them later) */
     uint64_t head;             /* the reader's (peer_proto.h): the tail in the header */
     struct diskread *qnext;    /* queued (cl->diskq): disk_peer_reads under way already;
-                                * allocated without bytes until it starts */
-    uint8_t bytes[];
+                                * without bytes until it starts */
+    uint8_t *bytes;            /* len bytes, block-aligned: the record's whole blocks land
+                                * there from the device (no staging copy); NULL: queued */
 };
 
 /* A READ_BATCH some of whose items are disk reads under way: answered (one status per

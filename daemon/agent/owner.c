@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "daemon/agent/client.h"
+#include "daemon/agent/disk_fmt.h" /* MC_DISK_BLOCK */
 #include "daemon/agent/disk_tier.h"
 #include "daemon/agent/holdidx.h"
 #include "daemon/common/log.h"
@@ -177,13 +178,32 @@ static void diskread_unlink(struct cluster *cl, struct diskread *r)
 
 static void diskq_start(struct cluster *cl);
 
+/* r's buffer for the record: aligned to the disk's block, so that the store reads the
+ * record's whole blocks straight into it (disk.h) instead of through a staging buffer and a
+ * copy. 0 or MC_ERR_NOMEM. */
+static int diskread_buf(struct diskread *r)
+{
+    void *p = NULL;
+
+    if (posix_memalign(&p, MC_DISK_BLOCK, r->len != 0 ? r->len : 1) != 0)
+        return MC_ERR_NOMEM;
+    r->bytes = p;
+    return 0;
+}
+
+static void diskread_free(struct diskread *r)
+{
+    free(r->bytes);
+    free(r);
+}
+
 static void diskread_sent(void *ctx, int status)
 {
     struct diskread *r = ctx;
 
     if (r->cl != NULL)
         read_served(r->cl, status);
-    free(r);
+    diskread_free(r);
 }
 
 /* One answer for a READ_BATCH: a status per item. */
@@ -246,7 +266,7 @@ static void diskread_done(void *ctx, int status)
     if (cl != NULL)
         diskread_unlink(cl, r);
     if (r->answered) {
-        free(r); /* answered MC_ERR_TIMEOUT at its deadline: the disk has let go of it now */
+        diskread_free(r); /* answered MC_ERR_TIMEOUT at its deadline: the disk let go now */
         if (cl != NULL && !cl->destroying)
             diskq_start(cl); /* a place is free */
         return;
@@ -262,7 +282,7 @@ static void diskread_done(void *ctx, int status)
     else if (cl != NULL && r->ep != NULL && !cl->destroying)
         cl_reply_status(r->ep, &hdr, err);
     if (!sending)
-        free(r);
+        diskread_free(r);
     if (cl != NULL && !cl->destroying)
         diskq_start(cl);
 }
@@ -276,7 +296,7 @@ static void diskq_end(struct cluster *cl, struct diskread *r, int status)
         readbatch_item_done(r->batch, r->idx, status);
     else if (r->ep != NULL && cl != NULL && !cl->destroying)
         cl_reply_status(r->ep, &hdr, status);
-    free(r);
+    diskread_free(r);
 }
 
 /* Start the reads waiting for a place (disk_peer_reads), oldest first, while the disk
@@ -284,11 +304,10 @@ static void diskq_end(struct cluster *cl, struct diskread *r, int status)
 static void diskq_start(struct cluster *cl)
 {
     while (cl->diskq != NULL) {
-        struct diskread *q = cl->diskq, *r;
+        struct diskread *r = cl->diskq;
         int err;
 
-        r = realloc(q, sizeof(*q) + q->len);
-        if (r == NULL)
+        if (diskread_buf(r) != 0)
             return; /* later (another read's end, or its deadline) */
         cl->diskq = r->qnext;
         if (cl->diskq == NULL)
@@ -306,9 +325,8 @@ static void diskq_start(struct cluster *cl)
             continue;
         diskread_unlink(cl, r);
         if (err == MC_ERR_BUSY) {
-            q = realloc(r, sizeof(*r)); /* queued without its buffer again */
-            if (q != NULL)
-                r = q;
+            free(r->bytes); /* queued without its buffer again */
+            r->bytes = NULL;
             r->qnext = cl->diskq; /* still no place: first in line again */
             cl->diskq = r;
             if (cl->diskq_tail == NULL)
@@ -330,7 +348,7 @@ static int read_disk(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t request_
 
     if (req->len > cl->a->disk_seg->size)
         return MC_ERR_INVALID; /* no record is larger than the disk: refuse before malloc */
-    r = malloc(sizeof(*r) + req->len);
+    r = malloc(sizeof(*r));
     if (r == NULL)
         return MC_ERR_NOMEM;
     *r = (struct diskread){.cl = cl, .ep = ep, .request_id = request_id, .xfer = req->xfer,
@@ -341,6 +359,10 @@ static int read_disk(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t request_
                            .deadline_ms = mc_agent_now_ms() + cl->a->cfg.op_timeout_ms / 2,
                            .offset = req->offset, .version = req->version,
                            .head = req->head};
+    if (diskread_buf(r) != 0) {
+        free(r);
+        return MC_ERR_NOMEM;
+    }
     r->next = cl->diskreads;
     if (r->next != NULL)
         r->next->prev = r;
@@ -352,10 +374,8 @@ static int read_disk(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t request_
     if (err == MC_ERR_BUSY && cl->ndiskq < DISKQ_PER_PLACE * cl->a->cfg.disk_peer_reads) {
         /* disk_peer_reads under way: it waits for one to end, without its buffer (its
          * deadline runs: diskreads_expire) */
-        struct diskread *q = realloc(r, sizeof(*r));
-
-        if (q != NULL)
-            r = q;
+        free(r->bytes);
+        r->bytes = NULL;
         r->next = r->prev = NULL;
         r->qnext = NULL;
         if (cl->diskq_tail != NULL)
@@ -367,7 +387,7 @@ static int read_disk(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t request_
         return 0;
     }
     if (err != 0)
-        free(r);
+        diskread_free(r);
     return err;
 }
 

@@ -391,6 +391,9 @@ START_TEST(test_disk_cluster_restart_keeps_objects)
     /* objects also in memory are read from there: the others (most) from the disk */
     hits = t_disk_stat(a.sock, "disk_hits");
     ck_assert_int_gt(hits, n / 2);
+    /* A read those records straight into its block-aligned send buffers (no staging copy):
+     * every peer read's whole blocks count (A's own client only put) */
+    ck_assert_int_ge(t_disk_stat(a.sock, "read_direct_bytes"), hits * (json_int_t)len);
     /* a batch whose items live on A's disk and in A's memory: one READ_BATCH, all exact */
     batch_get_mixed(cc, "dc", 0, n, len);
     ck_assert_int_gt(t_disk_stat(a.sock, "disk_hits"), hits);
