@@ -174,6 +174,7 @@ struct diskread {
                                 * without bytes until it starts */
     uint8_t *bytes;            /* len bytes, block-aligned: the record's whole blocks land
                                 * there from the device (no staging copy); NULL: queued */
+    size_t cap;                /* bytes' size (cl->dbuf's size class) */
 };
 
 /* A READ_BATCH some of whose items are disk reads under way: answered (one status per
@@ -288,6 +289,14 @@ struct cluster {
     struct diskread *diskreads;   /* peers' reads of our disk records under way */
     struct diskread *diskq, *diskq_tail; /* ... and waiting for one of them to end */
     uint32_t ndiskq;
+    /* block-aligned buffers of ended peer disk reads, kept for the next ones: a fresh one
+     * costs page faults and zeroing at every read (docs/decisions.md) */
+#define CL_DBUF_KEEP 64u
+#define CL_DBUF_KEEP_BYTES (64u << 20)
+    void *dbuf[CL_DBUF_KEEP];
+    size_t dbuf_cap[CL_DBUF_KEEP];
+    uint32_t ndbuf;
+    size_t dbuf_bytes;
     struct diskcopy *diskcopies;  /* the master's COPYs into our disk segment under way */
     struct copyjob *diskdrains;   /* drain COPYs reading their disk source (owner_copy.c) */
     struct xfer *moving;          /* transfers UCX holds, for the peer hard deadline */

@@ -181,19 +181,57 @@ static void diskq_start(struct cluster *cl);
 /* r's buffer for the record: aligned to the disk's block, so that the store reads the
  * record's whole blocks straight into it (disk.h) instead of through a staging buffer and a
  * copy. 0 or MC_ERR_NOMEM. */
-static int diskread_buf(struct diskread *r)
+static int diskread_buf(struct cluster *cl, struct diskread *r)
 {
+    size_t want = (r->len + 65535u) & ~(size_t)65535u;
     void *p = NULL;
 
-    if (posix_memalign(&p, MC_DISK_BLOCK, r->len != 0 ? r->len : 1) != 0)
+    if (want == 0)
+        want = 65536u;
+    for (uint32_t i = 0; i < cl->ndbuf; i++) {
+        if (cl->dbuf_cap[i] == want) { /* a kept one of this size: its pages are there */
+            r->bytes = cl->dbuf[i];
+            r->cap = want;
+            cl->dbuf_bytes -= want;
+            cl->ndbuf--;
+            cl->dbuf[i] = cl->dbuf[cl->ndbuf];
+            cl->dbuf_cap[i] = cl->dbuf_cap[cl->ndbuf];
+            return 0;
+        }
+    }
+    if (posix_memalign(&p, MC_DISK_BLOCK, want) != 0)
         return MC_ERR_NOMEM;
     r->bytes = p;
+    r->cap = want;
     return 0;
+}
+
+/* Its buffer back to the cluster's keep (the oldest kept one goes when full), or freed
+ * when the cluster is gone. Only at the read's final end: the store and UCX are done. */
+static void diskread_buf_drop(struct cluster *cl, struct diskread *r)
+{
+    if (r->bytes == NULL)
+        return;
+    if (cl == NULL || cl->destroying || r->cap > CL_DBUF_KEEP_BYTES) {
+        free(r->bytes);
+    } else {
+        while (cl->ndbuf == CL_DBUF_KEEP || cl->dbuf_bytes + r->cap > CL_DBUF_KEEP_BYTES) {
+            free(cl->dbuf[0]); /* the oldest goes */
+            cl->dbuf_bytes -= cl->dbuf_cap[0];
+            cl->ndbuf--;
+            memmove(cl->dbuf, cl->dbuf + 1, cl->ndbuf * sizeof(cl->dbuf[0]));
+            memmove(cl->dbuf_cap, cl->dbuf_cap + 1, cl->ndbuf * sizeof(cl->dbuf_cap[0]));
+        }
+        cl->dbuf[cl->ndbuf] = r->bytes;
+        cl->dbuf_cap[cl->ndbuf++] = r->cap;
+        cl->dbuf_bytes += r->cap;
+    }
+    r->bytes = NULL;
 }
 
 static void diskread_free(struct diskread *r)
 {
-    free(r->bytes);
+    diskread_buf_drop(r->cl, r);
     free(r);
 }
 
@@ -307,7 +345,7 @@ static void diskq_start(struct cluster *cl)
         struct diskread *r = cl->diskq;
         int err;
 
-        if (diskread_buf(r) != 0)
+        if (diskread_buf(cl, r) != 0)
             return; /* later (another read's end, or its deadline) */
         cl->diskq = r->qnext;
         if (cl->diskq == NULL)
@@ -325,8 +363,7 @@ static void diskq_start(struct cluster *cl)
             continue;
         diskread_unlink(cl, r);
         if (err == MC_ERR_BUSY) {
-            free(r->bytes); /* queued without its buffer again */
-            r->bytes = NULL;
+            diskread_buf_drop(cl, r); /* queued without its buffer again */
             r->qnext = cl->diskq; /* still no place: first in line again */
             cl->diskq = r;
             if (cl->diskq_tail == NULL)
@@ -359,7 +396,7 @@ static int read_disk(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t request_
                            .deadline_ms = mc_agent_now_ms() + cl->a->cfg.op_timeout_ms / 2,
                            .offset = req->offset, .version = req->version,
                            .head = req->head};
-    if (diskread_buf(r) != 0) {
+    if (diskread_buf(cl, r) != 0) {
         free(r);
         return MC_ERR_NOMEM;
     }
@@ -374,8 +411,7 @@ static int read_disk(struct cluster *cl, struct mc_ucx_ep *ep, uint64_t request_
     if (err == MC_ERR_BUSY && cl->ndiskq < DISKQ_PER_PLACE * cl->a->cfg.disk_peer_reads) {
         /* disk_peer_reads under way: it waits for one to end, without its buffer (its
          * deadline runs: diskreads_expire) */
-        free(r->bytes);
-        r->bytes = NULL;
+        diskread_buf_drop(cl, r);
         r->next = r->prev = NULL;
         r->qnext = NULL;
         if (cl->diskq_tail != NULL)
@@ -1079,6 +1115,9 @@ void cl_owner_destroy(struct cluster *cl)
         if (r->batch != NULL)
             r->batch->cl = NULL;
     }
+    while (cl->ndbuf > 0)
+        free(cl->dbuf[--cl->ndbuf]);
+    cl->dbuf_bytes = 0;
     cl_copy_destroy(cl);
     cl_fences_forget(cl);
     fenced_expire(cl, UINT64_MAX);
