@@ -96,27 +96,27 @@ static void count_error(struct replay *rp, int err)
         rp->first_err = err;
 }
 
-/* A store call that ran from s to now: its time, and its span (MC_ERR_NOMEM when the span
- * list cannot grow: counted as an error, the figures would be wrong). Returns its ns. */
-static uint64_t timed(struct replay *rp, uint64_t s, uint64_t *step_ns)
+/* A store call that ran from s to now: its time into store_ns and *step_ns, its span into
+ * the list (MC_ERR_NOMEM when the list cannot grow: counted as an error, the figures would
+ * be wrong). */
+static void timed(struct replay *rp, uint64_t s, uint64_t *step_ns)
 {
     uint64_t e = now_ns();
 
+    rp->store_ns += e - s;
+    *step_ns += e - s;
     if (rp->nspans == rp->spans_cap) {
         size_t cap = rp->spans_cap > 0 ? 2 * rp->spans_cap : 4096;
         struct span *n = realloc(rp->spans, cap * sizeof(*n));
 
         if (n == NULL) {
             count_error(rp, MC_ERR_NOMEM);
-            return e - s;
+            return;
         }
         rp->spans = n;
         rp->spans_cap = cap;
     }
     rp->spans[rp->nspans++] = (struct span){s, e};
-    rp->store_ns += e - s;
-    *step_ns += e - s;
-    return e - s;
 }
 
 uint64_t mcb_pool_capacity(mc_client_t *c)
